@@ -1,0 +1,1 @@
+"""divopt.data: corpora loaders, embeddings with a cache, candidate pools, synthetic generators."""

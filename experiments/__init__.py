@@ -1,0 +1,1 @@
+"""divopt.experiments: metrics, certification, sweeps, benchmarks, plots, CLI, notebooks."""

@@ -1,0 +1,21 @@
+"""divopt.models: problem definitions (Instance, objectives, validation, Pyomo model builders)."""
+from .instance import Instance
+from .objective import (
+    ccbqp_objective,
+    normalized_gap,
+    objective_scale,
+    relaxed_gradient,
+    relaxed_objective,
+)
+from . import kernels, validation
+
+__all__ = [
+    "Instance",
+    "ccbqp_objective",
+    "relaxed_objective",
+    "relaxed_gradient",
+    "normalized_gap",
+    "objective_scale",
+    "kernels",
+    "validation",
+]

@@ -1,0 +1,73 @@
+"""Functional tensor kernels shared by every method (PyTorch functional style).
+
+Device and dtype follow the input. Embeddings may be stored in float16/bfloat16; every
+reduction accumulates in float32 (float64 when E is float64). No function here forms an
+n x n matrix or an n x d temporary: low-precision CPU inputs are upcast a row block at a time.
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["accumulation_dtype", "matvec", "rmatvec", "matmul", "gather_sum", "gather_rows", "synchronize"]
+
+_BLOCK_ROWS = 1 << 14
+
+
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float64 for float64 storage, float32 for everything else."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _low_precision_cpu(E: torch.Tensor) -> bool:
+    return E.device.type == "cpu" and E.dtype in (torch.float16, torch.bfloat16)
+
+
+def matvec(E: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """E @ v for E of shape (n, d), v of shape (d,), result in the accumulation dtype."""
+    return matmul(E, v.unsqueeze(1)).squeeze(1)
+
+
+def matmul(E: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+    """E @ V for E (n, d) and V (d, m): one pass over E, float32 accumulation.
+
+    On CUDA low-precision GEMM already accumulates in float32 (cuBLAS compute type 32F); on
+    CPU the rows are upcast block by block so the temporary stays at ``_BLOCK_ROWS x d``.
+    """
+    acc = accumulation_dtype(E.dtype)
+    if _low_precision_cpu(E):
+        V32 = V.to(device=E.device, dtype=acc)
+        out = torch.empty(E.shape[0], V.shape[1], dtype=acc, device=E.device)
+        for s in range(0, E.shape[0], _BLOCK_ROWS):
+            out[s : s + _BLOCK_ROWS] = E[s : s + _BLOCK_ROWS].to(acc) @ V32
+        return out
+    if E.dtype in (torch.float16, torch.bfloat16):
+        return (E @ V.to(device=E.device, dtype=E.dtype)).to(acc)
+    return E @ V.to(device=E.device, dtype=E.dtype)
+
+
+def rmatvec(E: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """E^T x for E (n, d), x (n,): a d-vector in the accumulation dtype, one pass over E."""
+    acc = accumulation_dtype(E.dtype)
+    x = x.to(device=E.device, dtype=acc)
+    if E.dtype in (torch.float16, torch.bfloat16):
+        out = torch.zeros(E.shape[1], dtype=acc, device=E.device)
+        for s in range(0, E.shape[0], _BLOCK_ROWS):
+            out += E[s : s + _BLOCK_ROWS].to(acc).T @ x[s : s + _BLOCK_ROWS]
+        return out
+    return E.T @ x.to(E.dtype)
+
+
+def gather_rows(E: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """Rows E[idx] in the accumulation dtype (a k x d copy)."""
+    return E.index_select(0, idx.to(E.device)).to(accumulation_dtype(E.dtype))
+
+
+def gather_sum(E: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """Sum of the rows E[idx]: E^T s for the indicator s of idx, in O(k d)."""
+    return gather_rows(E, idx).sum(dim=0)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued kernels so wall-clock timings are honest on CUDA."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,207 @@
+"""Input validation for divopt, in the manner of scikit-learn's ``check_array``.
+
+Every public entry point validates through these functions, so an error always names the
+argument, what was expected and what was received. Nothing here copies the embedding
+matrix: checks are reductions (row norms), which keeps peak memory near the size of ``E``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = [
+    "as_tensor",
+    "check_embeddings",
+    "check_vector",
+    "check_k",
+    "check_theta",
+    "check_nonnegative",
+    "check_indices",
+    "check_choice",
+    "unit_norm_tolerance",
+]
+
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+# Rows are processed in blocks so that low-precision inputs are upcast a block at a time.
+_BLOCK_ROWS = 1 << 15
+
+
+def as_tensor(a: Any, name: str) -> torch.Tensor:
+    """Return ``a`` as a floating torch tensor without copying when possible.
+
+    numpy arrays are wrapped with ``torch.from_numpy`` (shared memory); lists are converted.
+    Integer inputs are converted to float32; other dtypes are refused with a clear error.
+    """
+    if isinstance(a, torch.Tensor):
+        t = a
+    elif isinstance(a, np.ndarray):
+        if a.dtype == np.float16 or a.dtype == np.float32 or a.dtype == np.float64:
+            t = torch.from_numpy(np.ascontiguousarray(a))
+        elif np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_:
+            t = torch.from_numpy(a.astype(np.float32))
+        else:
+            raise TypeError(f"{name} must be a float array, got numpy dtype {a.dtype}")
+    else:
+        try:
+            t = torch.as_tensor(np.asarray(a, dtype=np.float64))
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be array-like of floats, got {type(a).__name__}") from exc
+    if t.dtype not in _FLOAT_DTYPES:
+        if t.dtype.is_floating_point or t.dtype.is_complex:
+            raise TypeError(f"{name} has unsupported dtype {t.dtype}")
+        t = t.to(torch.float32)
+    return t
+
+
+def unit_norm_tolerance(dtype: torch.dtype) -> float:
+    """Tolerance on | ||e_i|| - 1 | for a row stored in ``dtype``."""
+    return max(1e-4, 8.0 * torch.finfo(dtype).eps)
+
+
+def _row_norms(E: torch.Tensor) -> torch.Tensor:
+    """Euclidean row norms with float32 (or float64) accumulation, block by block."""
+    acc = torch.float64 if E.dtype == torch.float64 else torch.float32
+    out = torch.empty(E.shape[0], dtype=acc, device=E.device)
+    for start in range(0, E.shape[0], _BLOCK_ROWS):
+        blk = E[start : start + _BLOCK_ROWS]
+        out[start : start + blk.shape[0]] = torch.linalg.vector_norm(blk, dim=1, dtype=acc)
+    return out
+
+
+def _first_nonfinite(t: torch.Tensor) -> tuple[int, ...]:
+    bad = (~torch.isfinite(t)).nonzero()
+    return tuple(int(i) for i in bad[0])
+
+
+def check_embeddings(E: Any, name: str = "E", normalize: bool = False) -> torch.Tensor:
+    """Validate an (n, d) embedding matrix with unit-norm rows.
+
+    Parameters
+    ----------
+    E : array-like or tensor of shape (n, d)
+    normalize : if True, rows are rescaled to unit norm (a new tensor); otherwise rows must
+        already have unit norm within :func:`unit_norm_tolerance` of their dtype.
+
+    Raises
+    ------
+    ValueError naming the problem: wrong number of dimensions, empty pool, non-finite values
+    (with the first offending row), zero rows when normalizing, rows not of unit norm.
+    """
+    t = as_tensor(E, name)
+    if t.ndim != 2:
+        raise ValueError(f"{name} must be 2-D of shape (n, d), got {t.ndim}-D shape {tuple(t.shape)}")
+    n, d = t.shape
+    if n == 0:
+        raise ValueError(f"{name} is an empty pool: shape {tuple(t.shape)}, need n >= 1")
+    if d == 0:
+        raise ValueError(f"{name} has zero columns: shape {tuple(t.shape)}, need d >= 1")
+    norms = _row_norms(t)
+    # A row with NaN or inf has a non-finite norm, so one reduction finds them all.
+    if not bool(torch.isfinite(norms).all()):
+        row = int((~torch.isfinite(norms)).nonzero()[0])
+        if bool(torch.isfinite(t[row]).all()):
+            raise ValueError(f"{name} row {row} overflows when its norm is computed (values too large)")
+        col = _first_nonfinite(t[row])[0]
+        raise ValueError(
+            f"{name} contains non-finite values (NaN or inf): first at row {row}, column {col}"
+        )
+    if normalize:
+        if bool((norms == 0).any()):
+            row = int((norms == 0).nonzero()[0])
+            raise ValueError(f"{name} row {row} is all zeros and cannot be normalized")
+        return (t / norms.to(t.dtype).unsqueeze(1)).contiguous()
+    tol = unit_norm_tolerance(t.dtype)
+    dev = (norms - 1.0).abs()
+    if bool((dev > tol).any()):
+        row = int(dev.argmax())
+        raise ValueError(
+            f"{name} rows must have unit norm (pass normalize=True to rescale): "
+            f"row {row} has norm {float(norms[row]):.6g}, tolerance {tol:.1e}"
+        )
+    return t.contiguous()
+
+
+def check_vector(
+    v: Any, name: str, length: int, what: str = "", unit_norm: bool = False, normalize: bool = False
+) -> torch.Tensor:
+    """Validate a finite 1-D vector of a given length (optionally unit norm)."""
+    t = as_tensor(v, name)
+    if t.ndim == 2 and 1 in t.shape:
+        t = t.reshape(-1)
+    if t.ndim != 1:
+        raise ValueError(f"{name} must be 1-D of length {length}{what}, got shape {tuple(t.shape)}")
+    if t.shape[0] != length:
+        raise ValueError(f"{name} must have length {length}{what}, got length {t.shape[0]}")
+    if not bool(torch.isfinite(t).all()):
+        (i,) = _first_nonfinite(t)
+        raise ValueError(f"{name} contains non-finite values (NaN or inf): first at index {i}")
+    if unit_norm or normalize:
+        nrm = float(torch.linalg.vector_norm(t, dtype=torch.float64))
+        if normalize:
+            if nrm == 0.0:
+                raise ValueError(f"{name} is the zero vector and cannot be normalized")
+            return t / nrm
+        tol = unit_norm_tolerance(t.dtype)
+        if abs(nrm - 1.0) > tol:
+            raise ValueError(
+                f"{name} must have unit norm (pass normalize=True to rescale), got norm {nrm:.6g}"
+            )
+    return t
+
+
+def check_k(k: Any, n: int, name: str = "k") -> int:
+    """k must be an integer with 1 <= k <= n."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(k).__name__} {k!r}")
+    k = int(k)
+    if k < 1 or k > n:
+        raise ValueError(f"{name} must satisfy 1 <= {name} <= n = {n}, got {name} = {k}")
+    return k
+
+
+def check_theta(theta: Any, name: str = "theta") -> float:
+    """theta is the relevance-diversity trade-off in [0, 1] (1 = pure relevance)."""
+    try:
+        th = float(theta)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a number in [0, 1], got {theta!r}") from exc
+    if not np.isfinite(th) or th < 0.0 or th > 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {theta!r}")
+    return th
+
+
+def check_nonnegative(value: Any, name: str, allow_zero: bool = True) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a number, got {value!r}") from exc
+    if not np.isfinite(v) or v < 0.0 or (v == 0.0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
+    return v
+
+
+def check_indices(indices: Any, n: int, name: str = "indices", size: int | None = None) -> np.ndarray:
+    """A selection: unique integer indices in [0, n), optionally of a given size."""
+    idx = np.asarray(indices.cpu() if isinstance(indices, torch.Tensor) else indices)
+    if idx.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {idx.shape}")
+    if idx.size and not np.issubdtype(idx.dtype, np.integer):
+        raise TypeError(f"{name} must hold integers, got dtype {idx.dtype}")
+    idx = idx.astype(np.int64, copy=False)
+    if size is not None and idx.size != size:
+        raise ValueError(f"{name} must hold exactly {size} items, got {idx.size}")
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = idx[(idx < 0) | (idx >= n)][0]
+        raise ValueError(f"{name} must lie in [0, {n}), got {int(bad)}")
+    if np.unique(idx).size != idx.size:
+        raise ValueError(f"{name} must be unique, got duplicates")
+    return idx
+
+
+def check_choice(value: Any, name: str, choices) -> str:
+    if value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; expected one of {sorted(choices)}")
+    return value

@@ -1,0 +1,1 @@
+"""divopt.robust: uncertainty sets, worst-case oracles, robust counterparts, cutting planes."""
