@@ -1,0 +1,316 @@
+"""Metrics on a selection: IR effectiveness, diversity, coverage and the optimisation objectives.
+
+Every function takes plain inputs (embeddings, relevance, the selected row indices or passage
+ids, qrels or subtopic labels) and returns a float; :func:`selection_metrics` returns every
+metric that applies to an :class:`~divopt.models.Instance` and a selection as one flat dict, the
+shape one row of a tidy results table wants.
+
+Conventions
+-----------
+* A selection is ranked in the order given (pick order for greedy methods, decreasing relevance
+  for set-valued methods, see :class:`divopt.solvers.Selection`).
+* qrels for one query: a mapping ``passage id -> graded relevance`` (int, 0 = not relevant).
+  Recall@k and NDCG@k are computed by ir-measures (pytrec_eval backend), not by hand; a query
+  without any relevant passage gives NaN (the metric is undefined, pytrec_eval would say 0).
+* subtopics for one query: a mapping ``passage id -> iterable of subtopic labels`` (a passage
+  may cover several subtopics; a passage absent from the mapping covers none). Synthetic
+  cluster labels are the one-subtopic-per-passage case.
+* Metrics on fewer than two items that need pairs (ILAD, ILS) are NaN.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from divopt.models import Instance, ccbqp_objective
+from divopt.models.kernels import gather_rows, matvec
+from divopt.models.validation import check_embeddings, check_indices, check_nonnegative, check_vector
+
+__all__ = [
+    "ir_scores",
+    "recall_at_k",
+    "ndcg_at_k",
+    "ilad",
+    "ils",
+    "alpha_ndcg",
+    "subtopic_recall",
+    "vrsd_score",
+    "dartboard_score",
+    "jaccard",
+    "selection_metrics",
+]
+
+_QID = "q"  # ir-measures needs a query id; single-query helpers use this one
+
+
+# --------------------------------------------------------------------------------------------
+# IR effectiveness through ir-measures
+# --------------------------------------------------------------------------------------------
+def _run_from_ranking(ranked_ids: Sequence[Any]) -> dict[str, float]:
+    # Strictly decreasing scores so pytrec_eval keeps the given order (it breaks ties by docid).
+    ids = [str(i) for i in ranked_ids]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"ranked ids must be unique, got duplicates in {ids}")
+    return {doc: float(len(ids) - r) for r, doc in enumerate(ids)}
+
+
+def _clean_qrels(qrels: Mapping[Any, Any], name: str = "qrels") -> dict[str, int]:
+    if not isinstance(qrels, Mapping):
+        raise TypeError(f"{name} must be a mapping passage id -> relevance grade, got {type(qrels).__name__}")
+    out: dict[str, int] = {}
+    for doc, rel in qrels.items():
+        try:
+            out[str(doc)] = int(rel)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name}[{doc!r}] must be an integer relevance grade, got {rel!r}") from exc
+    return out
+
+
+def ir_scores(
+    runs: Mapping[Any, Sequence[Any]],
+    qrels: Mapping[Any, Mapping[Any, Any]],
+    k: int,
+    measures: Sequence[str] = ("R", "nDCG"),
+) -> dict[Any, dict[str, float]]:
+    """Per-query IR measures at cutoff k for many queries at once, through ir-measures.
+
+    runs : query id -> ranked passage ids (the selection, best first).
+    qrels : query id -> {passage id: relevance grade}.
+    measures : ir-measures names evaluated at ``@k`` ("R", "nDCG", "P", "RR", "AP", ...).
+    Returns query id -> {"R@k": value, ...}; a query with no relevant passage (or no qrels)
+    gets NaN for every measure.
+    """
+    import ir_measures
+
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    parsed = [ir_measures.parse_measure(f"{m}@{int(k)}") for m in measures]
+    names = {str(m): m for m in parsed}
+    keymap = {str(q): q for q in runs}
+    run_d = {str(q): _run_from_ranking(list(r)[: int(k)]) for q, r in runs.items()}
+    qrels_d = {str(q): _clean_qrels(qr, f"qrels[{q!r}]") for q, qr in qrels.items() if str(q) in run_d}
+    out: dict[Any, dict[str, float]] = {q: {n: float("nan") for n in names} for q in runs}
+    judged = {q: qr for q, qr in qrels_d.items() if any(v > 0 for v in qr.values())}
+    if judged:
+        for m in ir_measures.iter_calc(parsed, judged, {q: run_d[q] for q in judged}):
+            out[keymap[m.query_id]][str(m.measure)] = float(m.value)
+    return out
+
+
+def recall_at_k(ranked_ids: Sequence[Any], qrels: Mapping[Any, Any], k: int | None = None) -> float:
+    """Recall@k = |relevant in the top k| / |relevant| (ir-measures ``R@k``); NaN if none relevant."""
+    k = len(ranked_ids) if k is None else k
+    return ir_scores({_QID: ranked_ids}, {_QID: qrels}, k, ("R",))[_QID][f"R@{k}"]
+
+
+def ndcg_at_k(ranked_ids: Sequence[Any], qrels: Mapping[Any, Any], k: int | None = None) -> float:
+    """NDCG@k with linear gains and log2(rank+1) discounts (ir-measures ``nDCG@k``, trec_eval's)."""
+    k = len(ranked_ids) if k is None else k
+    return ir_scores({_QID: ranked_ids}, {_QID: qrels}, k, ("nDCG",))[_QID][f"nDCG@{k}"]
+
+
+# --------------------------------------------------------------------------------------------
+# Diversity of the selected embeddings
+# --------------------------------------------------------------------------------------------
+def _rows(E: Any, indices: Any) -> torch.Tensor:
+    Et = E if isinstance(E, torch.Tensor) else check_embeddings(E, "E")
+    idx = check_indices(indices, int(Et.shape[0]))
+    return gather_rows(Et, torch.as_tensor(idx, device=Et.device)).double()
+
+
+def _mean_pairwise_cos(E: Any, indices: Any) -> float:
+    R = _rows(E, indices)
+    m = R.shape[0]
+    if m < 2:
+        return float("nan")
+    G = R @ R.T
+    # sum over i != j of w_ij = ||sum e||^2 - sum ||e_i||^2
+    off = float(G.sum() - G.diagonal().sum())
+    return off / (m * (m - 1))
+
+
+def ils(E: Any, indices: Any) -> float:
+    """Intra-list similarity: mean cosine over the m(m-1)/2 unordered pairs of the selection."""
+    return _mean_pairwise_cos(E, indices)
+
+
+def ilad(E: Any, indices: Any) -> float:
+    """Intra-list average distance: mean of 1 - cos(e_i, e_j) over unordered pairs (= 1 - ILS)."""
+    s = _mean_pairwise_cos(E, indices)
+    return 1.0 - s
+
+
+# --------------------------------------------------------------------------------------------
+# Subtopic coverage
+# --------------------------------------------------------------------------------------------
+def _subtopic_sets(subtopics: Mapping[Any, Any]) -> dict[str, frozenset]:
+    if not isinstance(subtopics, Mapping):
+        raise TypeError(f"subtopics must be a mapping passage id -> subtopic labels, got {type(subtopics).__name__}")
+    out = {}
+    for doc, labels in subtopics.items():
+        if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
+            labels = [labels]  # one label per passage (e.g. a cluster id)
+        out[str(doc)] = frozenset(labels)
+    return out
+
+
+def _alpha_dcg(ranking: Sequence[frozenset], alpha: float, k: int) -> float:
+    seen: dict[Any, int] = {}
+    dcg = 0.0
+    for r, labels in enumerate(ranking[:k]):
+        gain = sum((1.0 - alpha) ** seen.get(s, 0) for s in labels)
+        dcg += gain / math.log2(r + 2)
+        for s in labels:
+            seen[s] = seen.get(s, 0) + 1
+    return dcg
+
+
+def alpha_ndcg(
+    ranked_ids: Sequence[Any], subtopics: Mapping[Any, Any], k: int | None = None, alpha: float = 0.5
+) -> float:
+    """alpha-nDCG@k of Clarke et al. (2008).
+
+    Gain at rank r (1-based): G_r = sum over subtopics s of J(d_r, s) (1-alpha)^{C_s(r-1)}, with
+    C_s(r-1) the number of passages ranked above r that cover s; alpha-DCG@k = sum_r G_r / log2(1+r).
+    The ideal alpha-DCG@k is computed by the standard greedy ordering (as NTCIR/TREC ndeval do,
+    the exact ideal is NP-hard) over every passage listed in ``subtopics``. NaN if no passage
+    covers any subtopic.
+    """
+    a = check_nonnegative(alpha, "alpha")
+    if a > 1:
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    k = len(ranked_ids) if k is None else int(k)
+    sets = _subtopic_sets(subtopics)
+    ranking = [sets.get(str(d), frozenset()) for d in ranked_ids]
+    dcg = _alpha_dcg(ranking, a, k)
+    # greedy ideal: at each rank take the passage with the largest marginal gain
+    pool = [s for s in sets.values() if s]
+    if not pool:
+        return float("nan")
+    seen: dict[Any, int] = {}
+    ideal = []
+    for _ in range(min(k, len(pool))):
+        gains = [sum((1.0 - a) ** seen.get(s, 0) for s in labels) for labels in pool]
+        best = int(np.argmax(gains))
+        labels = pool.pop(best)
+        ideal.append(labels)
+        for s in labels:
+            seen[s] = seen.get(s, 0) + 1
+    idcg = _alpha_dcg(ideal, a, k)
+    return dcg / idcg if idcg > 0 else float("nan")
+
+
+def subtopic_recall(
+    ranked_ids: Sequence[Any], subtopics: Mapping[Any, Any], k: int | None = None, n_subtopics: int | None = None
+) -> float:
+    """S-recall@k (Zhai et al. 2003): |union of subtopics covered by the top k| / |subtopics|.
+
+    ``n_subtopics`` defaults to the number of distinct labels in ``subtopics``; NaN if zero.
+    """
+    k = len(ranked_ids) if k is None else int(k)
+    sets = _subtopic_sets(subtopics)
+    covered = set().union(*(sets.get(str(d), frozenset()) for d in list(ranked_ids)[:k])) if k else set()
+    total = len(set().union(*sets.values())) if n_subtopics is None else int(n_subtopics)
+    return len(covered) / total if total > 0 else float("nan")
+
+
+# --------------------------------------------------------------------------------------------
+# Objectives of the baselines
+# --------------------------------------------------------------------------------------------
+def vrsd_score(E: Any, q: Any, indices: Any) -> float:
+    """VRSD's sum-vector similarity: cos(sum_{i in S} e_i, q)."""
+    R = _rows(E, indices)
+    qv = check_vector(q, "q", R.shape[1], " (the embedding dimension d)").double().to(R.device)
+    v = R.sum(0)
+    nv, nq = float(v.norm()), float(qv.norm())
+    if nv == 0.0 or nq == 0.0:
+        return float("nan")
+    return float(v @ qv) / (nv * nq)
+
+
+def dartboard_score(E: Any, q: Any, indices: Any, sigma: float = 0.1) -> float:
+    """Dartboard's relevant information gain (Pickett et al. 2024), in log space.
+
+    With distance D(a, b) = (1 - cos(a, b)) / 2 and the Gaussian log-density
+    log N(D, sigma) = -D^2 / (2 sigma^2) - log(sigma sqrt(2 pi)), the query places its "dart" on
+    pool item t with probability P(t | q) proportional to N(D(q, t), sigma) (normalized over the
+    whole pool E), and the score of a set S is
+        log sum_t P(t | q) max_{g in S} N(D(t, g), sigma).
+    Costs one pass over E per selected item (O(n k d)); no n x n matrix.
+    """
+    s = check_nonnegative(sigma, "sigma", allow_zero=False)
+    Et = E if isinstance(E, torch.Tensor) else check_embeddings(E, "E")
+    R = _rows(Et, indices)
+    qv = check_vector(q, "q", R.shape[1], " (the embedding dimension d)")
+    const = -math.log(s * math.sqrt(2 * math.pi))
+
+    def lognorm(cos: torch.Tensor) -> torch.Tensor:
+        dist = (1.0 - cos) / 2.0
+        return -(dist * dist) / (2 * s * s) + const
+
+    logp = lognorm(matvec(Et, qv.to(Et.device)).double())
+    logp = logp - torch.logsumexp(logp, 0)
+    best = torch.stack([lognorm(matvec(Et, r.to(device=Et.device)).double()) for r in R]).amax(0)
+    return float(torch.logsumexp(logp + best, 0))
+
+
+# --------------------------------------------------------------------------------------------
+# Consistency between selections
+# --------------------------------------------------------------------------------------------
+def jaccard(a: Iterable[Any], b: Iterable[Any]) -> float:
+    """|A intersect B| / |A union B| of two selections (ids or indices); 1.0 for two empty sets."""
+    A = {x.item() if hasattr(x, "item") else x for x in a}
+    B = {x.item() if hasattr(x, "item") else x for x in b}
+    union = A | B
+    return len(A & B) / len(union) if union else 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# Everything that applies, as one row
+# --------------------------------------------------------------------------------------------
+def selection_metrics(
+    inst: Instance,
+    indices: Any,
+    *,
+    qrels: Mapping[Any, Any] | None = None,
+    subtopics: Mapping[Any, Any] | None = None,
+    k: int | None = None,
+    alpha: float = 0.5,
+    sigma: float | None = None,
+    ids: Sequence[Any] | None = None,
+) -> dict[str, float]:
+    """Every metric that applies to a selection of rows of ``inst``, as a flat dict.
+
+    Always: ``objective`` (CCBQP f at inst.theta, inst.k), ``relevance_sum`` (sum of c_i), ``ilad``,
+    ``ils``. With a query vector: ``vrsd``, and ``dartboard`` when ``sigma`` is given (it costs
+    O(n k d)). With qrels: ``recall``, ``ndcg`` (at k). With subtopics: ``alpha_ndcg``,
+    ``s_recall``. Passage ids come from ``ids``, else ``inst.ids``, else the row indices.
+    """
+    idx = check_indices(indices, inst.n)
+    k = idx.size if k is None else int(k)
+    out: dict[str, float] = {
+        "objective": ccbqp_objective(inst, idx),
+        "relevance_sum": float(inst.relevance.double()[torch.as_tensor(idx, device=inst.device)].sum()),
+        "ilad": ilad(inst.E, idx),
+        "ils": ils(inst.E, idx),
+    }
+    if inst.q is not None:
+        out["vrsd"] = vrsd_score(inst.E, inst.q, idx)
+        if sigma is not None:
+            out["dartboard"] = dartboard_score(inst.E, inst.q, idx, sigma)
+    if qrels is not None or subtopics is not None:
+        if ids is None:
+            ids = inst.ids if inst.ids is not None else np.arange(inst.n)
+        ranked = [np.asarray(ids)[i].item() for i in idx]
+        if qrels is not None:
+            sc = ir_scores({_QID: ranked}, {_QID: qrels}, k, ("R", "nDCG"))[_QID]
+            out["recall"] = sc[f"R@{k}"]
+            out["ndcg"] = sc[f"nDCG@{k}"]
+        if subtopics is not None:
+            out["alpha_ndcg"] = alpha_ndcg(ranked, subtopics, k, alpha)
+            out["s_recall"] = subtopic_recall(ranked, subtopics, k)
+    return out

@@ -1,0 +1,114 @@
+"""Metrics against hand-computed values and plain-loop re-implementations."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from divopt.experiments import metrics as M
+from divopt.models import Instance, ccbqp_objective
+
+S2 = 1 / math.sqrt(2)
+
+
+def test_recall_and_ndcg_hand_case():
+    qrels = {"a": 1, "b": 2, "z": 1}
+    ranked = ["a", "c", "b"]
+    assert M.recall_at_k(ranked, qrels, 3) == pytest.approx(2 / 3)
+    assert M.recall_at_k(ranked, qrels, 1) == pytest.approx(1 / 3)
+    dcg = 1 / math.log2(2) + 0 + 2 / math.log2(4)
+    idcg = 2 / math.log2(2) + 1 / math.log2(3) + 1 / math.log2(4)
+    assert M.ndcg_at_k(ranked, qrels, 3) == pytest.approx(dcg / idcg)
+    # order matters for nDCG: b first is the ideal prefix
+    dcg2 = 2 + 1 / math.log2(3)
+    assert M.ndcg_at_k(["b", "a", "c"], qrels, 3) == pytest.approx(dcg2 / idcg)
+
+
+def test_ir_scores_many_queries_and_unjudged_is_nan():
+    out = M.ir_scores({1: [5, 6], 2: [7, 8]}, {1: {6: 1}, 2: {9: 0}}, 2)
+    assert out[1]["R@2"] == pytest.approx(1.0)
+    assert out[1]["nDCG@2"] == pytest.approx(1 / math.log2(3))
+    assert math.isnan(out[2]["R@2"]) and math.isnan(out[2]["nDCG@2"])
+    with pytest.raises(ValueError, match="unique"):
+        M.recall_at_k(["a", "a"], {"a": 1})
+    with pytest.raises(TypeError, match="relevance grade"):
+        M.recall_at_k(["a"], {"a": "high"})
+
+
+def test_ilad_ils_hand_case():
+    E = np.array([[1.0, 0.0], [0.0, 1.0], [S2, S2]])
+    assert M.ils(E, [0, 1, 2]) == pytest.approx((0 + S2 + S2) / 3)
+    assert M.ilad(E, [0, 1, 2]) == pytest.approx(1 - 2 * S2 / 3)
+    assert M.ilad(E, [0, 1]) == pytest.approx(1.0)
+    assert math.isnan(M.ilad(E, [2]))
+
+
+def test_alpha_ndcg_and_s_recall_hand_case():
+    sub = {"a": {1, 2}, "b": {1}, "c": {3}, "d": set()}
+    # ranking b, a, c with alpha = 1/2: gains 1, (1/2 + 1), 1
+    dcg = 1 + 1.5 / math.log2(3) + 1 / 2
+    # greedy ideal: a (gain 2), c (gain 1), b (gain 1/2)
+    idcg = 2 + 1 / math.log2(3) + 0.5 / 2
+    assert M.alpha_ndcg(["b", "a", "c"], sub, 3, alpha=0.5) == pytest.approx(dcg / idcg)
+    assert M.alpha_ndcg(["a", "c", "b"], sub, 3, alpha=0.5) == pytest.approx(1.0)
+    # alpha = 0 is plain nDCG with gain = number of subtopics covered
+    assert M.alpha_ndcg(["b", "c"], sub, 2, alpha=0.0) == pytest.approx(
+        (1 + 1 / math.log2(3)) / (2 + 1 / math.log2(3))
+    )
+    assert M.subtopic_recall(["b", "c"], sub) == pytest.approx(2 / 3)
+    assert M.subtopic_recall(["a", "b", "c"], sub, k=1) == pytest.approx(2 / 3)
+    assert M.subtopic_recall(["b"], {"b": 7, "e": 8}) == pytest.approx(1 / 2)  # one label per passage
+    assert math.isnan(M.alpha_ndcg(["x"], {"x": set()}))
+    with pytest.raises(ValueError, match="alpha"):
+        M.alpha_ndcg(["a"], sub, alpha=1.5)
+
+
+def test_vrsd_and_jaccard_hand_case():
+    E = np.array([[1.0, 0.0], [0.0, 1.0], [S2, S2]])
+    assert M.vrsd_score(E, [1.0, 0.0], [0, 1]) == pytest.approx(S2)
+    assert M.vrsd_score(E, [1.0, 0.0], [0]) == pytest.approx(1.0)
+    assert M.jaccard([1, 2, 3], [2, 3, 4]) == pytest.approx(0.5)
+    assert M.jaccard(np.array([1, 2]), [2, 1]) == pytest.approx(1.0)
+    assert M.jaccard(["x"], ["y"]) == 0.0
+
+
+def test_dartboard_score_matches_plain_loop():
+    rng = np.random.default_rng(0)
+    E = rng.normal(size=(12, 5))
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    q = rng.normal(size=5)
+    q /= np.linalg.norm(q)
+    S, sigma = [3, 7, 1], 0.2
+
+    def N(dist):
+        return math.exp(-dist * dist / (2 * sigma * sigma)) / (sigma * math.sqrt(2 * math.pi))
+
+    P = [N((1 - E[t] @ q) / 2) for t in range(12)]
+    Z = sum(P)
+    total = sum(P[t] / Z * max(N((1 - E[t] @ E[g]) / 2) for g in S) for t in range(12))
+    assert M.dartboard_score(E, q, S, sigma) == pytest.approx(math.log(total), rel=1e-9)
+    # adding an item never lowers the score (max over a larger set)
+    assert M.dartboard_score(E, q, S + [0], sigma) >= M.dartboard_score(E, q, S, sigma)
+    with pytest.raises(ValueError, match="sigma"):
+        M.dartboard_score(E, q, S, 0.0)
+
+
+def test_selection_metrics_row():
+    rng = np.random.default_rng(1)
+    E = rng.normal(size=(10, 4))
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    q = E[0]
+    ids = np.array([f"p{i}" for i in range(10)])
+    inst = Instance(torch.as_tensor(E), torch.as_tensor(q), k=3, theta=0.6, ids=ids)
+    sel = [0, 4, 2]
+    row = M.selection_metrics(inst, sel, qrels={"p0": 1, "p9": 1}, subtopics={"p0": 0, "p4": 1, "p9": 2},
+                              sigma=0.3)
+    assert row["objective"] == pytest.approx(ccbqp_objective(inst, sel))
+    assert row["relevance_sum"] == pytest.approx(sum(float(E[i] @ q) for i in sel))
+    assert row["recall"] == pytest.approx(0.5)
+    assert row["s_recall"] == pytest.approx(2 / 3)
+    assert row["ilad"] == pytest.approx(M.ilad(E, sel))
+    assert row["vrsd"] == pytest.approx(M.vrsd_score(E, q, sel))
+    assert set(row) >= {"ndcg", "alpha_ndcg", "dartboard", "ils"}
+    with pytest.raises(ValueError, match="indices"):
+        M.selection_metrics(inst, [0, 0, 1])
