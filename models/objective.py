@@ -3,7 +3,7 @@
 Binary form (x in {0,1}^n):
     f(x) = theta (k-1) c^T x + (1-theta) (x^T x - ||E^T x||^2)
 which for sum(x) = k is theta (k-1) c^T x + (1-theta) (k - ||E^T x||^2), i.e.
-theta (k-1) * relevance + (1-theta) * (sum over ordered pairs i != j in S of (1 - w_ij)).
+theta (k-1) * sum_{i in S} c_i - (1-theta) * sum over ordered pairs i != j in S of w_ij.
 
 Relaxation over {0 <= x <= 1, sum(x) = k} with relax_penalty lambda:
     f_lambda(x) = f(x) + (1-theta) lambda (||x||^2 - k)

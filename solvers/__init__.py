@@ -3,6 +3,7 @@
 ``select(instance, method, **params)`` runs any fast selector named in ``METHODS``.
 """
 from .selection import METHODS, Selection, get_selector, register, select
-from . import frank_wolfe  # noqa: F401  (registers "fw")
+from . import dartboard, dpp, frank_wolfe, greedy  # noqa: F401  (register the selectors)
+from . import local_search, multistart  # noqa: F401  (registers "fw_ls", "fw_ms", "<greedy>_ls")
 
 __all__ = ["METHODS", "Selection", "select", "register", "get_selector"]

@@ -1,0 +1,126 @@
+"""Frank-Wolfe: monotone, integral output, tightness of the lambda = 2 relaxation, bounds vs brute force."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from divopt.models import Instance, ccbqp_objective, relaxed_objective
+from divopt.solvers import select
+from divopt.solvers.frank_wolfe import fw_relaxation, initial_point
+
+from conftest import planted_duplicates, random_unit, unit_query
+
+
+def brute_force(inst):
+    best, arg = -np.inf, None
+    for S in itertools.combinations(range(inst.n), inst.k):
+        v = ccbqp_objective(inst, S)
+        if v > best:
+            best, arg = v, S
+    return best, arg
+
+
+@pytest.mark.parametrize("init", ["topk", "uniform", "random"])
+def test_trace_non_decreasing_and_output_integral(init):
+    for s in range(5):
+        E = planted_duplicates(10, 6, 16, s)
+        inst = Instance(E, unit_query(16, s), k=7, theta=[0.2, 0.5, 0.8, 0.4, 0.6][s])
+        sel = select(inst, "fw", init=init, seed=s)
+        tr = np.array(sel.info["trace"])
+        assert np.all(np.diff(tr) >= -1e-9 * np.abs(tr).max()), tr
+        assert sel.info["converged"]
+        assert len(set(sel.indices.tolist())) == 7
+        # the final relaxed value is attained by the returned binary set
+        assert abs(tr[-1] - sel.objective) < 1e-6 * max(1, abs(sel.objective))
+
+
+def test_iteration_cap_is_reported():
+    E = random_unit(200, 6, 0)
+    sel = select(Instance(E, unit_query(6, 0), k=20, theta=0.3), "fw", init="uniform", max_iter=1)
+    assert not sel.info["converged"] and "iteration cap" in sel.info["stopped"]
+    assert len(set(sel.indices.tolist())) == 20
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_pairwise_mass_moves_never_decrease_relaxation(seed):
+    """Tightness as proved: for lambda = 2, f_lambda is convex along e_i - e_j, so one endpoint of
+    the feasible segment through a fractional point is at least as good as the point."""
+    rng = np.random.default_rng(seed)
+    n, k = 12, 4
+    E, q = random_unit(n, 5, seed), unit_query(5, seed)
+    inst = Instance(E, q, k=k, theta=rng.random())
+    for _ in range(10):
+        x = initial_point(inst, "random", seed=int(rng.integers(1 << 30))).numpy().astype(np.float64)
+        frac = np.flatnonzero((x > 1e-9) & (x < 1 - 1e-9))
+        i, j = rng.choice(frac, size=2, replace=False)
+        hi, lo = min(1 - x[i], x[j]), -min(x[i], 1 - x[j])
+        f0 = relaxed_objective(inst, x, 2.0)
+        ends = []
+        for t in (lo, hi):
+            y = x.copy()
+            y[i] += t
+            y[j] -= t
+            ends.append(relaxed_objective(inst, y, 2.0))
+        assert max(ends) >= f0 - 1e-10
+        # and convexity along the segment: f at the point is below the chord
+        a = (0 - lo) / (hi - lo)
+        assert f0 <= (1 - a) * ends[0] + a * ends[1] + 1e-10
+
+
+def test_tightness_check_has_teeth_for_concave_relaxation():
+    """With lambda = 0 the relaxation is concave: interior points beat both endpoints somewhere."""
+    found = False
+    for seed in range(20):
+        E, q = random_unit(12, 5, seed), unit_query(5, seed)
+        inst = Instance(E, q, k=4, theta=0.1)
+        x = initial_point(inst, "random", seed=seed).numpy().astype(np.float64)
+        frac = np.flatnonzero((x > 1e-9) & (x < 1 - 1e-9))
+        i, j = frac[:2]
+        hi, lo = min(1 - x[i], x[j]), -min(x[i], 1 - x[j])
+        vals = []
+        for t in (lo, hi):
+            y = x.copy()
+            y[i] += t
+            y[j] -= t
+            vals.append(relaxed_objective(inst, y, 0.0))
+        found |= relaxed_objective(inst, x, 0.0) > max(vals) + 1e-9
+    assert found
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_fw_never_exceeds_binary_optimum_and_concave_bound_dominates(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(8, 15))
+    k = int(rng.integers(2, 6))
+    E = planted_duplicates(n // 2, 2, 6, seed)[:n] if seed % 2 else random_unit(n, 6, seed)
+    inst = Instance(E, unit_query(6, seed), k=k, theta=float(rng.uniform(0.05, 0.95)))
+    opt, _ = brute_force(inst)
+    for start in range(6):
+        x0 = initial_point(inst, "random", seed=100 * seed + start)
+        res = fw_relaxation(inst, x0, relax_penalty=2.0)
+        assert res.value <= opt + 1e-7 * max(1, abs(opt))
+        sel = select(inst, "fw", init=x0.numpy())
+        assert sel.objective <= opt + 1e-9
+    # lambda = 0: concave, value + FW gap bounds the optimum from above
+    up = fw_relaxation(inst, initial_point(inst, "uniform"), relax_penalty=0.0, max_iter=200)
+    assert up.value + max(up.gap, 0.0) >= opt - 1e-7
+
+
+def test_fw_explicit_init_validated():
+    inst = Instance(random_unit(10, 4, 0), unit_query(4, 0), k=3, theta=0.5)
+    with pytest.raises(ValueError, match=r"sum\(x\) = k = 3"):
+        select(inst, "fw", init=np.full(10, 0.5))
+    with pytest.raises(ValueError, match=r"unknown init"):
+        select(inst, "fw", init="bogus")
+
+
+def test_fw_half_precision_matches_float32_relevance_order():
+    E = planted_duplicates(30, 8, 64, 1).astype(np.float32)
+    q = unit_query(64, 1).astype(np.float32)
+    s32 = select(Instance(E, q, k=10, theta=0.7), "fw")
+    s16 = select(Instance(torch.from_numpy(E).half(), q, k=10, theta=0.7), "fw")
+    assert s16.info["converged"]
+    inst32 = Instance(E, q, k=10, theta=0.7)
+    # the fp16 selection is scored on the float32 data: it must be a comparable local optimum
+    assert ccbqp_objective(inst32, s16.indices) >= 0.98 * s32.objective

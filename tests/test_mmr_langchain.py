@@ -1,0 +1,20 @@
+"""divopt's MMR equals LangChain's published maximal_marginal_relevance."""
+import numpy as np
+import pytest
+
+from divopt.models import Instance
+from divopt.solvers import select
+
+from conftest import random_unit, unit_query
+
+lc = pytest.importorskip("langchain_core.vectorstores.utils")
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("theta", [0.0, 0.25, 0.5, 0.8, 1.0])
+def test_mmr_equals_langchain(seed, theta):
+    E, q = random_unit(60, 16, seed), unit_query(16, seed)
+    k = 8
+    ours = select(Instance(E, q, k=k, theta=theta), "mmr").indices.tolist()
+    theirs = lc.maximal_marginal_relevance(q, list(E), lambda_mult=theta, k=k)
+    assert ours == [int(i) for i in theirs]
