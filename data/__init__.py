@@ -1,1 +1,25 @@
-"""divopt.data: corpora loaders, embeddings with a cache, candidate pools, synthetic generators."""
+"""divopt.data: corpora loaders, embeddings with a cache, candidate pools, synthetic generators.
+
+Data flows one way: texts -> embeddings E, queries q, labels -> divopt.models. This package
+imports only third-party libraries (never divopt.models/solvers).
+"""
+from .dataset import DataFormatError, Dataset
+from .embed import DEFAULT_MODEL_ID, EmbeddingCache, embed, embed_queries, load_model
+from .synthetic import narrow_cone, toy_corpus
+from .wordnet import DEFAULT_WORDS, find_wordnet_dir, load_wordnet, wordnet_benchmark
+
+__all__ = [
+    "Dataset",
+    "DataFormatError",
+    "DEFAULT_MODEL_ID",
+    "EmbeddingCache",
+    "embed",
+    "embed_queries",
+    "load_model",
+    "narrow_cone",
+    "toy_corpus",
+    "DEFAULT_WORDS",
+    "find_wordnet_dir",
+    "load_wordnet",
+    "wordnet_benchmark",
+]

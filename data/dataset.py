@@ -1,0 +1,163 @@
+"""The one dataset shape every loader returns.
+
+A :class:`Dataset` is a passage pool (ids, texts, optional titles), a list of queries (ids,
+texts), graded relevance judgments ``qrels[query_id][passage_id] = grade`` (grade 0 means
+judged non-relevant, as in TREC) and optional subtopic labels:
+
+* ``subtopics[passage_id] = label``: one global label per passage (synthetic corpora);
+* ``query_subtopics[query_id][passage_id] = label``: labels that depend on the query
+  (WordNet senses of the query word, RGB's answer groups). A passage shared by two queries
+  may belong to different subtopics of each.
+
+``subtopics_for(query_id)`` gives the labels a metric such as alpha-nDCG or subtopic recall
+needs, whichever of the two the dataset carries. Positions (``int`` indices into
+``passage_ids``) are what pools, embeddings and solvers use; ids are what files use.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["Dataset", "DataFormatError"]
+
+
+class DataFormatError(ValueError):
+    """A malformed input file: the message names the file, the line (or row) and the field."""
+
+    def __init__(self, file: Any, line: int | None, field: str | None, problem: str):
+        self.file, self.line, self.field, self.problem = str(file), line, field, problem
+        where = self.file if line is None else f"{self.file}:{line}"
+        what = "" if field is None else f" field {field!r}:"
+        super().__init__(f"{where}:{what} {problem}")
+
+
+@dataclass
+class Dataset:
+    """Passages, queries, graded qrels and optional subtopic labels (see module docstring)."""
+
+    name: str
+    passage_ids: list[str]
+    texts: list[str]
+    query_ids: list[str]
+    queries: list[str]
+    qrels: dict[str, dict[str, int]] = field(default_factory=dict)
+    titles: list[str] | None = None
+    subtopics: dict[str, str] | None = None
+    query_subtopics: dict[str, dict[str, str]] | None = None
+    answers: dict[str, list[str]] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.passage_ids = [str(p) for p in self.passage_ids]
+        self.query_ids = [str(q) for q in self.query_ids]
+        self.texts = list(self.texts)
+        self.queries = list(self.queries)
+        if len(self.texts) != len(self.passage_ids):
+            raise ValueError(
+                f"texts must have one entry per passage id: expected {len(self.passage_ids)}, got {len(self.texts)}"
+            )
+        if self.titles is not None and len(self.titles) != len(self.passage_ids):
+            raise ValueError(
+                f"titles must have one entry per passage id: expected {len(self.passage_ids)}, got {len(self.titles)}"
+            )
+        if len(self.queries) != len(self.query_ids):
+            raise ValueError(
+                f"queries must have one entry per query id: expected {len(self.query_ids)}, got {len(self.queries)}"
+            )
+        self._pindex = _unique_index(self.passage_ids, "passage_ids")
+        self._qindex = _unique_index(self.query_ids, "query_ids")
+        for qid, judged in self.qrels.items():
+            self._check_refs(qid, judged, "qrels")
+        for qid, labels in (self.query_subtopics or {}).items():
+            self._check_refs(qid, labels, "query_subtopics")
+        for pid in self.subtopics or {}:
+            if pid not in self._pindex:
+                raise ValueError(f"subtopics refers to unknown passage id {pid!r}")
+
+    def _check_refs(self, qid: str, mapping: Mapping[str, Any], what: str) -> None:
+        if qid not in self._qindex:
+            raise ValueError(f"{what} refers to unknown query id {qid!r}")
+        for pid in mapping:
+            if pid not in self._pindex:
+                raise ValueError(f"{what}[{qid!r}] refers to unknown passage id {pid!r}")
+
+    # ---- sizes and look-ups -------------------------------------------------------------
+    @property
+    def n_passages(self) -> int:
+        return len(self.passage_ids)
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.query_ids)
+
+    def __len__(self) -> int:
+        return self.n_passages
+
+    def __repr__(self) -> str:
+        labels = "query_subtopics" if self.query_subtopics else ("subtopics" if self.subtopics else "no subtopics")
+        n_judged = sum(len(v) for v in self.qrels.values())
+        return (
+            f"Dataset({self.name!r}: {self.n_passages} passages, {self.n_queries} queries, "
+            f"{n_judged} judgments, {labels})"
+        )
+
+    def passage_index(self, passage_id: str) -> int:
+        """Position of ``passage_id`` in the pool (KeyError naming the id if unknown)."""
+        try:
+            return self._pindex[str(passage_id)]
+        except KeyError:
+            raise KeyError(f"unknown passage id {passage_id!r} in dataset {self.name!r}") from None
+
+    def passage_indices(self, passage_ids: Iterable[str]) -> np.ndarray:
+        return np.array([self.passage_index(p) for p in passage_ids], dtype=np.int64)
+
+    def query_index(self, query_id: str) -> int:
+        try:
+            return self._qindex[str(query_id)]
+        except KeyError:
+            raise KeyError(f"unknown query id {query_id!r} in dataset {self.name!r}") from None
+
+    def query_text(self, query_id: str) -> str:
+        return self.queries[self.query_index(query_id)]
+
+    def passage_texts(self, indices: Iterable[int] | None = None, *, with_titles: bool = False) -> list[str]:
+        """Texts at ``indices`` (all by default); ``with_titles`` prefixes "title: " when known."""
+        idx = range(self.n_passages) if indices is None else [int(i) for i in indices]
+        if with_titles and self.titles is not None:
+            return [f"{self.titles[i]}: {self.texts[i]}" if self.titles[i] else self.texts[i] for i in idx]
+        return [self.texts[i] for i in idx]
+
+    def relevant(self, query_id: str, min_grade: int = 1) -> dict[str, int]:
+        """Judged passages of ``query_id`` with grade >= ``min_grade``."""
+        self.query_index(query_id)
+        return {p: g for p, g in self.qrels.get(str(query_id), {}).items() if g >= min_grade}
+
+    def subtopics_for(self, query_id: str) -> dict[str, str]:
+        """Subtopic label of each labelled passage for ``query_id`` (query-specific if present)."""
+        self.query_index(query_id)
+        if self.query_subtopics is not None and str(query_id) in self.query_subtopics:
+            return dict(self.query_subtopics[str(query_id)])
+        return dict(self.subtopics or {})
+
+    def subtopic_array(self, query_id: str, indices: Sequence[int]) -> list[str | None]:
+        """Subtopic label (or None when unlabelled) of the passages at ``indices``."""
+        labels = self.subtopics_for(query_id)
+        return [labels.get(self.passage_ids[int(i)]) for i in indices]
+
+    def qrels_frame(self):
+        """qrels as a tidy pandas frame (query_id, doc_id, relevance), the ir-measures/ranx shape."""
+        import pandas as pd
+
+        rows = [(q, p, int(g)) for q, judged in self.qrels.items() for p, g in judged.items()]
+        return pd.DataFrame(rows, columns=["query_id", "doc_id", "relevance"])
+
+
+def _unique_index(ids: list[str], name: str) -> dict[str, int]:
+    index: dict[str, int] = {}
+    for i, pid in enumerate(ids):
+        if pid in index:
+            raise ValueError(f"{name} must be unique: {pid!r} appears at positions {index[pid]} and {i}")
+        index[pid] = i
+    return index

