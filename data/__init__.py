@@ -5,6 +5,7 @@ imports only third-party libraries (never divopt.models/solvers).
 """
 from .dataset import DataFormatError, Dataset
 from .embed import DEFAULT_MODEL_ID, EmbeddingCache, embed, embed_queries, load_model
+from .loaders import load_beir, load_mini_wikipedia, load_rgb
 from .synthetic import narrow_cone, toy_corpus
 from .wordnet import DEFAULT_WORDS, find_wordnet_dir, load_wordnet, wordnet_benchmark
 
@@ -16,6 +17,9 @@ __all__ = [
     "embed",
     "embed_queries",
     "load_model",
+    "load_beir",
+    "load_mini_wikipedia",
+    "load_rgb",
     "narrow_cone",
     "toy_corpus",
     "DEFAULT_WORDS",

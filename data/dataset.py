@@ -26,9 +26,10 @@ __all__ = ["Dataset", "DataFormatError"]
 class DataFormatError(ValueError):
     """A malformed input file: the message names the file, the line (or row) and the field."""
 
-    def __init__(self, file: Any, line: int | None, field: str | None, problem: str):
+    def __init__(self, file: Any, line: int | None, field: str | None, problem: str, *, unit: str = "line"):
         self.file, self.line, self.field, self.problem = str(file), line, field, problem
-        where = self.file if line is None else f"{self.file}:{line}"
+        # text files: "file:LINE:"; tables (parquet): "file: row ROW:"
+        where = self.file if line is None else (f"{self.file}:{line}" if unit == "line" else f"{self.file}: {unit} {line}")
         what = "" if field is None else f" field {field!r}:"
         super().__init__(f"{where}:{what} {problem}")
 

@@ -1,0 +1,324 @@
+"""Loaders for the corpus layouts the field uses, all returning one :class:`Dataset`.
+
+* BEIR: ``corpus.jsonl`` ({"_id", "title", "text"}), ``queries.jsonl`` ({"_id", "text"}),
+  ``qrels/<split>.tsv`` (header ``query-id  corpus-id  score``; graded integer scores).
+* rag-mini-wikipedia (Hugging Face ``rag-datasets/rag-mini-wikipedia``): passages parquet
+  (columns ``passage``, ``id``) and question-answer parquet (``question``, ``answer``, ``id``),
+  in either of the repository's layouts (``data/passages.parquet/part.*.parquet`` and
+  ``data/test.parquet/...``, or ``text-corpus/passages/*.parquet`` and
+  ``question-answer/test/*.parquet``). The dataset has no relevance judgments; see
+  ``answer_qrels``.
+* RGB (Chen et al., 2024, ``chen700564/RGB``): JSON lines with ``id``, ``query``, ``answer``,
+  ``positive`` and ``negative`` passage lists. The pool is the merged, de-duplicated passages
+  of all queries; a query's positives are relevant (grade 1), its negatives judged
+  non-relevant (grade 0). In the information-integration file (``en_int.json``) ``positive``
+  is a list of lists, one per answer part: those groups become the query's subtopics.
+
+Only local files are read. Malformed input raises :class:`DataFormatError` naming the file,
+the line (or parquet row) and the field.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from .dataset import DataFormatError, Dataset
+
+__all__ = ["load_beir", "load_mini_wikipedia", "load_rgb"]
+
+
+def _open_text(path: Path):
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataFormatError(path, lineno, None, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(obj, dict):
+                raise DataFormatError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+            yield lineno, obj
+
+
+def _field(obj: dict, key: str, path: Path, lineno: int, *, types=(str,), required: bool = True, default: Any = None):
+    if key not in obj or obj[key] is None:
+        if required:
+            raise DataFormatError(path, lineno, key, "missing")
+        return default
+    val = obj[key]
+    if isinstance(val, (int, float)) and not isinstance(val, bool) and str in types and key.endswith("id"):
+        return str(val)  # numeric ids are common; ids are strings in a Dataset
+    if not isinstance(val, types):
+        names = " or ".join(t.__name__ for t in types)
+        raise DataFormatError(path, lineno, key, f"expected {names}, got {type(val).__name__}")
+    return val
+
+
+def _find(root: Path, names: list[str], what: str) -> Path:
+    for name in names:
+        p = root / name
+        if p.exists():
+            return p
+    raise FileNotFoundError(f"{what} not found in {root}: looked for {names}")
+
+
+# ---- BEIR -----------------------------------------------------------------------------------
+def load_beir(path: str | os.PathLike, split: str = "test", *, strict: bool = True, keep_unjudged_queries: bool = False) -> Dataset:
+    """Load a BEIR-layout dataset directory.
+
+    split: the qrels file ``qrels/<split>.tsv`` (when that split is absent and exactly one
+        qrels file exists, that one is used).
+    strict: qrels rows naming an unknown query or passage id are errors (False: skipped and
+        counted in ``meta["skipped_qrels"]``).
+    keep_unjudged_queries: keep queries without qrels in this split (BEIR drops them).
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"BEIR dataset directory not found: {root}")
+    corpus_path = _find(root, ["corpus.jsonl", "corpus.jsonl.gz"], "BEIR corpus")
+    queries_path = _find(root, ["queries.jsonl", "queries.jsonl.gz"], "BEIR queries")
+    qrels_path = root / "qrels" / f"{split}.tsv"
+    if not qrels_path.exists():
+        found = sorted((root / "qrels").glob("*.tsv")) if (root / "qrels").is_dir() else []
+        if len(found) != 1:
+            raise FileNotFoundError(f"BEIR qrels {qrels_path} not found (available: {[f.name for f in found]})")
+        qrels_path = found[0]
+
+    pids, texts, titles, seen = [], [], [], {}
+    for lineno, obj in _read_jsonl(corpus_path):
+        pid = _field(obj, "_id", corpus_path, lineno)
+        if pid in seen:
+            raise DataFormatError(corpus_path, lineno, "_id", f"duplicate passage id {pid!r} (first on line {seen[pid]})")
+        seen[pid] = lineno
+        pids.append(pid)
+        texts.append(_field(obj, "text", corpus_path, lineno))
+        titles.append(_field(obj, "title", corpus_path, lineno, required=False, default=""))
+
+    qids, qtexts, qseen = [], [], {}
+    for lineno, obj in _read_jsonl(queries_path):
+        qid = _field(obj, "_id", queries_path, lineno)
+        if qid in qseen:
+            raise DataFormatError(queries_path, lineno, "_id", f"duplicate query id {qid!r} (first on line {qseen[qid]})")
+        qseen[qid] = lineno
+        qids.append(qid)
+        qtexts.append(_field(obj, "text", queries_path, lineno))
+
+    qrels: dict[str, dict[str, int]] = {}
+    skipped = 0
+    with _open_text(qrels_path) as fh:
+        for lineno, row in enumerate(csv.reader(fh, delimiter="\t"), 1):
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if lineno == 1 and row[0].strip().lower() in ("query-id", "query_id", "qid"):
+                continue  # header
+            if len(row) != 3:
+                raise DataFormatError(qrels_path, lineno, "score", f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(row)}")
+            qid, pid, score = (c.strip() for c in row)
+            try:
+                grade = int(float(score)) if float(score).is_integer() else None
+            except ValueError:
+                grade = None
+            if grade is None:
+                raise DataFormatError(qrels_path, lineno, "score", f"expected an integer grade, got {score!r}")
+            for key, val, known in (("query-id", qid, qseen), ("corpus-id", pid, seen)):
+                if val not in known:
+                    if strict:
+                        raise DataFormatError(qrels_path, lineno, key, f"unknown id {val!r}")
+                    break
+            else:
+                qrels.setdefault(qid, {})[pid] = grade
+                continue
+            skipped += 1
+
+    if not keep_unjudged_queries:
+        keep = [i for i, q in enumerate(qids) if q in qrels]
+        qids, qtexts = [qids[i] for i in keep], [qtexts[i] for i in keep]
+    return Dataset(
+        name=root.name,
+        passage_ids=pids,
+        texts=texts,
+        titles=titles if any(titles) else None,
+        query_ids=qids,
+        queries=qtexts,
+        qrels=qrels,
+        meta={"format": "beir", "path": str(root), "split": qrels_path.stem, "skipped_qrels": skipped},
+    )
+
+
+# ---- rag-mini-wikipedia ---------------------------------------------------------------------
+def _parquet_files(p: Path) -> list[Path]:
+    if p.is_file():
+        return [p]
+    files = sorted(p.rglob("*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"no .parquet files under {p}")
+    return files
+
+
+def _read_table(p: Path, columns: list[str]):
+    """Concatenate the parquet files of ``p``; yields (frame, file, first row) per file for errors."""
+    import pandas as pd
+
+    parts = []
+    for f in _parquet_files(p):
+        df = pd.read_parquet(f)
+        if "id" not in df.columns and df.index.name == "id":
+            df = df.reset_index()  # dask writes the id as the index
+        for c in columns:
+            if c not in df.columns:
+                raise DataFormatError(f, None, c, f"missing column (columns: {list(df.columns)})")
+        parts.append((df, f))
+    return parts
+
+
+def load_mini_wikipedia(
+    path: str | os.PathLike,
+    *,
+    passages: str | os.PathLike | None = None,
+    questions: str | os.PathLike | None = None,
+    answer_qrels: bool = False,
+) -> Dataset:
+    """Load a local copy of rag-mini-wikipedia (either repository layout, or explicit files).
+
+    answer_qrels: the dataset ships no relevance judgments; with True a passage that contains
+        a question's answer string (case-insensitive, answers of >= 4 characters other than
+        yes/no) is judged relevant (grade 1). A heuristic, recorded in ``meta``.
+    """
+    root = Path(path)
+    if passages is None:
+        passages = _find(root, ["data/passages.parquet", "passages.parquet", "text-corpus/passages", "text-corpus", "passages"], "mini-wikipedia passages")
+    if questions is None:
+        questions = _find(root, ["data/test.parquet", "test.parquet", "question-answer/test", "question-answer", "test"], "mini-wikipedia questions")
+
+    pids, texts, seen = [], [], {}
+    for df, f in _read_table(Path(passages), ["passage", "id"]):
+        for row, (pid, text) in enumerate(zip(df["id"].tolist(), df["passage"].tolist()), 1):
+            if not isinstance(text, str):
+                raise DataFormatError(f, row, "passage", f"expected a string, got {type(text).__name__}", unit="row")
+            if pid is None or (isinstance(pid, float) and pid != pid):
+                raise DataFormatError(f, row, "id", "missing", unit="row")
+            pid = str(pid)
+            if pid in seen:
+                raise DataFormatError(f, row, "id", f"duplicate passage id {pid!r}", unit="row")
+            seen[pid] = row
+            pids.append(pid)
+            texts.append(text)
+
+    qids, qtexts, answers = [], [], {}
+    for df, f in _read_table(Path(questions), ["question", "answer", "id"]):
+        for row, (qid, q, a) in enumerate(zip(df["id"].tolist(), df["question"].tolist(), df["answer"].tolist()), 1):
+            if not isinstance(q, str):
+                raise DataFormatError(f, row, "question", f"expected a string, got {type(q).__name__}", unit="row")
+            if not isinstance(a, str):
+                raise DataFormatError(f, row, "answer", f"expected a string, got {type(a).__name__}", unit="row")
+            qid = str(qid)
+            if qid in answers:
+                raise DataFormatError(f, row, "id", f"duplicate question id {qid!r}", unit="row")
+            qids.append(qid)
+            qtexts.append(q)
+            answers[qid] = [a]
+
+    qrels: dict[str, dict[str, int]] = {}
+    if answer_qrels:
+        lowered = [t.lower() for t in texts]
+        for qid in qids:
+            a = answers[qid][0].strip().lower().rstrip(".")
+            if len(a) < 4 or a in ("yes", "no"):
+                continue
+            hits = {pids[i]: 1 for i, t in enumerate(lowered) if a in t}
+            if hits:
+                qrels[qid] = hits
+    return Dataset(
+        name="rag-mini-wikipedia",
+        passage_ids=pids,
+        texts=texts,
+        query_ids=qids,
+        queries=qtexts,
+        qrels=qrels,
+        answers=answers,
+        meta={"format": "mini-wikipedia", "passages": str(passages), "questions": str(questions), "answer_qrels": answer_qrels},
+    )
+
+
+# ---- RGB ------------------------------------------------------------------------------------
+def load_rgb(path: str | os.PathLike, *, file: str = "en.json") -> Dataset:
+    """Load an RGB JSON-lines file (or ``<dir>/<file>``, default ``en.json``).
+
+    Passages are de-duplicated across queries by their whitespace-stripped text; ids are
+    ``rgb<position>`` in order of first appearance.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / file
+    if not p.is_file():
+        raise FileNotFoundError(f"RGB file not found: {p}")
+    pid_of: dict[str, str] = {}
+    texts: list[str] = []
+    qids, qtexts = [], []
+    qrels: dict[str, dict[str, int]] = {}
+    query_subtopics: dict[str, dict[str, str]] = {}
+    answers: dict[str, list[str]] = {}
+
+    def passage_id(text: str) -> str:
+        key = text.strip()
+        if key not in pid_of:
+            pid_of[key] = f"rgb{len(texts)}"
+            texts.append(key)
+        return pid_of[key]
+
+    def strings(val: Any, lineno: int, field: str) -> list[str]:
+        if not isinstance(val, list) or not all(isinstance(x, str) for x in val):
+            raise DataFormatError(p, lineno, field, "expected a list of strings")
+        return val
+
+    for lineno, obj in _read_jsonl(p):
+        qid = str(_field(obj, "id", p, lineno, types=(str, int)))
+        if qid in answers:
+            raise DataFormatError(p, lineno, "id", f"duplicate query id {qid!r}")
+        query = _field(obj, "query", p, lineno)
+        ans = _field(obj, "answer", p, lineno, types=(list, str))
+        flat = [ans] if isinstance(ans, str) else [a for x in ans for a in (x if isinstance(x, list) else [x])]
+        if not all(isinstance(a, (str, int, float)) for a in flat):
+            raise DataFormatError(p, lineno, "answer", "expected strings or lists of strings")
+        pos = _field(obj, "positive", p, lineno, types=(list,))
+        neg = strings(_field(obj, "negative", p, lineno, types=(list,), required=False, default=[]), lineno, "negative")
+        judged: dict[str, int] = {}
+        for pid in (passage_id(t) for t in neg):
+            judged[pid] = 0
+        labels: dict[str, str] = {}
+        if pos and all(isinstance(g, list) for g in pos):  # en_int: one group per answer part
+            for g, group in enumerate(pos):
+                for pid in (passage_id(t) for t in strings(group, lineno, "positive")):
+                    judged[pid] = 1
+                    labels.setdefault(pid, f"part{g}")
+        else:
+            for pid in (passage_id(t) for t in strings(pos, lineno, "positive")):
+                judged[pid] = 1  # a positive also listed as negative counts as relevant
+        qids.append(qid)
+        qtexts.append(query)
+        answers[qid] = [str(a) for a in flat]
+        qrels[qid] = judged
+        if labels:
+            query_subtopics[qid] = labels
+    return Dataset(
+        name=f"rgb-{p.stem}",
+        passage_ids=[f"rgb{i}" for i in range(len(texts))],
+        texts=texts,
+        query_ids=qids,
+        queries=qtexts,
+        qrels=qrels,
+        query_subtopics=query_subtopics or None,
+        answers=answers,
+        meta={"format": "rgb", "path": str(p)},
+    )
