@@ -6,6 +6,7 @@ imports only third-party libraries (never divopt.models/solvers).
 from .dataset import DataFormatError, Dataset
 from .embed import DEFAULT_MODEL_ID, EmbeddingCache, embed, embed_queries, load_model
 from .loaders import load_beir, load_mini_wikipedia, load_rgb
+from .pools import BM25Index, CandidatePool, bm25_pool, ccbqp_pool, dense_pool, union_pool
 from .synthetic import narrow_cone, toy_corpus
 from .wordnet import DEFAULT_WORDS, find_wordnet_dir, load_wordnet, wordnet_benchmark
 
@@ -20,6 +21,12 @@ __all__ = [
     "load_beir",
     "load_mini_wikipedia",
     "load_rgb",
+    "BM25Index",
+    "CandidatePool",
+    "bm25_pool",
+    "dense_pool",
+    "union_pool",
+    "ccbqp_pool",
     "narrow_cone",
     "toy_corpus",
     "DEFAULT_WORDS",
