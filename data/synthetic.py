@@ -13,13 +13,29 @@ chunk size, and 10^6 x 1024 never needs more than the output array plus one chun
 """
 from __future__ import annotations
 
-import numpy as np
+import os
 
-__all__ = ["narrow_cone", "toy_corpus"]
+import numpy as np
+from tqdm.auto import tqdm
+
+__all__ = ["narrow_cone", "narrow_cone_npy", "toy_corpus", "toy_dataset", "synthetic_dataset"]
 
 
 def _unit(a: np.ndarray, axis: int = -1) -> np.ndarray:
     return a / np.linalg.norm(a, axis=axis, keepdims=True)
+
+
+def _structure(n: int, d: int, n_clusters: int, n_relevant_clusters: int, seed: int):
+    """The seed's common direction mu0, cluster directions, labels and planted relevant
+    clusters (drawn in this order from one generator; returned with it for the query)."""
+    root = np.random.default_rng(seed)
+    mu0 = _unit(root.standard_normal(d))
+    # all cluster directions are drawn up front: (n_clusters, d) float64, e.g. 50 000 x 1024
+    # = 400 MB for n = 10^6 at the default 20 rows per cluster
+    centers = _unit(root.standard_normal((n_clusters, d)))
+    labels = root.integers(0, n_clusters, size=n).astype(np.int64)
+    rel = root.choice(n_clusters, size=min(n_relevant_clusters, n_clusters), replace=False)
+    return mu0, centers, labels, rel, root
 
 
 def narrow_cone(
@@ -35,24 +51,22 @@ def narrow_cone(
     dtype=np.float32,
     chunk_rows: int = 1 << 16,
     out: np.ndarray | None = None,
+    show_progress: bool | None = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return (E, q, labels): E (n, d) unit rows in ``dtype``, q (d,) unit float32,
     labels (n,) int64 cluster ids (the subtopics).
 
     ``n_clusters`` defaults to max(2, n // 20) (about 20 near-duplicates per cluster).
-    ``out`` may be a preallocated (n, d) array (e.g. a np.memmap) to fill in place.
+    ``out`` may be a preallocated (n, d) array (e.g. a np.memmap) to fill in place; see
+    :func:`narrow_cone_npy` for a 10^6 x 1024 matrix written straight to a .npy file.
+    ``show_progress``: a tqdm bar over rows (None: only on a terminal).
     """
     if n < 1 or d < 1:
         raise ValueError(f"narrow_cone needs n >= 1 and d >= 1, got n={n}, d={d}")
     n_clusters = max(2, n // 20) if n_clusters is None else int(n_clusters)
     if n_clusters < 1:
         raise ValueError(f"n_clusters must be >= 1, got {n_clusters}")
-    root = np.random.default_rng(seed)
-    mu0 = _unit(root.standard_normal(d))
-    # cluster directions are drawn lazily in blocks so huge n_clusters stays cheap
-    centers = _unit(root.standard_normal((n_clusters, d)))
-    labels = root.integers(0, n_clusters, size=n).astype(np.int64)
-    rel = root.choice(n_clusters, size=min(n_relevant_clusters, n_clusters), replace=False)
+    mu0, centers, labels, rel, root = _structure(n, d, n_clusters, n_relevant_clusters, seed)
     q = _unit(1.0 * mu0 + 0.9 * _unit(centers[rel].sum(0)) + 0.2 * _unit(root.standard_normal(d)))
     E = np.empty((n, d), dtype=dtype) if out is None else out
     if E.shape != (n, d):
@@ -60,14 +74,30 @@ def narrow_cone(
     chunk_size = 1 << 14  # fixed generation granularity: results do not depend on chunk_rows
     seeds = np.random.SeedSequence(seed).spawn((n + chunk_size - 1) // chunk_size)
     step = max(chunk_size, (chunk_rows // chunk_size) * chunk_size)
-    for start in range(0, n, step):
-        for s in range(start, min(n, start + step), chunk_size):
-            stop = min(n, s + chunk_size)
-            rng = np.random.default_rng(seeds[s // chunk_size])
-            z = rng.standard_normal((stop - s, d), dtype=np.float32)
-            blk = cone * mu0[None, :] + spread * centers[labels[s:stop]] + (noise / np.sqrt(d)) * z
-            E[s:stop] = _unit(blk.astype(np.float32), axis=1).astype(dtype, copy=False)
+    disable = None if show_progress is None else not show_progress
+    with tqdm(total=n, desc=f"narrow_cone {n}x{d}", unit="row", disable=disable) as bar:
+        for start in range(0, n, step):
+            for s in range(start, min(n, start + step), chunk_size):
+                stop = min(n, s + chunk_size)
+                rng = np.random.default_rng(seeds[s // chunk_size])
+                z = rng.standard_normal((stop - s, d), dtype=np.float32)
+                blk = cone * mu0[None, :] + spread * centers[labels[s:stop]] + (noise / np.sqrt(d)) * z
+                E[s:stop] = _unit(blk.astype(np.float32), axis=1).astype(dtype, copy=False)
+                bar.update(stop - s)
+    if isinstance(E, np.memmap):
+        E.flush()
     return E, q.astype(np.float32), labels
+
+
+def narrow_cone_npy(path: str | os.PathLike, n: int, d: int, **kwargs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`narrow_cone` written chunk by chunk into a .npy file at ``path`` (created or
+    overwritten); returns (E as a read-only memory map, q, labels). Peak memory is one chunk
+    plus the cluster directions, so 10^6 x 1024 (4 GB in float32) needs no 4 GB of RAM."""
+    dtype = kwargs.pop("dtype", np.float32)
+    mm = np.lib.format.open_memmap(os.fspath(path), mode="w+", dtype=dtype, shape=(n, d))
+    _, q, labels = narrow_cone(n, d, dtype=dtype, out=mm, **kwargs)
+    del mm
+    return np.load(os.fspath(path), mmap_mode="r"), q, labels
 
 
 # A readable redundant corpus: 6 subtopics of one query, each stated several times in
@@ -103,3 +133,47 @@ def toy_corpus() -> tuple[list[str], list[str], str]:
     labels = [t for t, _ in _TOY]
     texts = [s for _, s in _TOY]
     return texts, labels, "What are the main facts about the Python programming language?"
+
+
+def toy_dataset():
+    """The toy corpus as a :class:`divopt.data.Dataset`: one query, every on-topic fact
+    relevant (grade 1, off-topic grade 0), subtopic label per passage."""
+    from .dataset import Dataset
+
+    texts, labels, query = toy_corpus()
+    pids = [f"toy{i}" for i in range(len(texts))]
+    return Dataset(
+        name="toy-python-facts",
+        passage_ids=pids,
+        texts=texts,
+        query_ids=["q0"],
+        queries=[query],
+        qrels={"q0": {p: int(l != "off-topic") for p, l in zip(pids, labels)}},
+        subtopics={p: l for p, l in zip(pids, labels) if l != "off-topic"},
+    )
+
+
+def synthetic_dataset(n: int, d: int, *, seed: int = 0, **kwargs):
+    """(Dataset, E, q) from :func:`narrow_cone`: passages "s<i>" labelled by cluster, one query
+    "q0" whose relevant passages (grade 1) are those of the ``n_relevant_clusters`` planted
+    clusters the query mixes in (``meta["relevant_clusters"]``). The texts are
+    placeholders ("synthetic passage i of cluster c"): use E, not an encoder."""
+    from .dataset import Dataset
+
+    E, q, labels = narrow_cone(n, d, seed=seed, **kwargs)
+    n_clusters = kwargs.get("n_clusters")
+    n_clusters = max(2, n // 20) if n_clusters is None else int(n_clusters)
+    _, _, _, rel, _ = _structure(n, d, n_clusters, kwargs.get("n_relevant_clusters", 5), seed)
+    relevant = set(int(c) for c in rel)
+    pids = [f"s{i}" for i in range(n)]
+    ds = Dataset(
+        name=f"narrow_cone(n={n},d={d},seed={seed})",
+        passage_ids=pids,
+        texts=[f"synthetic passage {i} of cluster {int(c)}" for i, c in enumerate(labels)],
+        query_ids=["q0"],
+        queries=["synthetic query"],
+        qrels={"q0": {p: 1 for p, c in zip(pids, labels) if int(c) in relevant}},
+        subtopics={p: f"c{int(c)}" for p, c in zip(pids, labels)},
+        meta={"relevant_clusters": sorted(relevant)},
+    )
+    return ds, E, q
