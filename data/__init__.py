@@ -7,7 +7,7 @@ from .dataset import DataFormatError, Dataset
 from .embed import DEFAULT_MODEL_ID, EmbeddingCache, embed, embed_queries, load_model
 from .loaders import load_beir, load_mini_wikipedia, load_rgb
 from .pools import BM25Index, CandidatePool, bm25_pool, ccbqp_pool, dense_pool, union_pool
-from .synthetic import narrow_cone, toy_corpus
+from .synthetic import narrow_cone, narrow_cone_npy, synthetic_dataset, toy_corpus, toy_dataset
 from .wordnet import DEFAULT_WORDS, find_wordnet_dir, load_wordnet, wordnet_benchmark
 
 __all__ = [
@@ -28,7 +28,10 @@ __all__ = [
     "union_pool",
     "ccbqp_pool",
     "narrow_cone",
+    "narrow_cone_npy",
+    "synthetic_dataset",
     "toy_corpus",
+    "toy_dataset",
     "DEFAULT_WORDS",
     "find_wordnet_dir",
     "load_wordnet",
