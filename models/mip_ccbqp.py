@@ -1,0 +1,125 @@
+"""Exact CCBQP as a Pyomo model: native MIQP (Gurobi, SCIP) or linearized MILP with RLT (HiGHS).
+
+CCBQP on binary x with sum(x) = k, c = relevance, W = E E^T (pairwise cosines):
+    f(x) = theta (k-1) c^T x + (1-theta) (x^T x - ||E^T x||^2)
+         = theta (k-1) c^T x + (1-theta) ( sum_i (1 - W_ii) x_i - 2 sum_{i<j} W_ij x_i x_j )
+(the second line uses x_i^2 = x_i; W_ii = 1 for unit rows, kept exact in float64), which is
+what :func:`divopt.models.ccbqp_objective` evaluates.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyomo.environ as pe
+from pyomo.core.util import quicksum
+
+from .instance import Instance
+from .mip_common import add_pair_products, as_gram, new_selection_model
+from .validation import check_choice
+
+__all__ = ["build_ccbqp", "build_ccbqp_miqp", "build_ccbqp_miqp_lowrank", "build_ccbqp_milp", "FORMULATIONS", "gram_factor"]
+
+#: Exact CCBQP formulations accepted by :func:`build_ccbqp`.
+FORMULATIONS = ("miqp", "miqp_lowrank", "milp")
+
+
+def _check_instance(inst: Instance) -> Instance:
+    if not isinstance(inst, Instance):
+        raise TypeError(f"instance must be a divopt.models.Instance, got {type(inst).__name__}")
+    return inst
+
+
+def build_ccbqp_miqp(inst: Instance) -> pe.ConcreteModel:
+    """Native MIQP: max theta(k-1) c^T x + (1-theta)(sum_i x_i - x^T W x), s.t. sum(x) = k, x binary.
+
+    x^T W x = ||E^T x||^2 is convex, so the objective is concave: a convex MIQP, solved
+    natively by Gurobi and SCIP (HiGHS has no MIQP: use :func:`build_ccbqp_milp`). Its
+    continuous relaxation is the relax_penalty = 0 relaxation of CCBQP. n binaries, 1 constraint.
+    """
+    inst = _check_instance(inst)
+    n, k, th = inst.n, inst.k, inst.theta
+    c = inst.relevance.detach().double().cpu().numpy()
+    W = as_gram(inst)
+    m = new_selection_model(n, "ccbqp_miqp")
+    m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
+    lin = quicksum(float(th * (k - 1) * c[i] + (1 - th)) * m.x[i] for i in range(n))
+    if th < 1.0:
+        # Keep the diagonal as x_i^2 terms: -(1-theta) x^T W x is then concave (W = E E^T is
+        # PSD), a convex MIQP whose continuous relaxations are convex QPs.
+        iu, ju = np.triu_indices(n, 0)
+        coef = -(1 - th) * np.where(iu == ju, 1.0, 2.0) * W[iu, ju]
+        quad = quicksum(float(a) * m.x[int(i)] * m.x[int(j)] for a, i, j in zip(coef, iu, ju))
+        m.obj = pe.Objective(expr=lin + quad, sense=pe.maximize)
+    else:
+        m.obj = pe.Objective(expr=lin, sense=pe.maximize)
+    return m
+
+
+def gram_factor(W: np.ndarray, tol: float = 1e-12) -> np.ndarray:
+    """F (n x r) with F F^T = W, r = numerical rank of the PSD Gram matrix W (eigh, float64).
+
+    Eigenvalues below tol * max(1, lambda_max) are dropped (W = E E^T has rank <= min(n, d)).
+    """
+    lam, U = np.linalg.eigh(W)
+    keep = lam > tol * max(1.0, float(lam[-1]))
+    return U[:, keep] * np.sqrt(lam[keep])
+
+
+def build_ccbqp_miqp_lowrank(inst: Instance) -> pe.ConcreteModel:
+    """Factored convex MIQP: with W = F F^T (F: n x r, r = rank W <= min(n, d)) and v = F^T x,
+    max theta(k-1) c^T x + (1-theta)(sum_i x_i - ||v||^2), s.t. sum(x) = k, v = F^T x, x binary.
+
+    Same optimum and the same continuous relaxation as :func:`build_ccbqp_miqp`, but the
+    quadratic is a diagonal sum of r squares instead of n(n+1)/2 products, which SCIP's
+    outer approximation handles far better. n binaries, r continuous v, r + 1 constraints;
+    |v_l| <= sum of the k largest |F_il| bounds every v.
+    """
+    inst = _check_instance(inst)
+    n, k, th = inst.n, inst.k, inst.theta
+    c = inst.relevance.detach().double().cpu().numpy()
+    W = as_gram(inst)
+    F = gram_factor(W)
+    r = F.shape[1]
+    vmax = np.sort(np.abs(F), axis=0)[::-1][:k].sum(axis=0) + 1e-9
+    m = new_selection_model(n, "ccbqp_miqp_lowrank")
+    m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
+    m.v = pe.Var(range(r), bounds=lambda m, l: (-float(vmax[l]), float(vmax[l])))
+    m.vdef = pe.Constraint(range(r), rule=lambda m, l: m.v[l] == quicksum(float(F[i, l]) * m.x[i] for i in range(n) if F[i, l] != 0.0))
+    lin = quicksum(float(th * (k - 1) * c[i] + (1 - th)) * m.x[i] for i in range(n))
+    if th < 1.0:
+        m.obj = pe.Objective(expr=lin - (1 - th) * quicksum(m.v[l] * m.v[l] for l in range(r)), sense=pe.maximize)
+    else:
+        m.obj = pe.Objective(expr=lin, sense=pe.maximize)
+    return m
+
+
+def build_ccbqp_milp(inst: Instance, rlt: bool = True) -> pe.ConcreteModel:
+    """Linearized MILP: y_ij stands for x_i x_j (i < j),
+    max theta(k-1) c^T x + (1-theta)(sum_i (1-W_ii) x_i - 2 sum_{i<j} W_ij y_ij)
+    s.t. sum(x) = k, McCormick y_ij <= x_i, y_ij <= x_j, y_ij >= x_i + x_j - 1, y >= 0,
+    and (``rlt=True``) the RLT equalities sum_{j != i} y_ij = (k-1) x_i.
+
+    With the RLT equalities the lower McCormick inequality is implied on binary x (see
+    :func:`divopt.models.mip_common.add_pair_products`) and is dropped, which keeps the model at
+    n(n-1)/2 continuous variables, n(n-1) + n + 1 constraints. Exact on binary x either way.
+    """
+    inst = _check_instance(inst)
+    n, k, th = inst.n, inst.k, inst.theta
+    c = inst.relevance.detach().double().cpu().numpy()
+    W = as_gram(inst)
+    m = new_selection_model(n, "ccbqp_milp")
+    m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
+    add_pair_products(m, n, mccormick="upper" if rlt else "full", rlt_k=k if rlt else None)
+    lin = quicksum(float(th * (k - 1) * c[i] + (1 - th) * (1.0 - W[i, i])) * m.x[i] for i in range(n))
+    quad = quicksum(float(-2.0 * (1 - th) * W[i, j]) * m.y[i, j] for i, j in m.P)
+    m.obj = pe.Objective(expr=lin + quad, sense=pe.maximize)
+    return m
+
+
+def build_ccbqp(inst: Instance, formulation: str = "miqp", rlt: bool = True) -> pe.ConcreteModel:
+    """The exact CCBQP in the chosen ``formulation``: "miqp", "miqp_lowrank" or "milp"."""
+    check_choice(formulation, "formulation", FORMULATIONS)
+    if formulation == "miqp":
+        return build_ccbqp_miqp(inst)
+    if formulation == "miqp_lowrank":
+        return build_ccbqp_miqp_lowrank(inst)
+    return build_ccbqp_milp(inst, rlt=rlt)

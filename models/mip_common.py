@@ -1,0 +1,95 @@
+"""Shared pieces of the Pyomo mixed-integer builders (``divopt.models.mip_*``).
+
+Every builder returns a :class:`pyomo.environ.ConcreteModel` with
+
+* ``model.x[i]``, i in ``range(n)``: binary, 1 when item i of the pool is selected;
+* ``model.obj``: the objective, always MAXIMIZED;
+
+and never calls a solver (``divopt.solvers.exact.solve`` does). Builders may attach a plain
+string ``model.infeasible_message`` that the runner reports when the solver proves the
+model infeasible (e.g. "no k-set has average pairwise cosine <= rho_div").
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pe
+import torch
+
+from .instance import Instance
+from .validation import check_embeddings, check_vector
+
+__all__ = ["as_scores", "as_gram", "new_selection_model", "add_pair_products", "pairs"]
+
+
+def as_scores(scores: Any, name: str = "scores", n: int | None = None) -> np.ndarray:
+    """A finite float64 vector (validated; the error names ``name``)."""
+    if isinstance(scores, Instance):
+        return scores.relevance.detach().double().cpu().numpy()
+    length = n if n is not None else int(np.asarray(scores.cpu() if isinstance(scores, torch.Tensor) else scores).size)
+    what = " (the pool size n)" if n is not None else ""
+    return check_vector(scores, name, length, what).detach().double().cpu().numpy()
+
+
+def as_gram(embeddings: Any, n: int | None = None, name: str = "embeddings") -> np.ndarray:
+    """The float64 cosine (Gram) matrix W = E E^T of unit-norm rows, or an Instance's pool.
+
+    Builders are exact models, so W is formed in float64 whatever the storage dtype of E.
+    """
+    if isinstance(embeddings, Instance):
+        E = embeddings.E
+    else:
+        E = check_embeddings(embeddings, name)
+    E64 = E.detach().double().cpu().numpy()
+    if n is not None and E64.shape[0] != n:
+        raise ValueError(f"{name} must have {n} rows (the pool size n), got {E64.shape[0]}")
+    return E64 @ E64.T
+
+
+def pairs(n: int) -> list[tuple[int, int]]:
+    """All unordered pairs (i, j), i < j, in lexicographic order."""
+    return [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+
+def new_selection_model(n: int, name: str) -> pe.ConcreteModel:
+    """A ConcreteModel with the binary selection vector ``x`` indexed by ``range(n)``."""
+    m = pe.ConcreteModel(name=name)
+    m.I = pe.RangeSet(0, n - 1)
+    m.x = pe.Var(range(n), domain=pe.Binary)
+    m.infeasible_message = None
+    return m
+
+
+def add_pair_products(m: pe.ConcreteModel, n: int, *, mccormick: str = "full", rlt_k: int | None = None) -> None:
+    """Add y_ij = x_i x_j for i < j, linearized (McCormick), optionally tightened (RLT).
+
+    McCormick envelope of the product of two binaries, exact on binary x:
+        y_ij <= x_i,   y_ij <= x_j,   y_ij >= x_i + x_j - 1,   y_ij >= 0.
+    ``mccormick="upper"`` keeps only the two upper inequalities (enough when every y has a
+    nonnegative objective coefficient, or together with the RLT equalities below).
+    RLT (reformulation-linearization) with a fixed cardinality sum(x) = k: multiplying the
+    equality by x_i and using x_i^2 = x_i gives
+        sum_{j != i} y_ij = (k - 1) x_i        for every i,
+    valid for every binary solution; with y >= 0 it already forces y_ij = x_i x_j on binary x
+    (x_i = 0 zeroes row i; x_i = 1 needs k-1 units from the k-1 selected partners), and it
+    tightens the LP relaxation considerably.
+    """
+    P = pairs(n)
+    m.P = pe.Set(initialize=P, dimen=2, ordered=True)
+    m.y = pe.Var(m.P, bounds=(0.0, 1.0))
+    m.y_le_xi = pe.Constraint(m.P, rule=lambda m, i, j: m.y[i, j] <= m.x[i])
+    m.y_le_xj = pe.Constraint(m.P, rule=lambda m, i, j: m.y[i, j] <= m.x[j])
+    if mccormick == "full":
+        m.y_ge = pe.Constraint(m.P, rule=lambda m, i, j: m.y[i, j] >= m.x[i] + m.x[j] - 1)
+    elif mccormick != "upper":
+        raise ValueError(f"unknown mccormick {mccormick!r}; expected one of ['full', 'upper']")
+    if rlt_k is not None:
+        partners: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        for i, j in P:
+            partners[i].append((i, j))
+            partners[j].append((i, j))
+        m.rlt = pe.Constraint(
+            range(n),
+            rule=lambda m, i: sum(m.y[p] for p in partners[i]) == (rlt_k - 1) * m.x[i],
+        )
