@@ -7,3 +7,5 @@ from . import dartboard, dpp, frank_wolfe, greedy  # noqa: F401  (register the s
 from . import local_search, multistart  # noqa: F401  (registers "fw_ls", "fw_ms", "<greedy>_ls")
 
 __all__ = ["METHODS", "Selection", "select", "register", "get_selector"]
+from .exact import Result, available_solvers, solve, solve_exact  # noqa: E402  (exact MIP runners)
+__all__ += ["Result", "solve", "solve_exact", "available_solvers"]
