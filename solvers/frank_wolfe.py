@@ -81,43 +81,70 @@ def fw_relaxation(
     max_iter: int = 1000,
     tol: float | None = None,
     v0: torch.Tensor | None = None,
+    exact_trace: bool = False,
 ) -> FWResult:
     """Run FW on f_lambda from the feasible point x0 until gap <= tol or max_iter iterations.
 
     ``tol`` defaults to 1e-6 * k (k-1), i.e. a normalized gap of 1e-6. For relax_penalty = 0
     the objective is concave and ``value + gap`` is a certified upper bound on the optimum.
+
+    The only O(n d) work per iteration is the GEMV E v; besides it, four passes over n-vectors
+    (gradient, top-k, x update). Every scalar comes from O(k + d) work, because
+    x^T (E v) = ||v||^2, so g^T x = theta(k-1) c^T x - 2(1-theta)(||v||^2 - lambda ||x||^2), and
+    c^T x, ||x||^2 follow x = (1-gamma) x + gamma s in closed form (re-synchronized every 32
+    iterations against drift). ``exact_trace=True`` recomputes f_lambda from x and v at every
+    iteration instead (slower; for tests).
     """
     E, k, th = inst.E, inst.k, inst.theta
     lam = check_nonnegative(relax_penalty, "relax_penalty")
     tol = 1e-6 * objective_scale(k) if tol is None else check_nonnegative(tol, "tol")
+    a = 2.0 * (1.0 - th)
     lin = (th * (k - 1)) * inst.relevance
     x = x0.clone()
     v = rmatvec(E, x) if v0 is None else v0.clone()
-    trace = [_relaxed_value(lin, x, v, th, k, lam)]
+
+    def sync() -> tuple[float, float]:
+        xd = x.double()
+        return float(lin.double() @ xd), float(xd @ xd)
+
+    linx, xx = sync()
+    vv = float(v.double() @ v.double())
+
+    def value() -> float:
+        return linx + (1 - th) * (k + lam * (xx - k) - vv)
+
+    trace = [value()]
     gaps: list[float] = []
     gap = float("inf")
     converged = False
     it = 0
     while it < max_iter:
-        g = lin + (2 * (1 - th)) * (lam * x - matvec(E, v))
+        t = matvec(E, v).sub_(x, alpha=lam)  # E v - lambda x
+        g = torch.add(lin, t, alpha=-a)  # theta (k-1) c + 2 (1-theta)(lambda x - E v)
         s = torch.topk(g, k).indices
-        d = -x
-        d[s] += 1.0
-        gap = float(g @ d)
+        gs = float(g.index_select(0, s).double().sum())
+        xs = float(x.index_select(0, s).double().sum())
+        gap = gs - (linx - a * (vv - lam * xx))  # g^T s - g^T x
         gaps.append(gap)
         if gap <= tol:
             converged = True
             break
         Ed = gather_sum(E, s) - v
-        dd = float(d @ d)
-        C = 2 * (1 - th) * (lam * dd - float(Ed @ Ed))
+        dd = xx + k - 2.0 * xs  # ||s - x||^2
+        C = a * (lam * dd - float(Ed.double() @ Ed.double()))
         gamma = 1.0 if C >= 0 else min(1.0, -gap / C)
-        x.add_(d, alpha=gamma)
-        x.clamp_(0.0, 1.0)
+        lins = float(lin.index_select(0, s).double().sum())
+        x.mul_(1.0 - gamma)
+        x.index_add_(0, s, torch.full((k,), gamma, dtype=x.dtype, device=x.device))
         v.add_(Ed, alpha=gamma)
         it += 1
-        trace.append(_relaxed_value(lin, x, v, th, k, lam))
-    return FWResult(x=x, v=v, value=trace[-1], gap=gap, iterations=it, converged=converged, trace=trace, gaps=gaps)
+        linx = (1 - gamma) * linx + gamma * lins
+        xx = xx + 2 * gamma * (xs - xx) + gamma * gamma * dd
+        vv = float(v.double() @ v.double())
+        if exact_trace or it % 32 == 0:
+            linx, xx = sync()
+        trace.append(value())
+    return FWResult(x=x, v=v, value=value(), gap=gap, iterations=it, converged=converged, trace=trace, gaps=gaps)
 
 
 def round_pairwise(inst: Instance, x: torch.Tensor, v: torch.Tensor, relax_penalty: float = 2.0, eps: float = 1e-7):
@@ -157,6 +184,30 @@ def round_pairwise(inst: Instance, x: torch.Tensor, v: torch.Tensor, relax_penal
     return xb, gather_sum(inst.E, sel)
 
 
+def _fw_to_vertex(inst, x, v, relax_penalty, max_iter, tol, exact_trace):
+    """FW, then pairwise rounding + FW again, until a binary FW-stationary point or the cap."""
+    trace: list[float] = []
+    total = roundings = 0
+    while True:
+        res = fw_relaxation(inst, x, relax_penalty=relax_penalty, max_iter=max_iter - total, tol=tol, v0=v,
+                            exact_trace=exact_trace)
+        total += res.iterations
+        trace.extend(res.trace if not trace else res.trace[1:])
+        x, v = res.x, res.v
+        integral = bool(((x < 1e-7) | (x > 1 - 1e-7)).all())
+        if not res.converged or integral or relax_penalty < 1:
+            return x, v, res, total, trace, roundings
+        x, v = round_pairwise(inst, x, v, relax_penalty)
+        roundings += 1
+        lin = (inst.theta * (inst.k - 1)) * inst.relevance
+        trace.append(_relaxed_value(lin, x, v, inst.theta, inst.k, relax_penalty))
+
+
+def _auto_working_set(n: int, k: int) -> int | None:
+    m = max(4096, 16 * k, n // 32)
+    return m if 4 * m <= n else None
+
+
 @register("fw")
 def frank_wolfe(
     inst: Instance,
@@ -166,6 +217,8 @@ def frank_wolfe(
     max_iter: int = 1000,
     tol: float | None = None,
     seed: int | None = None,
+    exact_trace: bool = False,
+    working_set: Any = "auto",
 ):
     """Frank-Wolfe on the tight relaxation (relax_penalty >= 2), returning an integral k-set.
 
@@ -174,33 +227,87 @@ def frank_wolfe(
     is a binary FW-stationary point whenever the iteration cap is not hit. If the cap is hit,
     ``info["converged"]`` is False and the set is the top-k of x.
 
-    info: converged, gap, trace (f_lambda per iteration, non-decreasing), roundings, init.
+    working_set: "auto" (default), an int M, or 0/None for plain full-pool FW. With a working
+    set, FW runs on the top-M items by relevance (plus items added later), starting from the
+    top-k init; then ONE full-pool GEMV computes the full gradient and FW gap at the result.
+    The result is accepted only if that full-pool gap is <= tol, i.e. it is a certified
+    FW-stationary point of the full problem, exactly the stopping rule of plain FW; otherwise
+    the full gradient's top-k items (and the next best) join the working set and FW continues.
+    "auto" uses M = max(4096, 16k, n/32) when n >= 4M and init is "topk"; else plain FW.
+
+    info: converged, gap (full-pool), trace (f_lambda, non-decreasing), roundings, init,
+    working_set (final size or None), full_gemvs (full-pool passes, verification included).
     """
+    n, k = inst.n, inst.k
+    if working_set == "auto":
+        M = _auto_working_set(n, k) if (isinstance(init, str) and init == "topk") else None
+    elif not working_set:
+        M = None
+    else:
+        M = int(working_set)
+        if M < k:
+            raise ValueError(f"working_set must be >= k = {k}, got {working_set}")
+        if not (isinstance(init, str) and init == "topk"):
+            raise ValueError("working_set requires init='topk'")
+        M = None if M >= n else M
     x = initial_point(inst, init, seed)
-    trace: list[float] = []
-    total = 0
-    roundings = 0
-    v = None
-    while True:
-        res = fw_relaxation(inst, x, relax_penalty=relax_penalty, max_iter=max_iter - total, tol=tol, v0=v)
-        total += res.iterations
-        trace.extend(res.trace if not trace else res.trace[1:])
-        x, v = res.x, res.v
-        integral = bool(((x < 1e-7) | (x > 1 - 1e-7)).all())
-        if not res.converged or integral or relax_penalty < 1:
-            break
-        x, v = round_pairwise(inst, x, v, relax_penalty)
-        roundings += 1
-        trace.append(_relaxed_value((inst.theta * (inst.k - 1)) * inst.relevance, x, v, inst.theta, inst.k, relax_penalty))
-    sel = torch.topk(x, inst.k).indices
+    if M is None:
+        x, v, res, total, trace, roundings = _fw_to_vertex(inst, x, None, relax_penalty, max_iter, tol, exact_trace)
+        gap, converged, full = res.gap, res.converged, total + 1
+    else:
+        x, v, gap, converged, total, trace, roundings, full, M = _fw_working_set(
+            inst, x, M, relax_penalty, max_iter, tol, exact_trace)
+    sel = torch.topk(x, k).indices
     info = {
-        "converged": res.converged,
-        "gap": res.gap,
+        "converged": converged,
+        "gap": gap,
         "trace": trace,
         "roundings": roundings,
         "init": init if isinstance(init, str) else "array",
         "relaxed_value": trace[-1],
+        "working_set": M,
+        "full_gemvs": full,
     }
-    if not res.converged:
+    if not converged:
         info["stopped"] = f"iteration cap max_iter={max_iter} reached; rounded by top-k of x"
     return sel, total, info
+
+
+def _fw_working_set(inst, x, M, relax_penalty, max_iter, tol, exact_trace):
+    n, k, th = inst.n, inst.k, inst.theta
+    lam = relax_penalty
+    tol_ = 1e-6 * objective_scale(k) if tol is None else tol
+    lin = (th * (k - 1)) * inst.relevance
+    P = torch.topk(inst.relevance, M).indices
+    in_P = torch.zeros(n, dtype=torch.bool, device=inst.device)
+    in_P[P] = True
+    v = gather_sum(inst.E, x.nonzero().flatten())
+    trace: list[float] = []
+    total = roundings = full = 0
+    gap, converged = float("inf"), False
+    while total < max_iter:
+        sub = inst.subset(P.cpu().numpy())
+        xs, v, res, it, tr, r = _fw_to_vertex(sub, x[P], v, relax_penalty, max_iter - total, tol, exact_trace)
+        total += it
+        roundings += r
+        trace.extend(tr if not trace else tr[1:])
+        x = torch.zeros_like(x)
+        x[P] = xs
+        if not res.converged:
+            gap = res.gap
+            break
+        # certify on the full pool: one GEMV for the full gradient and FW gap
+        g = torch.add(lin, matvec(inst.E, v).sub_(x, alpha=lam), alpha=-2 * (1 - th))
+        full += 1
+        s = torch.topk(g, k).indices
+        gap = float(g.index_select(0, s).double().sum() - (g.double() @ x.double()))
+        if gap <= tol_:
+            converged = True
+            break
+        g[in_P] = -float("inf")
+        new = torch.topk(g, min(int((~in_P).sum()), max(k, M // 4))).indices
+        in_P[new] = True
+        P = torch.cat([P, new])
+    return x, v, gap, converged, total, trace, roundings, full, int(P.numel())
+
+
