@@ -132,7 +132,10 @@ def run_latency(
         e_bytes = E.numel() * E.element_size()
         base = Instance(E, q, k=max(ks), theta=thetas[0])
         qv = base.q
-        matvec(E, qv)  # warm-up
+        matvec(E, qv)  # warm-up (first touch of E, BLAS initialization)
+        for m in methods:  # one warm-up run per method and pool, outside the timings
+            name, params = VARIANTS.get(m, (m, {}))
+            select(base.replace(k=min(ks)), name, **params)
         gemv = _median_time(lambda: matvec(E, qv), max(5, repeats), dev)
         for k in ks:
             for theta in thetas:
@@ -140,12 +143,9 @@ def run_latency(
                 for m in methods:
                     bar.set_postfix_str(f"n={n} d={d} k={k} theta={theta} {m}")
                     name, params = VARIANTS.get(m, (m, {}))
-                    select(inst, name, **params)  # warm-up
-                    runs = [select(inst, name, **params) for _ in range(max(1, repeats))]
-                    sel = runs[0]
-                    ts = [r.seconds for r in runs]
-                    with PeakMemory(dev) as pm:
-                        select(inst, name, **params)
+                    with PeakMemory(dev) as pm:  # the first timed run also gives the peak memory
+                        sel = select(inst, name, **params)
+                    ts = [sel.seconds] + [select(inst, name, **params).seconds for _ in range(max(0, repeats - 1))]
                     rows.append(
                         dict(
                             run_id=run_id, device=str(dev), dtype=dtype, n=n, d=d, k=k, theta=theta, method=m,
