@@ -1,7 +1,7 @@
 """The ``divopt`` command line: one entry point, one module per command.
 
-Each command module defines ``add_arguments(parser)`` and ``main(args) -> int``; modules are
-imported only when their command runs, so ``divopt --help`` stays fast.
+Each command module defines ``add_arguments(parser)`` and ``main(args) -> int``. Only the
+module of the command being run is imported, so ``divopt --help`` stays fast.
 """
 from __future__ import annotations
 
@@ -21,34 +21,39 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _overview() -> argparse.ArgumentParser:
+    """A parser that only lists the commands (used for --help and unknown commands)."""
     parser = argparse.ArgumentParser(prog="divopt", description="divopt: diversity-aware retrieval workbench")
-    top = parser.add_subparsers(dest="command", required=True)
+    top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction] = {}
-    for path, (module, help_) in COMMANDS.items():
+    for path, (_, help_) in COMMANDS.items():
         if len(path) == 1:
-            sub = top.add_parser(path[0], help=help_)
+            top.add_parser(path[0], help=help_)
         else:
             if path[0] not in groups:
-                g = top.add_parser(path[0], help=f"{path[0]} commands")
-                groups[path[0]] = g.add_subparsers(dest="subcommand", required=True)
-            sub = groups[path[0]].add_parser(path[1], help=help_)
-        sub.set_defaults(_module=module)
-        try:
-            importlib.import_module(module).add_arguments(sub)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            sub.set_defaults(_missing=True)
+                g = top.add_parser(path[0], help=f"{path[0]} commands: " + ", ".join(p[1] for p in COMMANDS if p[0] == path[0]))
+                groups[path[0]] = g.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+            groups[path[0]].add_parser(path[1], help=help_)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if getattr(args, "_missing", False):
-        print(f"divopt: command {args._module} is not available in this build", file=sys.stderr)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    path = next((p for p in sorted(COMMANDS, key=len, reverse=True) if tuple(argv[: len(p)]) == p), None)
+    if path is None:
+        _overview().parse_args(argv)  # prints help or a usage error and exits
         return 2
-    return int(importlib.import_module(args._module).main(args) or 0)
+    module_name, help_ = COMMANDS[path]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        print(f"divopt: command '{' '.join(path)}' is not available in this build ({module_name})", file=sys.stderr)
+        return 2
+    parser = argparse.ArgumentParser(prog="divopt " + " ".join(path), description=help_)
+    module.add_arguments(parser)
+    return int(module.main(parser.parse_args(argv[len(path):])) or 0)
 
 
 if __name__ == "__main__":
