@@ -1,0 +1,120 @@
+"""Local search: never lowers f, stops at a 1-swap optimum (brute force over ALL swaps)."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import planted_duplicates, random_unit, unit_query
+from divopt.models import Instance, ccbqp_objective
+from divopt.solvers import METHODS, select
+from divopt.solvers.local_search import iterated_local_search, local_search, swap_gains
+
+
+def brute_best_swap(inst, S):
+    """max over i in S, j not in S of f(S - i + j) - f(S), by plain evaluation of f."""
+    S = [int(i) for i in S]
+    f0 = ccbqp_objective(inst, S)
+    best = -np.inf
+    for p, j in itertools.product(range(len(S)), range(inst.n)):
+        if j in S:
+            continue
+        T = S.copy()
+        T[p] = j
+        best = max(best, ccbqp_objective(inst, T) - f0)
+    return best
+
+
+def instances():
+    out = []
+    for s in range(3):
+        for E, d in ((random_unit(18, 6, s), 6), (planted_duplicates(5, 4, 8, s), 8)):
+            for th in (0.0, 0.3, 0.7):
+                out.append(Instance(E, unit_query(d, s), k=4, theta=th))
+    return out
+
+
+@pytest.mark.parametrize("shortlist", [None, 2])
+def test_ls_monotone_and_one_swap_optimal(shortlist):
+    rng = np.random.default_rng(0)
+    for inst in instances():
+        start = rng.choice(inst.n, inst.k, replace=False)
+        res = local_search(inst, start, shortlist=shortlist)
+        f_start = ccbqp_objective(inst, start)
+        assert res.start_objective == pytest.approx(f_start, abs=1e-12)
+        assert res.objective >= f_start - 1e-12
+        assert np.all(np.diff(res.trace) > 0)
+        assert res.objective == pytest.approx(ccbqp_objective(inst, res.indices.numpy()), abs=1e-10)
+        assert res.one_swap_optimal
+        assert brute_best_swap(inst, res.indices.numpy()) <= 1e-9 * inst.k * (inst.k - 1)
+
+
+def test_shortlist_path_scans_whole_pool():
+    # n > 2048 makes the default a shortlist; a tiny shortlist forces several full-pool scans
+    E = random_unit(2100, 5, 3)
+    inst = Instance(E, unit_query(5, 3), k=3, theta=0.4)
+    start = np.arange(3)
+    res = local_search(inst, start, shortlist=1)
+    assert res.mode == "shortlist(1)"
+    assert res.one_swap_optimal and res.objective >= ccbqp_objective(inst, start)
+    D = swap_gains(inst, res.indices.numpy())
+    assert float(D.max()) <= 1e-9 * 6
+    # spot-check the swap-gain matrix itself against plain evaluation of f
+    S = res.indices.numpy()
+    for j in (0, 7, 1500, 2099):
+        if j in S:
+            continue
+        T = S.copy()
+        T[1] = j
+        assert float(D[j, 1]) == pytest.approx(ccbqp_objective(inst, T) - res.objective, abs=1e-9)
+
+
+def test_swap_gains_match_brute_force():
+    inst = Instance(random_unit(12, 5, 1), unit_query(5, 1), k=3, theta=0.45)
+    S = np.array([2, 7, 9])
+    D = swap_gains(inst, S).numpy()
+    f0 = ccbqp_objective(inst, S)
+    for p, j in itertools.product(range(3), range(12)):
+        if j in S:
+            assert D[j, p] == -np.inf
+            continue
+        T = S.copy()
+        T[p] = j
+        assert D[j, p] == pytest.approx(ccbqp_objective(inst, T) - f0, abs=1e-10)
+
+
+def test_max_swaps_cap_and_errors():
+    inst = Instance(random_unit(20, 6, 2), unit_query(6, 2), k=4, theta=0.2)
+    start = np.array([0, 1, 2, 3])
+    res = local_search(inst, start, max_swaps=0)
+    assert res.swaps == 0 and list(res.indices.numpy()) == [0, 1, 2, 3]
+    assert res.one_swap_optimal == (brute_best_swap(inst, start) <= 1e-9 * 12)
+    with pytest.raises(ValueError, match="exactly 4"):
+        local_search(inst, [0, 1, 2])
+    with pytest.raises(ValueError, match="unique"):
+        local_search(inst, [0, 1, 2, 2])
+    with pytest.raises(ValueError, match="shortlist"):
+        local_search(inst, start, shortlist=0)
+
+
+def test_iterated_ls_deterministic_and_not_worse():
+    inst = Instance(planted_duplicates(8, 5, 10, 4), unit_query(10, 4), k=6, theta=0.5)
+    start = np.arange(6)
+    base = local_search(inst, start)
+    a = iterated_local_search(inst, start, rounds=5, seed=3)
+    b = iterated_local_search(inst, start, rounds=5, seed=3)
+    assert a.objective >= base.objective - 1e-12
+    assert torch.equal(a.indices, b.indices)
+    assert brute_best_swap(inst, a.indices.numpy()) <= 1e-9 * 30
+
+
+def test_polished_selectors_never_worse_than_their_base():
+    for inst in instances()[:6]:
+        for base in ("fw", "mmr", "topk"):
+            if base not in METHODS:
+                continue
+            s0 = select(inst, base)
+            s1 = select(inst, f"{base}_ls")
+            assert s1.objective >= s0.objective - 1e-12
+            assert s1.info["one_swap_optimal"]
+            assert brute_best_swap(inst, s1.indices) <= 1e-9 * 12
