@@ -122,10 +122,18 @@ class Result:
 
 
 # --- availability and license -------------------------------------------------------------
+# Pyomo's Gurobi interfaces share one gurobipy Env with a client count that can go negative
+# (and log a warning, then reopen the Env) when short-lived solver objects are collected; one
+# long-lived client keeps the Env open for the whole process.
+_KEEPALIVE: dict[str, Any] = {}
+
+
 @functools.lru_cache(maxsize=None)
 def _is_available(name: str) -> bool:
     try:
         opt = SolverFactory(_PYOMO_NAME[name])
+        if name == "gurobi":
+            _KEEPALIVE[name] = opt
         if not bool(opt.available()):
             return False
     except Exception:  # noqa: BLE001  (a broken install counts as not available)
