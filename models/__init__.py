@@ -8,6 +8,7 @@ from .objective import (
     relaxed_objective,
 )
 from . import kernels, validation
+from . import mip_ccbqp, mip_common, mip_diversity, mip_knapsack, mip_sparsity  # Pyomo builders
 
 __all__ = [
     "Instance",
