@@ -89,14 +89,45 @@ def narrow_cone(
     return E, q.astype(np.float32), labels
 
 
+class _NpyAppender:
+    """Write-only (n, d) target for :func:`narrow_cone`: rows arrive in order and are appended
+    to a .npy file, so neither the matrix nor its page cache stays resident (a np.memmap
+    would keep every written page counted in RSS)."""
+
+    def __init__(self, path: str, n: int, d: int, dtype):
+        self.shape, self.dtype, self._next = (n, d), np.dtype(dtype), 0
+        self._fh = open(path, "wb")
+        np.lib.format.write_array_header_1_0(
+            self._fh, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (n, d)}
+        )
+
+    def __setitem__(self, key: slice, block: np.ndarray) -> None:
+        if not isinstance(key, slice) or key.start != self._next:
+            raise RuntimeError(f"rows must be written in order: expected row {self._next}, got {key}")
+        self._fh.write(np.ascontiguousarray(block, dtype=self.dtype).tobytes())
+        self._next = key.stop
+
+    def close(self) -> None:
+        self._fh.close()
+        if self._next != self.shape[0]:
+            raise RuntimeError(f"wrote {self._next} of {self.shape[0]} rows")
+
+
 def narrow_cone_npy(path: str | os.PathLike, n: int, d: int, **kwargs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`narrow_cone` written chunk by chunk into a .npy file at ``path`` (created or
-    overwritten); returns (E as a read-only memory map, q, labels). Peak memory is one chunk
-    plus the cluster directions, so 10^6 x 1024 (4 GB in float32) needs no 4 GB of RAM."""
+    """:func:`narrow_cone` streamed chunk by chunk into a .npy file at ``path`` (created or
+    overwritten); returns (E as a read-only memory map, q, labels), equal to the in-memory
+    result. Peak memory is one 2^14-row chunk plus the (n_clusters, d) cluster directions,
+    so 10^6 x 1024 (4 GB in float32) needs well under 1 GB of RAM."""
     dtype = kwargs.pop("dtype", np.float32)
-    mm = np.lib.format.open_memmap(os.fspath(path), mode="w+", dtype=dtype, shape=(n, d))
-    _, q, labels = narrow_cone(n, d, dtype=dtype, out=mm, **kwargs)
-    del mm
+    if "out" in kwargs:
+        raise TypeError("narrow_cone_npy writes to path; do not pass out=")
+    kwargs["chunk_rows"] = 1  # generate (and append) one fixed-size chunk at a time
+    writer = _NpyAppender(os.fspath(path), n, d, dtype)
+    try:
+        _, q, labels = narrow_cone(n, d, dtype=dtype, out=writer, **kwargs)
+    finally:
+        writer._fh.close()
+    writer.close()
     return np.load(os.fspath(path), mmap_mode="r"), q, labels
 
 
