@@ -1,0 +1,506 @@
+"""Full-scale certificates for the CCBQP: safe screening, upper bounds, certified optima.
+
+CCBQP on a k-set S of the pool (w_ij = e_i . e_j, c = relevance):
+    f(S) = theta (k-1) sum_{i in S} c_i + (1-theta)(k - ||sum_{i in S} e_i||^2)
+         = theta (k-1) sum_{i in S} c_i - (1-theta) sum_{i != j in S} w_ij      (ordered pairs)
+
+Swap identity (DESIGN.md): for i in S, j not in S, S' = S - i + j,
+    f(S') - f(S) = theta (k-1)(c_j - c_i) - 2 (1-theta) sum_{l in S - i} (w_jl - w_il).       (*)
+
+Safe screening (per-item form, :func:`safe_screen`)
+---------------------------------------------------
+Let P be a pool that contains every optimal set (the whole pool at the start), T ANY set of k
+items of P, and for j in T and i in P - T
+    U_j >= sum_{l in R} w_jl   and   L_i <= sum_{l in R} w_il   for every (k-1)-subset R of P - {i, j}.
+Put a_j = theta (k-1) c_j - 2 (1-theta) U_j, B = min_{j in T} a_j and b_i = theta (k-1) c_i - 2 (1-theta) L_i.
+
+**Claim.** If b_i < B, no optimal set contains i.
+
+*Proof.* Let S* be optimal with i in S*. As i is not in T and |T| = |S*| = k, some j in T is
+not in S*. With R = S* - i (a (k-1)-subset of P - {i, j}), (*) gives
+f(S* - i + j) - f(S*) >= a_j - b_i >= B - b_i > 0, contradicting optimality of S*.  []
+
+The optimal sets of the problem restricted to the survivors P' are exactly those of the
+original (all optimal sets lie in P', so both optima are equal), hence the rule is re-applied
+on P' with U, L recomputed over P' (they can only tighten) until nothing more is removed.
+
+T is taken as the k items with the largest a_j among candidates (the whole pool when the exact
+Gram matrix is affordable, else the ``n_candidates`` most relevant), which maximizes B.
+
+DESIGN.md's scalar rule is the special case T = top-k by relevance, U_j = (k-1) w_hi, L_i = (k-1) w_lo with
+w_lo <= w_il, w_jl <= w_hi over distinct pairs of P: b_i < B reads
+c_i < c_(k) - 2 (1-theta)(w_hi - w_lo) / theta (theta > 0); it is :func:`design_screen`.
+
+Bounds used, all O(n k d) or O(n d) on a pool of size m > ``exact_below`` (no m x m matrix):
+* U_j (j a candidate): the sum of the k-1 largest w_jl, l in P - {j}: exact, one GEMV each.
+* L_i by geometry: for any unit anchor u with beta_l = angle(e_l, u), the spherical triangle
+  inequality gives angle(e_i, e_l) <= beta_i + beta_l, so w_il >= cos(min(pi, beta_i + beta_l)),
+  decreasing in beta_l; the k-1 smallest such bounds over l != i come from the k-1 largest
+  beta_l. Anchors: the query q (when present) and the normalized centroid of P; the larger of
+  the two sums is used (each is a valid lower bound).
+* once m <= ``exact_below``: exact cosines of P, a row block at a time (O(m^2 d) time, no m x m
+  matrix kept), so U_j and L_i are exact top/bottom-(k-1) sums.
+Rows of E are unit only up to a tolerance delta (validation); |w - cos(angle)| <= 2 delta + delta^2,
+so geometric bounds are loosened by 3 delta + 1e-6, and the test b_i < B uses a margin ``tol``.
+
+Upper bounds (:func:`upper_bound`)
+----------------------------------
+* concave relaxation: with relax_penalty = 0, f_0(x) = theta (k-1) c^T x + (1-theta)(k - ||E^T x||^2)
+  is concave on {0 <= x <= 1, sum x = k} and equals f on binary points, so for every FW iterate
+  x_t with FW gap g_t = max_s grad^T (s - x_t), OPT <= f_0(x_t) + g_t; the minimum over iterates is
+  reported (run on the survivors: OPT over them equals OPT).
+* item bound: f(S) = sum_{i in S} (theta (k-1) c_i - (1-theta) sum_{l in S - i} w_il)
+  <= sum of the k largest of theta (k-1) c_i - (1-theta) L'_i, with L'_i a lower bound on the sum of
+  k-1 cosines of i to other items of P (the L_i above, computed over P - {i}).
+The certificate uses the smaller of the two.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from divopt.models import Instance, ccbqp_objective, objective_scale
+from divopt.models.kernels import gather_rows, matmul, matvec
+from divopt.models.validation import check_choice, check_nonnegative
+
+__all__ = [
+    "ScreeningResult",
+    "safe_screen",
+    "design_screen",
+    "upper_bound",
+    "brute_force",
+    "exact_optimum",
+    "FullScaleCertificate",
+    "certify_full_scale",
+    "CERTIFIED",
+]
+
+#: status of a query whose optimum over the full pool is proven
+CERTIFIED = "certified optimal at full scale"
+_BOUND_ONLY = "bound only"
+
+
+@dataclass
+class ScreeningResult:
+    """Survivors of safe screening.
+
+    survivors : sorted int64 indices (rows of the screened instance) that may be in an optimal set.
+    rounds : screening rounds run (the last one removed nothing or hit ``max_rounds``).
+    removed : items removed per round.
+    rule : "per_item" or "design".
+    """
+
+    survivors: np.ndarray
+    rounds: int
+    removed: list[int] = field(default_factory=list)
+    rule: str = "per_item"
+    seconds: float = 0.0
+
+    @property
+    def n_survivors(self) -> int:
+        return int(self.survivors.size)
+
+
+# --------------------------------------------------------------------------------------------
+# bound ingredients on a pool P (rows `pool` of inst)
+# --------------------------------------------------------------------------------------------
+def _norm_slack(E: torch.Tensor) -> float:
+    # delta = max | ||e|| - 1 |; |w - cos| <= 2 delta + delta^2 <= 3 delta for delta <= 1
+    acc = torch.float64 if E.dtype == torch.float64 else torch.float32
+    nrm = torch.linalg.vector_norm(E, dim=1, dtype=acc)
+    return 3.0 * float((nrm.double() - 1.0).abs().max()) + 1e-6
+
+
+def _sum_extreme(vals: torch.Tensor, m: int, largest: bool) -> torch.Tensor:
+    """Row-wise sum of the m largest (or smallest) entries; vals has +-inf on excluded entries."""
+    if m == 0:
+        return torch.zeros(vals.shape[0], dtype=vals.dtype, device=vals.device)
+    return torch.topk(vals, m, dim=1, largest=largest).values.sum(1)
+
+
+def _geometric_lower(EP: torch.Tensor, anchor: torch.Tensor, k: int, slack: float) -> torch.Tensor:
+    """L_i <= sum of the k-1 smallest w_il (l != i) from angles to a unit anchor, O(m d)."""
+    m = EP.shape[0]
+    cos = matvec(EP, anchor).double().clamp(-1.0, 1.0)
+    # lower the cosines by the slack before arccos: larger angles, smaller (safe) bounds
+    beta = torch.arccos((cos - slack).clamp(-1.0, 1.0))
+    kk = min(k, m)
+    top_beta, top_idx = torch.topk(beta, kk)
+    vals = torch.cos(torch.clamp(beta[:, None] + top_beta[None, :], max=math.pi)) - slack
+    self_mask = top_idx[None, :] == torch.arange(m, device=EP.device)[:, None]
+    vals = vals.masked_fill(self_mask, math.inf)
+    return _sum_extreme(vals, k - 1, largest=False)
+
+
+def _pool_bounds(inst: Instance, pool: np.ndarray, cand_pos: np.ndarray, exact: bool, anchors: tuple[str, ...]):
+    """(U over the candidates, L over P, w_lo, w_hi) for the pool P = rows ``pool`` of inst.
+
+    cand_pos are positions (rows of ``pool``) whose U_j is wanted: the sum of the k-1 largest
+    w_jl over l in P - {j}, exact. L_i lower-bounds the sum of the k-1 smallest w_il, l in P - {i}.
+    """
+    k = inst.k
+    t = torch.as_tensor(pool, device=inst.device)
+    EP = inst.E.index_select(0, t)
+    m = EP.shape[0]
+    Ct = torch.as_tensor(cand_pos, device=inst.device)
+    if exact:
+        # exact cosines, a row block at a time (O(m^2 d) time, O(block m) memory), float64
+        R = EP.double()
+        Uall = torch.empty(m, dtype=torch.float64, device=inst.device)
+        L = torch.empty(m, dtype=torch.float64, device=inst.device)
+        w_lo, w_hi = math.inf, -math.inf
+        blk = max(1, min(m, 2_000_000 // max(m, 1)))
+        for s0 in range(0, m, blk):
+            G = R[s0 : s0 + blk] @ R.T
+            rows = torch.arange(G.shape[0], device=inst.device)
+            G[rows, rows + s0] = -math.inf
+            Uall[s0 : s0 + G.shape[0]] = _sum_extreme(G, k - 1, largest=True)
+            if m > 1:
+                w_hi = max(w_hi, float(G.max()))
+            G[rows, rows + s0] = math.inf
+            L[s0 : s0 + G.shape[0]] = _sum_extreme(G, k - 1, largest=False)
+            if m > 1:
+                w_lo = min(w_lo, float(G.min()))
+        eps = 1e-9 * k
+        return Uall[Ct] + eps, L - eps, w_lo - 1e-9, w_hi + 1e-9
+    slack = _norm_slack(EP)
+    # U_j exact: k GEMVs over the pool
+    U = torch.empty(len(cand_pos), dtype=torch.float64, device=inst.device)
+    for s0 in range(0, len(cand_pos), 64):  # 64 GEMVs at a time keeps the temporary at 64 x m
+        blk = Ct[s0 : s0 + 64]
+        GT = matmul(EP, gather_rows(EP, blk).T).double().T
+        GT[torch.arange(blk.numel()), blk] = -math.inf
+        U[s0 : s0 + blk.numel()] = _sum_extreme(GT, k - 1, largest=True) + 1e-6 * k
+    L = torch.full((m,), -(k - 1) * (1.0 + slack), dtype=torch.float64, device=inst.device)
+    w_lo = -1.0
+    for a in anchors:
+        if a == "query":
+            if inst.q is None:
+                continue
+            u = inst.q.to(torch.float64)
+        else:
+            u = matvec(EP.T.contiguous(), torch.ones(m, dtype=EP.dtype, device=inst.device)).double()
+            if float(u.norm()) == 0.0:
+                continue
+        u = (u / u.norm()).to(EP.dtype if EP.dtype in (torch.float32, torch.float64) else torch.float32)
+        L = torch.maximum(L, _geometric_lower(EP, u, k, slack))
+        cos = matvec(EP, u).double().clamp(-1, 1)
+        bmax = float(torch.arccos((cos - slack).clamp(-1, 1)).max())
+        w_lo = max(w_lo, math.cos(min(math.pi, 2 * bmax)) - slack)
+    return U, L, w_lo, 1.0 + slack
+
+
+def _top_k_positions(c: torch.Tensor, k: int) -> np.ndarray:
+    return torch.topk(c, k).indices.cpu().numpy()
+
+
+def _screen(inst: Instance, rule: str, max_rounds: int, exact_below: int, anchors, tol: float | None,
+            n_candidates: int) -> ScreeningResult:
+    t0 = time.perf_counter()
+    k, th = inst.k, inst.theta
+    pool = np.arange(inst.n, dtype=np.int64)
+    tol = 1e-7 * objective_scale(k) if tol is None else check_nonnegative(tol, "tol")
+    removed: list[int] = []
+    rounds = 0
+    c_all = inst.relevance.double()
+    while rounds < max_rounds and pool.size > k:
+        rounds += 1
+        c = c_all[torch.as_tensor(pool, device=inst.device)]
+        exact = pool.size <= exact_below
+        if rule == "design":
+            T_pos = _top_k_positions(c, k)
+            _, L, w_lo, w_hi = _pool_bounds(inst, pool, T_pos[:0], exact, anchors)
+            B = th * (k - 1) * float(c[torch.as_tensor(T_pos)].min()) - 2 * (1 - th) * (k - 1) * w_hi
+            L = torch.full((pool.size,), (k - 1) * w_lo, dtype=torch.float64, device=inst.device)
+        else:
+            # T: the k candidates with the largest a_j (any k items make the proof work)
+            M = pool.size if exact else min(pool.size, max(n_candidates, k))
+            cand = _top_k_positions(c, M)
+            U, L, _, _ = _pool_bounds(inst, pool, cand, exact, anchors)
+            a = th * (k - 1) * c[torch.as_tensor(cand)] - 2 * (1 - th) * U
+            best = torch.topk(a, k)
+            T_pos, B = cand[best.indices.cpu().numpy()], float(best.values.min())
+        b = th * (k - 1) * c - 2 * (1 - th) * L
+        drop = (b < B - tol).cpu().numpy()
+        drop[T_pos] = False  # the proof needs i outside T
+        n_drop = int(drop.sum())
+        removed.append(n_drop)
+        if n_drop == 0:
+            break
+        pool = pool[~drop]
+    return ScreeningResult(np.sort(pool), rounds, removed, rule, time.perf_counter() - t0)
+
+
+def safe_screen(
+    inst: Instance,
+    *,
+    max_rounds: int = 50,
+    exact_below: int = 4096,
+    anchors: tuple[str, ...] = ("query", "centroid"),
+    tol: float | None = None,
+    n_candidates: int = 256,
+) -> ScreeningResult:
+    """Iterated per-item safe screening (module docstring: claim and proof).
+
+    T is chosen as the k items with the largest a_j among the ``n_candidates`` most relevant
+    (all of the pool in the exact regime): any k-set T makes the proof work, and this one
+    maximizes B over the candidates.
+    exact_below : pools of at most this size use exact cosines (m^2 d work, blocked memory);
+        larger pools use the O(m k d) bounds (exact U_j, geometric L_i from ``anchors``).
+    tol : margin of the test b_i < B - tol (default 1e-7 k(k-1)) against rounding.
+    Returns the survivors; every optimal k-set of ``inst`` lies inside them.
+    """
+    for a in anchors:
+        check_choice(a, "anchor", ("query", "centroid"))
+    return _screen(inst, "per_item", max_rounds, exact_below, tuple(anchors), tol, n_candidates)
+
+
+def design_screen(
+    inst: Instance,
+    *,
+    max_rounds: int = 50,
+    exact_below: int = 4096,
+    anchors: tuple[str, ...] = ("query", "centroid"),
+    tol: float | None = None,
+) -> ScreeningResult:
+    """DESIGN.md's scalar rule, iterated: drop i when c_i < c_(k) - 2 (1-theta)(w_hi - w_lo)/theta.
+
+    w_lo, w_hi bound the cosines of distinct pairs of the surviving pool: exact min/max when the
+    pool has at most ``exact_below`` items, else w_hi = 1 and w_lo = cos(2 max_l beta_l) from the
+    anchors' spherical caps (every item lies within angle beta_max of the anchor, so two items are
+    at most 2 beta_max apart). Weaker than :func:`safe_screen`, kept as the documented baseline.
+    """
+    for a in anchors:
+        check_choice(a, "anchor", ("query", "centroid"))
+    return _screen(inst, "design", max_rounds, exact_below, tuple(anchors), tol, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# upper bounds
+# --------------------------------------------------------------------------------------------
+def _concave_bound(inst: Instance, max_iter: int, tol: float | None) -> tuple[float, dict]:
+    from divopt.solvers.frank_wolfe import fw_relaxation, initial_point
+
+    # float64 for the certificate when affordable (the value and gap are sums of n terms)
+    work = inst.to(dtype=torch.float64) if inst.n * inst.d <= 20_000_000 else inst
+    x0 = initial_point(work, "topk")
+    res = fw_relaxation(work, x0, relax_penalty=0.0, max_iter=max_iter, tol=tol)
+    # (trace[t], gaps[t]) belong to the same iterate x_t
+    bounds = [v + g for v, g in zip(res.trace, res.gaps)]
+    ub = min(bounds)
+    if work is inst and inst.E.dtype != torch.float64:
+        ub += 1e-5 * (abs(ub) + objective_scale(inst.k))
+    return ub, {"fw_iterations": res.iterations, "fw_converged": res.converged, "fw_gap": res.gap,
+                "relaxed_value": res.value}
+
+
+def _item_bound(inst: Instance, exact_below: int) -> float:
+    k, th = inst.k, inst.theta
+    pool = np.arange(inst.n)
+    _, L, _, _ = _pool_bounds(inst, pool, pool[:0], inst.n <= exact_below, ("query", "centroid"))
+    a = th * (k - 1) * inst.relevance.double() - (1 - th) * L
+    return float(torch.topk(a, k).values.sum()) + 1e-9 * objective_scale(k)
+
+
+def upper_bound(inst: Instance, *, max_iter: int = 2000, tol: float | None = None,
+                exact_below: int = 4096) -> tuple[float, dict]:
+    """A certified upper bound on the CCBQP optimum of ``inst``: min(concave FW bound, item bound).
+
+    Returns (bound, info) with info["concave_bound"], info["item_bound"] and FW diagnostics.
+    """
+    cb, info = _concave_bound(inst, max_iter, tol)
+    ib = _item_bound(inst, exact_below)
+    info.update(concave_bound=cb, item_bound=ib)
+    return min(cb, ib), info
+
+
+# --------------------------------------------------------------------------------------------
+# exact optima
+# --------------------------------------------------------------------------------------------
+def brute_force(inst: Instance, max_sets: int = 3_000_000, return_all: bool = False, atol: float = 1e-9):
+    """Exact CCBQP optimum by enumerating every k-subset (vectorized, float64).
+
+    Returns (indices, objective) of one optimal set; with ``return_all`` also the list of all
+    optimal sets (objective within ``atol`` of the optimum). Refuses more than ``max_sets`` sets.
+    """
+    n, k, th = inst.n, inst.k, inst.theta
+    total = math.comb(n, k)
+    if total > max_sets:
+        raise ValueError(f"brute force would enumerate C({n}, {k}) = {total} sets > max_sets = {max_sets}; "
+                         f"use an exact solver or a smaller pool")
+    E = inst.E.double().cpu().numpy()
+    c = inst.relevance.double().cpu().numpy()
+    G = E @ E.T
+    best_val, best = -math.inf, None
+    values, combos_all = [], []
+    it = itertools.combinations(range(n), k)
+    while True:
+        chunk = np.array(list(itertools.islice(it, 200_000)), dtype=np.int64)
+        if chunk.size == 0:
+            break
+        chunk = chunk.reshape(-1, k)
+        rel = c[chunk].sum(1)
+        pair = G[chunk[:, :, None], chunk[:, None, :]].sum((1, 2))  # includes the k diagonal ones
+        f = th * (k - 1) * rel + (1 - th) * (k - pair)
+        j = int(np.argmax(f))
+        if f[j] > best_val:
+            best_val, best = float(f[j]), chunk[j].copy()
+        if return_all:
+            values.append(f)
+            combos_all.append(chunk)
+    if not return_all:
+        return best, best_val
+    f = np.concatenate(values)
+    combos = np.concatenate(combos_all)
+    optimal = [combos[i] for i in np.flatnonzero(f >= best_val - atol)]
+    return best, best_val, optimal
+
+
+@dataclass
+class ExactOutcome:
+    """An exact solve's outcome in the terms certify needs (objective f of the incumbent)."""
+
+    indices: np.ndarray
+    objective: float
+    bound: float
+    proven_optimal: bool
+    status: str
+    solver: str
+    seconds: float
+
+
+def exact_optimum(inst: Instance, solver: str = "auto", time_limit: float | None = None,
+                  warm_start: Any = None, brute_max_sets: int = 200_000) -> ExactOutcome:
+    """Exact CCBQP optimum: "brute" (enumeration), a MIP solver name, or "auto".
+
+    "auto" enumerates when C(n, k) <= ``brute_max_sets`` and otherwise calls
+    :func:`divopt.solvers.exact.solve_exact` (which reports a time limit honestly: then
+    ``proven_optimal`` is False and ``bound`` is the solver's best bound).
+    """
+    t0 = time.perf_counter()
+    if solver == "brute" or (solver == "auto" and math.comb(inst.n, inst.k) <= brute_max_sets):
+        idx, val = brute_force(inst, max_sets=max(brute_max_sets, 3_000_000) if solver == "brute" else brute_max_sets)
+        return ExactOutcome(np.sort(idx), val, val, True, "optimal", "brute", time.perf_counter() - t0)
+    from divopt.solvers.exact import solve_exact
+
+    r = solve_exact(inst, solver=solver, time_limit=time_limit, warm_start=warm_start)
+    obj = -math.inf if r.objective is None else float(r.objective)
+    # "optimal" from a MIP solver means proven within its relative gap (1e-4): keep its bound
+    bound = float(r.bound) if r.bound is not None else (obj if r.proven_optimal else math.inf)
+    return ExactOutcome(np.asarray(r.indices, dtype=np.int64), obj, bound, bool(r.proven_optimal),
+                        str(r.status), str(r.solver), time.perf_counter() - t0)
+
+
+# --------------------------------------------------------------------------------------------
+# the full-scale certificate
+# --------------------------------------------------------------------------------------------
+@dataclass
+class FullScaleCertificate:
+    """What is proven about one (query, theta) on the full pool.
+
+    status : :data:`CERTIFIED` when the optimum over the full pool is proven (exact solve on the
+        screened pool proved optimal, or the incumbent meets the upper bound), else "bound only".
+    incumbent : indices (rows of the full instance) of the best set found and its objective.
+    upper_bound : certified upper bound on OPT over the full pool.
+    bound_gap : (upper_bound - incumbent_objective) / (k (k-1)), >= 0; 0 up to tolerance when certified.
+    """
+
+    n: int
+    k: int
+    theta: float
+    n_survivors: int
+    screening_rounds: int
+    incumbent: np.ndarray
+    incumbent_objective: float
+    upper_bound: float
+    bound_gap: float
+    status: str
+    how: str
+    seconds: float
+    info: dict = field(default_factory=dict)
+
+    @property
+    def certified(self) -> bool:
+        return self.status == CERTIFIED
+
+    def as_row(self) -> dict:
+        return {
+            "n": self.n, "k": self.k, "theta": self.theta, "n_survivors": self.n_survivors,
+            "screening_rounds": self.screening_rounds, "incumbent_objective": self.incumbent_objective,
+            "upper_bound": self.upper_bound, "bound_gap": self.bound_gap, "status": self.status,
+            "certified": self.certified, "how": self.how, "seconds": self.seconds,
+            "incumbent_ids": [int(i) for i in self.incumbent],
+            "concave_bound": self.info.get("concave_bound", math.nan),
+            "item_bound": self.info.get("item_bound", math.nan),
+            "exact_status": self.info.get("exact_status", ""),
+        }
+
+
+def certify_full_scale(
+    inst: Instance,
+    *,
+    max_exact: int = 60,
+    exact_solver: str = "auto",
+    time_limit: float | None = 60.0,
+    incumbent_method: str = "fw",
+    exact_below: int = 4096,
+    fw_max_iter: int = 2000,
+    rule: str = "per_item",
+) -> FullScaleCertificate:
+    """Screen the full pool, bound it, and solve it exactly when the survivors are few.
+
+    1. safe screening (``rule`` "per_item" or "design") -> survivors P (every optimal set lies in P);
+    2. incumbent: the fast selector ``incumbent_method`` on P (then also its top-k);
+    3. upper bound on OPT(P) = OPT: min(concave FW bound, item bound) on P;
+    4. if |P| <= max_exact, solve P exactly (``exact_solver``, ``time_limit``); a proven optimum
+       certifies the query; a time limit only tightens the bound.
+    The query is :data:`CERTIFIED` iff the best incumbent is proven optimal or meets the bound
+    within 1e-6 k(k-1).
+    """
+    from divopt.solvers import select
+
+    check_choice(rule, "rule", ("per_item", "design"))
+    t0 = time.perf_counter()
+    k = inst.k
+    scr = (safe_screen if rule == "per_item" else design_screen)(inst, exact_below=exact_below)
+    P = scr.survivors
+    sub = inst.subset(P)
+    sel = select(sub, incumbent_method)
+    best_idx, best_val = sel.indices, sel.objective
+    topk = _top_k_positions(sub.relevance, k)
+    v_top = ccbqp_objective(sub, topk)
+    if v_top > best_val:
+        best_idx, best_val = topk, v_top
+    ub, info = upper_bound(sub, max_iter=fw_max_iter, exact_below=exact_below)
+    info["screening_removed"] = scr.removed
+    how = "bound"
+    proven = False
+    if P.size <= max_exact:
+        ex = exact_optimum(sub, exact_solver, time_limit=time_limit, warm_start=best_idx)
+        info["exact_status"] = ex.status
+        info["exact_solver"] = ex.solver
+        if ex.objective > best_val:
+            best_idx, best_val = ex.indices, ex.objective
+        if ex.proven_optimal:
+            proven = True
+            ub = min(ub, max(ex.bound, ex.objective))
+            how = f"exact ({ex.solver}) on screened pool"
+        else:
+            ub = min(ub, ex.bound)
+    scale = objective_scale(k)
+    if not proven and best_val >= ub - 1e-6 * scale:
+        proven = True
+    ub = max(ub, best_val) if proven else ub
+    status = CERTIFIED if proven else _BOUND_ONLY
+    return FullScaleCertificate(
+        n=inst.n, k=k, theta=inst.theta, n_survivors=int(P.size), screening_rounds=scr.rounds,
+        incumbent=np.sort(P[np.asarray(best_idx, dtype=np.int64)]), incumbent_objective=float(best_val),
+        upper_bound=float(ub), bound_gap=max(0.0, (ub - best_val) / scale), status=status, how=how,
+        seconds=time.perf_counter() - t0, info=info,
+    )
