@@ -4,7 +4,7 @@ Data flows one way: texts -> embeddings E, queries q, labels -> divopt.models. T
 imports only third-party libraries (never divopt.models/solvers).
 """
 from .dataset import DataFormatError, Dataset
-from .embed import DEFAULT_MODEL_ID, EmbeddingCache, embed, embed_queries, load_model
+from .embed import DEFAULT_MODEL_ID, EmbeddingCache, embed, embed_dataset, embed_queries, load_model
 from .loaders import load_beir, load_mini_wikipedia, load_rgb
 from .pools import BM25Index, CandidatePool, bm25_pool, ccbqp_pool, dense_pool, union_pool
 from .synthetic import narrow_cone, narrow_cone_npy, synthetic_dataset, toy_corpus, toy_dataset
@@ -17,6 +17,7 @@ __all__ = [
     "EmbeddingCache",
     "embed",
     "embed_queries",
+    "embed_dataset",
     "load_model",
     "load_beir",
     "load_mini_wikipedia",

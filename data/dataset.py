@@ -147,6 +147,28 @@ class Dataset:
         labels = self.subtopics_for(query_id)
         return [labels.get(self.passage_ids[int(i)]) for i in indices]
 
+    def restrict(self, indices: Iterable[int], name: str | None = None) -> "Dataset":
+        """The dataset on the passages at ``indices`` (e.g. a candidate pool), in that order;
+        qrels and subtopic labels keep only those passages, queries are all kept."""
+        idx = [int(i) for i in indices]
+        keep = [self.passage_ids[i] for i in idx]
+        kept = set(keep)
+        return Dataset(
+            name=name or f"{self.name}[{len(idx)}]",
+            passage_ids=keep,
+            texts=[self.texts[i] for i in idx],
+            titles=None if self.titles is None else [self.titles[i] for i in idx],
+            query_ids=list(self.query_ids),
+            queries=list(self.queries),
+            qrels={q: {p: g for p, g in j.items() if p in kept} for q, j in self.qrels.items()},
+            subtopics=None if self.subtopics is None else {p: l for p, l in self.subtopics.items() if p in kept},
+            query_subtopics=None
+            if self.query_subtopics is None
+            else {q: {p: l for p, l in m.items() if p in kept} for q, m in self.query_subtopics.items()},
+            answers=None if self.answers is None else dict(self.answers),
+            meta={**self.meta, "restricted_from": self.name},
+        )
+
     def qrels_frame(self):
         """qrels as a tidy pandas frame (query_id, doc_id, relevance), the ir-measures/ranx shape."""
         import pandas as pd

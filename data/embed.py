@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_MODEL_ID",
     "embed",
     "embed_queries",
+    "embed_dataset",
     "load_model",
     "EmbeddingCache",
     "text_keys",
@@ -390,3 +391,12 @@ def embed_queries(queries: Sequence[str], model: Any = None, cache_dir=None, **k
     """Encode queries: like :func:`embed` but with the model's "query" prompt when it has one
     (all-MiniLM-L6-v2 has none, so queries and passages share cache entries)."""
     return embed(queries, model, cache_dir, _is_query=True, **kwargs)
+
+
+def embed_dataset(dataset, model: Any = None, cache_dir=None, *, with_titles: bool = False, **kwargs) -> tuple[np.ndarray, np.ndarray]:
+    """(E, Q): unit embeddings of a :class:`~divopt.data.Dataset`'s passages (rows in
+    ``passage_ids`` order; ``with_titles`` prefixes "title: ") and of its queries."""
+    E = embed(dataset.passage_texts(with_titles=with_titles), model, cache_dir, **kwargs)
+    kwargs.pop("out", None)
+    Q = embed_queries(list(dataset.queries), model, cache_dir, **kwargs)
+    return E, Q
