@@ -202,3 +202,27 @@ def test_rgb_malformed(tmp_path, bad_row, field):
         load_rgb(tmp_path / "en.json")
     assert err.value.line == 3 and err.value.field == field
     assert f"en.json:3: field '{field}'" in str(err.value)
+
+
+# ---- optional download helper, exercised offline through file:// URLs ---------------------
+def test_fetch_beir_zip_and_rgb_from_file_urls(tmp_path):
+    import zipfile
+
+    from divopt.data.download import fetch
+
+    src = make_beir(tmp_path / "src" / "tiny")
+    archive = tmp_path / "tiny.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for f in src.rglob("*"):
+            zf.write(f, f.relative_to(src.parent))
+    path = fetch("beir/tiny", tmp_path / "datasets", url=archive.as_uri())
+    assert load_beir(path).qrels == load_beir(src).qrels
+    assert fetch("beir/tiny", tmp_path / "datasets", url="file:///nonexistent.zip") == path  # already there
+
+    write_jsonl(tmp_path / "en.json", RGB_ROWS)
+    rgb = fetch("rgb/en", tmp_path / "datasets", url=(tmp_path / "en.json").as_uri())
+    assert load_rgb(rgb).n_queries == 2
+    with pytest.raises(ConnectionError, match="download it by hand"):
+        fetch("rgb/en_int", tmp_path / "datasets", url="file:///nonexistent/en_int.json")
+    with pytest.raises(ValueError, match="unknown corpus"):
+        fetch("msmarco", tmp_path)

@@ -1,0 +1,79 @@
+"""Optional downloads of the public corpora the loaders read (a convenience when online; the
+loaders and the tests never need it).
+
+    fetch("beir/scifact", "datasets/")            -> datasets/scifact/{corpus,queries}.jsonl, qrels/
+    fetch("rag-mini-wikipedia", "datasets/")      -> datasets/rag-mini-wikipedia/data/...
+    fetch("rgb/en_int", "datasets/")              -> datasets/rgb/en_int.json
+
+Offline, each raises ConnectionError saying what to place where by hand.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from pathlib import Path
+
+__all__ = ["fetch", "BEIR_URL", "RGB_URL"]
+
+BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
+RGB_URL = "https://raw.githubusercontent.com/chen700564/RGB/master/data/{name}.json"
+MINI_WIKI_REPO = "rag-datasets/rag-mini-wikipedia"
+
+
+def _download(url: str, dest: Path) -> None:
+    tmp = dest.with_name(dest.name + ".part")
+    try:
+        with urllib.request.urlopen(url, timeout=60) as resp, open(tmp, "wb") as fh:
+            shutil.copyfileobj(resp, fh)
+    except (urllib.error.URLError, OSError) as exc:
+        tmp.unlink(missing_ok=True)
+        raise ConnectionError(f"could not download {url} ({exc}); download it by hand to {dest}") from exc
+    os.replace(tmp, dest)
+
+
+def fetch(name: str, root: str | os.PathLike, *, url: str | None = None) -> Path:
+    """Download corpus ``name`` under ``root`` (skipped when already there); returns the path
+    to pass to the matching loader. ``url`` overrides the source (mirrors, tests)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    kind, _, sub = name.partition("/")
+    if kind == "beir":
+        if not sub:
+            raise ValueError("BEIR needs a dataset name, e.g. 'beir/scifact'")
+        target = root / sub
+        if (target / "corpus.jsonl").exists():
+            return target
+        with tempfile.TemporaryDirectory(dir=root) as tmp:
+            archive = Path(tmp) / f"{sub}.zip"
+            _download(url or BEIR_URL.format(name=sub), archive)
+            with zipfile.ZipFile(archive) as zf:
+                zf.extractall(tmp)
+            extracted = Path(tmp) / sub
+            if not (extracted / "corpus.jsonl").exists():
+                raise ValueError(f"archive {archive.name} has no {sub}/corpus.jsonl")
+            shutil.move(str(extracted), target)
+        return target
+    if kind == "rgb":
+        target = root / "rgb" / f"{sub or 'en'}.json"
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _download(url or RGB_URL.format(name=sub or "en"), target)
+        return target
+    if kind == "rag-mini-wikipedia":
+        target = root / "rag-mini-wikipedia"
+        if (target / "data").exists():
+            return target
+        try:
+            from huggingface_hub import snapshot_download
+
+            snapshot_download(repo_id=MINI_WIKI_REPO, repo_type="dataset", local_dir=str(target), allow_patterns=["data/*"])
+        except Exception as exc:
+            raise ConnectionError(
+                f"could not download {MINI_WIKI_REPO} from the Hugging Face hub ({exc}); place its data/ folder in {target}"
+            ) from exc
+        return target
+    raise ValueError(f"unknown corpus {name!r}; expected 'beir/<name>', 'rag-mini-wikipedia' or 'rgb/<file>'")
