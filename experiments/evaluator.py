@@ -1,0 +1,270 @@
+"""Evaluators: score a selection for one query, so a query-adaptive policy can choose theta.
+
+An evaluator is any object with ``name`` and ``score(context, indices) -> float`` (higher is
+better), where ``context`` is a :class:`QueryContext` (the query's :class:`Instance`, and where
+the dataset has them its query text, passage texts, qrels and subtopic labels) and ``indices``
+are rows of ``context.instance``. Three are built in:
+
+* ``metric``: a ground-truth metric of :func:`divopt.experiments.metrics.selection_metrics`
+  (alpha-nDCG, S-recall, recall, nDCG, ...). This is what the Oracle uses; it needs labels.
+* ``coverage``: a label-free proxy, the relevance-weighted coverage of the candidate pool
+      cov(S) = sum_i w_i max_{s in S} cos(e_i, e_s) / sum_i w_i,   w_i = max(c_i, 0),
+  over the ``top`` most relevant pool items (all if None). It rewards sets that represent
+  every relevant region of the pool, so it needs no ground truth.
+* ``openai``: an LLM judge behind any OpenAI-compatible ``/chat/completions`` endpoint (a local
+  vLLM, llama.cpp or Ollama server, or a hosted API). It is OFF by default: it is built only
+  when a config names it with an explicit ``base_url``; it needs query and passage texts.
+  It asks for an integer usefulness score 0..``scale`` and returns score / scale.
+
+:func:`make_evaluator` builds one from a spec ``{"name": ..., **options}``; :data:`EVALUATORS`
+is the registry (``register_evaluator`` adds to it).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+import torch
+
+from divopt.models import Instance
+from divopt.models.validation import check_indices, check_nonnegative
+
+__all__ = [
+    "QueryContext",
+    "Evaluator",
+    "EvaluatorError",
+    "MetricEvaluator",
+    "CoverageEvaluator",
+    "CallableEvaluator",
+    "OpenAIEvaluator",
+    "EVALUATORS",
+    "register_evaluator",
+    "make_evaluator",
+]
+
+
+class EvaluatorError(RuntimeError):
+    """An evaluator could not score a selection (endpoint down, unparseable answer, no texts)."""
+
+
+@dataclass
+class QueryContext:
+    """What an evaluator may look at for one query. ``passages[i]`` is the text of row i."""
+
+    query_id: str
+    instance: Instance
+    query_text: str | None = None
+    passages: Sequence[str] | None = None
+    qrels: Mapping[str, int] | None = None
+    subtopics: Mapping[str, Any] | None = None
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    name: str
+
+    def score(self, context: QueryContext, indices: Any) -> float: ...
+
+
+class MetricEvaluator:
+    """Ground truth: ``selection_metrics(...)[metric]`` (e.g. alpha_ndcg, s_recall, recall, ndcg)."""
+
+    def __init__(self, metric: str = "alpha_ndcg", **metric_kwargs: Any) -> None:
+        self.metric = str(metric)
+        self.metric_kwargs = metric_kwargs
+        self.name = f"metric:{self.metric}"
+
+    def score(self, context: QueryContext, indices: Any) -> float:
+        from divopt.experiments.metrics import selection_metrics
+
+        m = selection_metrics(
+            context.instance, indices, qrels=context.qrels, subtopics=context.subtopics, **self.metric_kwargs
+        )
+        if self.metric not in m:
+            raise EvaluatorError(
+                f"metric {self.metric!r} is not available for query {context.query_id!r}; "
+                f"available: {sorted(m)} (recall/ndcg need qrels, alpha_ndcg/s_recall need subtopics)"
+            )
+        return float(m[self.metric])
+
+
+class CoverageEvaluator:
+    """Label-free proxy: relevance-weighted pool coverage (formula in the module docstring)."""
+
+    def __init__(self, top: int | None = None) -> None:
+        if top is not None and (isinstance(top, bool) or int(top) < 1):
+            raise ValueError(f"top must be a positive integer or None, got {top!r}")
+        self.top = None if top is None else int(top)
+        self.name = "coverage"
+
+    def score(self, context: QueryContext, indices: Any) -> float:
+        inst = context.instance
+        idx = check_indices(indices, inst.n)
+        c = inst.relevance.double()
+        rows = torch.topk(c, min(self.top, inst.n)).indices if self.top else torch.arange(inst.n, device=inst.device)
+        w = c[rows].clamp_min(0.0)
+        if float(w.sum()) <= 0.0:
+            w = torch.ones_like(w)
+        E = inst.E
+        S = E[torch.as_tensor(idx, device=inst.device)].double()
+        best = (E[rows].double() @ S.T).amax(dim=1)
+        return float((w * best).sum() / w.sum())
+
+
+class CallableEvaluator:
+    """Wrap a plain function ``fn(context, indices) -> float``."""
+
+    def __init__(self, fn: Callable[[QueryContext, Any], float], name: str = "callable") -> None:
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+        self.fn, self.name = fn, name
+
+    def score(self, context: QueryContext, indices: Any) -> float:
+        return float(self.fn(context, indices))
+
+
+_SYSTEM_PROMPT = (
+    "You judge retrieved context for retrieval-augmented generation. Given a question and a set of "
+    "passages, rate how useful the passages are, together, for answering the question completely: "
+    "they should be relevant and cover the different aspects the answer needs, without redundancy. "
+    "Answer with a single integer from 0 to {scale} and nothing else."
+)
+
+
+class OpenAIEvaluator:
+    """LLM judge over an OpenAI-compatible chat-completions endpoint (off unless configured).
+
+    base_url : e.g. ``http://127.0.0.1:8000/v1``; the request goes to ``{base_url}/chat/completions``.
+    model : the model name the server expects.
+    api_key : sent as ``Authorization: Bearer``; defaults to the environment variable
+        ``api_key_env`` (``OPENAI_API_KEY``), and no header if neither is set (local servers).
+    scale : the judge answers an integer in [0, scale]; the score is answer / scale in [0, 1].
+    max_chars : each passage is cut to this many characters in the prompt.
+    The request uses temperature 0 and ``seed`` (if given) for repeatability.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 60.0,
+        scale: int = 10,
+        max_chars: int = 1000,
+        temperature: float = 0.0,
+        seed: int | None = 0,
+        system_prompt: str | None = None,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL of an OpenAI-compatible API, got {base_url!r}")
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"model must be a non-empty string, got {model!r}")
+        if isinstance(scale, bool) or int(scale) < 1:
+            raise ValueError(f"scale must be a positive integer, got {scale!r}")
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.api_key = api_key if api_key is not None else os.environ.get(api_key_env)
+        self.timeout = float(check_nonnegative(timeout, "timeout", allow_zero=False))
+        self.scale = int(scale)
+        self.max_chars = int(max_chars)
+        self.temperature = float(temperature)
+        self.seed = seed
+        self.system_prompt = (system_prompt or _SYSTEM_PROMPT).format(scale=self.scale)
+        self.name = f"openai:{model}"
+
+    def messages(self, context: QueryContext, indices: Any) -> list[dict[str, str]]:
+        if context.query_text is None or context.passages is None:
+            raise EvaluatorError(
+                f"the openai evaluator needs the query text and passage texts (query {context.query_id!r} has "
+                f"{'no query text' if context.query_text is None else 'no passage texts'}); "
+                "use a dataset with texts, or the 'coverage'/'metric' evaluators"
+            )
+        idx = check_indices(indices, context.instance.n)
+        body = "\n\n".join(
+            f"[{r + 1}] {str(context.passages[int(i)])[: self.max_chars]}" for r, i in enumerate(idx)
+        )
+        user = f"Question: {context.query_text}\n\nPassages:\n{body}\n\nScore (0-{self.scale}):"
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": user}]
+
+    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        req = urllib.request.Request(self.url, data=json.dumps(payload).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read().decode())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:300]
+            raise EvaluatorError(f"evaluator endpoint {self.url} answered HTTP {exc.code}: {detail}") from exc
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            raise EvaluatorError(f"evaluator endpoint {self.url} is unreachable: {exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise EvaluatorError(f"evaluator endpoint {self.url} returned invalid JSON: {exc}") from exc
+
+    def score(self, context: QueryContext, indices: Any) -> float:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": self.messages(context, indices),
+            "temperature": self.temperature,
+            "max_tokens": 8,
+        }
+        if self.seed is not None:
+            payload["seed"] = int(self.seed)
+        data = self._post(payload)
+        try:
+            content = data["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise EvaluatorError(f"evaluator endpoint {self.url} returned no choices[0].message.content: {data!r:.300}") from exc
+        m = re.search(r"-?\d+(?:\.\d+)?", str(content))
+        if m is None:
+            raise EvaluatorError(f"evaluator answer has no number: {str(content)[:200]!r}")
+        value = float(m.group())
+        if not math.isfinite(value) or value < 0 or value > self.scale:
+            raise EvaluatorError(f"evaluator answer {value:g} is outside [0, {self.scale}]")
+        return value / self.scale
+
+
+EVALUATORS: dict[str, Callable[..., Evaluator]] = {
+    "metric": MetricEvaluator,
+    "coverage": CoverageEvaluator,
+    "openai": OpenAIEvaluator,
+}
+
+
+def register_evaluator(name: str) -> Callable[[Callable[..., Evaluator]], Callable[..., Evaluator]]:
+    """Decorator adding an evaluator factory to :data:`EVALUATORS`."""
+
+    def deco(factory: Callable[..., Evaluator]) -> Callable[..., Evaluator]:
+        EVALUATORS[name] = factory
+        return factory
+
+    return deco
+
+
+def make_evaluator(spec: Mapping[str, Any] | str | None) -> Evaluator | None:
+    """An evaluator from ``{"name": ..., **options}`` (or a bare name); None gives None.
+
+    ``"metric:alpha_ndcg"`` is short for ``{"name": "metric", "metric": "alpha_ndcg"}``.
+    """
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        name, _, arg = spec.partition(":")
+        spec = {"name": name, **({"metric": arg} if name == "metric" and arg else {})}
+    opts = dict(spec)
+    name = opts.pop("name", None)
+    if name not in EVALUATORS:
+        raise ValueError(f"unknown evaluator {name!r}; expected one of {sorted(EVALUATORS)}")
+    return EVALUATORS[name](**opts)
+
+

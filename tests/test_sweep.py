@@ -1,0 +1,271 @@
+"""divopt sweep: grid expansion, run keys, atomic parts, resume (also after SIGKILL), backends."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from divopt.data.synthetic import narrow_cone
+from divopt.experiments import sweep as sw
+from divopt.experiments.grid import SweepConfig, canonical_params, derive_seed, expand_grid, run_key
+from divopt.models import Instance, ccbqp_objective
+from divopt.solvers import select
+
+TINY = {"name": "synthetic", "n": 60, "d": 16, "n_queries": 3, "seed": 5}
+
+
+def _config(**over) -> SweepConfig:
+    d = {
+        "dataset": TINY,
+        "methods": {"fw": {}, "mmr": {}, "topk": {}},
+        "grid": {"k": [4], "theta": [0.3, 0.8]},
+        "seed": 11,
+    }
+    d.update(over)
+    return SweepConfig.from_dict(d)
+
+
+def _comparable(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows without wall-clock columns, in run order, as plain Python values."""
+    t = table.drop(columns=[c for c in sw.TIMING_COLUMNS if c in table]).sort_values("run_index")
+    t = t.reset_index(drop=True)
+    t["selected"] = t["selected"].map(list)
+    return t
+
+
+# --------------------------------------------------------------------------------------------
+# Grid and keys
+# --------------------------------------------------------------------------------------------
+def test_run_key_is_canonical_and_distinguishes_runs():
+    a = run_key("ds", "q1", "fw", {"theta": 1, "k": 5})
+    assert a == run_key("ds", "q1", "fw", {"k": 5, "theta": 1.0})  # order and int/float do not matter
+    assert a != run_key("ds", "q1", "fw", {"k": 5, "theta": 0.5})
+    assert a != run_key("ds", "q2", "fw", {"k": 5, "theta": 1.0})
+    assert a != run_key("ds", "q1", "mmr", {"k": 5, "theta": 1.0})
+    assert a != run_key("other", "q1", "fw", {"k": 5, "theta": 1.0})
+    assert derive_seed(0, a) == derive_seed(0, a) != derive_seed(1, a)
+    with pytest.raises(ValueError, match="theta"):
+        canonical_params({"theta": 1.5})
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        canonical_params({"k": 0})
+
+
+def test_expand_grid_product_and_method_specific_axes():
+    cfg = SweepConfig.from_dict({
+        "methods": {"a": {}, "b": {"rho_vec": [0.0, 0.1, 0.2]}},
+        "grid": {"k": [3, 5], "theta": [0.2, 0.5, 0.9], "sigma": [0.1, 0.2]},
+    })
+    accepts = {("a", "sigma"): True, ("b", "sigma"): False, ("b", "rho_vec"): True}
+    specs = expand_grid(cfg, "ds", [(0, "q0"), (4, "q4")], lambda m, p: accepts.get((m, p), False))
+    # a: k x theta x sigma = 12 ; b: k x theta x rho_vec = 18 (sigma does not expand b); x 2 queries
+    assert len(specs) == 2 * (12 + 18)
+    assert len({s.key for s in specs}) == len(specs)
+    assert [s.index for s in specs] == list(range(len(specs)))
+    assert {s.query_index for s in specs} == {0, 4}
+    assert all("sigma" not in s.param_dict for s in specs if s.method == "b")
+    assert all(s.seed == derive_seed(0, s.key) for s in specs)
+    with pytest.raises(ValueError, match="does not accept parameter 'rho_vec'"):
+        expand_grid(cfg, "ds", [(0, "q0")], lambda m, p: m == "a")
+
+
+def test_config_validation_and_files(tmp_path):
+    with pytest.raises(ValueError, match="unknown sweep config keys"):
+        SweepConfig.from_dict({"methodz": ["fw"]})
+    with pytest.raises(ValueError, match="empty list"):
+        SweepConfig.from_dict({"grid": {"k": [], "theta": [0.5]}})
+    p = tmp_path / "s.toml"
+    p.write_text('[sweep]\nmethods = ["fw"]\nseed = 3\n[sweep.grid]\nk = [2]\ntheta = [0.5, 1]\n')
+    cfg = SweepConfig.from_file(p)
+    assert cfg.methods == {"fw": {}} and cfg.grid["theta"] == [0.5, 1] and cfg.seed == 3
+    q = tmp_path / "s.json"
+    q.write_text(json.dumps(cfg.to_dict()))
+    assert SweepConfig.from_file(q).sweep_id == cfg.sweep_id
+
+
+def test_unknown_method_fails_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match="unknown method 'nope'"):
+        sw.run_sweep(_config(methods=["fw", "nope"]), tmp_path, n_workers=0, progress=False)
+    assert not list((tmp_path / "parts").glob("*.parquet"))
+
+
+# --------------------------------------------------------------------------------------------
+# Rows against an independent truth: the selectors called directly on narrow_cone pools
+# --------------------------------------------------------------------------------------------
+def test_rows_match_direct_selector_calls(tmp_path):
+    cfg = _config()
+    res = sw.run_sweep(cfg, tmp_path, n_workers=0, progress=False)
+    t = res.table
+    assert len(t) == res.n_runs == 3 * 3 * 2 and res.n_errors == 0
+    assert (t["status"] == "ok").all() and t["run_key"].is_unique
+    for _, row in t.iterrows():
+        j = int(row["query_index"])
+        E, q, labels = narrow_cone(60, 16, seed=5 + j)
+        inst = Instance(E, q, k=4, theta=float(row["theta"]), normalize=True)
+        sel = select(inst, row["method"], **({"seed": int(row["seed"])} if row["method"] == "fw" else {}))  # only fw takes a seed
+        assert list(row["selected"]) == [f"q{j}-d{i}" for i in sel.indices]
+        assert row["objective"] == pytest.approx(sel.objective, rel=1e-6, abs=1e-6)
+        # S-recall by a plain loop over the planted cluster labels
+        covered = {labels[int(s.split("-d")[1])] for s in row["selected"]}
+        assert row["s_recall"] == pytest.approx(len(covered) / len(set(labels)))
+    assert Path(res.path).exists()
+    assert len(pd.read_parquet(res.path)) == len(t)
+
+
+def test_same_seed_same_table_and_resume_skips_finished(tmp_path):
+    cfg = _config(methods={"fw": {"init": ["random"]}})
+    a = sw.run_sweep(cfg, tmp_path / "a", n_workers=0, progress=False).table
+    b = sw.run_sweep(cfg, tmp_path / "b", n_workers=0, progress=False).table
+    pd.testing.assert_frame_equal(_comparable(a), _comparable(b))
+    other = sw.run_sweep(_config(methods={"fw": {"init": ["random"]}}, seed=12), tmp_path / "c", n_workers=0,
+                         progress=False).table
+    assert (other["seed"].to_numpy() != a["seed"].to_numpy()).all()
+
+    # resume: delete some parts, leave a half-written temporary file: only the missing runs run
+    parts = sorted((tmp_path / "a" / "parts").glob("*.parquet"))
+    for p in parts[::2]:
+        p.unlink()
+    (tmp_path / "a" / "parts" / ".junk.parquet.123.tmp").write_bytes(b"PAR1 half written")
+    res = sw.run_sweep(cfg, tmp_path / "a", n_workers=0, progress=False)
+    assert res.n_executed == len(parts[::2]) and res.n_skipped == len(parts) - len(parts[::2])
+    assert not list((tmp_path / "a" / "parts").glob(".*.tmp"))
+    pd.testing.assert_frame_equal(_comparable(res.table), _comparable(a))
+    again = sw.run_sweep(cfg, tmp_path / "a", n_workers=0, progress=False)
+    assert again.n_executed == 0 and len(again.table) == len(a)
+
+
+def test_error_rows_are_recorded_and_retried(tmp_path):
+    calls = {"n": 0}
+
+    @sw.register_method("_flaky_test_method")
+    def flaky(inst, **params):
+        calls["n"] += 1
+        if calls["n"] <= 3:
+            raise RuntimeError("boom")
+        return {"indices": np.arange(inst.k)}
+
+    cfg = _config(methods=["_flaky_test_method"], grid={"k": [3], "theta": [0.5]})
+    res = sw.run_sweep(cfg, tmp_path, n_workers=0, progress=False)
+    assert res.n_errors == 3 and (res.table["status"] == "error").all()
+    assert res.table["error"].str.contains("RuntimeError: boom").all()
+    res2 = sw.run_sweep(cfg, tmp_path, n_workers=0, progress=False)  # errors count as finished
+    assert res2.n_executed == 0
+    res3 = sw.run_sweep(cfg, tmp_path, n_workers=0, progress=False, retry_errors=True)
+    assert res3.n_executed == 3 and (res3.table["status"] == "ok").all() and len(res3.table) == 3
+    assert not list((tmp_path / "parts").glob("*.error.parquet"))
+    # the default objective of an extra method is the CCBQP objective of its indices
+    E, q, _ = narrow_cone(60, 16, seed=5)
+    assert res3.table["objective"].iloc[0] == pytest.approx(
+        ccbqp_objective(Instance(E, q, k=3, theta=0.5, normalize=True), np.arange(3)), rel=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# Kill a running `divopt sweep` with SIGKILL, restart the same command
+# --------------------------------------------------------------------------------------------
+PLUGIN = textwrap.dedent(
+    '''
+    """Test plugin: a slow top-k (so a sweep can be killed midway)."""
+    import time
+    import numpy as np
+    from divopt.experiments.sweep import register_method
+
+    @register_method("slow_topk")
+    def slow_topk(inst, *, delay=0.15):
+        time.sleep(delay)
+        c = inst.relevance.cpu().numpy()
+        return {"indices": np.argsort(-c, kind="stable")[: inst.k]}
+    '''
+)
+
+
+@pytest.mark.slow
+def test_kill_midway_and_resume_with_the_same_command(tmp_path):
+    (tmp_path / "plug").mkdir()
+    (tmp_path / "plug" / "sweep_test_plugin.py").write_text(PLUGIN)
+    cfg = {
+        "dataset": TINY,
+        "methods": {"slow_topk": {}, "fw": {}},
+        "grid": {"k": [3], "theta": [0.2, 0.5, 0.9]},
+        "plugins": ["sweep_test_plugin"],
+        "seed": 7,
+    }
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'plug'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "divopt.experiments.cli", "sweep", "--config", str(tmp_path / "cfg.json"),
+           "--out", str(out), "--n-workers", "1", "--chunk-size", "1", "--no-progress"]
+    n_total = 3 * 2 * 3
+
+    # the uninterrupted reference, in this process
+    sys.path.insert(0, str(tmp_path / "plug"))
+    try:
+        ref = sw.run_sweep(SweepConfig.from_dict(cfg), tmp_path / "ref", n_workers=0, progress=False).table
+    finally:
+        sys.path.remove(str(tmp_path / "plug"))
+    assert len(ref) == n_total
+
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    parts = out / "parts"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and len(sw.finished_keys(parts)) < 3 and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, f"sweep ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
+    os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its pool workers (its own process group)
+    proc.wait(timeout=30)
+    n_killed = len(sw.finished_keys(parts))
+    assert 3 <= n_killed < n_total, n_killed
+    assert not (out / "results.parquet").exists()
+
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"{n_killed} already done" in done.stdout
+    final = pd.read_parquet(out / "results.parquet")
+    assert len(final) == n_total and final["run_key"].is_unique
+    assert set(final["run_key"]) == set(ref["run_key"])
+    pd.testing.assert_frame_equal(_comparable(final.drop(columns="sweep_id")),
+                                  _comparable(ref.drop(columns="sweep_id")))
+
+
+# --------------------------------------------------------------------------------------------
+# Ray backend on a local cluster
+# --------------------------------------------------------------------------------------------
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_backend_matches_local(tmp_path):
+    ray = pytest.importorskip("ray")
+    cfg = _config(methods={"fw": {}, "mmr": {}, "dpp": {}})
+    local = sw.run_sweep(cfg, tmp_path / "local", n_workers=0, progress=False).table
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        res = sw.run_sweep(cfg, tmp_path / "ray", backend="ray", chunk_size=6, progress=False)
+        assert ray.is_initialized()  # an existing cluster is used as it is, not shut down
+    finally:
+        ray.shutdown()
+    assert res.n_executed == len(local) and res.n_errors == 0
+    pd.testing.assert_frame_equal(_comparable(res.table), _comparable(local))
+
+
+def test_cli_flags_override_config(tmp_path, capsys):
+    from divopt.experiments.cli import main
+
+    (tmp_path / "c.json").write_text(json.dumps({"dataset": TINY, "methods": ["fw"], "grid": {"k": [3], "theta": [0.5]}}))
+    rc = main(["sweep", "--config", str(tmp_path / "c.json"), "--out", str(tmp_path / "o"), "--methods", "topk", "mmr",
+               "--theta", "0.1", "0.9", "--queries", "2", "--n-workers", "0", "--no-progress",
+               "--evaluator", "coverage", "--adaptive-metric", "s_recall"])
+    assert rc == 0
+    t = pd.read_parquet(tmp_path / "o" / "results.parquet")
+    assert set(t["method"]) == {"topk", "mmr"} and set(t["theta"]) == {0.1, 0.9} and set(t["query_id"]) == {"q0", "q1"}
+    assert len(t) == 2 * 2 * 2 and t["eval_score"].notna().all()
+    assert (tmp_path / "o" / "adaptive.parquet").exists()
+    assert "oracle" in capsys.readouterr().out
+    rc = main(["sweep", "--out", str(tmp_path / "o2"), "--methods", "nope", "--n-workers", "0"])
+    assert rc == 2
