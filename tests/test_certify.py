@@ -1,0 +1,124 @@
+"""divopt certify on instances small enough for brute force; honest rows; resume after a kill."""
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from divopt.experiments import certify as C
+from divopt.experiments import screening as S
+from divopt.models import Instance, ccbqp_objective
+from divopt.solvers import METHODS
+
+CFG = dict(dataset="synthetic", n=10, k=3, thetas=(0.4, 0.9), queries=2, corpus_size=120, dim=8,
+           methods=("topk", "mmr", "fw"), solver="brute")
+
+
+def _brute(inst):
+    return max(ccbqp_objective(inst, list(s)) for s in itertools.combinations(range(inst.n), inst.k))
+
+
+def test_certify_rows_match_brute_force(tmp_path):
+    cfg = C.CertifyConfig(**CFG)
+    df, full = C.run_certify(cfg, tmp_path / "c.parquet", progress=False)
+    assert full is None
+    assert len(df) == 2 * 2 * 4  # queries x thetas x (3 methods + exact)
+    assert set(df.method) == {"topk", "mmr", "fw", "exact"}
+    assert df.run_id.nunique() == 1
+    # independent truth: rebuild each pool and enumerate
+    for qd in C.load_queries(cfg):
+        pool, _ = qd.instance.top_n(cfg.n)
+        for theta in cfg.thetas:
+            inst = pool.replace(k=cfg.k, theta=theta)
+            opt = _brute(inst)
+            sub = df[(df.query_id == qd.query_id) & (df.theta == theta)]
+            assert sub.optimum.to_numpy() == pytest.approx(opt)
+            assert sub.proven_optimal.all() and (sub.gap_kind == "exact").all()
+            for _, r in sub.iterrows():
+                idx = [int(pool.ids.tolist().index(i)) for i in r.selected_ids]
+                f = ccbqp_objective(inst, idx)
+                assert r.objective == pytest.approx(f)
+                assert r.gap == pytest.approx((opt - f) / (cfg.k * (cfg.k - 1)), abs=1e-12)
+                assert bool(r.exact_hit) == (f >= opt - 1e-9)
+    exact_rows = df[df.method == "exact"]
+    assert (exact_rows.gap.abs() < 1e-12).all() and exact_rows.exact_hit.all()
+    assert pd.read_parquet(tmp_path / "c.parquet").shape == df.shape
+    s = C.summarize(df)
+    assert set(s.columns) >= {"theta", "method", "mean_gap", "p95_gap", "hit_rate"}
+    assert len(s) == 2 * 3
+    assert {"recall", "ndcg", "ilad", "alpha_ndcg", "s_recall"} <= set(df.columns)
+
+
+def test_unproven_exact_solve_reports_gap_against_bound(tmp_path, monkeypatch):
+    """A time-limited exact solve: the gap is an upper bound and never called exact."""
+    real = S.exact_optimum
+
+    def time_limited(inst, solver="auto", time_limit=None, warm_start=None, **kw):
+        r = real(inst, "brute")
+        return S.ExactOutcome(np.asarray(warm_start), ccbqp_objective(inst, warm_start), r.objective + 0.5,
+                              False, "time_limit", "fake", 0.0)
+
+    monkeypatch.setattr(S, "exact_optimum", time_limited)
+    cfg = C.CertifyConfig(**{**CFG, "queries": 1, "thetas": (0.5,)})
+    df, _ = C.run_certify(cfg, tmp_path / "c.parquet", progress=False)
+    assert not df.proven_optimal.any()
+    assert (df.gap_kind == "upper_bound").all()
+    assert (df.gap == ((df.bound - df.objective) / 6).clip(lower=0)).all()
+    assert df.exact_hit.isna().all()  # unknown, not False and not True
+    assert (df.exact_status == "time_limit").all()
+
+
+def test_resume_after_kill_loses_nothing(tmp_path, monkeypatch):
+    cfg = C.CertifyConfig(**{**CFG, "queries": 3, "thetas": (0.7,)})
+    out = tmp_path / "c.parquet"
+    calls = []
+    real = C.certify_query
+
+    def dies_on_third(qd, *a, **kw):
+        calls.append(qd.query_id)
+        if len(calls) == 3:
+            raise KeyboardInterrupt("killed")
+        return real(qd, *a, **kw)
+
+    monkeypatch.setattr(C, "certify_query", dies_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        C.run_certify(cfg, out, progress=False)
+    assert not out.exists()
+    parts = list((tmp_path / "c.parquet.parts" / cfg.run_id()).glob("*.parquet"))
+    assert len(parts) == 2  # the two finished queries are on disk
+    calls.clear()
+    monkeypatch.setattr(C, "certify_query", lambda qd, *a, **kw: (calls.append(qd.query_id), real(qd, *a, **kw))[1])
+    df, _ = C.run_certify(cfg, out, progress=False)
+    assert calls == ["q2"]  # only the unfinished query ran again
+    fresh, _ = C.run_certify(cfg, tmp_path / "fresh.parquet", progress=False)
+    cols = ["query_id", "theta", "method", "objective", "optimum", "gap"]
+    pd.testing.assert_frame_equal(df[cols].reset_index(drop=True), fresh[cols].reset_index(drop=True))
+
+
+def test_cli_runs_every_selector_and_full_scale(tmp_path, capsys):
+    from divopt.experiments.cli import main
+
+    out = tmp_path / "cli.parquet"
+    rc = main(["certify", "--queries", "1", "--corpus-size", "150", "--dim", "8", "--n", "8", "--k", "3",
+               "--theta", "0.95", "--solver", "brute", "--full-scale", "--max-exact", "40", "--out", str(out),
+               "--no-progress"])
+    assert rc == 0
+    df = pd.read_parquet(out)
+    assert set(df.method) == set(METHODS) | {"exact"}
+    full = pd.read_parquet(tmp_path / "cli_fullscale.parquet")
+    assert len(full) == 1 and full.upper_bound.iloc[0] >= full.incumbent_objective.iloc[0] - 1e-9
+    # the pool optimum can never beat a certified full-scale optimum
+    if full.certified.iloc[0]:
+        assert full.incumbent_objective.iloc[0] >= full.pool_optimum.iloc[0] - 1e-9
+    text = capsys.readouterr().out
+    assert "mean_gap" in text and "certified_fraction" in text
+
+
+def test_bad_input_names_the_problem(tmp_path):
+    with pytest.raises(ValueError, match="unknown method"):
+        C.run_certify(C.CertifyConfig(**{**CFG, "methods": ("nope",)}), tmp_path / "x.parquet", progress=False)
+    with pytest.raises(ValueError, match="theta"):
+        C.run_certify(C.CertifyConfig(**{**CFG, "thetas": (1.5,)}), tmp_path / "x.parquet", progress=False)
+    with pytest.raises(ValueError, match="unknown dataset"):
+        next(C.load_queries(C.CertifyConfig(**{**CFG, "dataset": "nope:x"})))
