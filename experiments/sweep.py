@@ -285,6 +285,58 @@ def from_dataset(dataset: Any, E: np.ndarray, Q: np.ndarray) -> SweepData:
     )
 
 
+def _embedded(dataset: Any, model: str | None, embed_cache: str | None, with_titles: bool = False) -> SweepData:
+    from divopt.data.embed import embed_dataset
+
+    E, Q = embed_dataset(dataset, model, embed_cache, with_titles=with_titles)
+    return from_dataset(dataset, E, Q)
+
+
+# Text corpora of divopt.data, encoded once (model: None = the offline all-MiniLM-L6-v2;
+# embed_cache: divopt.data's embedding cache folder, optional).
+@register_dataset("toy")
+def load_toy(model: str | None = None, embed_cache: str | None = None) -> SweepData:
+    """The 22-passage redundant-facts corpus (1 query, 6 subtopics, texts for LLM judges)."""
+    from divopt.data.synthetic import toy_dataset
+
+    return _embedded(toy_dataset(), model, embed_cache)
+
+
+@register_dataset("wordnet")
+def load_wordnet_dataset(model: str | None = None, embed_cache: str | None = None, **options: Any) -> SweepData:
+    """The WordNet ambiguity benchmark (a query per polysemous noun, its senses as subtopics);
+    options go to :func:`divopt.data.wordnet.load_wordnet` (e.g. n_words=30)."""
+    from divopt.data.wordnet import load_wordnet
+
+    return _embedded(load_wordnet(**options), model, embed_cache)
+
+
+@register_dataset("beir")
+def load_beir_dataset(path: str, split: str = "test", model: str | None = None, embed_cache: str | None = None,
+                      with_titles: bool = True) -> SweepData:
+    """A local BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)."""
+    from divopt.data.loaders import load_beir
+
+    return _embedded(load_beir(path, split), model, embed_cache, with_titles)
+
+
+@register_dataset("rgb")
+def load_rgb_dataset(path: str, file: str = "en.json", model: str | None = None, embed_cache: str | None = None) -> SweepData:
+    """A local RGB JSON-lines file (or folder)."""
+    from divopt.data.loaders import load_rgb
+
+    return _embedded(load_rgb(path, file=file), model, embed_cache)
+
+
+@register_dataset("mini_wikipedia")
+def load_mini_wikipedia_dataset(path: str, answer_qrels: bool = True, model: str | None = None,
+                                embed_cache: str | None = None) -> SweepData:
+    """A local copy of rag-mini-wikipedia (qrels from answer strings when answer_qrels)."""
+    from divopt.data.loaders import load_mini_wikipedia
+
+    return _embedded(load_mini_wikipedia(path, answer_qrels=answer_qrels), model, embed_cache)
+
+
 def prepare_data(spec: Mapping[str, Any], cache_dir: str | Path | None = None, mmap: bool = True) -> SweepData:
     """Build (or reuse from ``cache_dir``) the dataset of a sweep; rows of E and Q unit-normalized.
 
