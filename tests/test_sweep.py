@@ -269,3 +269,34 @@ def test_cli_flags_override_config(tmp_path, capsys):
     assert "oracle" in capsys.readouterr().out
     rc = main(["sweep", "--out", str(tmp_path / "o2"), "--methods", "nope", "--n-workers", "0"])
     assert rc == 2
+
+
+def test_text_dataset_adapter_qrels_texts_and_evaluator(tmp_path):
+    from divopt.data.synthetic import toy_dataset
+
+    ds = toy_dataset()
+    rng = np.random.default_rng(0)
+    E = rng.standard_normal((len(ds.passage_ids), 8))
+    Q = rng.standard_normal((1, 8))
+
+    @sw.register_dataset("_toy_random_test")
+    def loader():
+        return sw.from_dataset(ds, E, Q)
+
+    cfg = SweepConfig.from_dict({
+        "dataset": {"name": "_toy_random_test"}, "methods": ["topk"], "grid": {"k": [5], "theta": [1.0]},
+        "evaluator": {"name": "metric", "metric": "recall"},
+    })
+    row = sw.run_sweep(cfg, tmp_path, n_workers=0, progress=False).table.iloc[0]
+    # plain loop: the 5 largest cosines; recall = relevant among them / all relevant
+    En = E / np.linalg.norm(E, axis=1, keepdims=True)
+    cos = En @ (Q[0] / np.linalg.norm(Q[0]))
+    ids = [ds.passage_ids[i] for i in sorted(range(len(cos)), key=lambda i: -cos[i])[:5]]
+    relevant = {p for p, g in ds.qrels["q0"].items() if g > 0}
+    assert list(row["selected"]) == ids
+    assert row["recall"] == pytest.approx(len(relevant & set(ids)) / len(relevant))
+    assert row["eval_score"] == row["recall"] and row["eval_name"] == "metric:recall"
+    data = sw.prepare_data({"name": "_toy_random_test"}, tmp_path / "data")  # the cached copy
+    ctx = sw.query_context(data, 0)
+    assert ctx.query_text == ds.queries[0] and list(ctx.passages) == list(ds.texts)
+    assert ctx.subtopics == ds.subtopics_for("q0")
