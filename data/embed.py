@@ -172,7 +172,7 @@ class EmbeddingCache:
         if self.storage_dtype not in (np.dtype(np.float16), np.dtype(np.float32)):
             raise ValueError(f"storage_dtype must be float16 or float32, got {self.storage_dtype}")
         self.model_id = model_id
-        self.root = Path(cache_dir) / _slug(model_id) / self.storage_dtype.name
+        self.root = Path(cache_dir).expanduser() / _slug(model_id) / self.storage_dtype.name
         self.root.mkdir(parents=True, exist_ok=True)
         meta = self.root.parent / "model.json"
         if not meta.exists():
