@@ -25,11 +25,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # files only, never a display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+# Figures are built with the object-oriented API (no pyplot): saving renders through Agg and no
+# global backend or figure registry is touched, so plotting works headless, in threads and in
+# Jupyter (where a returned Figure displays inline).
 
 __all__ = [
     "read_table",
@@ -48,7 +50,12 @@ _MARKERS = "os^vD<>pXh"
 
 
 def _color(i: int):
-    return plt.get_cmap("tab20")(i % 20)
+    return matplotlib.colormaps["tab20"](i % 20)
+
+
+def _subplots(nrows: int = 1, ncols: int = 1, *, figsize=None, **kw):
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(nrows, ncols, **kw)
 
 
 KINDS = ("pareto", "latency", "gaps", "certified", "robust", "all")
@@ -100,14 +107,13 @@ def _need(df: pd.DataFrame, cols: Sequence[str], what: str) -> None:
         raise ValueError(f"{what} needs column(s) {missing}; the table has {sorted(df.columns)}")
 
 
-def save_figure(fig: plt.Figure, out_dir: str | Path, name: str) -> list[Path]:
+def save_figure(fig: Figure, out_dir: str | Path, name: str) -> list[Path]:
     """Write ``name``.png (150 dpi) and ``name``.svg into ``out_dir``; returns both paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.svg"]
     fig.savefig(paths[0], dpi=150, bbox_inches="tight")
     fig.savefig(paths[1], bbox_inches="tight")
-    plt.close(fig)
     return paths
 
 
@@ -140,7 +146,7 @@ def plot_pareto(df: pd.DataFrame, x: str = "ilad", y: str = "recall", by: str = 
     if methods is not None:
         df = df[df[by].isin(methods)]
     data = df.groupby([by, over], sort=True)[[x, y]].mean().reset_index()
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    fig, ax = _subplots(figsize=(6.4, 4.8))
     for i, (name, g) in enumerate(data.groupby(by, sort=True)):
         g = g.sort_values(over)
         ax.plot(g[x], g[y], marker=_MARKERS[i % len(_MARKERS)], ms=4, color=_color(i), label=str(name))
@@ -173,7 +179,7 @@ def plot_latency(df: pd.DataFrame, value: str = "seconds", theta: float | None =
         df = df[np.isclose(df["theta"], theta)]
     data = df.groupby(["n", "d", "method", "k"], sort=True)[value].mean().reset_index()
     panels = list(data.groupby(["n", "d"], sort=True))
-    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(5 * max(1, len(panels)), 4), squeeze=False)
+    fig, axes = _subplots(1, max(1, len(panels)), figsize=(5 * max(1, len(panels)), 4), squeeze=False)
     for ax, ((n, d), g) in zip(axes[0], panels):
         for i, (m, gm) in enumerate(g.groupby("method", sort=True)):
             ax.plot(gm["k"], gm[value], marker=_MARKERS[i % len(_MARKERS)], ms=4, color=_color(i), label=str(m))
@@ -201,7 +207,7 @@ def plot_gaps(df: pd.DataFrame, gap: str = "gap"):
     kind = df["gap_kind"] if "gap_kind" in df else pd.Series("exact", index=df.index)
     thetas = sorted(df["theta"].unique())
     methods = sorted(df["method"].unique())
-    fig, axes = plt.subplots(1, max(1, len(thetas)), figsize=(max(4, 0.45 * len(methods)) * max(1, len(thetas)), 4),
+    fig, axes = _subplots(1, max(1, len(thetas)), figsize=(max(4, 0.45 * len(methods)) * max(1, len(thetas)), 4),
                              squeeze=False, sharey=True)
     rows = []
     for ax, th in zip(axes[0], thetas):
@@ -238,7 +244,7 @@ def plot_certified(df: pd.DataFrame):
         "mean_bound_gap_uncertified": g.apply(
             lambda x: x.loc[~x["certified"].astype(bool), "bound_gap"].mean(), include_groups=False),
     }).reset_index()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, (a1, a2) = _subplots(1, 2, figsize=(9, 3.6))
     pos = np.arange(len(data))
     a1.bar(pos, data["certified_fraction"], color="C2")
     a1.set_xticks(pos, [f"{t:g}" for t in data["theta"]])
@@ -274,7 +280,7 @@ def plot_param_effect(df: pd.DataFrame, param: str = "rho_vec",
     if df.empty:
         raise ValueError(f"no row of the table sets {param}")
     data = df.groupby([by, param], sort=True)[metrics].mean().reset_index()
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.6), squeeze=False)
+    fig, axes = _subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.6), squeeze=False)
     for ax, m in zip(axes[0], metrics):
         for i, (name, g) in enumerate(data.groupby(by, sort=True)):
             ax.plot(g[param], g[m], marker=_MARKERS[i % len(_MARKERS)], ms=4, color=_color(i), label=str(name))
