@@ -318,6 +318,9 @@ def embed(
         cache between a callable encoder's runs under a stable name).
     prompt: text prepended by the encoder (part of the cache key); queries use the model's
         "query" prompt by default, see :func:`embed_queries`.
+
+    Empty ``texts`` give a (0, d) array, or (0, 0) for a callable encoder whose d is not
+    known without calling it (and not cached yet).
     """
     if isinstance(texts, str):
         raise TypeError("texts must be a sequence of strings, got a single str (wrap it in a list)")

@@ -166,3 +166,38 @@ def test_other_local_model_directory(minilm, tmp_path):
     np.testing.assert_allclose(E_local, embed(texts, minilm), atol=1e-5)
     assert _model_id_of(str(local)) != _model_id_of(None)
     assert {p.name.split("-")[0] for p in (tmp_path / "cache").iterdir()} == {"my"}
+
+
+# ---- property: any texts, any chunking, any prior cache content -----------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    first=st.lists(st.sampled_from(["a", "b", "c", "dd", "é ü", "", "long text " * 5]), max_size=12),
+    second=st.lists(st.text(max_size=6), max_size=12),
+    chunk_size=st.integers(1, 5),
+    batch_size=st.integers(1, 4),
+    cache_dtype=st.sampled_from([np.float32, np.float16]),
+)
+def test_cache_property_matches_plain_loop(first, second, chunk_size, batch_size, cache_dtype):
+    import tempfile
+
+    enc = CountingEncoder(d=6)
+    with tempfile.TemporaryDirectory() as cache:
+        kw = dict(chunk_size=chunk_size, batch_size=batch_size, cache_dtype=cache_dtype)
+        embed(first, enc, cache, **kw)
+        seen_before = enc.texts_seen
+        texts = second + first
+        E = embed(texts, enc, cache, **kw)
+        # only texts never cached before reach the encoder, each once
+        assert enc.texts_seen - seen_before == len(set(second) - set(first))
+        if not texts:  # a callable encoder's d is unknown until it is called, or cached
+            assert E.shape[0] == 0 and E.shape[1] in (0, 6)
+            return
+        ref = np.stack([unit(enc.vector(t)) for t in texts])
+        tol = 2e-3 if cache_dtype == np.float16 else 1e-6
+        np.testing.assert_allclose(E, ref, atol=tol)
+        calls = enc.calls
+        np.testing.assert_array_equal(embed(texts, enc, cache, **kw), E)
+        assert enc.calls == calls
