@@ -3,6 +3,7 @@
 Data flows one way: texts -> embeddings E, queries q, labels -> divopt.models. This package
 imports only third-party libraries (never divopt.models/solvers).
 """
+from . import download
 from .dataset import DataFormatError, Dataset
 from .embed import DEFAULT_MODEL_ID, EmbeddingCache, embed, embed_dataset, embed_queries, load_model
 from .loaders import load_beir, load_mini_wikipedia, load_rgb
@@ -11,6 +12,7 @@ from .synthetic import narrow_cone, narrow_cone_npy, synthetic_dataset, toy_corp
 from .wordnet import DEFAULT_WORDS, find_wordnet_dir, load_wordnet, wordnet_benchmark
 
 __all__ = [
+    "download",
     "Dataset",
     "DataFormatError",
     "DEFAULT_MODEL_ID",
