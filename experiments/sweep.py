@@ -211,28 +211,35 @@ def load_synthetic(
     n_relevant_clusters: int = 5,
     noise: float = 0.35,
     seed: int = 0,
+    subtopics: str = "relevant",
 ) -> SweepData:
-    """One :func:`divopt.data.synthetic.narrow_cone` pool of ``n`` rows per query (seed + j for
-    query j); the planted cluster of each row is its subtopic label (for alpha-nDCG, S-recall)."""
-    from divopt.data.synthetic import narrow_cone
+    """One :func:`divopt.data.synthetic.synthetic_dataset` pool of ``n`` narrow-cone rows per
+    query (seed + j for query j). Ground truth: the passages of the query's planted relevant
+    clusters are relevant (grade 1), and their cluster is their subtopic; with
+    ``subtopics="all"`` every passage is labelled by its cluster (coverage of the whole pool)."""
+    from divopt.data.synthetic import synthetic_dataset
 
-    Es, qs, pools, subtopics, doc_ids, qids = [], [], [], {}, [], []
+    if subtopics not in ("relevant", "all"):
+        raise ValueError(f"subtopics must be 'relevant' or 'all', got {subtopics!r}")
+    Es, qs, pools, subs, qrels, doc_ids, qids = [], [], [], {}, {}, [], []
     for j in range(int(n_queries)):
-        E, q, labels = narrow_cone(
-            int(n), int(d), n_clusters=n_clusters, n_relevant_clusters=n_relevant_clusters, noise=noise,
-            seed=int(seed) + j,
+        ds, E, q = synthetic_dataset(
+            int(n), int(d), seed=int(seed) + j, n_clusters=n_clusters, n_relevant_clusters=n_relevant_clusters,
+            noise=noise,
         )
         qid = f"q{j}"
-        ids = [f"{qid}-d{i}" for i in range(int(n))]
+        rename = {p: f"{qid}-d{i}" for i, p in enumerate(ds.passage_ids)}
+        rel = {rename[p]: g for p, g in ds.qrels["q0"].items()}
         qids.append(qid)
         pools.append(np.arange(j * int(n), (j + 1) * int(n)))
-        subtopics[qid] = {pid: f"c{int(lab)}" for pid, lab in zip(ids, labels)}
-        doc_ids.extend(ids)
+        qrels[qid] = rel
+        subs[qid] = {rename[p]: lab for p, lab in ds.subtopics_for("q0").items() if subtopics == "all" or rel.get(rename[p], 0) > 0}
+        doc_ids.extend(rename[p] for p in ds.passage_ids)
         Es.append(E)
         qs.append(q)
     return SweepData(
         name="synthetic", key="", E=np.concatenate(Es), Q=np.stack(qs), query_ids=qids,
-        doc_ids=np.asarray(doc_ids), pools=pools, subtopics=subtopics,
+        doc_ids=np.asarray(doc_ids), pools=pools, qrels=qrels, subtopics=subs,
     )
 
 

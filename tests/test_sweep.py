@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
-from divopt.data.synthetic import narrow_cone
+from divopt.data.synthetic import narrow_cone, synthetic_dataset
 from divopt.experiments import sweep as sw
 from divopt.experiments.grid import SweepConfig, canonical_params, derive_seed, expand_grid, run_key
 from divopt.models import Instance, ccbqp_objective
@@ -109,14 +109,18 @@ def test_rows_match_direct_selector_calls(tmp_path):
     assert (t["status"] == "ok").all() and t["run_key"].is_unique
     for _, row in t.iterrows():
         j = int(row["query_index"])
-        E, q, labels = narrow_cone(60, 16, seed=5 + j)
+        ds, E, q = synthetic_dataset(60, 16, seed=5 + j)
+        labels = [int(lab[1:]) for lab in ds.subtopics_for("q0").values()]
+        relevant = set(ds.meta["relevant_clusters"])
         inst = Instance(E, q, k=4, theta=float(row["theta"]), normalize=True)
         sel = select(inst, row["method"], **({"seed": int(row["seed"])} if row["method"] == "fw" else {}))  # only fw takes a seed
         assert list(row["selected"]) == [f"q{j}-d{i}" for i in sel.indices]
         assert row["objective"] == pytest.approx(sel.objective, rel=1e-6, abs=1e-6)
-        # S-recall by a plain loop over the planted cluster labels
-        covered = {labels[int(s.split("-d")[1])] for s in row["selected"]}
-        assert row["s_recall"] == pytest.approx(len(covered) / len(set(labels)))
+        # recall and S-recall by plain loops over the planted relevant clusters
+        picked = [labels[int(s.split("-d")[1])] for s in row["selected"]]
+        n_relevant_items = sum(lab in relevant for lab in labels)
+        assert row["recall"] == pytest.approx(sum(lab in relevant for lab in picked) / n_relevant_items)
+        assert row["s_recall"] == pytest.approx(len(set(picked) & relevant) / len(relevant))
     assert Path(res.path).exists()
     assert len(pd.read_parquet(res.path)) == len(t)
 
