@@ -1,0 +1,237 @@
+"""Cutting planes for the k-sparse robust model (scenario generation).
+
+Robust problem (see :mod:`divopt.robust.models`)::
+
+    max_x  min_{delta in U_1 x ... x U_n}  sum_i (s_i + q^T delta_i - lambda) x_i
+    s.t.   robust diversity constraint, sum x <= max_size, x binary.
+
+Master over the scenarios delta^(1..L) found so far (:func:`~divopt.robust.models.build_ksparse_master_model`)::
+
+    max t  s.t.  t <= sum_i (s_i + q^T delta_i^(l) - lambda) x_i,  l = 1..L,  (constraints on x).
+
+Fewer scenarios = a weaker adversary, so the master optimum t* (or its proven bound) is an upper
+bound on the robust optimum, and it only decreases as scenarios are added.
+
+Separation: for the master solution x*, the most violated scenario minimizes
+sum_i q^T delta_i x*_i; it separates over the selected documents, each taking
+delta_i = -argmax_{delta in U_i} q^T delta (rho_vec * -sign(q_j) on the attack_budget largest
+free |q_j|, protected coordinates untouched). Its value is the robust value of x*, v(x*) =
+sum_{i in S} (s_i - h_i(q) - lambda): every master solution is feasible for the robust problem
+(the constraints on x are the same), so v(x*) is a lower bound (the incumbent is the best one).
+The violation t* - v(x*) is <= tol exactly when the master's own solution is tol-optimal
+(v(x*) >= t* - tol >= robust optimum - tol); otherwise the new cut excludes (x*, t*).
+
+``cut_support="selected"`` (default) perturbs only the selected documents in each scenario
+(the adversary attacks what was retrieved; unselected rows are zero), which is the textbook
+scenario generation and needs several rounds; ``"pool"`` perturbs every document worst-case,
+after which one cut already equals the robust objective (a check, not a speed-up claim).
+
+The first cut comes from the nominal top-k solution (k = max_size, or the instance's k):
+separation at the k most relevant documents. The loop stops when the violation is at most
+``tol``, at ``max_iter`` rounds (status "iteration_limit") or at ``time_limit`` (status
+"time_limit"); only a converged loop whose last master was proven optimal reports "optimal".
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from divopt.models import Instance
+from divopt.models.validation import check_choice, check_nonnegative
+
+from .models import add_scenario_cut, build_ksparse_master_model
+from .oracles import pool_arrays
+from .sets import KSparse
+
+__all__ = ["CuttingPlaneResult", "cutting_plane_ksparse"]
+
+LOG_COLUMNS = ["iteration", "cuts", "master_objective", "bound", "incumbent", "violation", "gap",
+               "master_status", "master_seconds", "n_selected", "seconds"]
+
+
+@dataclass
+class CuttingPlaneResult:
+    """Outcome of :func:`cutting_plane_ksparse`.
+
+    indices : the incumbent (best robust value found), sorted int64 (may be empty: selecting
+        nothing is always feasible, value 0).
+    objective : its robust (worst-case) value sum_{i in S} (s_i - h_i(q) - sparsity_penalty).
+    bound : the best upper bound proven on the robust optimum (min over masters of their bound).
+    gap : (bound - objective) / max(|objective|, 1e-10) (the convention of divopt.solvers.exact),
+        ``abs_gap`` = bound - objective.
+    status : "optimal" (violation <= tol and the last master proven optimal), "time_limit",
+        "iteration_limit", or the last master's non-optimal status (e.g. "gap_limit").
+    log : one row per master solve (LOG_COLUMNS), a pandas DataFrame.
+    perturbation : (n, d) worst-case perturbation of the incumbent (rows of unselected
+        documents are zero); protected coordinates are zero.
+    scenarios : the q^T delta vectors (length n) of every cut, in order.
+    """
+
+    indices: np.ndarray
+    objective: float
+    bound: float
+    gap: float
+    abs_gap: float
+    status: str
+    seconds: float
+    iterations: int
+    cuts: int
+    log: pd.DataFrame
+    perturbation: np.ndarray
+    scenarios: list = field(default_factory=list)
+    solver: str = ""
+    message: str = ""
+
+    @property
+    def proven_optimal(self) -> bool:
+        return self.status == "optimal"
+
+
+def _rel_gap(obj: float, bound: float) -> float:
+    if not (math.isfinite(obj) and math.isfinite(bound)):
+        return math.inf
+    return max(bound - obj, 0.0) / max(abs(obj), 1e-10)
+
+
+def cutting_plane_ksparse(
+    inst: Instance,
+    uset: KSparse,
+    *,
+    sparsity_penalty: float,
+    rho_div: float,
+    similarity: str = "inner",
+    max_size: int | None = None,
+    tol: float = 1e-6,
+    max_iter: int = 200,
+    time_limit: float | None = None,
+    solver: str = "auto",
+    mip_gap: float | None = None,
+    cut_support: str = "selected",
+    progress: bool = False,
+) -> CuttingPlaneResult:
+    """Solve the k-sparse robust model by scenario generation (module docstring).
+
+    Parameters as in :func:`divopt.robust.models.build_ksparse_master_model`; ``tol`` is the
+    violation t* - v(x*) below which the loop stops; ``time_limit`` covers the whole loop
+    (each master gets the time left); ``cut_support`` is "selected" or "pool".
+    """
+    from divopt.solvers.exact import solve  # the exact-models runner (Gurobi / SCIP / HiGHS)
+
+    if not isinstance(uset, KSparse):
+        raise TypeError(f"uset must be a KSparse set, got {type(uset).__name__}")
+    check_choice(cut_support, "cut_support", ("selected", "pool"))
+    tol = check_nonnegative(tol, "tol")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    if time_limit is not None:
+        time_limit = check_nonnegative(time_limit, "time_limit")
+    t0 = time.perf_counter()
+    model = build_ksparse_master_model(inst, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div,
+                                       similarity=similarity, max_size=max_size)
+    meta = model.robust_meta
+    lam, B, free, shift = meta["sparsity_penalty"], meta["bounds"], meta["free"], meta["shift"]
+    E, q, s = pool_arrays(inst)
+    n, d = E.shape
+    Q = np.broadcast_to(q, (n, d))
+    worst = -uset.maximizer(Q, free)  # per-document worst perturbation, row i in U_i
+    robust_coef = s - shift - lam  # = s_i + q^T worst_i - lambda
+
+    def scenario(idx: np.ndarray) -> np.ndarray:
+        rows = np.arange(n) if cut_support == "pool" else idx
+        delta = np.zeros((n, d))
+        delta[rows] = worst[rows]
+        return delta
+
+    def robust_value(idx: np.ndarray) -> float:
+        return float(robust_coef[idx].sum())
+
+    def feasible(idx: np.ndarray) -> bool:
+        if meta["max_size"] is not None and idx.size > meta["max_size"]:
+            return False
+        if idx.size < 2:
+            return True
+        sub = B[np.ix_(idx, idx)]
+        iu = np.triu_indices(idx.size, 1)
+        return float((sub[iu] - meta["rho_div"]).sum()) <= 1e-9
+
+    # First cut: separation at the nominal top-k solution.
+    k0 = meta["max_size"] if meta["max_size"] is not None else inst.k
+    x0 = np.sort(np.argsort(-s, kind="stable")[:k0])
+    scenarios = []
+    delta0 = scenario(x0)
+    scenarios.append(delta0 @ q)
+    add_scenario_cut(model, scenarios[-1])
+    # Selecting nothing is always feasible (value 0); the top-k set is an incumbent if feasible.
+    inc_idx, inc_val = np.zeros(0, dtype=np.int64), 0.0
+    if feasible(x0) and robust_value(x0) > inc_val:
+        inc_idx, inc_val = x0, robust_value(x0)
+
+    rows: list[dict] = []
+    bound = math.inf
+    status, message, used_solver = "iteration_limit", "", ""
+    iterations = 0
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=max_iter, desc="cutting planes", leave=False)
+    for it in range(1, max_iter + 1):
+        left = None
+        if time_limit is not None:
+            left = time_limit - (time.perf_counter() - t0)
+            if left <= 0:
+                status, message = "time_limit", f"time limit {time_limit} s reached before master {it}"
+                break
+        r = solve(model, solver, time_limit=left, mip_gap=mip_gap,
+                  warm_start=inc_idx if inc_idx.size else None)
+        used_solver = r.solver
+        iterations = it
+        if r.bound is not None and math.isfinite(r.bound):
+            bound = min(bound, r.bound)
+        if r.objective is None:
+            status = r.status
+            message = f"master {it} returned no solution ({r.status}): {r.message}"
+            break
+        x = r.indices
+        val = robust_value(x)
+        violation = r.objective - val
+        if val > inc_val + 1e-12:
+            inc_idx, inc_val = x, val
+        rows.append({
+            "iteration": it, "cuts": len(scenarios), "master_objective": r.objective, "bound": bound,
+            "incumbent": inc_val, "violation": violation, "gap": _rel_gap(inc_val, bound),
+            "master_status": r.status, "master_seconds": r.seconds, "n_selected": int(x.size),
+            "seconds": time.perf_counter() - t0,
+        })
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(bound=f"{bound:.4g}", incumbent=f"{inc_val:.4g}")
+        if r.status != "optimal":
+            # A time-limited or gap-limited master gives a valid bound but no optimality proof.
+            status, message = r.status, f"master {it} stopped with status {r.status}: {r.message}"
+            break
+        if violation <= tol:
+            status = "optimal"
+            break
+        scenarios.append(scenario(x) @ q)
+        add_scenario_cut(model, scenarios[-1])
+    else:
+        message = f"no convergence within max_iter={max_iter} master solves"
+    if bar is not None:
+        bar.close()
+    if status == "optimal":
+        # Converged: the incumbent is within tol of the master optimum.
+        message = f"converged after {iterations} master solves, {len(scenarios)} cuts"
+    log = pd.DataFrame(rows, columns=LOG_COLUMNS)
+    delta = np.zeros((n, d))
+    delta[inc_idx] = worst[inc_idx]
+    return CuttingPlaneResult(
+        indices=np.sort(inc_idx).astype(np.int64), objective=inc_val, bound=bound,
+        gap=_rel_gap(inc_val, bound), abs_gap=(bound - inc_val) if math.isfinite(bound) else math.inf,
+        status=status, seconds=time.perf_counter() - t0, iterations=iterations, cuts=len(scenarios),
+        log=log, perturbation=delta, scenarios=scenarios, solver=used_solver, message=message,
+    )

@@ -1,0 +1,298 @@
+"""Robust counterparts of the sparsity-penalty retrieval model, as Pyomo builders.
+
+Nominal model (s_i = q^T mu_i, lambda = sparsity_penalty, w_ij = mu_i^T mu_j)::
+
+    max_x  sum_i (s_i - lambda) x_i
+    s.t.   average pairwise similarity of S = {i : x_i = 1} <= rho_div   (when |S| >= 2)
+           sum_i x_i <= max_size  (optional),   x binary.
+
+The average-similarity constraint is  sum_{i<j} w_ij x_i x_j <= rho_div sum_{i<j} x_i x_j,  i.e.
+``sum_{i<j} (w_ij - rho_div) x_i x_j <= 0``, which is linear in y_ij = x_i x_j.
+
+Robust model: the embeddings mu_i may be any mu~_i in mu_i + U_i (independent per document)::
+
+    max_x  min_{delta} sum_i (q^T (mu_i + delta_i) - lambda) x_i
+    s.t.   max_{delta} [average pairwise similarity of the mu~_i, i in S] <= rho_div.
+
+Objective: the minimum separates over documents, so it equals
+``sum_i (s_i - h_i(q) - lambda) x_i`` (worst-case relevance, :mod:`divopt.robust.oracles`).
+Constraint: the adversary's problem (a bilinear maximization) is replaced by the SOUND pairwise
+bounds B_ij >= sup similarity(mu~_i, mu~_j) of :func:`~divopt.robust.oracles.similarity_upper_bounds`;
+``sum_{i<j} (B_ij - rho_div) y_ij <= 0`` implies the robust constraint (mean of sups >= sup of
+mean), so every x this model accepts is robustly feasible (a safe approximation, exact when the
+pairwise bounds are attained simultaneously). With rho_vec = 0 it is the nominal model.
+
+Linearization of y_ij = x_i x_j (McCormick, only the side the constraint needs): with
+a_ij = B_ij - rho_div, pairs with a_ij > 0 get ``y_ij >= x_i + x_j - 1`` (so a_ij y_ij >= a_ij x_i x_j),
+pairs with a_ij < 0 get ``y_ij <= x_i, y_ij <= x_j`` (again a_ij y_ij >= a_ij x_i x_j), y in [0, 1],
+and pairs with a_ij = 0 are dropped. Hence ``sum a_ij x_i x_j <= sum a_ij y_ij <= 0`` for every
+feasible (x, y), and y = x x^T is feasible whenever x is: the projection on x is exact.
+
+Builders return a ConcreteModel with binary ``model.x`` (indexed by range(n)) and a maximized
+``model.obj`` and never call a solver; solve with :func:`divopt.solvers.exact.solve`.
+``model.robust_meta`` holds the scores, shifts and bounds used (plain numpy, for records).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pe
+from pyomo.core.util import quicksum
+
+from divopt.models import Instance
+from divopt.models.validation import check_choice, check_k, check_nonnegative
+
+from .oracles import SIMILARITIES, pool_arrays, similarity_upper_bounds, worst_case_relevance
+from .sets import KSparse, NormBall, UncertaintySet
+
+__all__ = [
+    "build_nominal_model",
+    "build_robust_norm_model",
+    "build_ksparse_lpdual_model",
+    "build_ksparse_master_model",
+    "add_scenario_cut",
+    "build_robust_model",
+    "robust_value",
+]
+
+
+def _check_common(inst: Instance, sparsity_penalty: Any, rho_div: Any, similarity: str, max_size: Any):
+    if not isinstance(inst, Instance):
+        raise TypeError(f"instance must be a divopt.models.Instance, got {type(inst).__name__}")
+    lam = check_nonnegative(sparsity_penalty, "sparsity_penalty")
+    try:
+        rd = float(rho_div)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"rho_div must be a number (cap on the average pairwise similarity), got {rho_div!r}") from exc
+    if not np.isfinite(rd):
+        raise ValueError(f"rho_div must be finite, got {rho_div!r}")
+    check_choice(similarity, "similarity", SIMILARITIES)
+    ms = None if max_size is None else check_k(max_size, inst.n, "max_size")
+    return lam, rd, ms
+
+
+def _selection_model(name: str, n: int, B: np.ndarray, rho_div: float, max_size: int | None) -> pe.ConcreteModel:
+    """x binary, the linearized robust diversity constraint and the optional size cap."""
+    m = pe.ConcreteModel(name=name)
+    m.x = pe.Var(range(n), domain=pe.Binary)
+    iu, ju = np.triu_indices(n, 1)
+    a = B[iu, ju] - rho_div
+    pos = [(int(i), int(j)) for i, j, v in zip(iu, ju, a) if v > 0]
+    neg = [(int(i), int(j)) for i, j, v in zip(iu, ju, a) if v < 0]
+    coef = {(int(i), int(j)): float(v) for i, j, v in zip(iu, ju, a) if v != 0}
+    m.P = pe.Set(initialize=pos + neg, dimen=2, ordered=True)
+    m.Ppos = pe.Set(initialize=pos, dimen=2, ordered=True)
+    m.Pneg = pe.Set(initialize=neg, dimen=2, ordered=True)
+    m.y = pe.Var(m.P, bounds=(0.0, 1.0))
+    m.y_ge = pe.Constraint(m.Ppos, rule=lambda m, i, j: m.y[i, j] >= m.x[i] + m.x[j] - 1)
+    m.y_le_xi = pe.Constraint(m.Pneg, rule=lambda m, i, j: m.y[i, j] <= m.x[i])
+    m.y_le_xj = pe.Constraint(m.Pneg, rule=lambda m, i, j: m.y[i, j] <= m.x[j])
+    if pos:  # without a positive coefficient the constraint holds for every x
+        m.diversity = pe.Constraint(expr=quicksum(coef[p] * m.y[p] for p in pos + neg) <= 0.0)
+    if max_size is not None:
+        m.size = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) <= max_size)
+    return m
+
+
+def _meta(m, **kw) -> None:
+    m.robust_meta = kw
+
+
+def build_robust_model(
+    inst: Instance,
+    uset: UncertaintySet | None,
+    *,
+    sparsity_penalty: float,
+    rho_div: float,
+    similarity: str = "inner",
+    max_size: int | None = None,
+) -> pe.ConcreteModel:
+    """Compact robust MILP for any set, with the oracle's exact worst-case relevance.
+
+    max sum_i (s_i - h_i(q) - sparsity_penalty) x_i
+    s.t. sum_{i<j} (B_ij - rho_div) y_ij <= 0 (McCormick), sum x <= max_size, x binary,
+    with h_i(q) = rho_vec ||q||_{p*} for an l_p ball (the same for every document) or
+    rho_vec * (sum of the attack_budget largest |q_j| outside P_i) for the k-sparse set, and B
+    the sound worst-case pairwise similarity bounds (module docstring). ``uset=None`` is the
+    nominal model. n binaries, at most n(n-1)/2 continuous y, at most n(n-1) + 2 constraints.
+    """
+    lam, rd, ms = _check_common(inst, sparsity_penalty, rho_div, similarity, max_size)
+    if uset is not None and not isinstance(uset, (NormBall, KSparse)):
+        raise TypeError(f"uset must be a NormBall, a KSparse set or None, got {type(uset).__name__}")
+    E, q, s = pool_arrays(inst)
+    ball = uset if uset is not None else NormBall(2, 0.0)
+    free = ball.free_mask(E, q)
+    shift = ball.support(np.broadcast_to(q, E.shape), free)
+    B = similarity_upper_bounds(E, ball, similarity, q=q, free=free)
+    m = _selection_model(f"robust_{ball.name}" if uset is not None else "nominal_sparsity", inst.n, B, rd, ms)
+    coef = s - shift - lam
+    m.obj = pe.Objective(expr=quicksum(float(coef[i]) * m.x[i] for i in range(inst.n)), sense=pe.maximize)
+    _meta(m, scores=s, shift=shift, bounds=B, free=free, sparsity_penalty=lam, rho_div=rd,
+          similarity=similarity, max_size=ms, uset=None if uset is None else uset.describe())
+    return m
+
+
+def build_robust_norm_model(
+    inst: Instance,
+    uset: NormBall | None,
+    *,
+    sparsity_penalty: float,
+    rho_div: float,
+    similarity: str = "inner",
+    max_size: int | None = None,
+) -> pe.ConcreteModel:
+    """Compact robust MILP for an l_p ball (p in {1, 2, inf}); ``uset=None`` is the nominal model.
+
+    max sum_i (s_i - rho_vec ||q||_{p*} - sparsity_penalty) x_i subject to the robust
+    diversity constraint and the size cap: :func:`build_robust_model` restricted to norm balls.
+    """
+    if uset is not None and not isinstance(uset, NormBall):
+        raise TypeError(f"uset must be a NormBall or None, got {type(uset).__name__} "
+                        f"(use build_ksparse_lpdual_model or build_robust_model for the k-sparse set)")
+    return build_robust_model(inst, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div,
+                              similarity=similarity, max_size=max_size)
+
+
+def build_nominal_model(inst: Instance, *, sparsity_penalty: float, rho_div: float,
+                        similarity: str = "inner", max_size: int | None = None) -> pe.ConcreteModel:
+    """The nominal sparsity-penalty model (rho_vec = 0): see the module docstring."""
+    return build_robust_norm_model(inst, None, sparsity_penalty=sparsity_penalty, rho_div=rho_div,
+                                   similarity=similarity, max_size=max_size)
+
+
+def _candidate_coords(absq: np.ndarray, free: np.ndarray, K: int) -> list[np.ndarray]:
+    """Per document i, the free coordinates among the global top-(K + |P_i|) of |q|.
+
+    The K largest |q_j| over F_i lie there: that set has K + |P_i| coordinates, at most |P_i|
+    of them protected, so it holds >= K free ones, and every free coordinate outside it has
+    |q_j| <= each one inside. Restricting the LP to them leaves its value unchanged.
+    """
+    d = absq.size
+    order = np.argsort(-absq, kind="stable")
+    out = []
+    for i in range(free.shape[0]):
+        p = int(d - free[i].sum())
+        top = order[: min(d, K + p)]
+        out.append(top[free[i, top] & (absq[top] > 0)])
+    return out
+
+
+def build_ksparse_lpdual_model(
+    inst: Instance,
+    uset: KSparse,
+    *,
+    sparsity_penalty: float,
+    rho_div: float,
+    similarity: str = "inner",
+    max_size: int | None = None,
+) -> pe.ConcreteModel:
+    """Compact LP-dual (Bertsimas-Sim style) MILP for the k-sparse set.
+
+    For document i with free coordinates F_i and K = attack_budget, the adversary's worst
+    relevance loss is the LP (totally unimodular, so equal to the combinatorial value
+    rho * sum of the K largest |q_j| over F_i)::
+
+        h_i(q) x_i = max { sum_{j in F_i} rho |q_j| x_i z_j : sum_j z_j <= K, 0 <= z_j <= 1 }
+                   = min { K pi_i + sum_j sigma_ij : pi_i + sigma_ij >= rho |q_j| x_i, pi, sigma >= 0 }
+
+    by LP strong duality (the primal is feasible and bounded). Substituting the dual into the
+    maximization gives the compact MILP::
+
+        max sum_i (s_i - sparsity_penalty) x_i - sum_i (K pi_i + sum_j sigma_ij)
+        s.t. pi_i + sigma_ij >= rho_vec |q_j| x_i  (j in F_i),  pi, sigma >= 0,
+             robust diversity constraint, size cap, x binary,
+
+    whose optimum equals the robust optimum: for fixed x the maximizer takes the smallest
+    dual objective, which is x_i h_i(q). Only coordinates in the global top-(K + |P_i|) of |q|
+    are kept (see :func:`_candidate_coords`). The relevance part does NOT use the oracle, so
+    comparing this model with the cutting plane (which does) is an independent cross-check.
+    """
+    lam, rd, ms = _check_common(inst, sparsity_penalty, rho_div, similarity, max_size)
+    if not isinstance(uset, KSparse):
+        raise TypeError(f"uset must be a KSparse set, got {type(uset).__name__}")
+    E, q, s = pool_arrays(inst)
+    free = uset.free_mask(E, q)
+    B = similarity_upper_bounds(E, uset, similarity, q=q, free=free)
+    m = _selection_model("robust_ksparse_lpdual", inst.n, B, rd, ms)
+    absq = np.abs(q)
+    K, rho = uset.attack_budget, uset.rho_vec
+    coords = _candidate_coords(absq, free, K)
+    idx = [(i, int(j)) for i in range(inst.n) for j in coords[i]]
+    m.J = pe.Set(initialize=idx, dimen=2, ordered=True)
+    m.pi = pe.Var(range(inst.n), bounds=(0.0, None))
+    m.sigma = pe.Var(m.J, bounds=(0.0, None))
+    m.dual_cover = pe.Constraint(
+        m.J, rule=lambda m, i, j: m.pi[i] + m.sigma[i, j] >= float(rho * absq[j]) * m.x[i])
+    nominal = quicksum(float(s[i] - lam) * m.x[i] for i in range(inst.n))
+    loss = quicksum(K * m.pi[i] for i in range(inst.n)) + quicksum(m.sigma[p] for p in idx)
+    m.obj = pe.Objective(expr=nominal - loss, sense=pe.maximize)
+    # pi and sigma are bounded at the optimum (<= rho max|q|), bound them for the solver too.
+    cap = float(rho * absq.max()) if absq.size else 0.0
+    for i in range(inst.n):
+        m.pi[i].setub(cap)
+    for p in idx:
+        m.sigma[p].setub(cap)
+    _meta(m, scores=s, shift=uset.support(np.broadcast_to(q, E.shape), free), bounds=B, free=free,
+          sparsity_penalty=lam, rho_div=rd, similarity=similarity, max_size=ms, uset=uset.describe())
+    return m
+
+
+def build_ksparse_master_model(
+    inst: Instance,
+    uset: KSparse,
+    *,
+    sparsity_penalty: float,
+    rho_div: float,
+    similarity: str = "inner",
+    max_size: int | None = None,
+) -> pe.ConcreteModel:
+    """Cutting-plane master for the k-sparse set, with no scenario yet.
+
+    max t  s.t.  t <= sum_i (s_i + q^T delta_i^(l) - sparsity_penalty) x_i   for each scenario l
+    (added by :func:`add_scenario_cut`), robust diversity constraint, size cap, x binary.
+    Any set of scenarios gives an upper bound on the robust optimum (fewer adversary choices).
+    t is bounded by [sum_i min(0, s_i - h_i(q) - lambda) - 1, sum_i max(0, s_i - lambda)], which
+    contains every scenario's value since q^T delta_i >= -h_i(q) for delta_i in U_i.
+    """
+    lam, rd, ms = _check_common(inst, sparsity_penalty, rho_div, similarity, max_size)
+    if not isinstance(uset, KSparse):
+        raise TypeError(f"uset must be a KSparse set, got {type(uset).__name__}")
+    E, q, s = pool_arrays(inst)
+    free = uset.free_mask(E, q)
+    B = similarity_upper_bounds(E, uset, similarity, q=q, free=free)
+    shift = uset.support(np.broadcast_to(q, E.shape), free)
+    m = _selection_model("robust_ksparse_master", inst.n, B, rd, ms)
+    lo = float(np.minimum(0.0, s - shift - lam).sum()) - 1.0
+    hi = float(np.maximum(0.0, s - lam).sum()) + 1.0
+    m.t = pe.Var(bounds=(lo, hi))
+    m.cuts = pe.ConstraintList()
+    m.obj = pe.Objective(expr=m.t, sense=pe.maximize)
+    _meta(m, scores=s, shift=shift, bounds=B, free=free, sparsity_penalty=lam, rho_div=rd,
+          similarity=similarity, max_size=ms, uset=uset.describe())
+    return m
+
+
+def add_scenario_cut(model: pe.ConcreteModel, q_delta: Any) -> None:
+    """Add ``t <= sum_i (s_i + q_delta_i - sparsity_penalty) x_i`` for one scenario.
+
+    ``q_delta[i] = q^T delta_i`` is the relevance change of document i in the scenario.
+    """
+    meta = model.robust_meta
+    s, lam = meta["scores"], meta["sparsity_penalty"]
+    qd = np.asarray(q_delta, dtype=np.float64).reshape(-1)
+    if qd.shape != s.shape:
+        raise ValueError(f"q_delta must have length {s.size} (the pool size n), got {qd.size}")
+    coef = s + qd - lam
+    model.cuts.add(model.t <= quicksum(float(coef[i]) * model.x[i] for i in range(s.size)))
+
+
+def robust_value(inst: Instance, uset: UncertaintySet | None, indices: Any, sparsity_penalty: float) -> float:
+    """Worst-case objective sum_{i in S} (s_i - h_i(q) - sparsity_penalty) of a selection (exact)."""
+    idx = np.asarray(indices, dtype=np.int64)
+    if uset is None:
+        _, _, s = pool_arrays(inst)
+        return float((s[idx] - sparsity_penalty).sum())
+    wc = worst_case_relevance(inst, uset)
+    return float((wc.values[idx] - sparsity_penalty).sum())
+

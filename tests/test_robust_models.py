@@ -1,0 +1,251 @@
+"""Robust counterparts and cutting planes against brute-force enumeration and each other."""
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from divopt.models import Instance
+from divopt.robust.cutting_planes import LOG_COLUMNS, cutting_plane_ksparse
+from divopt.robust.models import (
+    build_ksparse_lpdual_model,
+    build_nominal_model,
+    build_robust_model,
+    build_robust_norm_model,
+)
+from divopt.robust.oracles import similarity_upper_bounds
+from divopt.robust.sets import KSparse, NormBall
+from divopt.solvers.exact import solve
+
+SOLVER = "highs"  # deterministic, no license limits
+
+
+def _unit(a):
+    return a / np.linalg.norm(a, axis=-1, keepdims=True)
+
+
+def _instance(seed, n=9, d=6):
+    """A small cone of documents whose pairwise similarities straddle the cap."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=d)
+    E = _unit(base + 0.8 * rng.normal(size=(n, d)))
+    q = _unit(base + 0.4 * rng.normal(size=d))
+    return Instance(E, q, k=4, theta=0.5)
+
+
+def _params(inst, seed):
+    """sparsity_penalty and rho_div at which both the penalty and the diversity cap bind."""
+    E, q = inst.E.double().numpy(), inst.q.double().numpy()
+    s = E @ q
+    W = E @ E.T
+    iu = np.triu_indices(inst.n, 1)
+    rng = np.random.default_rng(seed)
+    return dict(sparsity_penalty=float(np.quantile(s, rng.uniform(0.1, 0.4))),
+                rho_div=float(np.quantile(W[iu], rng.uniform(0.3, 0.6))))
+
+
+def _vertex_shift(uset, q, free_row, d):
+    """h_i(q) = max over the extreme points of U_i of q^T delta (plain enumeration)."""
+    rho = uset.rho_vec
+    if isinstance(uset, NormBall) and uset.p == 2:
+        return rho * math.sqrt(float(q @ q))  # Cauchy-Schwarz, attained at rho q/||q||
+    best = 0.0
+    if isinstance(uset, NormBall) and uset.p == 1:
+        return max(rho * abs(v) for v in q)
+    if isinstance(uset, NormBall):
+        for signs in itertools.product((-1.0, 1.0), repeat=d):
+            best = max(best, rho * float(q @ np.array(signs)))
+        return best
+    coords = [j for j in range(d) if free_row[j]]
+    for size in range(min(uset.attack_budget, len(coords)) + 1):
+        for J in itertools.combinations(coords, size):
+            best = max(best, rho * sum(abs(q[j]) for j in J))
+    return best
+
+
+def _brute_force(inst, uset, *, sparsity_penalty, rho_div, similarity="inner", max_size=None):
+    """Enumerate every subset: robust value sum(s_i - h_i - lambda), feasibility from the bounds.
+
+    With uset None the similarities are the plain nominal ones (cosine or inner products).
+    """
+    E, q = inst.E.double().numpy(), inst.q.double().numpy()
+    n, d = E.shape
+    s = E @ q
+    if uset is None:
+        shift = np.zeros(n)
+        Xn = E / np.linalg.norm(E, axis=1, keepdims=True)
+        B = Xn @ Xn.T
+    else:
+        free = uset.free_mask(E, q)
+        shift = np.array([_vertex_shift(uset, q, None if free is None else free[i], d) for i in range(n)])
+        B = similarity_upper_bounds(E, uset, similarity, q=q)
+    best, best_set = 0.0, ()
+    cap = n if max_size is None else max_size
+    for size in range(1, cap + 1):
+        for S in itertools.combinations(range(n), size):
+            if size >= 2:
+                pairs = [B[i, j] for i, j in itertools.combinations(S, 2)]
+                if sum(pairs) / len(pairs) > rho_div + 1e-12:
+                    continue
+            val = sum(s[i] - shift[i] - sparsity_penalty for i in S)
+            if val > best + 1e-12:
+                best, best_set = val, S
+    return best, best_set
+
+
+def _solve(model):
+    r = solve(model, SOLVER)
+    assert r.status == "optimal", r.message
+    return r
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rho_zero_gives_the_nominal_optimum(seed):
+    inst = _instance(seed)
+    kw = _params(inst, seed)
+    truth, _ = _brute_force(inst, None, **kw, max_size=5)
+    for model in (
+        build_nominal_model(inst, **kw, max_size=5),
+        build_robust_model(inst, NormBall(2, 0.0), **kw, max_size=5),
+        build_robust_model(inst, NormBall("inf", 0.0), **kw, max_size=5),
+        build_ksparse_lpdual_model(inst, KSparse(0.0, 3, 1), **kw, max_size=5),
+    ):
+        assert _solve(model).objective == pytest.approx(truth, abs=1e-6)
+
+
+SETS = [NormBall(1, 0.05), NormBall(2, 0.03), NormBall("inf", 0.01), KSparse(0.04, 2, None), KSparse(0.05, 3, 2)]
+
+
+@pytest.mark.parametrize("uset", SETS, ids=lambda u: str(u.describe()))
+def test_compact_robust_models_equal_brute_force(uset):
+    for seed in (3, 4):
+        inst = _instance(seed)
+        kw = _params(inst, seed)
+        truth, truth_set = _brute_force(inst, uset, **kw)
+        r = _solve(build_robust_model(inst, uset, **kw))
+        assert r.objective == pytest.approx(truth, abs=1e-6)
+        if isinstance(uset, KSparse):
+            r2 = _solve(build_ksparse_lpdual_model(inst, uset, **kw))
+            assert r2.objective == pytest.approx(truth, abs=1e-6)
+
+
+def test_cosine_similarity_model_equals_brute_force():
+    inst = _instance(5)
+    kw = _params(inst, 5)
+    for uset in (NormBall(2, 0.05), KSparse(0.05, 2, 1)):
+        truth, _ = _brute_force(inst, uset, **kw, similarity="cosine")
+        r = _solve(build_robust_model(inst, uset, **kw, similarity="cosine"))
+        assert r.objective == pytest.approx(truth, abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", [6, 7, 8])
+@pytest.mark.parametrize("cut_support", ["selected", "pool"])
+def test_cutting_plane_optimum_equals_lp_dual_compact(seed, cut_support):
+    inst = _instance(seed, n=10)
+    kw = _params(inst, seed)
+    U = KSparse(0.06, 2, 1)
+    compact = _solve(build_ksparse_lpdual_model(inst, U, **kw, max_size=5))
+    cp = cutting_plane_ksparse(inst, U, **kw, max_size=5, solver=SOLVER, cut_support=cut_support)
+    assert cp.status == "optimal" and cp.proven_optimal
+    assert cp.objective == pytest.approx(compact.objective, abs=1e-6)
+    assert cp.bound >= cp.objective - 1e-9 and cp.abs_gap <= 1e-4 * max(1.0, abs(cp.objective)) + 1e-6
+    # the log: one row per master, bounds never increase, incumbents never decrease
+    assert list(cp.log.columns) == LOG_COLUMNS and len(cp.log) == cp.iterations
+    assert (np.diff(cp.log["bound"].to_numpy()) <= 1e-12).all()
+    assert (np.diff(cp.log["incumbent"].to_numpy()) >= -1e-12).all()
+    assert cp.log["cuts"].iloc[0] == 1  # the first cut, from the nominal top-k set
+    assert cp.log["violation"].iloc[-1] <= 1e-6
+
+
+def test_cutting_plane_perturbation_is_feasible_and_leaves_protected_coordinates_alone():
+    inst = _instance(9, n=10, d=7)
+    kw = _params(inst, 9)
+    U = KSparse(0.08, 3, 2)  # the top-2 coordinates of |q * mu_i| are protected
+    cp = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER)
+    E, q = inst.E.double().numpy(), inst.q.double().numpy()
+    assert cp.indices.size >= 1
+    for i in range(inst.n):
+        contrib = np.abs(q * E[i])
+        protected = sorted(range(inst.d), key=lambda j: -contrib[j])[:2]
+        assert np.all(cp.perturbation[i, protected] == 0.0)
+        if i not in cp.indices:
+            assert np.all(cp.perturbation[i] == 0.0)
+        else:
+            assert np.count_nonzero(cp.perturbation[i]) <= 3
+            assert np.abs(cp.perturbation[i]).max() <= 0.08 + 1e-15
+    # the robust value is the perturbed relevance minus the penalty
+    attacked = ((E[cp.indices] + cp.perturbation[cp.indices]) @ q).sum() - kw["sparsity_penalty"] * cp.indices.size
+    assert cp.objective == pytest.approx(attacked, abs=1e-12)
+
+
+@pytest.mark.parametrize("make", [lambda r: NormBall(2, r), lambda r: NormBall("inf", r / 4),
+                                  lambda r: NormBall(1, r), lambda r: KSparse(r, 3, 1)],
+                         ids=["l2", "linf", "l1", "ksparse"])
+def test_robust_optimum_is_nonincreasing_in_rho_vec(make):
+    inst = _instance(10, n=10)
+    kw = _params(inst, 10)
+    values = []
+    for rho in (0.0, 0.01, 0.03, 0.06, 0.1, 0.2):
+        uset = make(rho)
+        builder = build_ksparse_lpdual_model if isinstance(uset, KSparse) else build_robust_norm_model
+        values.append(_solve(builder(inst, uset, **kw)).objective)
+    assert all(b <= a + 1e-9 for a, b in zip(values, values[1:])), values
+    assert values[-1] < values[0]  # the uncertainty actually costs something here
+
+
+def test_statuses_are_honest_at_iteration_and_time_limits():
+    inst = _instance(11, n=10)
+    kw = _params(inst, 11)
+    U = KSparse(0.06, 2, None)
+    full = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER)
+    assert full.status == "optimal"
+    if full.iterations > 1:
+        one = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, max_iter=1)
+        assert one.status == "iteration_limit" and not one.proven_optimal
+        assert one.bound >= full.objective - 1e-9 >= one.objective - 1e-9
+        assert one.gap > 0 or one.objective == pytest.approx(full.objective)
+    zero = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, time_limit=0.0)
+    assert zero.status == "time_limit" and not zero.proven_optimal
+    assert zero.iterations == 0 and math.isinf(zero.bound)
+    assert zero.objective <= full.objective + 1e-9  # an incumbent (possibly the empty set) is kept
+
+
+def test_time_limited_exact_solve_is_not_called_optimal():
+    """A 40-document pool with a binding cap takes HiGHS seconds; 0.05 s must not say optimal."""
+    rng = np.random.default_rng(12)
+    d = 16
+    base = rng.normal(size=d)
+    E = _unit(base + 0.6 * rng.normal(size=(40, d)))
+    q = _unit(base + 0.3 * rng.normal(size=d))
+    inst = Instance(E, q, k=10, theta=0.5)
+    kw = _params(inst, 12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = solve(build_robust_model(inst, NormBall(2, 0.02), **kw, max_size=10), SOLVER, time_limit=0.05)
+    if r.status == "optimal":  # pragma: no cover - only if HiGHS proves it in 50 ms
+        assert r.gap <= 1e-4
+    else:
+        assert r.status == "time_limit" and not r.proven_optimal
+
+
+def test_builders_return_models_without_solving_and_validate_inputs():
+    inst = _instance(0)
+    m = build_robust_model(inst, NormBall(2, 0.1), sparsity_penalty=0.3, rho_div=0.5)
+    assert all(m.x[i].value is None for i in m.x)  # nothing was solved
+    assert len(m.x) == inst.n
+    with pytest.raises(ValueError, match="sparsity_penalty"):
+        build_robust_model(inst, NormBall(2, 0.1), sparsity_penalty=-1, rho_div=0.5)
+    with pytest.raises(TypeError, match="rho_div"):
+        build_robust_model(inst, NormBall(2, 0.1), sparsity_penalty=0.1, rho_div="high")
+    with pytest.raises(ValueError, match="max_size"):
+        build_robust_model(inst, NormBall(2, 0.1), sparsity_penalty=0.1, rho_div=0.5, max_size=0)
+    with pytest.raises(TypeError, match="KSparse"):
+        build_ksparse_lpdual_model(inst, NormBall(2, 0.1), sparsity_penalty=0.1, rho_div=0.5)
+    with pytest.raises(TypeError, match="NormBall"):
+        build_robust_norm_model(inst, KSparse(0.1, 2), sparsity_penalty=0.1, rho_div=0.5)
+    with pytest.raises(ValueError, match="cut_support"):
+        cutting_plane_ksparse(inst, KSparse(0.1, 2), sparsity_penalty=0.1, rho_div=0.5, cut_support="all")
