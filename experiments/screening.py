@@ -36,8 +36,10 @@ Bounds used, all O(n k d) or O(n d) on a pool of size m > ``exact_below`` (no m 
 * L_i by geometry: for any unit anchor u with beta_l = angle(e_l, u), the spherical triangle
   inequality gives angle(e_i, e_l) <= beta_i + beta_l, so w_il >= cos(min(pi, beta_i + beta_l)),
   decreasing in beta_l; the k-1 smallest such bounds over l != i come from the k-1 largest
-  beta_l. Anchors: the query q (when present) and the normalized centroid of P; the larger of
-  the two sums is used (each is a valid lower bound).
+  beta_l. Anchors: the query q (when present), the normalized centroid of P, and "clusters":
+  a seeded spherical k-means partition of P with one anchor per cluster, each l bounded through
+  its own cluster's center (:func:`_cluster_lower`). The largest of the sums is used (each is a
+  valid lower bound).
 * once m <= ``exact_below``: exact cosines of P, a row block at a time (O(m^2 d) time, no m x m
   matrix kept), so U_j and L_i are exact top/bottom-(k-1) sums.
 Rows of E are unit only up to a tolerance delta (validation); |w - cos(angle)| <= 2 delta + delta^2,
@@ -52,7 +54,14 @@ Upper bounds (:func:`upper_bound`)
 * item bound: f(S) = sum_{i in S} (theta (k-1) c_i - (1-theta) sum_{l in S - i} w_il)
   <= sum of the k largest of theta (k-1) c_i - (1-theta) L'_i, with L'_i a lower bound on the sum of
   k-1 cosines of i to other items of P (the L_i above, computed over P - {i}).
-The certificate uses the smaller of the two.
+* pair bound (:func:`pair_bounds`, exact cosines): OPT <= max_i UB_i, UB_i bounding every k-set
+  that contains i (proof in the docstring).
+:func:`certify_full_scale` uses the smallest of the three.
+
+Incumbent screening (:func:`incumbent_screen`)
+----------------------------------------------
+Given the objective LB of any feasible k-set, every i with UB_i < LB is in no optimal set
+(proof in the docstring); iterated on the survivors like the safe rule.
 """
 from __future__ import annotations
 
@@ -74,6 +83,8 @@ __all__ = [
     "safe_screen",
     "design_screen",
     "upper_bound",
+    "pair_bounds",
+    "incumbent_screen",
     "brute_force",
     "exact_optimum",
     "FullScaleCertificate",
@@ -138,7 +149,56 @@ def _geometric_lower(EP: torch.Tensor, anchor: torch.Tensor, k: int, slack: floa
     return _sum_extreme(vals, k - 1, largest=False)
 
 
-def _pool_bounds(inst: Instance, pool: np.ndarray, cand_pos: np.ndarray, exact: bool, anchors: tuple[str, ...]):
+def _cluster_lower(EP: torch.Tensor, k: int, slack: float, n_clusters: int, seed: int = 0,
+                   iters: int = 3, block: int = 4096) -> torch.Tensor:
+    """L_i <= sum of the k-1 smallest w_il (l != i) from a spherical k-means partition of the pool.
+
+    For l in cluster C with unit center u_C: angle(e_i, e_l) <= angle(e_i, u_C) + angle(u_C, e_l)
+    (triangle inequality on the sphere), so w_il >= cos(min(pi, beta_iC + beta_l)) - slack. Within a
+    cluster the bound decreases in beta_l, so only each cluster's k largest beta_l can be among the
+    k-1 smallest bounds of any i (k, not k-1, because i itself is excluded). The partition only
+    affects tightness, never soundness. O(iters m M d) for M clusters.
+    """
+    m = EP.shape[0]
+    M = max(1, min(int(n_clusters), m))
+    acc = torch.float64 if EP.dtype == torch.float64 else torch.float32
+    g = torch.Generator().manual_seed(seed)
+    C = gather_rows(EP, torch.randperm(m, generator=g)[:M].to(EP.device))
+    for _ in range(iters):
+        assign = matmul(EP, C.T).argmax(1)
+        new = torch.zeros_like(C)
+        for s0 in range(0, m, 1 << 14):  # row blocks: no m x d upcast copy of low-precision E
+            new.index_add_(0, assign[s0 : s0 + (1 << 14)], EP[s0 : s0 + (1 << 14)].to(acc))
+        nrm = new.norm(dim=1, keepdim=True)
+        C = torch.where(nrm > 1e-12, new / nrm.clamp_min(1e-12), C)  # an empty cluster keeps its center
+    S = matmul(EP, C.T).double()  # m x M cosines to the centers
+    assign = S.argmax(1)
+    beta = torch.arccos((S - slack).clamp(-1.0, 1.0))
+    own = beta[torch.arange(m, device=EP.device), assign]
+    # per cluster: its k largest own-angles and their items (padding: angle -inf, item -1)
+    order = torch.argsort(assign * 8.0 - own / (own.max() + 1.0))  # by cluster, then angle descending
+    a_sorted = assign[order]
+    starts = torch.searchsorted(a_sorted, torch.arange(M, device=EP.device))
+    rank = torch.arange(m, device=EP.device) - starts[a_sorted]
+    keep = rank < k
+    TB = torch.full((M, k), -math.inf, dtype=torch.float64, device=EP.device)
+    TI = torch.full((M, k), -1, dtype=torch.long, device=EP.device)
+    TB[a_sorted[keep], rank[keep]] = own[order[keep]]
+    TI[a_sorted[keep], rank[keep]] = order[keep]
+    L = torch.empty(m, dtype=torch.float64, device=EP.device)
+    rows_per = max(1, block * 32 // (M * k))
+    for s0 in range(0, m, rows_per):
+        b = beta[s0 : s0 + rows_per]  # (B, M)
+        vals = torch.cos(torch.clamp(b[:, :, None] + TB[None, :, :], max=math.pi)) - slack  # (B, M, k)
+        ids = torch.arange(s0, s0 + b.shape[0], device=EP.device)
+        bad = (TI[None, :, :] == ids[:, None, None]) | (TI[None, :, :] < 0)
+        vals = vals.masked_fill(bad, math.inf).reshape(b.shape[0], -1)
+        L[s0 : s0 + b.shape[0]] = _sum_extreme(vals, k - 1, largest=False)
+    return L
+
+
+def _pool_bounds(inst: Instance, pool: np.ndarray, cand_pos: np.ndarray, exact: bool, anchors: tuple[str, ...],
+                 n_clusters: int = 64):
     """(U over the candidates, L over P, w_lo, w_hi) for the pool P = rows ``pool`` of inst.
 
     cand_pos are positions (rows of ``pool``) whose U_j is wanted: the sum of the k-1 largest
@@ -180,6 +240,10 @@ def _pool_bounds(inst: Instance, pool: np.ndarray, cand_pos: np.ndarray, exact: 
     L = torch.full((m,), -(k - 1) * (1.0 + slack), dtype=torch.float64, device=inst.device)
     w_lo = -1.0
     for a in anchors:
+        if a == "clusters":
+            if k > 1:
+                L = torch.maximum(L, _cluster_lower(EP, k, slack, n_clusters))
+            continue
         if a == "query":
             if inst.q is None:
                 continue
@@ -253,11 +317,13 @@ def safe_screen(
     maximizes B over the candidates.
     exact_below : pools of at most this size use exact cosines (m^2 d work, blocked memory);
         larger pools use the O(m k d) bounds (exact U_j, geometric L_i from ``anchors``).
+    anchors : "query", "centroid" (default) and "clusters" (a 64-cluster spherical k-means,
+        O(m 64 d) more work; tighter on clustered pools, measured to add little on narrow cones).
     tol : margin of the test b_i < B - tol (default 1e-7 k(k-1)) against rounding.
     Returns the survivors; every optimal k-set of ``inst`` lies inside them.
     """
     for a in anchors:
-        check_choice(a, "anchor", ("query", "centroid"))
+        check_choice(a, "anchor", ("query", "centroid", "clusters"))
     return _screen(inst, "per_item", max_rounds, exact_below, tuple(anchors), tol, n_candidates)
 
 
@@ -277,8 +343,73 @@ def design_screen(
     at most 2 beta_max apart). Weaker than :func:`safe_screen`, kept as the documented baseline.
     """
     for a in anchors:
-        check_choice(a, "anchor", ("query", "centroid"))
+        check_choice(a, "anchor", ("query", "centroid", "clusters"))
     return _screen(inst, "design", max_rounds, exact_below, tuple(anchors), tol, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# incumbent-based screening and the pair bound (exact cosines)
+# --------------------------------------------------------------------------------------------
+def pair_bounds(inst: Instance, block_elems: int = 2_000_000) -> torch.Tensor:
+    """UB_i >= f(S) for every k-set S of the pool containing i (float64, one per item).
+
+    Split f(S) for S = {i} + R: f(S) = theta (k-1) c_i - 2 (1-theta) sum_{l in R} w_il + f_R with
+    f_R = sum_{l in R} (theta (k-1) c_l - (1-theta) sum_{m in R - l} w_lm) <= sum_{l in R} base_l,
+    base_l = theta (k-1) c_l - (1-theta) L2_l, L2_l = the sum of the k-2 smallest w_lm (m != l).
+    Hence f(S) <= UB_i = theta (k-1) c_i + (sum of the k-1 largest of base_l - 2 (1-theta) w_il, l != i),
+    and OPT <= max_i UB_i. Exact cosines a row block at a time: O(n^2 d) time, O(block n) memory.
+    """
+    k, th, n = inst.k, inst.theta, inst.n
+    R = inst.E.double()
+    c = inst.relevance.double()
+    if k == 1:
+        return th * 0.0 * c  # f = 0 for every 1-set
+    blk = max(1, min(n, block_elems // max(n, 1)))
+    L2 = torch.zeros(n, dtype=torch.float64, device=inst.device)
+    if k > 2:
+        for s0 in range(0, n, blk):
+            G = R[s0 : s0 + blk] @ R.T
+            rows = torch.arange(G.shape[0], device=inst.device)
+            G[rows, rows + s0] = math.inf
+            L2[s0 : s0 + G.shape[0]] = _sum_extreme(G, k - 2, largest=False)
+    base = th * (k - 1) * c - (1 - th) * L2
+    UB = torch.empty(n, dtype=torch.float64, device=inst.device)
+    for s0 in range(0, n, blk):
+        G = R[s0 : s0 + blk] @ R.T
+        V = base[None, :] - 2 * (1 - th) * G
+        rows = torch.arange(G.shape[0], device=inst.device)
+        V[rows, rows + s0] = -math.inf
+        UB[s0 : s0 + G.shape[0]] = th * (k - 1) * c[s0 : s0 + G.shape[0]] + _sum_extreme(V, k - 1, largest=True)
+    return UB + 1e-9 * objective_scale(k)
+
+
+def incumbent_screen(inst: Instance, lower_bound: float, *, max_rounds: int = 20,
+                     tol: float | None = None) -> tuple[ScreeningResult, float]:
+    """Drop every i with UB_i < lower_bound - tol (:func:`pair_bounds`), iterated on the survivors.
+
+    ``lower_bound`` must be the objective of a feasible k-set (an incumbent), so LB <= OPT.
+    *Proof.* An optimal S containing i has OPT = f(S) <= UB_i < LB <= OPT, a contradiction; so no
+    optimal set contains i, the optimum over the survivors is OPT, and the bounds recomputed over
+    the survivors (where L2 can only grow) stay valid. Returns the survivors and the pair upper
+    bound max_i UB_i over the last pool (an upper bound on OPT). O(rounds n^2 d).
+    """
+    t0 = time.perf_counter()
+    tol = 1e-7 * objective_scale(inst.k) if tol is None else check_nonnegative(tol, "tol")
+    pool = np.arange(inst.n, dtype=np.int64)
+    removed: list[int] = []
+    rounds, ub = 0, math.inf
+    while rounds < max_rounds:
+        rounds += 1
+        UB = pair_bounds(inst.subset(pool))
+        ub = float(UB.max())
+        drop = (UB < lower_bound - tol).cpu().numpy()
+        if pool.size - int(drop.sum()) < inst.k:  # LB above every bound: LB was not feasible
+            raise ValueError(f"lower_bound {lower_bound} exceeds the pair bound {ub}: it is not an incumbent value")
+        removed.append(int(drop.sum()))
+        if not drop.any():
+            break
+        pool = pool[~drop]
+    return ScreeningResult(pool, rounds, removed, "incumbent", time.perf_counter() - t0), ub
 
 
 # --------------------------------------------------------------------------------------------
@@ -303,7 +434,7 @@ def _concave_bound(inst: Instance, max_iter: int, tol: float | None) -> tuple[fl
 def _item_bound(inst: Instance, exact_below: int) -> float:
     k, th = inst.k, inst.theta
     pool = np.arange(inst.n)
-    _, L, _, _ = _pool_bounds(inst, pool, pool[:0], inst.n <= exact_below, ("query", "centroid"))
+    _, L, _, _ = _pool_bounds(inst, pool, pool[:0], inst.n <= exact_below, ("query", "centroid", "clusters"))
     a = th * (k - 1) * inst.relevance.double() - (1 - th) * L
     return float(torch.topk(a, k).values.sum()) + 1e-9 * objective_scale(k)
 
@@ -438,6 +569,8 @@ class FullScaleCertificate:
             "incumbent_ids": [int(i) for i in self.incumbent],
             "concave_bound": self.info.get("concave_bound", math.nan),
             "item_bound": self.info.get("item_bound", math.nan),
+            "pair_bound": self.info.get("pair_bound", math.nan),
+            "safe_survivors": self.info.get("safe_survivors", self.n_survivors),
             "exact_status": self.info.get("exact_status", ""),
         }
 
@@ -448,7 +581,7 @@ def certify_full_scale(
     max_exact: int = 60,
     exact_solver: str = "auto",
     time_limit: float | None = 60.0,
-    incumbent_method: str = "fw",
+    incumbent_methods: tuple[str, ...] = ("fw_ls", "mmr_ls", "gmmr_ls", "fw", "mmr"),
     exact_below: int = 4096,
     fw_max_iter: int = 2000,
     rule: str = "per_item",
@@ -456,14 +589,16 @@ def certify_full_scale(
     """Screen the full pool, bound it, and solve it exactly when the survivors are few.
 
     1. safe screening (``rule`` "per_item" or "design") -> survivors P (every optimal set lies in P);
-    2. incumbent: the fast selector ``incumbent_method`` on P (then also its top-k);
-    3. upper bound on OPT(P) = OPT: min(concave FW bound, item bound) on P;
-    4. if |P| <= max_exact, solve P exactly (``exact_solver``, ``time_limit``); a proven optimum
+    2. incumbent: the best of the registered ``incumbent_methods`` (and top-k) on P;
+    3. when |P| <= ``exact_below``: incumbent screening (:func:`incumbent_screen`) shrinks P further
+       and gives the pair bound;
+    4. upper bound on OPT(P) = OPT: min(concave FW bound, item bound, pair bound) on P;
+    5. if |P| <= max_exact, solve P exactly (``exact_solver``, ``time_limit``); a proven optimum
        certifies the query; a time limit only tightens the bound.
     The query is :data:`CERTIFIED` iff the best incumbent is proven optimal or meets the bound
     within 1e-6 k(k-1).
     """
-    from divopt.solvers import select
+    from divopt.solvers import METHODS, select
 
     check_choice(rule, "rule", ("per_item", "design"))
     t0 = time.perf_counter()
@@ -471,14 +606,27 @@ def certify_full_scale(
     scr = (safe_screen if rule == "per_item" else design_screen)(inst, exact_below=exact_below)
     P = scr.survivors
     sub = inst.subset(P)
-    sel = select(sub, incumbent_method)
-    best_idx, best_val = sel.indices, sel.objective
     topk = _top_k_positions(sub.relevance, k)
-    v_top = ccbqp_objective(sub, topk)
-    if v_top > best_val:
-        best_idx, best_val = topk, v_top
-    ub, info = upper_bound(sub, max_iter=fw_max_iter, exact_below=exact_below)
-    info["screening_removed"] = scr.removed
+    best_idx, best_val = topk, ccbqp_objective(sub, topk)
+    for m in incumbent_methods:
+        if m in METHODS:
+            sel = select(sub, m)
+            if sel.objective > best_val:
+                best_idx, best_val = sel.indices, sel.objective
+    info: dict = {"screening_removed": scr.removed, "safe_survivors": int(P.size)}
+    pair_ub = math.inf
+    rounds = scr.rounds
+    if P.size <= exact_below:
+        inc, pair_ub = incumbent_screen(sub, best_val)
+        keep = inc.survivors
+        info["incumbent_removed"] = inc.removed
+        rounds += inc.rounds
+        pos = {int(p): r for r, p in enumerate(keep)}
+        best_idx = np.array([pos[int(i)] for i in best_idx], dtype=np.int64)  # the incumbent survives
+        P, sub = P[keep], sub.subset(keep)
+    ub, more = upper_bound(sub, max_iter=fw_max_iter, exact_below=exact_below)
+    info.update(more, pair_bound=pair_ub)
+    ub = min(ub, pair_ub)
     how = "bound"
     proven = False
     if P.size <= max_exact:
@@ -499,7 +647,7 @@ def certify_full_scale(
     ub = max(ub, best_val) if proven else ub
     status = CERTIFIED if proven else _BOUND_ONLY
     return FullScaleCertificate(
-        n=inst.n, k=k, theta=inst.theta, n_survivors=int(P.size), screening_rounds=scr.rounds,
+        n=inst.n, k=k, theta=inst.theta, n_survivors=int(P.size), screening_rounds=rounds,
         incumbent=np.sort(P[np.asarray(best_idx, dtype=np.int64)]), incumbent_objective=float(best_val),
         upper_bound=float(ub), bound_gap=max(0.0, (ub - best_val) / scale), status=status, how=how,
         seconds=time.perf_counter() - t0, info=info,

@@ -122,3 +122,25 @@ def test_screening_keeps_low_precision_storage_safe():
         best, optima = _all_optima(inst)
         keep = set(S.safe_screen(inst, exact_below=0).survivors.tolist())
         assert all(set(o) <= keep for o in optima)
+
+
+def test_pair_bound_and_incumbent_screening_against_brute_force():
+    rng = np.random.default_rng(77)
+    removed = 0
+    for trial in range(40):
+        inst = _random_instance(rng, with_query=trial % 3 != 0)
+        best, optima = _all_optima(inst)
+        UB = S.pair_bounds(inst).numpy()
+        # UB_i bounds every k-set containing i: check all sets, not only the optima
+        for s_ in itertools.combinations(range(inst.n), inst.k):
+            f = ccbqp_objective(inst, list(s_))
+            assert all(UB[i] >= f - 1e-9 for i in s_)
+        # the strongest legitimate lower bound (OPT itself) must never remove an optimal item
+        res, ub = S.incumbent_screen(inst, best)
+        assert ub >= best - 1e-9
+        keep = set(res.survivors.tolist())
+        assert all(set(o) <= keep for o in optima)
+        removed += inst.n - res.n_survivors
+    assert removed > 0
+    with pytest.raises(ValueError, match="not an incumbent"):
+        S.incumbent_screen(inst, best + 1e6)
