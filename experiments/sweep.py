@@ -64,6 +64,7 @@ __all__ = [
     "register_method",
     "resolve_method",
     "method_accepts",
+    "required_parameters",
     "available_methods",
     "prepare_data",
     "query_context",
@@ -436,6 +437,16 @@ def _signature_accepts(fn: Callable, param: str, explicit: bool = False) -> bool
     return not explicit and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
 
 
+def required_parameters(method: str) -> set[str]:
+    """Keyword parameters of ``method`` without a default (the instance argument excluded)."""
+    try:
+        params = list(inspect.signature(resolve_method(method)[1]).parameters.values())
+    except (TypeError, ValueError):
+        return set()
+    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return {p.name for p in params[1:] if p.kind in kinds and p.default is inspect.Parameter.empty}
+
+
 def method_accepts(method: str, param: str) -> bool:
     """Whether ``method`` takes the keyword parameter ``param`` (instance parameters always)."""
     if param in INSTANCE_PARAMS:
@@ -449,6 +460,11 @@ def _scalar(v: Any) -> bool:
 
 def run_method(inst: Instance, method: str, params: Mapping[str, Any], seed: int) -> dict[str, Any]:
     """Run one method: {"indices", "objective", "seconds", "iterations", "info_*" scalars}.
+
+    ``objective`` is always the CCBQP objective of the selection at the instance's theta and k.
+    A robust model's or extra method's record (a mapping with ``indices``) keeps its own
+    ``objective`` as ``model_objective`` and its other scalar entries (status, bound, gap, ...)
+    as ``info_<name>``.
 
     The run's ``seed`` is passed to the method if its signature names ``seed`` (and the
     parameters do not fix it), and seeds torch's global generator for methods that use it.
@@ -474,10 +490,14 @@ def run_method(inst: Instance, method: str, params: Mapping[str, Any], seed: int
         idx = check_indices(np.asarray(rec["indices"], dtype=np.int64), inst.n, f"{method} indices")
         out.update(
             indices=idx,
-            objective=float(rec["objective"]) if "objective" in rec else ccbqp_objective(inst, idx),
+            # the CCBQP objective, so that every method's rows compare on one scale; the
+            # model's own objective (e.g. a robust worst case) is kept as model_objective
+            objective=ccbqp_objective(inst, idx) if idx.size else 0.0,
             seconds=float(rec.get("seconds", seconds)),
             iterations=int(rec.get("iterations", 0) or 0),
         )
+        if "objective" in rec and _scalar(rec["objective"]):
+            out["model_objective"] = float(rec["objective"])
         extra = {k: v for k, v in rec.items() if k not in ("indices", "objective", "seconds", "iterations")}
     for k, v in (extra or {}).items():
         if _scalar(v):
@@ -700,6 +720,16 @@ def plan(config: SweepConfig, out_dir: str | Path, mmap: bool = True) -> tuple[S
         resolve_method(m)  # unknown methods fail before any work
     data = prepare_data(config.dataset, Path(out_dir) / "data", mmap=mmap)
     specs = expand_grid(config, data.key, _select_queries(data, config.queries), method_accepts)
+    checked: set[tuple[str, frozenset]] = set()
+    for s in specs:  # a missing required parameter fails here, not as an error row per run
+        sig = (s.method, frozenset(s.method_params))
+        if sig in checked:
+            continue
+        checked.add(sig)
+        missing = required_parameters(s.method) - set(s.method_params) - {"seed"}
+        if missing:
+            raise ValueError(f"method {s.method!r} needs parameter(s) {sorted(missing)}: add them to the grid "
+                             f"(--param NAME=V1,V2) or to methods.{s.method}")
     return data, specs
 
 

@@ -200,6 +200,7 @@ def test_kill_midway_and_resume_with_the_same_command(tmp_path):
         "methods": {"slow_topk": {}, "fw": {}},
         "grid": {"k": [3], "theta": [0.2, 0.5, 0.9]},
         "plugins": ["sweep_test_plugin"],
+        "evaluator": {"name": "coverage", "top": 20},  # built in every pool worker
         "seed": 7,
     }
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
@@ -234,7 +235,7 @@ def test_kill_midway_and_resume_with_the_same_command(tmp_path):
     assert f"{n_killed} already done" in done.stdout
     final = pd.read_parquet(out / "results.parquet")
     assert len(final) == n_total and final["run_key"].is_unique
-    assert set(final["run_key"]) == set(ref["run_key"])
+    assert set(final["run_key"]) == set(ref["run_key"]) and final["eval_score"].notna().all()
     pd.testing.assert_frame_equal(_comparable(final.drop(columns="sweep_id")),
                                   _comparable(ref.drop(columns="sweep_id")))
 
@@ -304,3 +305,27 @@ def test_text_dataset_adapter_qrels_texts_and_evaluator(tmp_path):
     ctx = sw.query_context(data, 0)
     assert ctx.query_text == ds.queries[0] and list(ctx.passages) == list(ds.texts)
     assert ctx.subtopics == ds.subtopics_for("q0")
+
+
+def test_robust_models_in_the_grid_match_direct_record_calls(tmp_path):
+    from divopt.robust import ROBUST_MODELS
+
+    grid = {"k": [4], "theta": [0.5], "rho_vec": [0.0, 0.05], "sparsity_penalty": [0.1], "rho_div": [0.9],
+            "candidates": [10], "attack_budget": [2]}
+    cfg = SweepConfig.from_dict({"dataset": {**TINY, "n_queries": 1}, "methods": ["robust_l2", "mmr"], "grid": grid})
+    t = sw.run_sweep(cfg, tmp_path, n_workers=0, progress=False).table
+    # rho_vec, sparsity_penalty, ... expand only the robust model; attack_budget expands neither
+    assert sorted(t["method"]) == ["mmr", "robust_l2", "robust_l2"] and "attack_budget" not in t
+    assert (t["status"] == "ok").all(), t["error"].tolist()
+    ds, E, q = synthetic_dataset(60, 16, seed=5)
+    inst = Instance(E, q, k=4, theta=0.5, normalize=True)
+    for _, row in t[t["method"] == "robust_l2"].iterrows():
+        rec = ROBUST_MODELS["robust_l2"](inst, rho_vec=row["rho_vec"], sparsity_penalty=0.1, rho_div=0.9, candidates=10)
+        assert list(row["selected"]) == [f"q0-d{i}" for i in rec["indices"]]
+        assert row["model_objective"] == pytest.approx(rec["objective"], rel=1e-6, abs=1e-6)
+        assert row["objective"] == pytest.approx(ccbqp_objective(inst, rec["indices"]), rel=1e-6, abs=1e-6)
+        assert row["info_status"] == rec["status"]
+    with pytest.raises(ValueError, match=r"needs parameter\(s\) \['rho_div'"):
+        sw.run_sweep(SweepConfig.from_dict({"dataset": TINY, "methods": ["robust_l2"],
+                                            "grid": {"k": [4], "theta": [0.5], "rho_vec": [0.1], "sparsity_penalty": [0.1]}}),
+                     tmp_path / "bad", n_workers=0, progress=False)
