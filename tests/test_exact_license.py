@@ -1,0 +1,97 @@
+"""Solver selection: the size-limited Gurobi license, unknown/uninstalled solvers, "auto"."""
+import warnings
+
+import numpy as np
+import pytest
+
+import divopt.solvers.exact as exact
+from divopt.models import Instance
+from divopt.models.mip_knapsack import build_topk
+from divopt.solvers import available_solvers, solve, solve_exact
+
+SOLVERS = available_solvers()
+LIMITED = "gurobi" in SOLVERS and exact.gurobi_size_limits() is not None
+needs_limited = pytest.mark.skipif(not LIMITED, reason="needs gurobipy with the size-limited license")
+
+
+def test_available_solvers_are_known_and_ordered():
+    assert set(SOLVERS) <= set(exact.SOLVERS)
+    assert SOLVERS == [s for s in exact.SOLVERS if s in SOLVERS]
+
+
+def test_unknown_solver_names_the_alternatives():
+    m = build_topk(np.arange(5.0), 2)
+    with pytest.raises(ValueError, match=r"solver.*'cplex'.*gurobi.*highs"):
+        solve(m, "cplex")
+
+
+def test_uninstalled_solver_is_an_import_error(monkeypatch):
+    monkeypatch.setattr(exact, "available_solvers", lambda: ["highs"])
+    m = build_topk(np.arange(5.0), 2)
+    with pytest.raises(ImportError, match=r"'scip'.*highs"):
+        solve(m, "scip")
+    assert solve(m, "auto").solver == "highs"
+
+
+@needs_limited
+def test_explicit_gurobi_beyond_the_license_names_the_limit():
+    s = np.random.default_rng(0).standard_normal(2001)
+    with pytest.raises(ValueError, match=r"size-limited Gurobi license.*2000.*scip|highs"):
+        solve(build_topk(s, 3), "gurobi")
+    E = np.random.default_rng(1).standard_normal((201, 8))
+    inst = Instance(E / np.linalg.norm(E, axis=1, keepdims=True), relevance=np.zeros(201), k=3, theta=0.5)
+    with pytest.raises(ValueError, match=r"200 variables"):
+        solve_exact(inst, "gurobi")
+
+
+@needs_limited
+def test_auto_falls_back_past_the_license_with_a_warning():
+    rng = np.random.default_rng(2)
+    s = rng.standard_normal(2001)
+    with pytest.warns(RuntimeWarning, match="Gurobi skipped"):
+        r = solve(build_topk(s, 3), "auto")
+    assert r.solver != "gurobi" and r.proven_optimal
+    np.testing.assert_array_equal(r.indices, np.sort(np.argsort(-s)[:3]))
+
+
+@needs_limited
+def test_license_error_raised_by_gurobi_itself_is_caught(monkeypatch):
+    """Second line of defence: if the up-front size check lets a model through, Gurobi's own
+    'Model too large for size-limited license' is turned into a fallback or a clear error."""
+    monkeypatch.setattr(exact, "_gurobi_refusal", lambda size: None)
+    s = np.random.default_rng(3).standard_normal(2001)
+    with pytest.warns(RuntimeWarning, match="Gurobi refused"):
+        r = solve(build_topk(s, 2), "auto")
+    assert r.solver != "gurobi" and r.proven_optimal
+    with pytest.raises(ValueError, match="size-limited"):
+        solve(build_topk(s, 2), "gurobi")
+
+
+def test_solve_needs_a_selection_variable():
+    import pyomo.environ as pe
+
+    m = pe.ConcreteModel()
+    m.z = pe.Var(domain=pe.Binary)
+    m.obj = pe.Objective(expr=m.z, sense=pe.maximize)
+    with pytest.raises(ValueError, match="model.x"):
+        solve(m, "highs")
+
+
+def test_generic_model_with_extra_variables_and_mip_gap():
+    """solve() works on any model with x and obj (e.g. robust counterparts with extra variables)."""
+    import pyomo.environ as pe
+
+    rng = np.random.default_rng(4)
+    s = rng.uniform(0, 1, 10)
+    m = build_topk(s, 3)
+    m.t = pe.Var(bounds=(0, 10))  # epigraph variable: t <= s_i for every selected i
+    m.cut = pe.Constraint(range(10), rule=lambda m, i: m.t <= s[i] + 10 * (1 - m.x[i]))
+    m.del_component("obj")
+    m.obj = pe.Objective(expr=m.t, sense=pe.maximize)  # best worst-selected score = 3rd largest
+    for solver in SOLVERS:
+        r = solve(m, solver)
+        assert r.proven_optimal and r.objective == pytest.approx(np.sort(s)[-3], abs=1e-6)
+    r = solve(m, "highs", mip_gap=0.5)
+    assert r.status in ("optimal", "gap_limit")
+    if r.status == "gap_limit":
+        assert not r.proven_optimal and "gap" in r.message
