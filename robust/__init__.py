@@ -1,1 +1,40 @@
-"""divopt.robust: uncertainty sets, worst-case oracles, robust counterparts, cutting planes."""
+"""divopt.robust: uncertainty sets, worst-case oracles, robust counterparts, cutting planes.
+
+* :mod:`~divopt.robust.sets`: l1 / l2 / linf balls and the k-sparse polyhedral set (with
+  protected coordinates) on document embeddings;
+* :mod:`~divopt.robust.oracles`: exact worst-case relevance (dual norms / top-K of |q|) and
+  sound worst-case bounds on pairwise (inner-product or cosine) similarity;
+* :mod:`~divopt.robust.models`: Pyomo builders of the robust sparsity-penalty model (compact
+  MILPs; LP-dual form of the budgeted set; the cutting-plane master);
+* :mod:`~divopt.robust.cutting_planes`: scenario generation for the k-sparse set, with a log;
+* :mod:`~divopt.robust.records`: sweep-ready record functions and :data:`ROBUST_MODELS`.
+"""
+from .cutting_planes import CuttingPlaneResult, cutting_plane_ksparse
+from .models import (
+    add_scenario_cut,
+    build_ksparse_lpdual_model,
+    build_ksparse_master_model,
+    build_nominal_model,
+    build_robust_model,
+    build_robust_norm_model,
+    robust_value,
+)
+from .oracles import (
+    WorstCaseRelevance,
+    average_similarity,
+    similarity_upper_bounds,
+    worst_case_average_similarity,
+    worst_case_relevance,
+)
+from .records import MODEL_PARAMETERS, ROBUST_MODELS, evaluate_selection
+from .sets import KSparse, NormBall, make_set, protect_top
+
+__all__ = [
+    "NormBall", "KSparse", "make_set", "protect_top",
+    "WorstCaseRelevance", "worst_case_relevance", "similarity_upper_bounds",
+    "worst_case_average_similarity", "average_similarity",
+    "build_robust_model", "build_robust_norm_model", "build_nominal_model", "build_ksparse_lpdual_model",
+    "build_ksparse_master_model", "add_scenario_cut", "robust_value",
+    "CuttingPlaneResult", "cutting_plane_ksparse",
+    "ROBUST_MODELS", "MODEL_PARAMETERS", "evaluate_selection",
+]

@@ -21,10 +21,20 @@ sum_{i in S} (s_i - h_i(q) - lambda): every master solution is feasible for the 
 The violation t* - v(x*) is <= tol exactly when the master's own solution is tol-optimal
 (v(x*) >= t* - tol >= robust optimum - tol); otherwise the new cut excludes (x*, t*).
 
+Two masters (:func:`~divopt.robust.models.build_ksparse_master_model`):
+
+* ``cut_type="multi"`` (default): one epigraph variable t_i per document and one cut per
+  (document, scenario), valid because U = U_1 x ... x U_n is a product set. A document's cut
+  from its worst perturbation makes t_i exact, so at most one new cut per selected document is
+  ever needed: the loop ends after at most n + 1 masters (typically 2-4).
+* ``cut_type="single"``: one aggregated cut t <= sum_i (s_i + q^T delta_i - lambda) x_i per
+  scenario: the textbook scenario generation; it may need many rounds, because a scenario
+  only covers the documents it perturbs.
+
 ``cut_support="selected"`` (default) perturbs only the selected documents in each scenario
-(the adversary attacks what was retrieved; unselected rows are zero), which is the textbook
-scenario generation and needs several rounds; ``"pool"`` perturbs every document worst-case,
-after which one cut already equals the robust objective (a check, not a speed-up claim).
+(the adversary attacks what was retrieved; unselected rows are zero); ``"pool"`` perturbs every
+document worst-case, after which the first cut(s) already equal the robust objective (a
+check of the machinery, not a speed-up claim).
 
 The first cut comes from the nominal top-k solution (k = max_size, or the instance's k):
 separation at the k most relevant documents. The loop stops when the violation is at most
@@ -69,7 +79,9 @@ class CuttingPlaneResult:
     log : one row per master solve (LOG_COLUMNS), a pandas DataFrame.
     perturbation : (n, d) worst-case perturbation of the incumbent (rows of unselected
         documents are zero); protected coordinates are zero.
-    scenarios : the q^T delta vectors (length n) of every cut, in order.
+    cuts : adversarial cut constraints added (aggregated cuts, or per-document cuts for
+        ``cut_type="multi"``; the initial zero-perturbation cuts are not counted).
+    scenarios : the q^T delta vectors (length n) of every scenario, in order.
     """
 
     indices: np.ndarray
@@ -112,19 +124,22 @@ def cutting_plane_ksparse(
     solver: str = "auto",
     mip_gap: float | None = None,
     cut_support: str = "selected",
+    cut_type: str = "multi",
     progress: bool = False,
 ) -> CuttingPlaneResult:
     """Solve the k-sparse robust model by scenario generation (module docstring).
 
     Parameters as in :func:`divopt.robust.models.build_ksparse_master_model`; ``tol`` is the
     violation t* - v(x*) below which the loop stops; ``time_limit`` covers the whole loop
-    (each master gets the time left); ``cut_support`` is "selected" or "pool".
+    (each master gets the time left); ``cut_support`` is "selected" or "pool"; ``cut_type``
+    is "multi" (per-document cuts) or "single" (one aggregated cut per scenario).
     """
     from divopt.solvers.exact import solve  # the exact-models runner (Gurobi / SCIP / HiGHS)
 
     if not isinstance(uset, KSparse):
         raise TypeError(f"uset must be a KSparse set, got {type(uset).__name__}")
     check_choice(cut_support, "cut_support", ("selected", "pool"))
+    check_choice(cut_type, "cut_type", ("multi", "single"))
     tol = check_nonnegative(tol, "tol")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
@@ -132,7 +147,7 @@ def cutting_plane_ksparse(
         time_limit = check_nonnegative(time_limit, "time_limit")
     t0 = time.perf_counter()
     model = build_ksparse_master_model(inst, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div,
-                                       similarity=similarity, max_size=max_size)
+                                       similarity=similarity, max_size=max_size, cut_type=cut_type)
     meta = model.robust_meta
     lam, B, free, shift = meta["sparsity_penalty"], meta["bounds"], meta["free"], meta["shift"]
     E, q, s = pool_arrays(inst)
@@ -141,11 +156,22 @@ def cutting_plane_ksparse(
     worst = -uset.maximizer(Q, free)  # per-document worst perturbation, row i in U_i
     robust_coef = s - shift - lam  # = s_i + q^T worst_i - lambda
 
-    def scenario(idx: np.ndarray) -> np.ndarray:
-        rows = np.arange(n) if cut_support == "pool" else idx
+    cut_docs: set[int] = set()  # multi-cut: documents whose worst-case cut is in the master
+    n_cuts = 0
+
+    def add_cut(idx: np.ndarray) -> None:
+        """Separate at the selection idx and add the scenario's cut(s) to the master."""
+        nonlocal n_cuts
+        rows = np.arange(n) if cut_support == "pool" else np.asarray(idx, dtype=np.int64)
         delta = np.zeros((n, d))
         delta[rows] = worst[rows]
-        return delta
+        qd = delta @ q
+        scenarios.append(qd)
+        docs = None
+        if cut_type == "multi":
+            docs = [int(i) for i in rows if int(i) not in cut_docs]
+            cut_docs.update(docs)
+        n_cuts += add_scenario_cut(model, qd, docs)
 
     def robust_value(idx: np.ndarray) -> float:
         return float(robust_coef[idx].sum())
@@ -162,10 +188,8 @@ def cutting_plane_ksparse(
     # First cut: separation at the nominal top-k solution.
     k0 = meta["max_size"] if meta["max_size"] is not None else inst.k
     x0 = np.sort(np.argsort(-s, kind="stable")[:k0])
-    scenarios = []
-    delta0 = scenario(x0)
-    scenarios.append(delta0 @ q)
-    add_scenario_cut(model, scenarios[-1])
+    scenarios: list[np.ndarray] = []
+    add_cut(x0)
     # Selecting nothing is always feasible (value 0); the top-k set is an incumbent if feasible.
     inc_idx, inc_val = np.zeros(0, dtype=np.int64), 0.0
     if feasible(x0) and robust_value(x0) > inc_val:
@@ -202,7 +226,7 @@ def cutting_plane_ksparse(
         if val > inc_val + 1e-12:
             inc_idx, inc_val = x, val
         rows.append({
-            "iteration": it, "cuts": len(scenarios), "master_objective": r.objective, "bound": bound,
+            "iteration": it, "cuts": n_cuts, "master_objective": r.objective, "bound": bound,
             "incumbent": inc_val, "violation": violation, "gap": _rel_gap(inc_val, bound),
             "master_status": r.status, "master_seconds": r.seconds, "n_selected": int(x.size),
             "seconds": time.perf_counter() - t0,
@@ -217,21 +241,20 @@ def cutting_plane_ksparse(
         if violation <= tol:
             status = "optimal"
             break
-        scenarios.append(scenario(x) @ q)
-        add_scenario_cut(model, scenarios[-1])
+        add_cut(x)
     else:
         message = f"no convergence within max_iter={max_iter} master solves"
     if bar is not None:
         bar.close()
     if status == "optimal":
         # Converged: the incumbent is within tol of the master optimum.
-        message = f"converged after {iterations} master solves, {len(scenarios)} cuts"
+        message = f"converged after {iterations} master solves, {n_cuts} cuts"
     log = pd.DataFrame(rows, columns=LOG_COLUMNS)
     delta = np.zeros((n, d))
     delta[inc_idx] = worst[inc_idx]
     return CuttingPlaneResult(
         indices=np.sort(inc_idx).astype(np.int64), objective=inc_val, bound=bound,
         gap=_rel_gap(inc_val, bound), abs_gap=(bound - inc_val) if math.isfinite(bound) else math.inf,
-        status=status, seconds=time.perf_counter() - t0, iterations=iterations, cuts=len(scenarios),
+        status=status, seconds=time.perf_counter() - t0, iterations=iterations, cuts=n_cuts,
         log=log, perturbation=delta, scenarios=scenarios, solver=used_solver, message=message,
     )

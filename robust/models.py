@@ -246,37 +246,62 @@ def build_ksparse_master_model(
     rho_div: float,
     similarity: str = "inner",
     max_size: int | None = None,
+    cut_type: str = "multi",
 ) -> pe.ConcreteModel:
-    """Cutting-plane master for the k-sparse set, with no scenario yet.
+    """Cutting-plane master for the k-sparse set, with no adversarial scenario yet.
 
-    max t  s.t.  t <= sum_i (s_i + q^T delta_i^(l) - sparsity_penalty) x_i   for each scenario l
-    (added by :func:`add_scenario_cut`), robust diversity constraint, size cap, x binary.
-    Any set of scenarios gives an upper bound on the robust optimum (fewer adversary choices).
-    t is bounded by [sum_i min(0, s_i - h_i(q) - lambda) - 1, sum_i max(0, s_i - lambda)], which
-    contains every scenario's value since q^T delta_i >= -h_i(q) for delta_i in U_i.
+    ``cut_type="single"`` (one epigraph variable, aggregated cuts)::
+
+        max t  s.t.  t <= sum_i (s_i + q^T delta_i^(l) - lambda) x_i   for each scenario l
+
+    t is bounded by [sum_i min(0, s_i - h_i(q) - lambda) - 1, sum_i max(0, s_i - lambda) + 1],
+    which contains every scenario's value since q^T delta_i >= -h_i(q) for delta_i in U_i.
+
+    ``cut_type="multi"`` (one epigraph variable per document; valid because the uncertainty set
+    is a product U_1 x ... x U_n, so the worst case separates over documents)::
+
+        max sum_i t_i  s.t.  t_i <= (s_i + q^T delta_i^(l) - lambda) x_i   for each cut (i, l),
+
+    starting with the zero-perturbation cut t_i <= (s_i - lambda) x_i of every document (it
+    forces t_i <= 0 when x_i = 0); t_i in [min(0, s_i - h_i(q) - lambda) - 1, max(0, s_i - lambda)].
+    Either way: robust diversity constraint, size cap, x binary, and any set of scenarios gives
+    an upper bound on the robust optimum (a weaker adversary). Cuts: :func:`add_scenario_cut`.
     """
     lam, rd, ms = _check_common(inst, sparsity_penalty, rho_div, similarity, max_size)
     if not isinstance(uset, KSparse):
         raise TypeError(f"uset must be a KSparse set, got {type(uset).__name__}")
+    check_choice(cut_type, "cut_type", ("multi", "single"))
     E, q, s = pool_arrays(inst)
+    n = inst.n
     free = uset.free_mask(E, q)
     B = similarity_upper_bounds(E, uset, similarity, q=q, free=free)
     shift = uset.support(np.broadcast_to(q, E.shape), free)
-    m = _selection_model("robust_ksparse_master", inst.n, B, rd, ms)
-    lo = float(np.minimum(0.0, s - shift - lam).sum()) - 1.0
-    hi = float(np.maximum(0.0, s - lam).sum()) + 1.0
-    m.t = pe.Var(bounds=(lo, hi))
+    m = _selection_model(f"robust_ksparse_master_{cut_type}", n, B, rd, ms)
     m.cuts = pe.ConstraintList()
-    m.obj = pe.Objective(expr=m.t, sense=pe.maximize)
+    if cut_type == "single":
+        lo = float(np.minimum(0.0, s - shift - lam).sum()) - 1.0
+        hi = float(np.maximum(0.0, s - lam).sum()) + 1.0
+        m.t = pe.Var(bounds=(lo, hi))
+        m.obj = pe.Objective(expr=m.t, sense=pe.maximize)
+    else:
+        lo = np.minimum(0.0, s - shift - lam) - 1.0
+        hi = np.maximum(0.0, s - lam)
+        m.t = pe.Var(range(n), bounds=lambda m, i: (float(lo[i]), float(hi[i])))
+        m.obj = pe.Objective(expr=quicksum(m.t[i] for i in range(n)), sense=pe.maximize)
+        for i in range(n):
+            m.cuts.add(m.t[i] <= float(s[i] - lam) * m.x[i])
     _meta(m, scores=s, shift=shift, bounds=B, free=free, sparsity_penalty=lam, rho_div=rd,
-          similarity=similarity, max_size=ms, uset=uset.describe())
+          similarity=similarity, max_size=ms, uset=uset.describe(), cut_type=cut_type)
     return m
 
 
-def add_scenario_cut(model: pe.ConcreteModel, q_delta: Any) -> None:
-    """Add ``t <= sum_i (s_i + q_delta_i - sparsity_penalty) x_i`` for one scenario.
+def add_scenario_cut(model: pe.ConcreteModel, q_delta: Any, docs: Any = None) -> int:
+    """Add the cut(s) of one scenario; returns how many constraints were added.
 
     ``q_delta[i] = q^T delta_i`` is the relevance change of document i in the scenario.
+    Single-cut master: ``t <= sum_i (s_i + q_delta_i - lambda) x_i``. Multi-cut master:
+    ``t_i <= (s_i + q_delta_i - lambda) x_i`` for each i in ``docs`` (default: the documents
+    the scenario perturbs, q_delta_i != 0).
     """
     meta = model.robust_meta
     s, lam = meta["scores"], meta["sparsity_penalty"]
@@ -284,7 +309,13 @@ def add_scenario_cut(model: pe.ConcreteModel, q_delta: Any) -> None:
     if qd.shape != s.shape:
         raise ValueError(f"q_delta must have length {s.size} (the pool size n), got {qd.size}")
     coef = s + qd - lam
-    model.cuts.add(model.t <= quicksum(float(coef[i]) * model.x[i] for i in range(s.size)))
+    if meta["cut_type"] == "single":
+        model.cuts.add(model.t <= quicksum(float(coef[i]) * model.x[i] for i in range(s.size)))
+        return 1
+    docs = np.flatnonzero(qd != 0) if docs is None else np.asarray(docs, dtype=np.int64)
+    for i in docs:
+        model.cuts.add(model.t[int(i)] <= float(coef[i]) * model.x[int(i)])
+    return int(len(docs))
 
 
 def robust_value(inst: Instance, uset: UncertaintySet | None, indices: Any, sparsity_penalty: float) -> float:

@@ -143,13 +143,14 @@ def test_cosine_similarity_model_equals_brute_force():
 
 
 @pytest.mark.parametrize("seed", [6, 7, 8])
-@pytest.mark.parametrize("cut_support", ["selected", "pool"])
-def test_cutting_plane_optimum_equals_lp_dual_compact(seed, cut_support):
+@pytest.mark.parametrize("cut_type,cut_support", [("multi", "selected"), ("single", "selected"), ("single", "pool")])
+def test_cutting_plane_optimum_equals_lp_dual_compact(seed, cut_type, cut_support):
     inst = _instance(seed, n=10)
     kw = _params(inst, seed)
     U = KSparse(0.06, 2, 1)
     compact = _solve(build_ksparse_lpdual_model(inst, U, **kw, max_size=5))
-    cp = cutting_plane_ksparse(inst, U, **kw, max_size=5, solver=SOLVER, cut_support=cut_support)
+    cp = cutting_plane_ksparse(inst, U, **kw, max_size=5, solver=SOLVER, cut_support=cut_support,
+                               cut_type=cut_type)
     assert cp.status == "optimal" and cp.proven_optimal
     assert cp.objective == pytest.approx(compact.objective, abs=1e-6)
     assert cp.bound >= cp.objective - 1e-9 and cp.abs_gap <= 1e-4 * max(1.0, abs(cp.objective)) + 1e-6
@@ -157,7 +158,10 @@ def test_cutting_plane_optimum_equals_lp_dual_compact(seed, cut_support):
     assert list(cp.log.columns) == LOG_COLUMNS and len(cp.log) == cp.iterations
     assert (np.diff(cp.log["bound"].to_numpy()) <= 1e-12).all()
     assert (np.diff(cp.log["incumbent"].to_numpy()) >= -1e-12).all()
-    assert cp.log["cuts"].iloc[0] == 1  # the first cut, from the nominal top-k set
+    # the first cut(s) come from the nominal top-5 set: one aggregated cut or one per document
+    assert cp.log["cuts"].iloc[0] == (1 if cut_type == "single" else (5 if cut_support == "selected" else 10))
+    if cut_type == "multi":  # at most one cut per document, hence at most n + 1 masters
+        assert cp.cuts <= inst.n and cp.iterations <= inst.n + 1
     assert cp.log["violation"].iloc[-1] <= 1e-6
 
 
@@ -201,10 +205,11 @@ def test_statuses_are_honest_at_iteration_and_time_limits():
     inst = _instance(11, n=10)
     kw = _params(inst, 11)
     U = KSparse(0.06, 2, None)
-    full = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER)
+    full = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, cut_type="single")
     assert full.status == "optimal"
+    assert full.iterations > 1  # this instance needs several rounds
     if full.iterations > 1:
-        one = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, max_iter=1)
+        one = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, max_iter=1, cut_type="single")
         assert one.status == "iteration_limit" and not one.proven_optimal
         assert one.bound >= full.objective - 1e-9 >= one.objective - 1e-9
         assert one.gap > 0 or one.objective == pytest.approx(full.objective)

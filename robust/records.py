@@ -1,0 +1,256 @@
+"""Sweep-ready robust models: ``(instance, **parameters) -> dict`` (one tidy record per run).
+
+:data:`ROBUST_MODELS` maps a model name to its record function; the sweep runner
+(``divopt sweep``) looks it up as ``divopt.robust.ROBUST_MODELS`` and passes each function only
+the grid parameters its signature names (so ``attack_budget`` multiplies k-sparse runs only).
+
+Every function
+
+1. restricts the instance to its ``candidates`` most relevant documents (nominal s_i = q^T mu_i;
+   the MILPs have n(n-1)/2 pair variables, so the candidate pool is a modeling choice, not an
+   exact reduction), and caps the selection at ``max_size`` ("k": the instance's k; None: no cap);
+2. builds the robust model (:mod:`divopt.robust.models`) and solves it with
+   :func:`divopt.solvers.exact.solve` (or runs the cutting plane);
+3. returns a flat record: the parameters, ``status`` / ``proven_optimal``, ``objective`` (the
+   model's worst-case objective sum_{i in S}(s_i - h_i(q) - sparsity_penalty)), ``bound``, ``gap``,
+   ``seconds``, ``indices`` (rows of the given instance), ``n_selected``, worst-case and nominal
+   mean relevance of the selection, the sound worst-case and the nominal average pairwise
+   similarity, the CCBQP objective of the selection (to compare with fast selectors), and
+   ``iterations`` / ``cuts`` for the cutting plane.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from divopt.models import Instance, ccbqp_objective
+from divopt.models.validation import check_k
+
+from .cutting_planes import cutting_plane_ksparse
+from .models import build_ksparse_lpdual_model, build_robust_model
+from .oracles import average_similarity, pool_arrays, worst_case_average_similarity, worst_case_relevance
+from .sets import KSparse, NormBall, UncertaintySet
+
+__all__ = [
+    "ROBUST_MODELS",
+    "MODEL_PARAMETERS",
+    "nominal",
+    "robust_l1",
+    "robust_l2",
+    "robust_linf",
+    "robust_ksparse",
+    "robust_ksparse_lpdual",
+    "robust_ksparse_cp",
+    "evaluate_selection",
+]
+
+DEFAULT_CANDIDATES = 20
+DEFAULT_TIME_LIMIT = 60.0
+
+
+def _candidates(inst: Instance, candidates: int | None) -> tuple[Instance, np.ndarray]:
+    if not isinstance(inst, Instance):
+        raise TypeError(f"instance must be a divopt.models.Instance, got {type(inst).__name__}")
+    if candidates is None or candidates >= inst.n:
+        return inst, np.arange(inst.n, dtype=np.int64)
+    check_k(candidates, inst.n, "candidates")
+    _, _, s = pool_arrays(inst)
+    order = np.argsort(-s, kind="stable")[: int(candidates)]
+    return inst.subset(order), order.astype(np.int64)
+
+
+def _max_size(inst: Instance, max_size: Any, n_cand: int) -> int | None:
+    if max_size == "k":
+        return min(inst.k, n_cand)
+    if max_size is None:
+        return None
+    return min(check_k(max_size, inst.n, "max_size"), n_cand)
+
+
+def evaluate_selection(inst: Instance, indices: Any, uset: UncertaintySet | None, *,
+                       sparsity_penalty: float, similarity: str = "inner") -> dict[str, Any]:
+    """Worst-case and nominal quality of a selection (rows of ``inst``), as record fields.
+
+    worst_case_relevance: mean over S of min_{delta in U_i} q^T mu~_i (exact);
+    robust_objective: sum over S of (worst-case relevance - sparsity_penalty) (exact);
+    worst_case_avg_similarity: the sound upper bound on the worst average pairwise similarity
+    (NaN for |S| < 2); nominal_*: the same without perturbation.
+    """
+    idx = np.asarray(indices, dtype=np.int64)
+    E, q, s = pool_arrays(inst)
+    wc = s if uset is None else worst_case_relevance(inst, uset).values
+    empty = idx.size == 0
+    return {
+        "n_selected": int(idx.size),
+        "worst_case_relevance": float("nan") if empty else float(wc[idx].mean()),
+        "nominal_relevance": float("nan") if empty else float(s[idx].mean()),
+        "worst_case_avg_similarity": (average_similarity(E, idx, similarity) if uset is None
+                                      else worst_case_average_similarity(inst, idx, uset, similarity)),
+        "nominal_avg_similarity": average_similarity(E, idx, similarity),
+        "nominal_objective": float((s[idx] - sparsity_penalty).sum()),
+        "robust_objective": float((wc[idx] - sparsity_penalty).sum()),
+        "ccbqp_objective": ccbqp_objective(inst, idx) if not empty else 0.0,
+    }
+
+
+def _record(model: str, inst: Instance, rows: np.ndarray, sub_indices: np.ndarray, uset, *, params: dict,
+            status: str, objective: float | None, bound: float | None, gap: float, seconds: float,
+            solver: str, message: str = "", iterations: int = 0, cuts: int = 0) -> dict[str, Any]:
+    sub_indices = np.sort(np.asarray(sub_indices, dtype=np.int64))
+    indices = np.sort(rows[sub_indices])
+    rec: dict[str, Any] = {"model": model}
+    rec.update(uset.describe() if uset is not None else {"uncertainty": "none", "rho_vec": 0.0})
+    rec.update(params)
+    rec.update({
+        "status": status,
+        "proven_optimal": status == "optimal",
+        "objective": float("nan") if objective is None else float(objective),
+        "bound": float("nan") if bound is None else float(bound),
+        "gap": float(gap),
+        "seconds": float(seconds),
+        "solver": solver,
+        "iterations": int(iterations),
+        "cuts": int(cuts),
+        "candidates_used": int(rows.size),
+        "indices": indices,
+        "selected": [int(i) for i in indices],
+        "message": message,
+    })
+    if inst.ids is not None:
+        rec["selected_ids"] = [str(x) for x in inst.ids[indices]]
+    sub = inst.subset(rows)
+    rec.update(evaluate_selection(sub, sub_indices, uset, sparsity_penalty=params["sparsity_penalty"],
+                                  similarity=params["similarity"]))
+    # The objective is re-evaluated exactly from the oracle (the solver's value is rounded).
+    if objective is not None:
+        rec["solver_objective"] = float(objective)
+        rec["objective"] = rec.pop("robust_objective")
+    else:
+        rec.pop("robust_objective")
+    return rec
+
+
+def _solve_compact(model_name: str, build: Callable, inst: Instance, uset, *, sparsity_penalty, rho_div,
+                   similarity, max_size, candidates, solver, time_limit, mip_gap, extra: dict) -> dict:
+    from divopt.solvers.exact import solve
+
+    t0 = time.perf_counter()
+    sub, rows = _candidates(inst, candidates)
+    ms = _max_size(inst, max_size, sub.n)
+    params = dict(sparsity_penalty=float(sparsity_penalty), rho_div=float(rho_div), similarity=similarity,
+                  max_size=ms, candidates=candidates, time_limit=time_limit, **extra)
+    model = build(sub, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity, max_size=ms)
+    r = solve(model, solver, time_limit=time_limit, mip_gap=mip_gap)
+    return _record(model_name, inst, rows, r.indices, uset, params=params, status=r.status,
+                   objective=r.objective, bound=r.bound, gap=r.gap, seconds=time.perf_counter() - t0,
+                   solver=r.solver, message=r.message)
+
+
+def nominal(instance: Instance, *, sparsity_penalty: float, rho_div: float, similarity: str = "inner",
+            max_size: int | str | None = "k", candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
+            time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
+    """Nominal sparsity model: max sum (s_i - sparsity_penalty) x_i, average similarity <= rho_div."""
+    return _solve_compact("nominal_sparsity", build_robust_model, instance, None, sparsity_penalty=sparsity_penalty,
+                          rho_div=rho_div, similarity=similarity, max_size=max_size, candidates=candidates,
+                          solver=solver, time_limit=time_limit, mip_gap=mip_gap, extra={})
+
+
+def _norm_record(p: Any, name: str):
+    def fn(instance: Instance, *, rho_vec: float, sparsity_penalty: float, rho_div: float,
+           similarity: str = "inner", max_size: int | str | None = "k",
+           candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
+           time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
+        return _solve_compact(name, build_robust_model, instance, NormBall(p, rho_vec),
+                              sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity,
+                              max_size=max_size, candidates=candidates, solver=solver,
+                              time_limit=time_limit, mip_gap=mip_gap, extra={})
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"Robust model, {name[7:]} ball of radius rho_vec: "
+                  f"max sum (s_i - rho_vec ||q||_* - sparsity_penalty) x_i, sound worst-case average "
+                  f"similarity <= rho_div (compact MILP, :func:`divopt.robust.models.build_robust_model`).")
+    return fn
+
+
+robust_l1 = _norm_record(1, "robust_l1")
+robust_l2 = _norm_record(2, "robust_l2")
+robust_linf = _norm_record(math.inf, "robust_linf")
+
+
+def robust_ksparse(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
+                   rho_div: float, protected: int | None = None, similarity: str = "inner",
+                   max_size: int | str | None = "k", candidates: int | None = DEFAULT_CANDIDATES,
+                   solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
+                   mip_gap: float | None = None) -> dict:
+    """k-sparse robust model, compact form with the oracle's exact worst-case relevance
+    s_i - rho_vec * (sum of the attack_budget largest |q_j| outside the top-``protected``
+    coordinates of |q * mu_i|). n binaries: fits the size-limited Gurobi license."""
+    return _solve_compact("robust_ksparse", build_robust_model, instance, KSparse(rho_vec, attack_budget, protected),
+                          sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity,
+                          max_size=max_size, candidates=candidates, solver=solver, time_limit=time_limit,
+                          mip_gap=mip_gap, extra={})
+
+
+def robust_ksparse_lpdual(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
+                          rho_div: float, protected: int | None = None, similarity: str = "inner",
+                          max_size: int | str | None = "k", candidates: int | None = DEFAULT_CANDIDATES,
+                          solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
+                          mip_gap: float | None = None) -> dict:
+    """k-sparse robust model, compact LP-dual (Bertsimas-Sim) reformulation of the budgeted set
+    (:func:`divopt.robust.models.build_ksparse_lpdual_model`); same optimum as robust_ksparse."""
+    return _solve_compact("robust_ksparse_lpdual", build_ksparse_lpdual_model, instance,
+                          KSparse(rho_vec, attack_budget, protected), sparsity_penalty=sparsity_penalty,
+                          rho_div=rho_div, similarity=similarity, max_size=max_size, candidates=candidates,
+                          solver=solver, time_limit=time_limit, mip_gap=mip_gap, extra={})
+
+
+def robust_ksparse_cp(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
+                      rho_div: float, protected: int | None = None, similarity: str = "inner",
+                      max_size: int | str | None = "k", candidates: int | None = DEFAULT_CANDIDATES,
+                      solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
+                      mip_gap: float | None = None, tol: float = 1e-6, max_iter: int = 200,
+                      cut_support: str = "selected", cut_type: str = "multi") -> dict:
+    """k-sparse robust model by cutting planes (:func:`divopt.robust.cutting_planes.cutting_plane_ksparse`);
+    ``time_limit`` covers the whole loop. Adds ``iterations`` and ``cuts``."""
+    t0 = time.perf_counter()
+    sub, rows = _candidates(instance, candidates)
+    ms = _max_size(instance, max_size, sub.n)
+    uset = KSparse(rho_vec, attack_budget, protected)
+    cp = cutting_plane_ksparse(sub, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div,
+                               similarity=similarity, max_size=ms, tol=tol, max_iter=max_iter,
+                               time_limit=time_limit, solver=solver, mip_gap=mip_gap, cut_support=cut_support,
+                               cut_type=cut_type)
+    params = dict(sparsity_penalty=float(sparsity_penalty), rho_div=float(rho_div), similarity=similarity,
+                  max_size=ms, candidates=candidates, time_limit=time_limit, tol=tol, cut_support=cut_support,
+                  cut_type=cut_type)
+    return _record("robust_ksparse_cp", instance, rows, cp.indices, uset, params=params, status=cp.status,
+                   objective=cp.objective, bound=cp.bound if math.isfinite(cp.bound) else None, gap=cp.gap,
+                   seconds=time.perf_counter() - t0, solver=cp.solver, message=cp.message,
+                   iterations=cp.iterations, cuts=cp.cuts)
+
+
+#: model name -> record function ``(instance, **parameters) -> dict``.
+ROBUST_MODELS: Mapping[str, Callable[..., dict]] = {
+    "nominal_sparsity": nominal,
+    "robust_l1": robust_l1,
+    "robust_l2": robust_l2,
+    "robust_linf": robust_linf,
+    "robust_ksparse": robust_ksparse,
+    "robust_ksparse_lpdual": robust_ksparse_lpdual,
+    "robust_ksparse_cp": robust_ksparse_cp,
+}
+
+_COMMON = ("sparsity_penalty", "rho_div", "similarity", "max_size", "candidates", "solver", "time_limit", "mip_gap")
+#: model name -> the parameters it accepts (the sweep runner reads the signatures; this is for humans).
+MODEL_PARAMETERS: Mapping[str, tuple[str, ...]] = {
+    "nominal_sparsity": _COMMON,
+    "robust_l1": ("rho_vec",) + _COMMON,
+    "robust_l2": ("rho_vec",) + _COMMON,
+    "robust_linf": ("rho_vec",) + _COMMON,
+    "robust_ksparse": ("rho_vec", "attack_budget", "protected") + _COMMON,
+    "robust_ksparse_lpdual": ("rho_vec", "attack_budget", "protected") + _COMMON,
+    "robust_ksparse_cp": ("rho_vec", "attack_budget", "protected") + _COMMON + ("tol", "max_iter", "cut_support", "cut_type"),
+}
