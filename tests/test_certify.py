@@ -41,6 +41,7 @@ def test_certify_rows_match_brute_force(tmp_path):
                 assert r.objective == pytest.approx(f)
                 assert r.gap == pytest.approx((opt - f) / (cfg.k * (cfg.k - 1)), abs=1e-12)
                 assert bool(r.exact_hit) == (f >= opt - 1e-9)
+                assert r.gap_to_bound == pytest.approx(r.gap, abs=1e-12)  # brute force: bound == OPT
     exact_rows = df[df.method == "exact"]
     assert (exact_rows.gap.abs() < 1e-12).all() and exact_rows.exact_hit.all()
     assert pd.read_parquet(tmp_path / "c.parquet").shape == df.shape
@@ -65,6 +66,7 @@ def test_unproven_exact_solve_reports_gap_against_bound(tmp_path, monkeypatch):
     assert not df.proven_optimal.any()
     assert (df.gap_kind == "upper_bound").all()
     assert (df.gap == ((df.bound - df.objective) / 6).clip(lower=0)).all()
+    assert (df.gap == df.gap_to_bound).all()
     assert df.exact_hit.isna().all()  # unknown, not False and not True
     assert (df.exact_status == "time_limit").all()
 
