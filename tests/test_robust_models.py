@@ -254,3 +254,19 @@ def test_builders_return_models_without_solving_and_validate_inputs():
         build_robust_norm_model(inst, KSparse(0.1, 2), sparsity_penalty=0.1, rho_div=0.5)
     with pytest.raises(ValueError, match="cut_support"):
         cutting_plane_ksparse(inst, KSparse(0.1, 2), sparsity_penalty=0.1, rho_div=0.5, cut_support="all")
+
+
+@pytest.mark.parametrize("seed", [13, 14])
+def test_rho_zero_matches_the_exact_engineers_nominal_sparsity_builder(seed):
+    """Cross-check with divopt.models.mip_sparsity.build_sparsity (full McCormick, independent code)."""
+    from divopt.models.mip_sparsity import build_sparsity
+
+    inst = _instance(seed, n=10)
+    kw = _params(inst, seed)
+    nominal = _solve(build_sparsity(inst, kw["sparsity_penalty"], k_max=5, rho_div=kw["rho_div"]))
+    for uset in (None, NormBall(1, 0.0), KSparse(0.0, 4, 2)):
+        ours = _solve(build_robust_model(inst, uset, **kw, max_size=5))
+        assert ours.objective == pytest.approx(nominal.objective, abs=1e-6)
+    # and a positive radius never does better than the nominal model
+    robust = _solve(build_robust_model(inst, NormBall(2, 0.02), **kw, max_size=5))
+    assert robust.objective <= nominal.objective + 1e-9
