@@ -269,6 +269,26 @@ def _gap(objective: float | None, bound: float | None) -> float:
     return abs(bound - objective) / max(abs(objective), 1e-10)
 
 
+def _highs_warm_start(opt: Any, model: Any, kw: dict) -> None:
+    """Hand HiGHS the x values of the warm start (it completes the other columns itself).
+
+    Pyomo's persistent HiGHS interface has no warm-start option, so the model is loaded
+    first and the partial solution set on the underlying ``highspy.Highs``; ``opt.solve``
+    then sees the same model and only updates it. Internals may change between Pyomo
+    versions: on failure the solve goes on cold, with a warning.
+    """
+    try:
+        opt._active_config = opt.config(value=kw, preserve_implicit=True)
+        opt.set_instance(model)
+        cols = [opt._pyomo_var_to_solver_var_map[id(model.x[i])] for i in model.x]
+        vals = [float(model.x[i].value) for i in model.x]
+        opt._solver_model.setSolution(len(cols), np.asarray(cols, dtype=np.int32), np.asarray(vals, dtype=np.float64))
+    except Exception as exc:  # noqa: BLE001
+        warnings.warn(f"HiGHS warm start not applied ({exc!r}); solving cold", RuntimeWarning, stacklevel=3)
+    finally:
+        opt._active_config = opt.config
+
+
 def _run_one(model, solver, *, time_limit, mip_gap, warm_idx, log_path, threads, options) -> Result:
     opt = SolverFactory(_PYOMO_NAME[solver])
     kw: dict[str, Any] = dict(load_solutions=False, raise_exception_on_nonoptimal_result=False)
@@ -291,15 +311,7 @@ def _run_one(model, solver, *, time_limit, mip_gap, warm_idx, log_path, threads,
         t0 = time.perf_counter()
         try:
             if solver == "highs" and warm_idx is not None:
-                # The persistent HiGHS interface has no warm-start option: load the model,
-                # hand HiGHS the x values (it completes the other columns), then solve.
-                opt._active_config = opt.config(value=kw, preserve_implicit=True)
-                opt.set_instance(model)
-                cols = [opt._pyomo_var_to_solver_var_map[id(model.x[i])] for i in model.x]
-                vals = [float(model.x[i].value) for i in model.x]
-                opt._solver_model.setSolution(len(cols), np.asarray(cols, dtype=np.int32),
-                                              np.asarray(vals, dtype=np.float64))
-                opt._active_config = opt.config
+                _highs_warm_start(opt, model, kw)
             res = opt.solve(model, **kw)
         except Exception as exc:  # noqa: BLE001
             text = str(exc)
