@@ -966,6 +966,8 @@ def main(args: argparse.Namespace) -> int:
             return 2
         table = consolidate(args.out, specs, config.sweep_id)
         print(f"{len(table)} of {len(specs)} runs in {args.out / 'results.parquet'}")
+        if args.adaptive_metric and len(table):
+            _adaptive(table, args)
         return 0
     try:
         res = run_sweep(
@@ -982,9 +984,16 @@ def main(args: argparse.Namespace) -> int:
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(summarize(res.table).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if args.adaptive_metric:
-        from .adaptive import adaptive_report
-
-        per_query, policies = adaptive_report(res.table, metric=args.adaptive_metric)
-        _atomic_write_table(pa.Table.from_pandas(per_query, preserve_index=False), args.out / "adaptive.parquet")
-        print(policies.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        _adaptive(res.table, args)
     return 1 if res.n_errors else 0
+
+
+def _adaptive(table: pd.DataFrame, args: argparse.Namespace) -> None:
+    """Write OUT/adaptive.parquet (per-query Oracle / gated theta) and print the policy table."""
+    from .adaptive import adaptive_report
+
+    per_query, policies = adaptive_report(table, metric=args.adaptive_metric)
+    _atomic_write_table(pa.Table.from_pandas(per_query, preserve_index=False), args.out / "adaptive.parquet")
+    _atomic_write_table(pa.Table.from_pandas(policies, preserve_index=False), args.out / "adaptive_policies.parquet")
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(policies.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
