@@ -16,6 +16,10 @@ are rows of ``context.instance``. Three are built in:
   when a config names it with an explicit ``base_url``; it needs query and passage texts.
   It asks for an integer usefulness score 0..``scale`` and returns score / scale.
 
+:class:`OpenAIPlanner` is DF-RAG's planning step over the same kind of endpoint: the LLM rates
+how much diversity a question needs and the planner narrows the candidate thetas for
+:func:`divopt.experiments.adaptive.adaptive_select` (also off unless constructed).
+
 :func:`make_evaluator` builds one from a spec ``{"name": ..., **options}``; :data:`EVALUATORS`
 is the registry (``register_evaluator`` adds to it).
 """
@@ -43,7 +47,9 @@ __all__ = [
     "MetricEvaluator",
     "CoverageEvaluator",
     "CallableEvaluator",
+    "OpenAIChat",
     "OpenAIEvaluator",
+    "OpenAIPlanner",
     "EVALUATORS",
     "register_evaluator",
     "make_evaluator",
@@ -138,16 +144,14 @@ _SYSTEM_PROMPT = (
 )
 
 
-class OpenAIEvaluator:
-    """LLM judge over an OpenAI-compatible chat-completions endpoint (off unless configured).
+class OpenAIChat:
+    """A minimal client of an OpenAI-compatible ``/chat/completions`` endpoint (stdlib urllib).
 
-    base_url : e.g. ``http://127.0.0.1:8000/v1``; the request goes to ``{base_url}/chat/completions``.
+    base_url : e.g. ``http://127.0.0.1:8000/v1``; requests go to ``{base_url}/chat/completions``.
     model : the model name the server expects.
     api_key : sent as ``Authorization: Bearer``; defaults to the environment variable
         ``api_key_env`` (``OPENAI_API_KEY``), and no header if neither is set (local servers).
-    scale : the judge answers an integer in [0, scale]; the score is answer / scale in [0, 1].
-    max_chars : each passage is cut to this many characters in the prompt.
-    The request uses temperature 0 and ``seed`` (if given) for repeatability.
+    Requests use ``temperature`` (0) and ``seed`` (if given) for repeatability.
     """
 
     def __init__(
@@ -158,26 +162,75 @@ class OpenAIEvaluator:
         api_key: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
         timeout: float = 60.0,
-        scale: int = 10,
-        max_chars: int = 1000,
         temperature: float = 0.0,
         seed: int | None = 0,
-        system_prompt: str | None = None,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL of an OpenAI-compatible API, got {base_url!r}")
         if not isinstance(model, str) or not model:
             raise ValueError(f"model must be a non-empty string, got {model!r}")
-        if isinstance(scale, bool) or int(scale) < 1:
-            raise ValueError(f"scale must be a positive integer, got {scale!r}")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key = api_key if api_key is not None else os.environ.get(api_key_env)
         self.timeout = float(check_nonnegative(timeout, "timeout", allow_zero=False))
-        self.scale = int(scale)
-        self.max_chars = int(max_chars)
         self.temperature = float(temperature)
         self.seed = seed
+
+    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        req = urllib.request.Request(self.url, data=json.dumps(payload).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read().decode())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:300]
+            raise EvaluatorError(f"LLM endpoint {self.url} answered HTTP {exc.code}: {detail}") from exc
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            raise EvaluatorError(f"LLM endpoint {self.url} is unreachable: {exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise EvaluatorError(f"LLM endpoint {self.url} returned invalid JSON: {exc}") from exc
+
+    def complete(self, messages: list[dict[str, str]], max_tokens: int = 8) -> str:
+        """The assistant's answer to ``messages``."""
+        payload: dict[str, Any] = {
+            "model": self.model, "messages": messages, "temperature": self.temperature, "max_tokens": int(max_tokens),
+        }
+        if self.seed is not None:
+            payload["seed"] = int(self.seed)
+        data = self._post(payload)
+        try:
+            return str(data["choices"][0]["message"]["content"])
+        except (KeyError, IndexError, TypeError) as exc:
+            raise EvaluatorError(f"LLM endpoint {self.url} returned no choices[0].message.content: {data!r:.300}") from exc
+
+    @staticmethod
+    def _number(content: str, low: float, high: float) -> float:
+        m = re.search(r"-?\d+(?:\.\d+)?", content)
+        if m is None:
+            raise EvaluatorError(f"LLM answer has no number: {content[:200]!r}")
+        value = float(m.group())
+        if not math.isfinite(value) or value < low or value > high:
+            raise EvaluatorError(f"LLM answer {value:g} is outside [{low:g}, {high:g}]")
+        return value
+
+
+class OpenAIEvaluator(OpenAIChat):
+    """LLM judge over an OpenAI-compatible chat-completions endpoint (off unless configured).
+
+    Connection options as :class:`OpenAIChat`. scale : the judge answers an integer in
+    [0, scale]; the score is answer / scale in [0, 1]. max_chars : each passage is cut to this
+    many characters in the prompt.
+    """
+
+    def __init__(self, base_url: str, model: str, *, scale: int = 10, max_chars: int = 1000,
+                 system_prompt: str | None = None, **connection: Any) -> None:
+        super().__init__(base_url, model, **connection)
+        if isinstance(scale, bool) or int(scale) < 1:
+            raise ValueError(f"scale must be a positive integer, got {scale!r}")
+        self.scale = int(scale)
+        self.max_chars = int(max_chars)
         self.system_prompt = (system_prompt or _SYSTEM_PROMPT).format(scale=self.scale)
         self.name = f"openai:{model}"
 
@@ -195,43 +248,48 @@ class OpenAIEvaluator:
         user = f"Question: {context.query_text}\n\nPassages:\n{body}\n\nScore (0-{self.scale}):"
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": user}]
 
-    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(self.url, data=json.dumps(payload).encode(), headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.loads(resp.read().decode())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:300]
-            raise EvaluatorError(f"evaluator endpoint {self.url} answered HTTP {exc.code}: {detail}") from exc
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            raise EvaluatorError(f"evaluator endpoint {self.url} is unreachable: {exc}") from exc
-        except json.JSONDecodeError as exc:
-            raise EvaluatorError(f"evaluator endpoint {self.url} returned invalid JSON: {exc}") from exc
-
     def score(self, context: QueryContext, indices: Any) -> float:
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "messages": self.messages(context, indices),
-            "temperature": self.temperature,
-            "max_tokens": 8,
-        }
-        if self.seed is not None:
-            payload["seed"] = int(self.seed)
-        data = self._post(payload)
-        try:
-            content = data["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise EvaluatorError(f"evaluator endpoint {self.url} returned no choices[0].message.content: {data!r:.300}") from exc
-        m = re.search(r"-?\d+(?:\.\d+)?", str(content))
-        if m is None:
-            raise EvaluatorError(f"evaluator answer has no number: {str(content)[:200]!r}")
-        value = float(m.group())
-        if not math.isfinite(value) or value < 0 or value > self.scale:
-            raise EvaluatorError(f"evaluator answer {value:g} is outside [0, {self.scale}]")
-        return value / self.scale
+        content = self.complete(self.messages(context, indices), max_tokens=8)
+        return self._number(content, 0, self.scale) / self.scale
+
+
+_PLANNER_PROMPT = (
+    "You plan retrieval for retrieval-augmented generation. For the question below, say how much "
+    "the retrieved passages should be diversified: 0 means the question has one focused answer "
+    "(retrieve the most relevant passages, even if similar), 1 means the answer needs many "
+    "different aspects or interpretations (retrieve varied passages). Answer with a single number "
+    "between 0 and 1 and nothing else."
+)
+
+
+class OpenAIPlanner(OpenAIChat):
+    """DF-RAG's planning step by an LLM: a planner for :func:`divopt.experiments.adaptive.adaptive_select`.
+
+    The LLM rates the diversity the question needs, delta in [0, 1]; the planner keeps the
+    candidate thetas with |theta - (1 - delta)| <= ``window`` (theta = 1 is pure relevance), or
+    the nearest candidate if none is that close. Needs the query text. Off unless constructed.
+    """
+
+    def __init__(self, base_url: str, model: str, *, window: float = 0.3, system_prompt: str | None = None,
+                 **connection: Any) -> None:
+        super().__init__(base_url, model, **connection)
+        self.window = float(check_nonnegative(window, "window"))
+        self.system_prompt = system_prompt or _PLANNER_PROMPT
+        self.name = f"openai-planner:{model}"
+
+    def diversity(self, context: QueryContext) -> float:
+        if context.query_text is None:
+            raise EvaluatorError(f"the openai planner needs the query text (query {context.query_id!r} has none)")
+        content = self.complete([{"role": "system", "content": self.system_prompt},
+                                 {"role": "user", "content": f"Question: {context.query_text}\nDiversity (0-1):"}])
+        return self._number(content, 0.0, 1.0)
+
+    def __call__(self, context: QueryContext, thetas: Sequence[float]) -> list[float]:
+        if not len(thetas):
+            raise ValueError("the planner needs at least one candidate theta")
+        target = 1.0 - self.diversity(context)
+        near = [t for t in thetas if abs(t - target) <= self.window + 1e-12]
+        return near or [min(thetas, key=lambda t: (abs(t - target), t))]
 
 
 EVALUATORS: dict[str, Callable[..., Evaluator]] = {

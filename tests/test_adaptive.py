@@ -20,6 +20,7 @@ from divopt.experiments.evaluator import (
     EvaluatorError,
     MetricEvaluator,
     OpenAIEvaluator,
+    OpenAIPlanner,
     QueryContext,
     make_evaluator,
 )
@@ -246,3 +247,25 @@ def test_openai_evaluator_needs_texts_and_a_reachable_endpoint():
     ctx.query_text, ctx.passages = "q", ["p"] * 12
     with pytest.raises(EvaluatorError, match="unreachable"):
         ev.score(ctx, [0, 1, 2])
+
+
+def test_openai_planner_narrows_thetas_on_a_fake_local_server(fake_server):
+    ctx = _context(n=12, d=8, k=3)
+    planner = OpenAIPlanner(fake_server, "planner-1", window=0.25, timeout=5)
+    with pytest.raises(EvaluatorError, match="query text"):
+        planner(ctx, [0.0, 1.0])
+    ctx.query_text, ctx.passages = "what does 'bank' mean?", [f"p{i}" for i in range(12)]
+    thetas = [0.0, 0.25, 0.5, 0.75, 1.0]
+    _FakeChat.replies = [(200, _chat("0.8")), (200, _chat("0")), (200, _chat("1.7")), (200, _chat("0.4"))]
+    assert planner(ctx, thetas) == [0.0, 0.25]  # diversity 0.8: theta near 1 - 0.8 = 0.2
+    assert planner(ctx, thetas) == [0.75, 1.0]  # diversity 0: theta near 1
+    with pytest.raises(EvaluatorError, match="outside"):
+        planner(ctx, thetas)
+    assert OpenAIPlanner(fake_server, "p", window=0.0)(ctx, thetas) == [0.5]  # none within 0 of 0.6: nearest
+    body = _FakeChat.requests[0]["body"]
+    assert body["model"] == "planner-1" and "bank" in body["messages"][-1]["content"]
+    # planner and judge together (DF-RAG): plan, then score only the planned thetas, then gate
+    judge = OpenAIEvaluator(fake_server, "judge-1", timeout=5)
+    _FakeChat.replies = [(200, _chat("0.8")), (200, _chat("6")), (200, _chat("6"))]
+    choice = adaptive_select(ctx, thetas, judge, "mmr", planner=planner)
+    assert set(choice.scores) == {0.0, 0.25} and choice.theta == 0.0 and choice.tied == [0.0, 0.25]
