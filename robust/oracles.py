@@ -156,9 +156,8 @@ def similarity_upper_bounds(
         return W + H + H.T + C
     norms = np.linalg.norm(E, axis=1)
     cos = np.clip(W / np.outer(norms, norms), -1.0, 1.0)
-    R = np.broadcast_to(np.asarray(uset.l2_radius(free, d) if free is not None else uset.l2_radius(None, d),
-                                   dtype=np.float64), (m,))
-    R = R / norms  # the cap half-angle of a ball of radius R around a vector of norm ||mu_i||
+    R = np.broadcast_to(np.asarray(uset.l2_radius(free, d), dtype=np.float64), (m,))
+    R = R / norms  # sin of the cap half-angle of a ball of radius R around a vector of norm ||mu_i||
     alpha = np.arcsin(np.minimum(R, 1.0))
     phi = np.arccos(cos)
     B = np.cos(np.maximum(0.0, phi - alpha[:, None] - alpha[None, :]))
