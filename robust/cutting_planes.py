@@ -116,7 +116,7 @@ def cutting_plane_ksparse(
     *,
     sparsity_penalty: float,
     rho_div: float,
-    similarity: str = "inner",
+    similarity: str = "cosine",
     max_size: int | None = None,
     tol: float = 1e-6,
     max_iter: int = 200,

@@ -14,6 +14,8 @@ Robust model: the embeddings mu_i may be any mu~_i in mu_i + U_i (independent pe
     max_x  min_{delta} sum_i (q^T (mu_i + delta_i) - lambda) x_i
     s.t.   max_{delta} [average pairwise similarity of the mu~_i, i in S] <= rho_div.
 
+``similarity="cosine"`` (default, DESIGN.md: rho_div caps the average pairwise cosine; the
+perturbed embeddings are renormalized) or ``"inner"`` (raw inner products mu~_i^T mu~_j).
 Objective: the minimum separates over documents, so it equals
 ``sum_i (s_i - h_i(q) - lambda) x_i`` (worst-case relevance, :mod:`divopt.robust.oracles`).
 Constraint: the adversary's problem (a bilinear maximization) is replaced by the SOUND pairwise
@@ -105,7 +107,7 @@ def build_robust_model(
     *,
     sparsity_penalty: float,
     rho_div: float,
-    similarity: str = "inner",
+    similarity: str = "cosine",
     max_size: int | None = None,
 ) -> pe.ConcreteModel:
     """Compact robust MILP for any set, with the oracle's exact worst-case relevance.
@@ -139,7 +141,7 @@ def build_robust_norm_model(
     *,
     sparsity_penalty: float,
     rho_div: float,
-    similarity: str = "inner",
+    similarity: str = "cosine",
     max_size: int | None = None,
 ) -> pe.ConcreteModel:
     """Compact robust MILP for an l_p ball (p in {1, 2, inf}); ``uset=None`` is the nominal model.
@@ -155,7 +157,7 @@ def build_robust_norm_model(
 
 
 def build_nominal_model(inst: Instance, *, sparsity_penalty: float, rho_div: float,
-                        similarity: str = "inner", max_size: int | None = None) -> pe.ConcreteModel:
+                        similarity: str = "cosine", max_size: int | None = None) -> pe.ConcreteModel:
     """The nominal sparsity-penalty model (rho_vec = 0): see the module docstring."""
     return build_robust_norm_model(inst, None, sparsity_penalty=sparsity_penalty, rho_div=rho_div,
                                    similarity=similarity, max_size=max_size)
@@ -184,7 +186,7 @@ def build_ksparse_lpdual_model(
     *,
     sparsity_penalty: float,
     rho_div: float,
-    similarity: str = "inner",
+    similarity: str = "cosine",
     max_size: int | None = None,
 ) -> pe.ConcreteModel:
     """Compact LP-dual (Bertsimas-Sim style) MILP for the k-sparse set.
@@ -244,7 +246,7 @@ def build_ksparse_master_model(
     *,
     sparsity_penalty: float,
     rho_div: float,
-    similarity: str = "inner",
+    similarity: str = "cosine",
     max_size: int | None = None,
     cut_type: str = "multi",
 ) -> pe.ConcreteModel:

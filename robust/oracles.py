@@ -128,7 +128,7 @@ def _pair_support(uset: UncertaintySet, E: np.ndarray, free: np.ndarray | None) 
 
 
 def similarity_upper_bounds(
-    E: Any, uset: UncertaintySet, similarity: str = "inner", q: Any = None, free: np.ndarray | None = None
+    E: Any, uset: UncertaintySet, similarity: str = "cosine", q: Any = None, free: np.ndarray | None = None
 ) -> np.ndarray:
     """(m, m) matrix B with B[i, j] >= sup over U_i x U_j of the similarity of mu~_i, mu~_j.
 
@@ -176,7 +176,7 @@ def _mean_pairs(B: np.ndarray) -> float:
 
 
 def worst_case_average_similarity(
-    inst: Instance, indices: Any, uset: UncertaintySet, similarity: str = "inner"
+    inst: Instance, indices: Any, uset: UncertaintySet, similarity: str = "cosine"
 ) -> float:
     """Sound upper bound on max over perturbations of the average pairwise similarity of S.
 
@@ -192,7 +192,7 @@ def worst_case_average_similarity(
     return _mean_pairs(similarity_upper_bounds(E[idx], uset, similarity, q=q, free=sub_free))
 
 
-def average_similarity(E: Any, indices: Any | None = None, similarity: str = "inner") -> float:
+def average_similarity(E: Any, indices: Any | None = None, similarity: str = "cosine") -> float:
     """Average pairwise similarity of the rows ``indices`` of a (possibly perturbed) E.
 
     Inner product or cosine (rows renormalized); NaN for fewer than two rows.

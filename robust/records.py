@@ -71,7 +71,7 @@ def _max_size(inst: Instance, max_size: Any, n_cand: int) -> int | None:
 
 
 def evaluate_selection(inst: Instance, indices: Any, uset: UncertaintySet | None, *,
-                       sparsity_penalty: float, similarity: str = "inner") -> dict[str, Any]:
+                       sparsity_penalty: float, similarity: str = "cosine") -> dict[str, Any]:
     """Worst-case and nominal quality of a selection (rows of ``inst``), as record fields.
 
     worst_case_relevance: mean over S of min_{delta in U_i} q^T mu~_i (exact);
@@ -149,7 +149,7 @@ def _solve_compact(model_name: str, build: Callable, inst: Instance, uset, *, sp
                    solver=r.solver, message=r.message)
 
 
-def nominal(instance: Instance, *, sparsity_penalty: float, rho_div: float, similarity: str = "inner",
+def nominal(instance: Instance, *, sparsity_penalty: float, rho_div: float, similarity: str = "cosine",
             max_size: int | str | None = "k", candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
             time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
     """Nominal sparsity model: max sum (s_i - sparsity_penalty) x_i, average similarity <= rho_div."""
@@ -160,7 +160,7 @@ def nominal(instance: Instance, *, sparsity_penalty: float, rho_div: float, simi
 
 def _norm_record(p: Any, name: str):
     def fn(instance: Instance, *, rho_vec: float, sparsity_penalty: float, rho_div: float,
-           similarity: str = "inner", max_size: int | str | None = "k",
+           similarity: str = "cosine", max_size: int | str | None = "k",
            candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
            time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
         return _solve_compact(name, build_robust_model, instance, NormBall(p, rho_vec),
@@ -181,7 +181,7 @@ robust_linf = _norm_record(math.inf, "robust_linf")
 
 
 def robust_ksparse(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
-                   rho_div: float, protected: int | None = None, similarity: str = "inner",
+                   rho_div: float, protected: int | None = None, similarity: str = "cosine",
                    max_size: int | str | None = "k", candidates: int | None = DEFAULT_CANDIDATES,
                    solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
                    mip_gap: float | None = None) -> dict:
@@ -195,7 +195,7 @@ def robust_ksparse(instance: Instance, *, rho_vec: float, attack_budget: int, sp
 
 
 def robust_ksparse_lpdual(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
-                          rho_div: float, protected: int | None = None, similarity: str = "inner",
+                          rho_div: float, protected: int | None = None, similarity: str = "cosine",
                           max_size: int | str | None = "k", candidates: int | None = DEFAULT_CANDIDATES,
                           solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
                           mip_gap: float | None = None) -> dict:
@@ -208,7 +208,7 @@ def robust_ksparse_lpdual(instance: Instance, *, rho_vec: float, attack_budget: 
 
 
 def robust_ksparse_cp(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
-                      rho_div: float, protected: int | None = None, similarity: str = "inner",
+                      rho_div: float, protected: int | None = None, similarity: str = "cosine",
                       max_size: int | str | None = "k", candidates: int | None = DEFAULT_CANDIDATES,
                       solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
                       mip_gap: float | None = None, tol: float = 1e-6, max_iter: int = 200,

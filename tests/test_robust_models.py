@@ -67,7 +67,7 @@ def _vertex_shift(uset, q, free_row, d):
     return best
 
 
-def _brute_force(inst, uset, *, sparsity_penalty, rho_div, similarity="inner", max_size=None):
+def _brute_force(inst, uset, *, sparsity_penalty, rho_div, similarity="cosine", max_size=None):
     """Enumerate every subset: robust value sum(s_i - h_i - lambda), feasibility from the bounds.
 
     With uset None the similarities are the plain nominal ones (cosine or inner products).
@@ -133,12 +133,12 @@ def test_compact_robust_models_equal_brute_force(uset):
             assert r2.objective == pytest.approx(truth, abs=1e-6)
 
 
-def test_cosine_similarity_model_equals_brute_force():
+def test_inner_product_similarity_model_equals_brute_force():
     inst = _instance(5)
     kw = _params(inst, 5)
     for uset in (NormBall(2, 0.05), KSparse(0.05, 2, 1)):
-        truth, _ = _brute_force(inst, uset, **kw, similarity="cosine")
-        r = _solve(build_robust_model(inst, uset, **kw, similarity="cosine"))
+        truth, _ = _brute_force(inst, uset, **kw, similarity="inner")
+        r = _solve(build_robust_model(inst, uset, **kw, similarity="inner"))
         assert r.objective == pytest.approx(truth, abs=1e-6)
 
 
