@@ -71,7 +71,7 @@ class CertifyConfig:
     model: str | None = None
     cache_dir: str | None = None
     full_scale: bool = False
-    max_exact: int = 60
+    max_exact: int = 150
     sigma: float | None = None  # Dartboard score metric (O(n k d) per row); None: skipped
 
     def run_id(self) -> str:
@@ -334,7 +334,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dim", type=int, default=64, help="synthetic embedding dimension")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--full-scale", action="store_true", help="also certify each query on the whole corpus")
-    p.add_argument("--max-exact", type=int, default=60, help="full scale: solve exactly when <= this many survive")
+    p.add_argument("--max-exact", type=int, default=150, help="full scale: solve exactly when <= this many survive")
     p.add_argument("--sigma", type=float, default=None, help="also compute the Dartboard score with this sigma")
     p.add_argument("--out", default="results/certify.parquet", help="output parquet")
     p.add_argument("--run-id", default=None, help="run id (default: hash of the configuration; reuse to resume)")

@@ -578,7 +578,7 @@ class FullScaleCertificate:
 def certify_full_scale(
     inst: Instance,
     *,
-    max_exact: int = 60,
+    max_exact: int = 150,
     exact_solver: str = "auto",
     time_limit: float | None = 60.0,
     incumbent_methods: tuple[str, ...] = ("fw_ls", "mmr_ls", "gmmr_ls", "fw", "mmr"),
