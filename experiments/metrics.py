@@ -187,16 +187,20 @@ def alpha_ndcg(
     sets = _subtopic_sets(subtopics)
     ranking = [sets.get(str(d), frozenset()) for d in ranked_ids]
     dcg = _alpha_dcg(ranking, a, k)
-    # greedy ideal: at each rank take the passage with the largest marginal gain
-    pool = [s for s in sets.values() if s]
+    # greedy ideal: at each rank take a passage with the largest marginal gain; passages with
+    # the same label set are interchangeable, so the greedy runs over distinct sets with counts
+    pool: dict[frozenset, int] = {}
+    for labels in sets.values():
+        if labels:
+            pool[labels] = pool.get(labels, 0) + 1
     if not pool:
         return float("nan")
     seen: dict[Any, int] = {}
     ideal = []
-    for _ in range(min(k, len(pool))):
-        gains = [sum((1.0 - a) ** seen.get(s, 0) for s in labels) for labels in pool]
-        best = int(np.argmax(gains))
-        labels = pool.pop(best)
+    for _ in range(min(k, sum(pool.values()))):
+        labels = max((ls for ls, cnt in pool.items() if cnt > 0),
+                     key=lambda ls: sum((1.0 - a) ** seen.get(s, 0) for s in ls))
+        pool[labels] -= 1
         ideal.append(labels)
         for s in labels:
             seen[s] = seen.get(s, 0) + 1

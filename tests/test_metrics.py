@@ -112,3 +112,28 @@ def test_selection_metrics_row():
     assert set(row) >= {"ndcg", "alpha_ndcg", "dartboard", "ils"}
     with pytest.raises(ValueError, match="indices"):
         M.selection_metrics(inst, [0, 0, 1])
+
+
+def test_alpha_ndcg_matches_plain_loop_on_random_single_label_cases():
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        n, k, alpha = int(rng.integers(3, 30)), int(rng.integers(1, 8)), float(rng.uniform(0, 1))
+        sub = {f"d{i}": int(rng.integers(0, 5)) for i in range(n)}
+        ranked = [f"d{i}" for i in rng.permutation(n)[:k]]
+
+        def dcg(labels):
+            seen, total = {}, 0.0
+            for r, lab in enumerate(labels[:k]):
+                total += (1 - alpha) ** seen.get(lab, 0) / math.log2(r + 2)
+                seen[lab] = seen.get(lab, 0) + 1
+            return total
+
+        # plain greedy over passages for the ideal ranking
+        left, seen, ideal = list(sub.values()), {}, []
+        for _ in range(min(k, n)):
+            j = max(range(len(left)), key=lambda t: (1 - alpha) ** seen.get(left[t], 0))
+            lab = left.pop(j)
+            ideal.append(lab)
+            seen[lab] = seen.get(lab, 0) + 1
+        want = dcg([sub[d] for d in ranked]) / dcg(ideal)
+        assert M.alpha_ndcg(ranked, sub, k, alpha) == pytest.approx(want)
