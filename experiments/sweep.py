@@ -39,6 +39,7 @@ import os
 import shutil
 import sys
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,7 @@ __all__ = [
     "resolve_method",
     "method_accepts",
     "required_parameters",
+    "MissingParameterWarning",
     "available_methods",
     "prepare_data",
     "query_context",
@@ -371,6 +373,10 @@ def prepare_data(spec: Mapping[str, Any], cache_dir: str | Path | None = None, m
     folder.parent.mkdir(parents=True, exist_ok=True)
     data.save(folder)
     return SweepData.load(folder, mmap=mmap)
+
+
+class MissingParameterWarning(UserWarning):
+    """A method of the grid lacks a required parameter: its runs will be error rows."""
 
 
 # =============================================================================================
@@ -721,15 +727,17 @@ def plan(config: SweepConfig, out_dir: str | Path, mmap: bool = True) -> tuple[S
     data = prepare_data(config.dataset, Path(out_dir) / "data", mmap=mmap)
     specs = expand_grid(config, data.key, _select_queries(data, config.queries), method_accepts)
     checked: set[tuple[str, frozenset]] = set()
-    for s in specs:  # a missing required parameter fails here, not as an error row per run
+    for s in specs:  # say up front which runs cannot work (each still becomes an error row)
         sig = (s.method, frozenset(s.method_params))
         if sig in checked:
             continue
         checked.add(sig)
         missing = required_parameters(s.method) - set(s.method_params) - {"seed"}
         if missing:
-            raise ValueError(f"method {s.method!r} needs parameter(s) {sorted(missing)}: add them to the grid "
-                             f"(--param NAME=V1,V2) or to methods.{s.method}")
+            warnings.warn(
+                f"method {s.method!r} needs parameter(s) {sorted(missing)}: its runs will be error rows; add them "
+                f"to the grid (--param NAME=V1,V2) or to methods.{s.method}", MissingParameterWarning, stacklevel=2,
+            )
     return data, specs
 
 

@@ -325,7 +325,8 @@ def test_robust_models_in_the_grid_match_direct_record_calls(tmp_path):
         assert row["model_objective"] == pytest.approx(rec["objective"], rel=1e-6, abs=1e-6)
         assert row["objective"] == pytest.approx(ccbqp_objective(inst, rec["indices"]), rel=1e-6, abs=1e-6)
         assert row["info_status"] == rec["status"]
-    with pytest.raises(ValueError, match=r"needs parameter\(s\) \['rho_div'"):
-        sw.run_sweep(SweepConfig.from_dict({"dataset": TINY, "methods": ["robust_l2"],
-                                            "grid": {"k": [4], "theta": [0.5], "rho_vec": [0.1], "sparsity_penalty": [0.1]}}),
-                     tmp_path / "bad", n_workers=0, progress=False)
+    with pytest.warns(sw.MissingParameterWarning, match=r"needs parameter\(s\) \['rho_div'"):
+        bad = sw.run_sweep(SweepConfig.from_dict({"dataset": {**TINY, "n_queries": 1}, "methods": ["robust_l2"],
+                                                  "grid": {"k": [4], "theta": [0.5], "rho_vec": [0.1], "sparsity_penalty": [0.1]}}),
+                           tmp_path / "bad", n_workers=0, progress=False)
+    assert (bad.table["status"] == "error").all() and bad.table["error"].str.contains("rho_div").all()
