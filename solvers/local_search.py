@@ -23,6 +23,7 @@ complete when the best excluded b_j fails that bound (then the block scan is ski
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,11 +36,28 @@ from divopt.models.validation import check_indices, check_nonnegative
 
 from .selection import get_selector, register
 
-__all__ = ["LSResult", "local_search", "swap_gains", "iterated_local_search", "polish"]
+__all__ = ["LSResult", "local_search", "swap_gains", "iterated_local_search", "polish", "pool_scan", "ls_tolerance", "two_swap_search"]
 
 # Keep the n x k matrix W in memory up to this many entries (64 MiB in float32).
 _FULL_LIMIT = 1 << 24
 _SCAN_BLOCK = 1 << 14
+
+
+@contextlib.contextmanager
+def single_thread():
+    """Run small tensor work on one intra-op thread.
+
+    Work on a few hundred rows gains nothing from threads, and on a loaded machine waking the
+    thread pool for each small op costs milliseconds (measured 10-20x slower end to end).
+    """
+    prev = torch.get_num_threads()
+    if prev > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if prev > 1:
+            torch.set_num_threads(prev)
 
 
 @dataclass
@@ -55,7 +73,9 @@ class LSResult:
     one_swap_optimal: bool
     start_objective: float
     trace: list[float] = field(default_factory=list)
-    mode: str = "full"
+    mode: str = "whole pool"
+    scans: int = 0  # passes over the full pool
+    u: torch.Tensor | None = None  # E v at the final set, when the last pass was made there
 
 
 def _objective64(inst: Instance, idx: torch.Tensor) -> float:
@@ -102,15 +122,15 @@ def local_search(
     objective never decreases. Stops at a 1-swap optimum over ALL swaps of the pool (unless
     max_swaps is hit: then one_swap_optimal is False).
 
-    On a large pool the swaps are searched on a working set P = S + the m best entrants by b_j
-    (W_P = E_P E_S^T, (k+m) x k, kept up to date at O(m d) per swap: the pool is not read);
-    when P has no improving swap, one pass over the pool (E E_S^T, block by block) either
-    certifies the 1-swap optimum or rebuilds P around the current set. Typical cost: one or
-    two passes over E, whatever the number of swaps.
+    On a large pool the swaps are searched on a working set P = S + m entrants (W_P = E_P E_S^T,
+    (k+m) x k, kept up to date at O(m d) per swap: the pool is not read), first the m most
+    relevant items; when P has no improving swap, one pass over the pool (E E_S^T, block by
+    block) either certifies the 1-swap optimum or rebuilds P around the current set from the
+    m best entrants by b_j. Typical cost: one pass over E, whatever the number of swaps.
 
     max_swaps : cap on swaps (default 10 k + 100).
     shortlist : m, the number of entrants kept in P (default: the whole pool if n <= 2048,
-        else 4 k + 256).
+        else max(4 k + 256, min(4096, n / 16))).
     tol : minimum gain of an accepted swap, default 1e-9 k (k-1) (float64 E) or 1e-6 k (k-1).
     """
     n, k, th = inst.n, inst.k, inst.theta
@@ -118,11 +138,9 @@ def local_search(
     max_swaps = 10 * k + 100 if max_swaps is None else int(max_swaps)
     if max_swaps < 0:
         raise ValueError(f"max_swaps must be >= 0, got {max_swaps}")
-    if tol is None:
-        tol = (1e-9 if inst.acc_dtype == torch.float64 else 1e-6) * objective_scale(k)
-    tol = check_nonnegative(tol, "tol")
+    tol = ls_tolerance(inst) if tol is None else check_nonnegative(tol, "tol")
     if shortlist is None:
-        m = n - k if n <= 2048 else 4 * k + 256
+        m = n - k if n <= 2048 else max(4 * k + 256, min(4096, n // 16))
     else:
         m = int(shortlist)
         if m < 1:
@@ -137,53 +155,88 @@ def local_search(
     E = inst.E
     lin = (th * (k - 1)) * inst.relevance
     two = 2.0 * (1.0 - th)
-    swaps = 0
+    swaps = scans = 0
+    first = True
     while True:
         R = gather_rows(E, idx)  # k x d, the selected rows
         if whole:
             P = torch.cat([idx, _complement(idx, n)])
+        elif first:
+            # no pass over the pool yet: start from the m most relevant entrants (like FW's
+            # working set); the pass below certifies or extends the result
+            c = inst.relevance.index_fill(0, idx, -torch.inf)
+            P = torch.cat([idx, torch.topk(c, m).indices])
         else:
             j_best, u, best = _full_scan(E, R, idx, lin, two)
+            scans += 1
             if best <= tol:
-                return LSResult(idx, f, swaps, True, trace[0], trace, mode)
+                return LSResult(idx, f, swaps, True, trace[0], trace, mode, scans, u)
             b = (lin - two * u).index_fill_(0, idx, -torch.inf)
             C = torch.topk(b, m).indices
             if not bool((C == j_best).any()):
                 C = torch.cat([C, torch.tensor([j_best], device=C.device)])
             P = torch.cat([idx, C])
-        EP = gather_rows(E, P)
-        WP = EP @ R.T  # w_{P_r, S_p}; rows 0..k-1 of P are S in position order
-        linP = lin.index_select(0, P)
-        inS = torch.zeros(P.numel(), dtype=torch.bool, device=P.device)
-        inS[:k] = True
-        rowS = torch.arange(k, device=P.device)  # row of P that holds S[p]
-        moved = False
-        while True:
-            if swaps >= max_swaps:
-                return LSResult(idx, f, swaps, False, trace[0], trace, mode)
-            uP = WP.sum(1)  # exact u on P (recomputed, so rounding never accumulates)
-            a = -linP[rowS] + two * (uP[rowS] - 1.0)
-            D = (linP - two * uP)[:, None] + a[None, :] + two * WP
-            D[inS] = -torch.inf
-            flat = int(torch.argmax(D))
-            r, p = divmod(flat, k)
-            if float(D[r, p]) <= tol:
-                break
-            new_idx = idx.clone()
-            new_idx[p] = P[r]
-            f_new = _objective64(inst, new_idx)
-            if f_new <= f:  # the gain was rounding noise: stop rather than cycle
-                break
-            inS[rowS[p]] = False
-            inS[r] = True
-            rowS[p] = r
-            idx, f = new_idx, f_new
-            trace.append(f)
-            swaps += 1
-            moved = True
-            WP[:, p] = EP @ EP[r]
-        if whole or not moved:  # P was the whole pool, or the scan's best swap was noise
-            return LSResult(idx, f, swaps, True, trace[0], trace, mode)
+        with single_thread():
+            idx, f, swaps, moved, capped = _search_on(inst, P, R, idx, f, swaps, max_swaps, tol, trace, lin, two)
+        if capped:
+            return LSResult(idx, f, swaps, False, trace[0], trace, mode, scans)
+        if whole:
+            return LSResult(idx, f, swaps, True, trace[0], trace, mode, scans)
+        if not moved and not first:  # the scan's best swap was rounding noise
+            return LSResult(idx, f, swaps, True, trace[0], trace, mode, scans, u)
+        first = False
+
+
+def _search_on(inst, P, R, idx, f, swaps, max_swaps, tol, trace, lin, two):
+    """Best-improvement swaps with entrants restricted to the rows P (S = P[:k] at the start)."""
+    k = inst.k
+    EP = gather_rows(inst.E, P)
+    WP = EP @ R.T  # w_{P_r, S_p}; rows 0..k-1 of P are S in position order
+    linP = lin.index_select(0, P)
+    inS = torch.zeros(P.numel(), dtype=torch.bool, device=P.device)
+    inS[:k] = True
+    rowS = torch.arange(k, device=P.device)  # row of P that holds S[p]
+    moved = False
+    while True:
+        if swaps >= max_swaps:
+            return idx, f, swaps, moved, True
+        uP = WP.sum(1)  # exact u on P (recomputed, so rounding never accumulates)
+        a = -linP[rowS] + two * (uP[rowS] - 1.0)
+        D = (linP - two * uP)[:, None] + a[None, :] + two * WP
+        D[inS] = -torch.inf
+        flat = int(torch.argmax(D))
+        r, p = divmod(flat, k)
+        if float(D[r, p]) <= tol:
+            break
+        new_idx = idx.clone()
+        new_idx[p] = P[r]
+        f_new = _objective64(inst, new_idx)
+        if f_new <= f:  # the gain was rounding noise: stop rather than cycle
+            break
+        inS[rowS[p]] = False
+        inS[r] = True
+        rowS[p] = r
+        idx, f = new_idx, f_new
+        trace.append(f)
+        swaps += 1
+        moved = True
+        WP[:, p] = EP @ EP[r]
+    return idx, f, swaps, moved, False
+
+
+def ls_tolerance(inst: Instance) -> float:
+    """Default minimum swap gain: 1e-9 k (k-1) for float64 pools, 1e-6 k (k-1) otherwise."""
+    return (1e-9 if inst.acc_dtype == torch.float64 else 1e-6) * objective_scale(inst.k)
+
+
+def pool_scan(inst: Instance, indices: Any) -> tuple[int, torch.Tensor, float]:
+    """One pass over the pool at the k-set S: (j of the best swap, u = E v, its gain Delta).
+
+    The best swap is over ALL (i in S, j not in S); a gain <= 0 certifies a 1-swap optimum.
+    """
+    idx = torch.as_tensor(check_indices(indices, inst.n, "indices", size=inst.k), device=inst.device)
+    lin = (inst.theta * (inst.k - 1)) * inst.relevance
+    return _full_scan(inst.E, gather_rows(inst.E, idx), idx, lin, 2.0 * (1.0 - inst.theta))
 
 
 def _complement(idx: torch.Tensor, n: int) -> torch.Tensor:
@@ -195,24 +248,24 @@ def _complement(idx: torch.Tensor, n: int) -> torch.Tensor:
 def _full_scan(E: torch.Tensor, R: torch.Tensor, idx: torch.Tensor, lin: torch.Tensor, two: float):
     """One pass over the pool, block by block: u = E v and the best swap over all (i, j).
 
-    u_i for i in S is R v (v = sum of the rows R), so a_i is known before the pass.
+    u_i for i in S is R v (v = sum of the rows R), so a_i is known before the pass. The gains
+    are formed in place in the block's W (one n_b x k buffer per block).
     """
     n, k = E.shape[0], R.shape[0]
     block = max(_SCAN_BLOCK, _FULL_LIMIT // max(k, 1))
-    inS = torch.zeros(n, dtype=torch.bool, device=E.device)
-    inS[idx] = True
     uS = R @ R.sum(0)
     a = -lin[idx] + two * (uS - 1.0)
     u = torch.empty(n, dtype=lin.dtype, device=E.device)
     best, j_best = -float("inf"), -1
     for s in range(0, n, block):
-        Wb = matmul(E[s : s + block], R.T)
-        ub = Wb.sum(1)
-        u[s : s + block] = ub
-        Db = (lin[s : s + block] - two * ub)[:, None] + a[None, :] + two * Wb
-        Db[inS[s : s + block]] = -torch.inf
-        flat = int(torch.argmax(Db))
-        val = float(Db.flatten()[flat])
+        W = matmul(E[s : s + block], R.T)  # n_b x k
+        ub = torch.sum(W, 1, out=u[s : s + block])
+        bb = torch.add(lin[s : s + block], ub, alpha=-two)
+        W.mul_(two).add_(a).add_(bb.unsqueeze(1))  # Delta(i, j) = b_j + a_i + 2 (1-theta) w_ij
+        local = idx[(idx >= s) & (idx < s + W.shape[0])] - s
+        W.index_fill_(0, local, -torch.inf)  # j must not be in S
+        flat = int(torch.argmax(W))
+        val = float(W.view(-1)[flat])
         if val > best:
             best, j_best = val, s + flat // k
     return j_best, u, best
@@ -260,6 +313,64 @@ def iterated_local_search(
     return best
 
 
+def two_swap_search(
+    inst: Instance,
+    indices: Any,
+    *,
+    candidates: int = 48,
+    max_moves: int = 50,
+    tol: float | None = None,
+) -> LSResult:
+    """1-swap local search, then best-improvement 2-swaps among the ``candidates`` best entrants.
+
+    Removing I = {i1, i2} and adding J = {j1, j2} changes f by
+        Delta1(i1, j1) + Delta1(i2, j2) - 2 (1-theta)(w_j1j2 + w_i1i2 - w_j1i2 - w_j2i1)
+    (expand ||v - e_i1 - e_i2 + e_j1 + e_j2||^2), evaluated for all pairs at once as an
+    (m, m, k, k) tensor from W = E_J E_S^T, E_J E_J^T and E_S E_S^T (no n x n matrix). After
+    each improving 2-swap the 1-swap search runs again. The result is 1-swap optimal over the
+    whole pool and 2-swap optimal over the entrants shortlist (b_j order, recomputed per move).
+    """
+    res = local_search(inst, indices, tol=tol)
+    tol = ls_tolerance(inst) if tol is None else tol
+    k, n, th = inst.k, inst.n, inst.theta
+    m = min(int(candidates), n - k)
+    if k < 2 or m < 2:
+        return res
+    two = 2.0 * (1.0 - th)
+    lin = (th * (k - 1)) * inst.relevance
+    start, swaps, trace = res.start_objective, res.swaps, list(res.trace)
+    idx, f = res.indices, res.objective
+    for _ in range(int(max_moves)):
+        R = gather_rows(inst.E, idx)
+        u = matvec(inst.E, R.sum(0))
+        b = (lin - two * u).index_fill(0, idx, -torch.inf)
+        J = torch.topk(b, m).indices
+        EJ = gather_rows(inst.E, J)
+        W = EJ @ R.T  # m x k
+        a = -lin[idx] + two * (u[idx] - 1.0)
+        D1 = b[J][:, None] + a[None, :] + two * W  # m x k single-swap gains
+        WJJ, WSS = EJ @ EJ.T, R @ R.T
+        D2 = (D1[:, None, :, None] + D1[None, :, None, :]
+              - two * (WJJ[:, :, None, None] + WSS[None, None, :, :] - W[:, None, None, :] - W[None, :, :, None]))
+        eye_m = torch.eye(m, dtype=torch.bool, device=D2.device)
+        eye_k = torch.eye(k, dtype=torch.bool, device=D2.device)
+        D2[eye_m] = -torch.inf
+        D2[:, :, eye_k] = -torch.inf
+        flat = int(torch.argmax(D2))
+        j1, j2, p1, p2 = np.unravel_index(flat, D2.shape)
+        if float(D2[j1, j2, p1, p2]) <= tol:
+            break
+        new_idx = idx.clone()
+        new_idx[p1], new_idx[p2] = J[j1], J[j2]
+        if _objective64(inst, new_idx) <= f:
+            break
+        nxt = local_search(inst, new_idx, tol=tol)
+        idx, f = nxt.indices, nxt.objective
+        swaps += 2 + nxt.swaps
+        trace.extend(nxt.trace)
+    return LSResult(idx, f, swaps, True, start, trace, res.mode)
+
+
 def polish(inst: Instance, indices: Any, **ls_params: Any) -> tuple[torch.Tensor, dict]:
     """1-swap local search from any selection; returns (indices, info) for selectors."""
     res = local_search(inst, indices, **ls_params)
@@ -269,26 +380,20 @@ def polish(inst: Instance, indices: Any, **ls_params: Any) -> tuple[torch.Tensor
         "start_objective": res.start_objective,
         "ls_trace": res.trace,
         "ls_mode": res.mode,
+        "ls_scans": res.scans,
     }
     return res.indices, info
 
 
 @register("fw_ls")
-def fw_ls(
-    inst: Instance,
-    *,
-    relax_penalty: float = 2.0,
-    init: Any = "topk",
-    max_iter: int = 1000,
-    tol: float | None = None,
-    seed: int | None = None,
-    max_swaps: int | None = None,
-    shortlist: int | None = None,
-):
-    """Frank-Wolfe ("fw") followed by best-improvement 1-swap local search (never worse than fw)."""
+def fw_ls(inst: Instance, *, max_swaps: int | None = None, shortlist: int | None = None, **fw_params: Any):
+    """Frank-Wolfe ("fw", any of its parameters) then best-improvement 1-swap local search.
+
+    Never worse than "fw"; the result is a 1-swap optimum over the whole pool.
+    """
     from .frank_wolfe import frank_wolfe
 
-    sel, iters, info = frank_wolfe(inst, relax_penalty=relax_penalty, init=init, max_iter=max_iter, tol=tol, seed=seed)
+    sel, iters, info = frank_wolfe(inst, **fw_params)
     idx, ls_info = polish(inst, sel, max_swaps=max_swaps, shortlist=shortlist)
     info = {**info, **ls_info, "fw_iterations": iters}
     return idx, iters + ls_info["swaps"], info

@@ -3,19 +3,21 @@
 FW stops at the first stationary point of the relaxation; which one depends on the start. The
 "fw_ms" selector therefore
 
-1. runs FW (top-k start) + 1-swap local search on the full pool (cost: plain FW plus a few GEMVs);
-2. restricts to a candidate sub-pool P of at most ``pool_size`` items: the incumbent S, the
-   best entrants by the swap score b_j = theta (k-1) c_j - 2 (1-theta) e_j^T v_S and the most
-   relevant items (on a small pool, P is the whole pool);
-3. on P, runs FW from several starts (top-k of relevance, uniform k/n, seeded random mixes, the
-   CCBQP greedy), a theta-continuation path (theta' = 1 -> theta in ``continuation_steps`` steps,
-   each FW warm-started from the previous solution; at theta' = 1 top-k is optimal), each
-   followed by local search, then a few seeded perturbation rounds on the best set;
-4. maps the best set back and runs the local search on the full pool once more, so the result is
-   a 1-swap optimum over ALL swaps of the pool and never worse than "fw_ls".
+1. runs "fw_ls" on the full pool: FW (top-k start), then the 1-swap local search, whose last
+   pass over the pool also gives u = E v at the result;
+2. restricts to a candidate sub-pool P of at most ``pool_size`` items: that set S, then
+   alternately the best entrants by the swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j and
+   the most relevant items (on a small pool, P is the whole pool);
+3. on P, runs FW from several starts (uniform k/n, seeded random mixes), the CCBQP greedy, the
+   registered greedy baselines (MMR, gMMR by default), a theta-continuation path (theta' = 1 -> theta
+   in ``continuation_steps`` steps, each FW warm-started from the previous solution; at
+   theta' = 1 top-k is optimal), each followed by local search; then seeded perturbation rounds
+   (iterated local search) and best-improvement 2-swaps on the best set;
+4. if that beat the fw_ls set, maps it back and runs the local search on the full pool again,
+   so the result is a 1-swap optimum over ALL swaps of the pool and never worse than "fw_ls".
 
-Steps 3's cost does not grow with n, so on large pools "fw_ms" costs about plain FW plus a few
-passes over E. Deterministic for a given seed.
+Step 3's cost does not grow with n (and runs on one thread: it is small work), so on large
+pools "fw_ms" costs "fw_ls" plus a constant. Deterministic for a given seed.
 """
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ from divopt.models.kernels import gather_rows, matvec
 from divopt.models.validation import check_theta
 
 from .frank_wolfe import frank_wolfe
-from .local_search import iterated_local_search, local_search
-from .selection import register
+from .local_search import local_search, ls_tolerance, single_thread
+from .selection import METHODS, get_selector, register
 
 __all__ = ["multistart", "ccbqp_greedy", "theta_continuation"]
 
@@ -88,10 +90,10 @@ def theta_continuation(
     return out
 
 
-def _candidate_pool(inst: Instance, idx: torch.Tensor, pool_size: int) -> torch.Tensor:
-    """S, then alternately the best entrants by swap score b_j and by relevance, up to pool_size."""
+def _candidate_pool(inst: Instance, idx: torch.Tensor, u: torch.Tensor, pool_size: int) -> torch.Tensor:
+    """S, then alternately the best entrants by swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j
+    (u = E v at S) and the most relevant items, up to pool_size."""
     k, th = inst.k, inst.theta
-    u = matvec(inst.E, gather_rows(inst.E, idx).sum(0))
     b = (th * (k - 1)) * inst.relevance - 2 * (1 - th) * u
     m = min(inst.n, pool_size)
     by_b = torch.topk(b, m).indices.cpu().numpy()
@@ -105,9 +107,12 @@ def _candidate_pool(inst: Instance, idx: torch.Tensor, pool_size: int) -> torch.
 def multistart(
     inst: Instance,
     *,
-    n_random: int = 2,
+    n_random: int = 1,
     continuation_steps: int = 4,
-    perturb_rounds: int = 8,
+    greedy_starts: tuple = ("mmr", "gmmr"),
+    perturb_rounds: int = 30,
+    perturb_strength: int = 3,
+    two_swap: bool = True,
     pool_size: int = 300,
     relax_penalty: float = 2.0,
     max_iter: int = 1000,
@@ -117,54 +122,186 @@ def multistart(
     """FW multi-start + theta-continuation + local search; see the module docstring.
 
     n_random : seeded random FW starts; continuation_steps : thetas on the path 1 -> theta
-    (0 disables); perturb_rounds : perturbation rounds of the final iterated local search;
-    pool_size : size of the candidate sub-pool on which the starts run (whole pool if n <= it).
-    info: best_start (which start won), starts (objective per start), pool, swaps, one_swap_optimal.
+    (0 disables); greedy_starts : registered greedy selectors used as extra starts;
+    perturb_rounds, perturb_strength : rounds and size (items swapped) of the perturbation
+    phase (iterated local search) on the best set; two_swap : finish with best-improvement
+    2-swaps over the entrant shortlist; pool_size : size of the candidate sub-pool on which all
+    of this runs (the whole pool if n <= pool_size).
+    info: best_start (which start won, "+perturb"/"+2swap" if those improved it), starts
+    (objective per start), pool, swaps, one_swap_optimal.
     """
     k, n = inst.k, inst.n
     if pool_size < k:
         raise ValueError(f"pool_size must be >= k = {k}, got {pool_size}")
-    fw_idx, fw_iters, fw_info = frank_wolfe(inst, relax_penalty=relax_penalty, max_iter=max_iter, tol=tol)
+    fw_idx, total_iters, fw_info = frank_wolfe(inst, relax_penalty=relax_penalty, max_iter=max_iter, tol=tol)
+    # "fw_ls" on the full pool first, so that fw_ms is never worse than fw_ls
     first = local_search(inst, fw_idx)
-    total_iters = fw_iters + first.swaps
+    total_iters += first.swaps
     if n > pool_size:
-        P = _candidate_pool(inst, first.indices, pool_size)
+        u = first.u if first.u is not None else matvec(inst.E, gather_rows(inst.E, first.indices).sum(0))
+        P = _candidate_pool(inst, first.indices, u, pool_size)
         sub = inst.subset(P.cpu().numpy())
         pos = {int(p): r for r, p in enumerate(P.tolist())}
-        incumbent = torch.tensor([pos[int(i)] for i in first.indices], device=inst.device)
+        start_sub = torch.tensor([pos[int(i)] for i in first.indices], device=inst.device)
     else:
-        P, sub, incumbent = None, inst, first.indices
-    starts: dict[str, tuple[float, torch.Tensor]] = {"fw_ls": (first.objective, incumbent)}
+        P, sub, start_sub = None, inst, first.indices
+    with single_thread():
+        best_name, best_idx, starts, iters = _search_subpool(
+            sub, start_sub, n_random, continuation_steps, greedy_starts, perturb_rounds, perturb_strength, two_swap,
+            relax_penalty, max_iter, tol, seed)
+    total_iters += iters
+    idx = best_idx if P is None else P[best_idx]
+    if torch.equal(idx, first.indices):
+        final_swaps, optimal = 0, first.one_swap_optimal  # fw_ls's own pass already certified it
+    else:
+        final = local_search(inst, idx)  # pass(es) over the pool: 1-swap optimal over ALL swaps
+        idx, final_swaps, optimal = final.indices, final.swaps, final.one_swap_optimal
+    info = {
+        "best_start": best_name,
+        "starts": starts,
+        "pool": n if P is None else int(P.numel()),
+        "swaps": final_swaps,
+        "one_swap_optimal": optimal,
+        "fw_converged": fw_info["converged"],
+    }
+    return idx, total_iters + final_swaps, info
 
-    def consider(name: str, idx: torch.Tensor) -> None:
-        res = local_search(sub, idx)
-        starts[name] = (res.objective, res.indices)
 
-    inits: list[tuple[str, Any, int | None]] = [("uniform", "uniform", None)]
+class _GramSearch:
+    """Local search, perturbation and 2-swaps on a small pool through its Gram matrix G = E E^T.
+
+    For the candidate sub-pool only (p <= pool_size rows, so G is p x p); float64 numpy, where a
+    swap costs a few small vector ops instead of torch kernels. With the true diagonal,
+        Delta(i, j) = theta (k-1)(c_j - c_i) - (1-theta)(G_jj + G_ii - 2 G_ij + 2 u_j - 2 u_i),
+    u = G[:, S].sum(1) (||v - e_i + e_j||^2 expanded), which is DESIGN.md's formula for unit rows.
+    """
+
+    def __init__(self, inst: Instance, tol: float):
+        E = inst.E.to(torch.float64).cpu()
+        self.G = (E @ E.T).numpy()  # torch's BLAS (one thread here), not numpy's thread pool
+        self.diag = np.diag(self.G).copy()
+        self.k, self.th = inst.k, inst.theta
+        self.lin = (inst.theta * (inst.k - 1)) * inst.relevance.double().cpu().numpy()
+        self.tol = tol
+        self.p = self.G.shape[0]
+
+    def f(self, S: np.ndarray) -> float:
+        return float(self.lin[S].sum() + (1 - self.th) * (len(S) - self.G[np.ix_(S, S)].sum()))
+
+    def gains(self, S: np.ndarray) -> np.ndarray:
+        """(p, k) matrix of Delta(S[q] out, j in); rows j in S are -inf."""
+        GS = self.G[:, S]
+        u = GS.sum(1)
+        D = (self.lin[:, None] - self.lin[S][None, :]) - (1 - self.th) * (
+            self.diag[:, None] + self.diag[S][None, :] - 2 * GS + 2 * u[:, None] - 2 * u[S][None, :])
+        D[S, :] = -np.inf
+        return D
+
+    def ls(self, S: np.ndarray, max_swaps: int = 1000) -> tuple[np.ndarray, float]:
+        S = np.array(S, dtype=np.int64)
+        f = self.f(S)
+        for _ in range(max_swaps):
+            D = self.gains(S)
+            j, q = np.unravel_index(int(np.argmax(D)), D.shape)
+            if D[j, q] <= self.tol:
+                break
+            S[q] = j
+            f += float(D[j, q])
+        return S, self.f(S)
+
+    def ils(self, S: np.ndarray, rounds: int, strength: int, seed: int) -> tuple[np.ndarray, float]:
+        """Perturb ``strength`` members of the best set with random entrants among the 3k + 20
+        best by b_j, re-run the local search, keep strict improvements (seeded)."""
+        rng = np.random.default_rng(seed)
+        best, fbest = self.ls(S)
+        k = len(best)
+        m = min(self.p - k, 3 * k + 20)
+        strength = max(1, min(strength, k, m))
+        if m < 1:
+            return best, fbest
+        for _ in range(rounds):
+            u = self.G[:, best].sum(1)
+            b = self.lin - 2 * (1 - self.th) * u
+            b[best] = -np.inf
+            cand = np.argsort(-b, kind="stable")[:m]
+            T = best.copy()
+            T[rng.choice(k, size=strength, replace=False)] = rng.choice(cand, size=strength, replace=False)
+            T, fT = self.ls(T)
+            if fT > fbest + self.tol:
+                best, fbest = T, fT
+        return best, fbest
+
+    def two_swap(self, S: np.ndarray, candidates: int = 48, max_moves: int = 50) -> tuple[np.ndarray, float]:
+        """Best-improvement 2-swaps over the ``candidates`` best entrants, each followed by 1-swaps.
+
+        Removing {S[q1], S[q2]} and adding {j1, j2} changes f by
+        D(q1, j1) + D(q2, j2) - 2 (1-theta)(G_j1j2 + G_i1i2 - G_j1i2 - G_j2i1).
+        """
+        S, f = self.ls(S)
+        k = len(S)
+        m = min(candidates, self.p - k)
+        if k < 2 or m < 2:
+            return S, f
+        two = 2 * (1 - self.th)
+        for _ in range(max_moves):
+            D = self.gains(S)
+            b = D.max(1)
+            J = np.argsort(-b, kind="stable")[:m]
+            D1 = D[J]  # m x k
+            GJS = self.G[np.ix_(J, S)]
+            D2 = (D1[:, None, :, None] + D1[None, :, None, :]
+                  - two * (self.G[np.ix_(J, J)][:, :, None, None] + self.G[np.ix_(S, S)][None, None, :, :]
+                           - GJS[:, None, None, :] - GJS[None, :, :, None]))
+            D2[np.arange(m), np.arange(m)] = -np.inf
+            D2[:, :, np.arange(k), np.arange(k)] = -np.inf
+            j1, j2, q1, q2 = np.unravel_index(int(np.argmax(D2)), D2.shape)
+            if D2[j1, j2, q1, q2] <= self.tol:
+                break
+            T = S.copy()
+            T[q1], T[q2] = J[j1], J[j2]
+            T, fT = self.ls(T)
+            if fT <= f + self.tol:
+                break
+            S, f = T, fT
+        return S, f
+
+
+def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts, perturb_rounds, perturb_strength,
+                    two_swap, relax_penalty, max_iter, tol, seed):
+    """All starts, the perturbation phase and 2-swaps on the (small) sub-pool; returns the best."""
+    gs = _GramSearch(sub, ls_tolerance(sub))
+    total_iters = 0
+    starts: dict[str, tuple[float, np.ndarray]] = {}
+
+    def consider(name: str, idx: Any) -> None:
+        S, f = gs.ls(np.asarray(torch.as_tensor(idx).cpu(), dtype=np.int64))
+        starts[name] = (f, S)
+
+    consider("fw_ls", start_sub)
+    consider("greedy", ccbqp_greedy(sub))
+    for name in greedy_starts:  # the greedy baselines, when registered, are cheap and diverse starts
+        if name in METHODS:
+            consider(name, get_selector(name)(sub)[0])
+    inits: list[tuple[str, Any, int | None]] = [("uniform", "uniform", None)] if n_random >= 0 else []
     inits += [(f"random{r}", "random", seed + r) for r in range(n_random)]
     for name, init, s in inits:
         idx, it, _ = frank_wolfe(sub, relax_penalty=relax_penalty, init=init, seed=s, max_iter=max_iter, tol=tol)
         total_iters += it
         consider(name, idx)
-    consider("greedy", ccbqp_greedy(sub))
-    if continuation_steps > 0 and inst.theta < 1.0:
-        path = np.linspace(1.0, inst.theta, continuation_steps + 1)[1:]
-        consider("continuation", theta_continuation(sub, path, relax_penalty=relax_penalty, max_iter=max_iter)[-1])
-    # first strictly best start wins ties, so the choice is deterministic
+    if continuation_steps > 0 and sub.theta < 1.0:
+        path = np.linspace(1.0, sub.theta, continuation_steps + 1)[1:]
+        path_sets = theta_continuation(sub, path, relax_penalty=relax_penalty, max_iter=max_iter, polish=False)
+        consider("continuation", path_sets[-1])
+    # the first best start wins ties (dicts keep insertion order), so the choice is deterministic
     best_name = max(starts, key=lambda s: starts[s][0])
-    best_idx = starts[best_name][1]
+    best_obj, best_idx = starts[best_name]
     if perturb_rounds > 0:
-        ils = iterated_local_search(sub, best_idx, rounds=perturb_rounds, seed=seed)
-        if ils.objective > starts[best_name][0]:
-            best_name, best_idx = f"{best_name}+perturb", ils.indices
-    idx = best_idx if P is None else P[best_idx]
-    final = local_search(inst, idx)  # full-pool check: 1-swap optimal over all swaps
-    info = {
-        "best_start": best_name,
-        "starts": {s: v for s, (v, _) in starts.items()},
-        "pool": n if P is None else int(P.numel()),
-        "swaps": final.swaps,
-        "one_swap_optimal": final.one_swap_optimal,
-        "fw_converged": fw_info["converged"],
-    }
-    return final.indices, total_iters + final.swaps, info
+        S, f = gs.ils(best_idx, perturb_rounds, perturb_strength, seed)
+        if f > best_obj + gs.tol:
+            best_name, best_obj, best_idx = f"{best_name}+perturb", f, S
+    if two_swap:
+        S, f = gs.two_swap(best_idx)
+        if f > best_obj + gs.tol:
+            best_name, best_obj, best_idx = f"{best_name}+2swap", f, S
+    idx = torch.as_tensor(best_idx, device=sub.device)
+    return best_name, idx, {s: v for s, (v, _) in starts.items()}, total_iters

