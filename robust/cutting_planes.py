@@ -162,14 +162,14 @@ def cutting_plane_ksparse(
     def add_cut(idx: np.ndarray) -> None:
         """Separate at the selection idx and add the scenario's cut(s) to the master."""
         nonlocal n_cuts
-        rows = np.arange(n) if cut_support == "pool" else np.asarray(idx, dtype=np.int64)
+        hit = np.arange(n) if cut_support == "pool" else np.asarray(idx, dtype=np.int64)
         delta = np.zeros((n, d))
-        delta[rows] = worst[rows]
+        delta[hit] = worst[hit]
         qd = delta @ q
         scenarios.append(qd)
         docs = None
         if cut_type == "multi":
-            docs = [int(i) for i in rows if int(i) not in cut_docs]
+            docs = [int(i) for i in hit if int(i) not in cut_docs]
             cut_docs.update(docs)
         n_cuts += add_scenario_cut(model, qd, docs)
 
