@@ -46,7 +46,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -6,7 +6,6 @@ import math
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from divopt.models import Instance
