@@ -168,7 +168,7 @@ def test_cutting_plane_perturbation_is_feasible_and_leaves_protected_coordinates
     inst = _instance(9, n=10, d=7)
     kw = _params(inst, 9)
     U = KSparse(0.08, 3, 2)  # the top-2 coordinates of |q * mu_i| are protected
-    cp = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER)
+    cp = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, progress=True)
     E, q = inst.E.double().numpy(), inst.q.double().numpy()
     assert cp.indices.size >= 1
     for i in range(inst.n):
