@@ -16,7 +16,7 @@ from .instance import Instance
 from .mip_common import add_pair_products, as_gram, new_selection_model
 from .validation import check_choice
 
-__all__ = ["build_ccbqp", "build_ccbqp_miqp", "build_ccbqp_miqp_lowrank", "build_ccbqp_milp", "FORMULATIONS", "gram_factor"]
+__all__ = ["build_ccbqp", "build_ccbqp_miqp", "build_ccbqp_miqp_lowrank", "build_ccbqp_milp", "FORMULATIONS", "gram_factor", "diagonal_shift"]
 
 #: Exact CCBQP formulations accepted by :func:`build_ccbqp`.
 FORMULATIONS = ("miqp", "miqp_lowrank", "milp")
@@ -28,20 +28,26 @@ def _check_instance(inst: Instance) -> Instance:
     return inst
 
 
-def build_ccbqp_miqp(inst: Instance) -> pe.ConcreteModel:
+def build_ccbqp_miqp(inst: Instance, shift: bool = True) -> pe.ConcreteModel:
     """Native MIQP: max theta(k-1) c^T x + (1-theta)(sum_i x_i - x^T W x), s.t. sum(x) = k, x binary.
 
     x^T W x = ||E^T x||^2 is convex, so the objective is concave: a convex MIQP, solved
-    natively by Gurobi and SCIP (HiGHS has no MIQP: use :func:`build_ccbqp_milp`). Its
-    continuous relaxation is the relax_penalty = 0 relaxation of CCBQP. n binaries, 1 constraint.
+    natively by Gurobi and SCIP (HiGHS has no MIQP: use :func:`build_ccbqp_milp`).
+    With ``shift`` (default) the model uses x^T (W - uI) x + u sum_i x_i, u = lambda_min(W)
+    (:func:`diagonal_shift`): equal on binary x, still concave, and a tighter continuous
+    relaxation than the relax_penalty = 0 relaxation (which is ``shift=False``).
+    n binaries, 1 constraint.
     """
     inst = _check_instance(inst)
     n, k, th = inst.n, inst.k, inst.theta
     c = inst.relevance.detach().double().cpu().numpy()
     W = as_gram(inst)
+    u = diagonal_shift(W) if shift else 0.0
+    W = W - u * np.eye(n)
     m = new_selection_model(n, "ccbqp_miqp")
+    m.shift = u
     m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
-    lin = quicksum(float(th * (k - 1) * c[i] + (1 - th)) * m.x[i] for i in range(n))
+    lin = quicksum(float(th * (k - 1) * c[i] + (1 - th) * (1.0 - u)) * m.x[i] for i in range(n))
     if th < 1.0:
         # Keep the diagonal as x_i^2 terms: -(1-theta) x^T W x is then concave (W = E E^T is
         # PSD), a convex MIQP whose continuous relaxations are convex QPs.
@@ -54,6 +60,20 @@ def build_ccbqp_miqp(inst: Instance) -> pe.ConcreteModel:
     return m
 
 
+def diagonal_shift(W: np.ndarray) -> float:
+    """u = lambda_min(W) (shrunk by 1e-6 relative, clipped at 0): the largest uniform diagonal
+    shift keeping W - u I positive semidefinite.
+
+    On binary x, x_i^2 = x_i gives x^T W x = x^T (W - u I) x + u sum_i x_i, so the MIQPs may
+    use the right-hand side; on fractional x in [0,1] it is >= x^T W x (sum x_i >= sum x_i^2),
+    so the continuous relaxation, and with it every branch-and-bound bound, gets tighter while
+    the objective stays concave (quadratic convex reformulation with a uniform shift).
+    """
+    lam = np.linalg.eigvalsh(W)
+    u = float(lam[0]) - 1e-6 * max(1.0, float(lam[-1]))
+    return max(u, 0.0)
+
+
 def gram_factor(W: np.ndarray, tol: float = 1e-12) -> np.ndarray:
     """F (n x r) with F F^T = W, r = numerical rank of the PSD Gram matrix W (eigh, float64).
 
@@ -64,9 +84,10 @@ def gram_factor(W: np.ndarray, tol: float = 1e-12) -> np.ndarray:
     return U[:, keep] * np.sqrt(lam[keep])
 
 
-def build_ccbqp_miqp_lowrank(inst: Instance) -> pe.ConcreteModel:
-    """Factored convex MIQP: with W = F F^T (F: n x r, r = rank W <= min(n, d)) and v = F^T x,
-    max theta(k-1) c^T x + (1-theta)(sum_i x_i - ||v||^2), s.t. sum(x) = k, v = F^T x, x binary.
+def build_ccbqp_miqp_lowrank(inst: Instance, shift: bool = True) -> pe.ConcreteModel:
+    """Factored convex MIQP: with W - uI = F F^T (F: n x r, r = rank <= min(n, d)), v = F^T x,
+    max theta(k-1) c^T x + (1-theta)((1-u) sum_i x_i - ||v||^2), s.t. sum(x) = k, v = F^T x, x binary
+    (u = :func:`diagonal_shift` of W, or 0 with ``shift=False``).
 
     Same optimum and the same continuous relaxation as :func:`build_ccbqp_miqp`, but the
     quadratic is a diagonal sum of r squares instead of n(n+1)/2 products, which SCIP's
@@ -77,14 +98,16 @@ def build_ccbqp_miqp_lowrank(inst: Instance) -> pe.ConcreteModel:
     n, k, th = inst.n, inst.k, inst.theta
     c = inst.relevance.detach().double().cpu().numpy()
     W = as_gram(inst)
-    F = gram_factor(W)
+    u = diagonal_shift(W) if shift else 0.0
+    F = gram_factor(W - u * np.eye(n))
     r = F.shape[1]
     vmax = np.sort(np.abs(F), axis=0)[::-1][:k].sum(axis=0) + 1e-9
     m = new_selection_model(n, "ccbqp_miqp_lowrank")
+    m.shift = u
     m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
     m.v = pe.Var(range(r), bounds=lambda m, l: (-float(vmax[l]), float(vmax[l])))
     m.vdef = pe.Constraint(range(r), rule=lambda m, l: m.v[l] == quicksum(float(F[i, l]) * m.x[i] for i in range(n) if F[i, l] != 0.0))
-    lin = quicksum(float(th * (k - 1) * c[i] + (1 - th)) * m.x[i] for i in range(n))
+    lin = quicksum(float(th * (k - 1) * c[i] + (1 - th) * (1.0 - u)) * m.x[i] for i in range(n))
     if th < 1.0:
         m.obj = pe.Objective(expr=lin - (1 - th) * quicksum(m.v[l] * m.v[l] for l in range(r)), sense=pe.maximize)
     else:

@@ -110,14 +110,32 @@ def test_milp_and_miqp_same_optimum_and_objective_identity():
         f = ccbqp_objective(inst, sorted(S))
         assert miqp.obj.expr() == pytest.approx(f, abs=1e-10)
         assert milp.obj.expr() == pytest.approx(f, abs=1e-10)
-    lowrank = build_ccbqp_miqp_lowrank(inst)
-    F = gram_factor(as_gram(inst))
     S = sorted(S)
-    for i in range(16):
-        lowrank.x[i].set_value(float(i in S))
-    for l in lowrank.v:
-        lowrank.v[l].set_value(float(F[S, l].sum()))
-    assert lowrank.obj.expr() == pytest.approx(ccbqp_objective(inst, S), abs=1e-9)
+    # n < d: W has full rank, so the diagonal shift u = lambda_min(W) is nonzero
+    E2, q2 = _pool(8, 12, 12, True)
+    inst2 = Instance(E2, q2, k=3, theta=0.3)
+    for case, T in ((inst, S), (inst2, [1, 4, 6])):
+        for shift in (True, False):
+            lowrank = build_ccbqp_miqp_lowrank(case, shift=shift)
+            gram = build_ccbqp_miqp(case, shift=shift)
+            assert lowrank.shift == gram.shift and (lowrank.shift > 0) == (shift and case is inst2)
+            F = gram_factor(as_gram(case) - lowrank.shift * np.eye(case.n))
+            for i in range(case.n):
+                lowrank.x[i].set_value(float(i in T))
+                gram.x[i].set_value(float(i in T))
+            for l in lowrank.v:
+                lowrank.v[l].set_value(float(F[T, l].sum()))
+            assert lowrank.obj.expr() == pytest.approx(ccbqp_objective(case, T), abs=1e-9)
+            assert gram.obj.expr() == pytest.approx(ccbqp_objective(case, T), abs=1e-9)
+    # the shift tightens the relaxation: at the uniform fractional point it lowers the value
+    xs = np.full(inst2.n, inst2.k / inst2.n)
+    vals = []
+    for shift in (True, False):
+        gram = build_ccbqp_miqp(inst2, shift=shift)
+        for i in range(inst2.n):
+            gram.x[i].set_value(float(xs[i]))
+        vals.append(gram.obj.expr())
+    assert vals[0] < vals[1] - 1e-6
     for solver_q in [s for s in ("gurobi", "scip") if s in SOLVERS]:
         a = solve_exact(inst, solver_q, formulation="miqp")
         b = solve_exact(inst, solver_q, formulation="milp")
