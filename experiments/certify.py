@@ -72,6 +72,7 @@ class CertifyConfig:
     cache_dir: str | None = None
     full_scale: bool = False
     max_exact: int = 150
+    fw_max_iter: int = 500  # full scale: iterations of the concave FW bound
     sigma: float | None = None  # Dartboard score metric (O(n k d) per row); None: skipped
 
     def run_id(self) -> str:
@@ -210,7 +211,8 @@ def certify_query(qd: QueryData, cfg: CertifyConfig, run_id: str, methods: list[
             rows.append(row("exact", ex.indices, ex.objective, ex.seconds, 0))
         if cfg.full_scale:
             cert = certify_full_scale(full.replace(theta=float(theta), k=k), max_exact=cfg.max_exact,
-                                      exact_solver=cfg.solver, time_limit=cfg.time_limit)
+                                      exact_solver=cfg.solver, time_limit=cfg.time_limit,
+                                      fw_max_iter=cfg.fw_max_iter)
             fr = dict(base, **cert.as_row())
             fr["incumbent_ids"] = [str(full.ids[i]) if full.ids is not None else str(i) for i in cert.incumbent]
             # the pool optimum is a lower bound on the full-scale optimum
@@ -335,6 +337,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--full-scale", action="store_true", help="also certify each query on the whole corpus")
     p.add_argument("--max-exact", type=int, default=150, help="full scale: solve exactly when <= this many survive")
+    p.add_argument("--fw-max-iter", type=int, default=500, help="full scale: iterations of the concave FW bound")
     p.add_argument("--sigma", type=float, default=None, help="also compute the Dartboard score with this sigma")
     p.add_argument("--out", default="results/certify.parquet", help="output parquet")
     p.add_argument("--run-id", default=None, help="run id (default: hash of the configuration; reuse to resume)")
@@ -347,6 +350,7 @@ def config_from_args(args: argparse.Namespace) -> CertifyConfig:
         methods=tuple(args.methods) if args.methods else None, solver=args.solver, time_limit=args.time_limit,
         queries=args.queries, corpus_size=args.corpus_size, dim=args.dim, seed=args.seed, model=args.model,
         cache_dir=args.cache_dir, full_scale=args.full_scale, max_exact=args.max_exact, sigma=args.sigma,
+        fw_max_iter=args.fw_max_iter,
     )
 
 
