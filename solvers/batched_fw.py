@@ -1,10 +1,10 @@
 """Batched Frank-Wolfe: B problems (queries x thetas) on one pool E at once.
 
 Problem b has relevance c_b (a query's E q_b, or user scores) and trade-off theta_b; all share E
-and k. Column b of X (n x B) is its iterate and column b of V (d x B) is v_b = E^T x_b, so the
+and k. Row b of X (B x n) is its iterate and row b of V (B x d) is v_b = E^T x_b, so the
 gradients of all active problems come from ONE matrix-matrix product
 
-    G = theta (k-1) C + 2 (1-theta) (lambda X - E V)          (columns scaled per problem)
+    G = theta (k-1) C + 2 (1-theta) (lambda X - V E^T)          (rows scaled per problem)
 
 instead of B matrix-vector products: E is read once per iteration for the whole batch. Every
 other step (top-k oracle, gap, line search, update of v) is the per-column version of
@@ -22,12 +22,12 @@ import numpy as np
 import torch
 
 from divopt.models import Instance, objective_scale
-from divopt.models.kernels import matmul, rmatvec
+from divopt.models.kernels import matmul
 from divopt.models.validation import check_k, check_nonnegative, check_theta, check_vector
 
-from .frank_wolfe import initial_point, round_pairwise
+from .frank_wolfe import round_pairwise
 
-__all__ = ["BatchResult", "fw_batched", "fw_sweep"]
+__all__ = ["BatchResult", "fw_batched", "fw_batched_ws", "fw_sweep"]
 
 
 @dataclass
@@ -40,6 +40,7 @@ class BatchResult:
     converged: np.ndarray  # (B,) bool
     thetas: np.ndarray  # (B,)
     roundings: np.ndarray  # (B,)
+    x: torch.Tensor | None = None  # (B, n) final iterates
 
 
 def _column_instance(base: Instance, c: torch.Tensor, theta: float) -> Instance:
@@ -58,12 +59,21 @@ def fw_batched(
     init: str = "topk",
     max_iter: int = 1000,
     tol: float | None = None,
+    x0: Any = None,
 ) -> BatchResult:
-    """Run the "fw" selector on B problems at once; problem b = (relevance[b], thetas[b]) on inst.E.
+    """Run plain full-pool "fw" (working_set=0) on B problems at once: problem b is
+    (relevance[b], thetas[b]) on inst.E.
 
     relevance : (B, n) relevance vectors (e.g. ``Q @ E.T`` for B queries).
-    thetas : (B,) trade-offs. ``init`` is "topk" or "uniform" (the deterministic starts).
-    k is ``inst.k``; inst.relevance and inst.theta are ignored. Returns a :class:`BatchResult`.
+    thetas : (B,) trade-offs. ``init`` is "topk" or "uniform" (the deterministic starts);
+    x0 : optional (B, n) feasible starting points instead.
+    k is ``inst.k``; inst.relevance and inst.theta are ignored. Returns a :class:`BatchResult`
+    (with the final iterates x, B x n).
+
+    Rows are problems (X is B x n, V is B x d), so the top-k oracle runs along contiguous rows;
+    the scalars of the FW step (g^T x, ||x||^2, c^T x) are kept per problem in closed form,
+    exactly as :func:`divopt.solvers.frank_wolfe.fw_relaxation` does (re-synchronized every 32
+    iterations), so each row follows that function's iterates.
     """
     E, k, n = inst.E, inst.k, inst.n
     acc, dev = inst.acc_dtype, inst.device
@@ -84,67 +94,226 @@ def fw_batched(
     lam = check_nonnegative(relax_penalty, "relax_penalty")
     tol = 1e-6 * objective_scale(k) if tol is None else check_nonnegative(tol, "tol")
     max_iter = int(max_iter)
+    a_np = 2.0 * (1.0 - th_np)  # per problem
+    Lin = C * torch.as_tensor(th_np * (k - 1), dtype=acc, device=dev)[:, None]  # B x n
     cols = [_column_instance(inst, C[b], float(th_np[b])) for b in range(B)]
-    th = torch.as_tensor(th_np, dtype=acc, device=dev)
-    coef = 2 * (1 - th)  # (B,)
-    Lin = (C * (th * (k - 1))[:, None]).T.contiguous()  # n x B, column b = theta_b (k-1) c_b
-    X = torch.stack([initial_point(cols[b], init) for b in range(B)], 1)  # n x B
-    V = torch.stack([rmatvec(E, X[:, b]) for b in range(B)], 1)  # d x B
-    iters = np.zeros(B, dtype=np.int64)
+    if x0 is not None:
+        X = torch.as_tensor(x0).to(device=dev, dtype=acc).clone()
+        if X.shape != (B, n):
+            raise ValueError(f"x0 must have shape ({B}, {n}), got {tuple(X.shape)}")
+    elif init == "topk":
+        X = torch.zeros(B, n, dtype=acc, device=dev)
+        X.scatter_(1, torch.topk(C, k, dim=1).indices, 1.0)
+    else:
+        X = torch.full((B, n), k / n, dtype=acc, device=dev)
+    V = _rows_times_E(X, E)  # B x d: v_b = E^T x_b, one pass over E for the whole batch
+    linx, xx, vv = np.zeros(B), np.zeros(B), np.zeros(B)
+    iters = np.zeros(B, dtype=np.int64)  # total FW iterations (the cap)
+    local_it = np.zeros(B, dtype=np.int64)  # iterations since the last (re)start, for the sync
     rounds = np.zeros(B, dtype=np.int64)
     converged = np.zeros(B, dtype=bool)
-    active = np.ones(B, dtype=bool)
-    while active.any():
-        A = np.flatnonzero(active)
-        At = torch.as_tensor(A, device=dev)
-        XA, VA = X[:, At], V[:, At]
-        G = Lin[:, At] + coef[At] * (lam * XA - matmul(E, VA))  # the one GEMM of the iteration
-        S = torch.topk(G, k, dim=0).indices  # k x |A|
-        D = -XA
-        D.scatter_add_(0, S, torch.ones_like(S, dtype=acc))
-        gap = (G * D).sum(0)
-        gap_np = gap.cpu().numpy()
-        stop = gap_np <= tol
+    # working copies hold only the problems still running (compacted when some finish), so every
+    # iteration runs on contiguous arrays
+    cur = np.flatnonzero(iters < max_iter)
+    Xw, Vw, Lw = X, V, Lin
+
+    def sync(r: np.ndarray) -> None:  # exact scalars of working rows r
+        rt = torch.as_tensor(r, device=dev)
+        Xd = Xw.index_select(0, rt).double()
+        b = cur[r]
+        linx[b] = (Lw.index_select(0, rt).double() * Xd).sum(1).cpu().numpy()
+        xx[b] = (Xd * Xd).sum(1).cpu().numpy()
+        vv[b] = (Vw.index_select(0, rt).double() ** 2).sum(1).cpu().numpy()
+
+    sync(np.arange(B))
+    if cur.size < B:
+        ct = torch.as_tensor(cur, device=dev)
+        Xw, Vw, Lw = X.index_select(0, ct), V.index_select(0, ct), Lin.index_select(0, ct)
+    while cur.size:
+        aW = torch.as_tensor(a_np[cur], dtype=acc, device=dev)[:, None]
+        T = _V_times_Et(Vw, E).sub_(Xw, alpha=lam)  # E v - lambda x, the one GEMM of the iteration
+        G = Lw - aW * T
+        S = torch.topk(G, k, dim=1).indices  # rows x k
+        gs = G.gather(1, S).double().sum(1).cpu().numpy()
+        xs = Xw.gather(1, S).double().sum(1).cpu().numpy()
+        gap = gs - (linx[cur] - a_np[cur] * (vv[cur] - lam * xx[cur]))
+        stop = gap <= tol
+        done = np.zeros(cur.size, dtype=bool)
         for r in np.flatnonzero(stop):
-            b = int(A[r])
-            x_b = X[:, b]
+            b = int(cur[r])
+            x_b = Xw[r]
             if bool(((x_b < 1e-7) | (x_b > 1 - 1e-7)).all()) or lam < 1:
-                converged[b], active[b] = True, False
-            else:  # stationary but fractional: round without lowering f_lambda, then resume
-                X[:, b], V[:, b] = round_pairwise(cols[b], x_b, V[:, b], lam)
+                converged[b], done[r] = True, True
+            else:  # stationary but fractional: round without lowering f_lambda, then restart FW
+                Xw[r], Vw[r] = round_pairwise(cols[b], x_b.clone(), Vw[r].clone(), lam)
                 rounds[b] += 1
-        move = np.flatnonzero(~stop)
-        if move.size:
-            mv = torch.as_tensor(move, device=dev)
-            Sm = S[:, mv]
-            Ed = E.index_select(0, Sm.reshape(-1)).to(acc).reshape(k, move.size, -1).sum(0) - VA[:, mv].T  # |M| x d
-            Dm = D[:, mv]
-            dd = (Dm * Dm).sum(0)
-            curv = coef[At[mv]] * (lam * dd - (Ed * Ed).sum(1))
-            g_m = gap[mv]
-            gamma = torch.where(curv >= 0, torch.ones_like(curv), torch.clamp(-g_m / curv, max=1.0))
-            bm = At[mv]
-            X[:, bm] = (XA[:, mv] + gamma * Dm).clamp_(0.0, 1.0)
-            V[:, bm] = VA[:, mv] + gamma * Ed.T
-            iters[A[move]] += 1
-        capped = active & (iters >= max_iter)
-        active &= ~capped
-    idx = torch.topk(X, k, dim=0).indices.T.contiguous()  # B x k
+                local_it[b] = 0
+                sync(np.array([r]))
+        mv = np.flatnonzero(~stop)
+        if mv.size:
+            M = cur[mv]
+            allm = mv.size == cur.size
+            mvt = torch.as_tensor(mv, device=dev)
+            Sm = S if allm else S.index_select(0, mvt)
+            Vm = Vw if allm else Vw.index_select(0, mvt)
+            Ed = E.index_select(0, Sm.reshape(-1)).to(acc).reshape(mv.size, k, -1).sum(1) - Vm
+            dd = xx[M] + k - 2.0 * xs[mv]
+            curv = a_np[M] * (lam * dd - (Ed.double() ** 2).sum(1).cpu().numpy())
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gamma = np.where(curv >= 0, 1.0, np.minimum(1.0, -gap[mv] / curv))
+            lins = (Lw if allm else Lw.index_select(0, mvt)).gather(1, Sm).double().sum(1).cpu().numpy()
+            g_t = torch.as_tensor(gamma, dtype=acc, device=dev)[:, None]
+            Xm = Xw if allm else Xw.index_select(0, mvt)
+            Xm.mul_(torch.as_tensor(1.0 - gamma, dtype=acc, device=dev)[:, None])
+            Xm.scatter_add_(1, Sm, g_t.expand(-1, k).contiguous())
+            Vnew = Vm + g_t * Ed
+            if allm:
+                Vw = Vnew
+            else:
+                Xw.index_copy_(0, mvt, Xm)
+                Vw.index_copy_(0, mvt, Vnew)
+            iters[M] += 1
+            local_it[M] += 1
+            linx[M] = (1 - gamma) * linx[M] + gamma * lins
+            xx[M] = xx[M] + 2 * gamma * (xs[mv] - xx[M]) + gamma * gamma * dd
+            vv[M] = (Vnew.double() ** 2).sum(1).cpu().numpy()
+            due = mv[local_it[M] % 32 == 0]
+            if due.size:
+                sync(due)
+        done |= iters[cur] >= max_iter
+        if done.any():  # write finished rows back and compact the working copies
+            keep = np.flatnonzero(~done)
+            fin = torch.as_tensor(np.flatnonzero(done), device=dev)
+            fin_b = torch.as_tensor(cur[done], device=dev)
+            if Xw is not X:
+                X.index_copy_(0, fin_b, Xw.index_select(0, fin))
+                V.index_copy_(0, fin_b, Vw.index_select(0, fin))
+            else:
+                V = Vw  # Xw is X itself (updated in place); V was rebound
+            kt = torch.as_tensor(keep, device=dev)
+            cur = cur[keep]
+            Xw, Vw, Lw = Xw.index_select(0, kt), Vw.index_select(0, kt), Lw.index_select(0, kt)
+    if Xw is X:
+        V = Vw
+    idx = torch.topk(X, k, dim=1).indices  # B x k
     from divopt.models import ccbqp_objective
 
     objs = np.array([ccbqp_objective(cols[b], idx[b].cpu().numpy()) for b in range(B)])
-    return BatchResult(idx, objs, iters, converged, th_np, rounds)
+    return BatchResult(idx, objs, iters, converged, th_np, rounds, X)
+
+
+def _rows_times_E(X: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
+    """X E for X (B, n): row b is E^T x_b, in the accumulation dtype."""
+    if E.dtype in (torch.float16, torch.bfloat16):  # upcast a row block of E at a time
+        out = torch.zeros(X.shape[0], E.shape[1], dtype=X.dtype, device=E.device)
+        for s in range(0, E.shape[0], 1 << 14):
+            out += X[:, s : s + (1 << 14)] @ E[s : s + (1 << 14)].to(X.dtype)
+        return out
+    return X.to(E.dtype) @ E
+
+
+def _V_times_Et(V: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
+    """V E^T for V (B, d): row b is E v_b (one GEMM over the pool)."""
+    if E.dtype in (torch.float16, torch.bfloat16):
+        return matmul(E, V.T).T.contiguous()
+    return V.to(E.dtype) @ E.T
+
+
+def fw_batched_ws(
+    inst: Instance,
+    relevance: Any,
+    thetas: Any,
+    *,
+    working_set: int | str = "auto",
+    relax_penalty: float = 2.0,
+    max_iter: int = 1000,
+    tol: float | None = None,
+    max_rounds: int = 20,
+) -> BatchResult:
+    """Batched FW on a shared working set, certified on the full pool (top-k init).
+
+    The working set P is the union over problems of their M most relevant items. Batched FW
+    (:func:`fw_batched`) runs on E_P; then ONE full-pool GEMM gives every problem's full
+    gradient and FW gap at its result. A problem is accepted only when that full-pool gap is
+    <= tol (a certified FW-stationary point of the full problem: the stopping rule of plain FW,
+    as in the "fw" selector's working-set variant); otherwise its best outside items join P and
+    the problems still open continue from their current points. ``working_set="auto"`` uses
+    M = max(4096, 16 k, n / 32); when the union exceeds n / 2 this is plain :func:`fw_batched`.
+    Paths differ from the single runs' (their working sets differ), the stopping rule does not.
+    """
+    E, k, n = inst.E, inst.k, inst.n
+    acc, dev = inst.acc_dtype, inst.device
+    C = torch.as_tensor(relevance)
+    if C.ndim != 2 or C.shape[1] != n:
+        raise ValueError(f"relevance must have shape (B, {n}) (B problems x pool size n), got {tuple(C.shape)}")
+    C = C.to(device=dev, dtype=acc)
+    B = C.shape[0]
+    th_np = np.asarray(thetas, dtype=np.float64).reshape(-1)
+    if th_np.shape != (B,):
+        raise ValueError(f"thetas must have shape ({B},) (one per relevance row), got {th_np.shape}")
+    M = max(4096, 16 * k, n // 32) if working_set == "auto" else int(working_set)
+    if M < k:
+        raise ValueError(f"working_set must be >= k = {k}, got {working_set}")
+    tol_ = 1e-6 * objective_scale(k) if tol is None else check_nonnegative(tol, "tol")
+    lam = check_nonnegative(relax_penalty, "relax_penalty")
+    in_P = torch.zeros(n, dtype=torch.bool, device=dev)
+    in_P[torch.topk(C, min(M, n), dim=1).indices.reshape(-1)] = True
+    if 2 * int(in_P.sum()) > n:
+        return fw_batched(inst, C, th_np, relax_penalty=relax_penalty, max_iter=max_iter, tol=tol)
+    X = torch.zeros(B, n, dtype=acc, device=dev)
+    X.scatter_(1, torch.topk(C, k, dim=1).indices, 1.0)
+    iters = np.zeros(B, dtype=np.int64)
+    rounds = np.zeros(B, dtype=np.int64)
+    converged = np.zeros(B, dtype=bool)
+    open_ = np.arange(B)
+    a_t = torch.as_tensor(2.0 * (1.0 - th_np), dtype=acc, device=dev)[:, None]
+    lin_t = torch.as_tensor(th_np * (k - 1), dtype=acc, device=dev)[:, None]
+    for _ in range(int(max_rounds)):
+        P = in_P.nonzero().flatten()
+        ot = torch.as_tensor(open_, device=dev)
+        sub = inst.subset(P.cpu().numpy())
+        Co = C.index_select(0, ot)
+        r = fw_batched(sub, Co.index_select(1, P), th_np[open_], relax_penalty=relax_penalty,
+                       max_iter=max_iter, tol=tol, x0=X.index_select(0, ot).index_select(1, P))
+        Xo = torch.zeros(open_.size, n, dtype=acc, device=dev)
+        Xo[:, P] = r.x
+        X.index_copy_(0, ot, Xo)
+        iters[open_] += r.iterations
+        rounds[open_] += r.roundings
+        # certify on the full pool: one GEMM for every open problem's full gradient
+        Vo = _rows_times_E(Xo[:, P], sub.E)
+        G = lin_t[open_] * Co - a_t[open_] * _V_times_Et(Vo, E).sub_(Xo, alpha=lam)
+        gap = (torch.topk(G, k, dim=1).values.double().sum(1) - (G.double() * Xo.double()).sum(1)).cpu().numpy()
+        ok = (gap <= tol_) | ~r.converged  # an iteration cap ends the problem, not certified
+        converged[open_[ok]] = r.converged[ok] & (gap[ok] <= tol_)
+        bad = np.flatnonzero(~ok)
+        if bad.size == 0:
+            break
+        Gb = G.index_select(0, torch.as_tensor(bad, device=dev)).masked_fill(in_P, -torch.inf)
+        add = torch.topk(Gb, min(max(k, M // 4), int((~in_P).sum())), dim=1).indices
+        in_P[add.reshape(-1)] = True
+        open_ = open_[bad]
+    idx = torch.topk(X, k, dim=1).indices
+    from divopt.models import ccbqp_objective
+
+    objs = np.array([ccbqp_objective(_column_instance(inst, C[b], float(th_np[b])), idx[b].cpu().numpy())
+                     for b in range(B)])
+    return BatchResult(idx, objs, iters, converged, th_np, rounds, X)
 
 
 def fw_sweep(
     inst: Instance,
     queries: Any,
     thetas: Any,
+    *,
+    working_set: Any = 0,
     **params: Any,
 ) -> tuple[BatchResult, np.ndarray, np.ndarray]:
     """FW for every (query, theta) pair in one batch: Q queries x T thetas -> B = Q T problems.
 
     queries : (Q, d) unit-norm query vectors (relevance E q) or a (Q, n) relevance matrix.
+    working_set : 0 (default) for :func:`fw_batched` (equals the single full-pool "fw" runs),
+        "auto" or an int M for :func:`fw_batched_ws` (shared working set, certified).
     Returns (result, query_index (B,), theta (B,)); problem b is query b // T at thetas[b % T].
     """
     Qt = torch.as_tensor(np.asarray(queries) if not isinstance(queries, torch.Tensor) else queries)
@@ -160,5 +329,8 @@ def fw_sweep(
     Q, T = rel.shape[0], th.size
     rel_b = rel.repeat_interleave(T, dim=0)
     th_b = np.tile(th, Q)
-    res = fw_batched(inst, rel_b, th_b, **params)
+    if working_set:
+        res = fw_batched_ws(inst, rel_b, th_b, working_set=working_set, **params)
+    else:
+        res = fw_batched(inst, rel_b, th_b, **params)
     return res, np.repeat(np.arange(Q), T), th_b
