@@ -99,6 +99,10 @@ def _text_dataset(spec: str, cfg: CertifyConfig):
     import divopt.data as D
 
     name, _, path = spec.partition(":")
+    known = ("toy", "wordnet", "beir", "mini-wikipedia", "miniwiki", "rgb")
+    if name not in known:
+        raise ValueError(f"unknown dataset {spec!r}; expected synthetic, toy, wordnet[:N_WORDS], beir:PATH, "
+                         f"mini-wikipedia:PATH or rgb:PATH")
     if name == "toy":
         return D.toy_dataset()
     if name == "wordnet":
@@ -109,11 +113,7 @@ def _text_dataset(spec: str, cfg: CertifyConfig):
         return D.load_beir(path)
     if name in ("mini-wikipedia", "miniwiki"):
         return D.load_mini_wikipedia(path)
-    if name == "rgb":
-        return D.load_rgb(path)
-    raise ValueError(
-        f"unknown dataset {spec!r}; expected synthetic, toy, wordnet[:N_WORDS], beir:PATH, mini-wikipedia:PATH or rgb:PATH"
-    )
+    return D.load_rgb(path)
 
 
 def load_queries(cfg: CertifyConfig) -> Iterator[QueryData]:

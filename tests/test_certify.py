@@ -124,3 +124,7 @@ def test_bad_input_names_the_problem(tmp_path):
         C.run_certify(C.CertifyConfig(**{**CFG, "thetas": (1.5,)}), tmp_path / "x.parquet", progress=False)
     with pytest.raises(ValueError, match="unknown dataset"):
         next(C.load_queries(C.CertifyConfig(**{**CFG, "dataset": "nope:x"})))
+    with pytest.raises(ValueError, match="unknown dataset"):
+        next(C.load_queries(C.CertifyConfig(**{**CFG, "dataset": "nope"})))
+    with pytest.raises(ValueError, match="needs a path"):
+        next(C.load_queries(C.CertifyConfig(**{**CFG, "dataset": "beir"})))
