@@ -41,6 +41,7 @@ __all__ = [
     "vrsd_score",
     "dartboard_score",
     "jaccard",
+    "consistency",
     "selection_metrics",
 ]
 
@@ -271,6 +272,37 @@ def jaccard(a: Iterable[Any], b: Iterable[Any]) -> float:
     B = {x.item() if hasattr(x, "item") else x for x in b}
     union = A | B
     return len(A & B) / len(union) if union else 1.0
+
+
+def consistency(a: Any, b: Any, keys: Sequence[str] = ("query_id", "theta", "method"),
+                column: str | None = None):
+    """Jaccard between the selections of two result tables (two embedding models, two runs, ...).
+
+    ``a`` and ``b`` are pandas frames with one row per ``keys`` and a column of selected passage
+    ids ("selected_ids" of certify, "selected" of sweep; found automatically). Returns a frame
+    with ``keys`` and ``jaccard`` for the rows present in both (inner join).
+    """
+    import pandas as pd
+
+    def col(df):
+        if column is not None:
+            return column
+        for c in ("selected_ids", "selected"):
+            if c in df.columns:
+                return c
+        raise ValueError(f"no selected-ids column (selected_ids / selected) in {sorted(df.columns)}")
+
+    keys = list(keys)
+    for name, df in (("a", a), ("b", b)):
+        missing = [k for k in keys if k not in df.columns]
+        if missing:
+            raise ValueError(f"table {name} lacks key column(s) {missing}")
+        if df.duplicated(keys).any():
+            raise ValueError(f"table {name} has several rows per {keys}: aggregate or add keys first")
+    m = pd.merge(a[keys + [col(a)]].rename(columns={col(a): "_a"}), b[keys + [col(b)]].rename(columns={col(b): "_b"}),
+                 on=keys, how="inner")
+    m["jaccard"] = [jaccard(list(x), list(y)) for x, y in zip(m["_a"], m["_b"])]
+    return m.drop(columns=["_a", "_b"])
 
 
 # --------------------------------------------------------------------------------------------

@@ -137,3 +137,17 @@ def test_alpha_ndcg_matches_plain_loop_on_random_single_label_cases():
             seen[lab] = seen.get(lab, 0) + 1
         want = dcg([sub[d] for d in ranked]) / dcg(ideal)
         assert M.alpha_ndcg(ranked, sub, k, alpha) == pytest.approx(want)
+
+
+def test_consistency_between_two_runs():
+    import pandas as pd
+
+    a = pd.DataFrame({"query_id": ["q1", "q1", "q2"], "theta": [0.5, 0.9, 0.5], "method": ["fw"] * 3,
+                      "selected_ids": [["a", "b"], ["a", "c"], ["x", "y"]]})
+    b = pd.DataFrame({"query_id": ["q1", "q1", "q3"], "theta": [0.5, 0.9, 0.5], "method": ["fw"] * 3,
+                      "selected": [["b", "a"], ["a", "d"], ["x", "y"]]})
+    out = M.consistency(a, b)
+    assert out.sort_values("theta").jaccard.tolist() == pytest.approx([1.0, 1 / 3])
+    assert len(out) == 2  # q2 / q3 are in one table only
+    with pytest.raises(ValueError, match="several rows"):
+        M.consistency(pd.concat([a, a]), b)
