@@ -38,6 +38,7 @@ from pyomo.contrib.solver.common.factory import SolverFactory
 from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 from pyomo.core.base.var import Var
 from pyomo.core.base.constraint import Constraint
+from pyomo.core.expr.visitor import polynomial_degree
 
 from divopt.models import Instance, ccbqp_objective
 from divopt.models.mip_ccbqp import FORMULATIONS, build_ccbqp
@@ -183,11 +184,11 @@ def model_size(model: Any) -> dict:
     quadratic = False
     for c in model.component_data_objects(Constraint, active=True, descend_into=True):
         n_cons += 1
-        if not quadratic and c.body.polynomial_degree() != 1:
-            deg = c.body.polynomial_degree()
+        if not quadratic:
+            deg = polynomial_degree(c.body)
             quadratic = deg is None or deg > 1
     obj = _objective(model)
-    deg = obj.expr.polynomial_degree() if obj is not None else 1
+    deg = polynomial_degree(obj.expr) if obj is not None else 1
     obj_quadratic = deg is None or deg > 1
     return {
         "n_vars": n_vars,
