@@ -327,6 +327,18 @@ def selection_metrics(
     ``s_recall``. Passage ids come from ``ids``, else ``inst.ids``, else the row indices.
     """
     idx = check_indices(indices, inst.n)
+    if idx.size == 0:
+        # An empty selection is a legitimate outcome (e.g. the sparsity model choosing nothing):
+        # it retrieves nothing relevant (IR metrics 0) and has no pairs (ILAD/ILS undefined).
+        out0: dict[str, float] = {"objective": 0.0, "relevance_sum": 0.0, "ilad": float("nan"), "ils": float("nan")}
+        if inst.q is not None:
+            out0["vrsd"] = float("nan")
+        if qrels is not None:
+            has_rel = any(float(g) > 0 for g in dict(qrels).values())
+            out0["recall"] = out0["ndcg"] = 0.0 if has_rel else float("nan")
+        if subtopics is not None:
+            out0["alpha_ndcg"] = out0["s_recall"] = 0.0
+        return out0
     k = idx.size if k is None else int(k)
     out: dict[str, float] = {
         "objective": ccbqp_objective(inst, idx),
