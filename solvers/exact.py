@@ -290,6 +290,14 @@ def _highs_warm_start(opt: Any, model: Any, kw: dict) -> None:
         opt._active_config = opt.config
 
 
+@functools.lru_cache(maxsize=None)
+def _scip_version() -> str:
+    """SCIP's own version (Pyomo reports PySCIPOpt's), e.g. "10.0 (PySCIPOpt 6.3.0)"."""
+    import pyscipopt
+
+    return f"{pyscipopt.Model().version()} (PySCIPOpt {pyscipopt.__version__})"
+
+
 def _run_one(model, solver, *, time_limit, mip_gap, warm_idx, log_path, threads, options) -> Result:
     opt = SolverFactory(_PYOMO_NAME[solver])
     kw: dict[str, Any] = dict(load_solutions=False, raise_exception_on_nonoptimal_result=False)
@@ -355,7 +363,7 @@ def _run_one(model, solver, *, time_limit, mip_gap, warm_idx, log_path, threads,
     info = {
         "termination_condition": tc.name,
         "solution_status": res.solution_status.name,
-        "solver_version": ".".join(str(v) for v in (res.solver_version or ())),
+        "solver_version": _scip_version() if solver == "scip" else ".".join(str(v) for v in (res.solver_version or ())),
     }
     nodes = getattr(res.extra_info, "mip_node_count", None) if hasattr(res, "extra_info") else None
     if nodes is not None:
