@@ -5,6 +5,8 @@ Each step costs one GEMV E e (O(n d)); nothing n x n is formed. Ties go to the l
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from divopt.models import Instance
@@ -12,11 +14,25 @@ from divopt.models.kernels import gather_rows, matvec
 
 from .selection import register
 
-__all__ = ["topk", "mmr", "gmmr", "vrsd"]
+__all__ = ["topk", "mmr", "gmmr", "vrsd", "greedy_loop"]
 
 
-def _row(inst: Instance, j: int) -> torch.Tensor:
-    return gather_rows(inst.E, torch.tensor([j], device=inst.device))[0]
+def greedy_loop(inst: Instance, add: Callable[[torch.Tensor, int], torch.Tensor]):
+    """The greedy skeleton shared by MMR, gMMR and VRSD: first pick argmax c; after each pick j,
+    ``add(e_j, j)`` updates the method's state and returns the scores of all n items; the next
+    pick is the best unselected item. Returns (indices, k, {})."""
+    taken = torch.zeros(inst.n, dtype=torch.bool, device=inst.device)
+    picks = []
+    j = int(torch.argmax(inst.relevance))
+    for t in range(inst.k):
+        picks.append(j)
+        taken[j] = True
+        if t == inst.k - 1:
+            break
+        score = add(gather_rows(inst.E, torch.tensor([j], device=inst.device))[0], j)
+        score[taken] = -float("inf")
+        j = int(torch.argmax(score))
+    return torch.tensor(picks), inst.k, {}
 
 
 @register("topk")
@@ -30,21 +46,14 @@ def mmr(inst: Instance):
     """Maximal marginal relevance (Carbonell & Goldstein 1998), as in LangChain:
     first pick argmax c; then argmax_i theta c_i - (1-theta) max_{j in S} w_ij, w_ij = e_i^T e_j.
     """
-    c, k, th = inst.relevance, inst.k, inst.theta
-    taken = torch.zeros(inst.n, dtype=torch.bool, device=inst.device)
+    c, th = inst.relevance, inst.theta
     max_sim = torch.full_like(c, -float("inf"))
-    picks = []
-    j = int(torch.argmax(c))
-    for t in range(k):
-        picks.append(j)
-        taken[j] = True
-        if t == k - 1:
-            break
-        torch.maximum(max_sim, matvec(inst.E, _row(inst, j)), out=max_sim)
-        score = th * c - (1 - th) * max_sim
-        score[taken] = -float("inf")
-        j = int(torch.argmax(score))
-    return torch.tensor(picks), k, {}
+
+    def add(e: torch.Tensor, j: int) -> torch.Tensor:
+        torch.maximum(max_sim, matvec(inst.E, e), out=max_sim)
+        return th * c - (1 - th) * max_sim
+
+    return greedy_loop(inst, add)
 
 
 @register("gmmr")
@@ -53,23 +62,15 @@ def gmmr(inst: Instance):
     argmax_i theta c_i + (1-theta) sqrt(2 - 2 cos(e_i, m_S)), m_S the centroid of the selected set
     (||e_i - m_S/||m_S|| ||, the distance of e_i to the normalized centroid).
     """
-    c, k, th = inst.relevance, inst.k, inst.theta
-    taken = torch.zeros(inst.n, dtype=torch.bool, device=inst.device)
+    c, th = inst.relevance, inst.theta
     s = torch.zeros(inst.d, dtype=inst.acc_dtype, device=inst.device)
-    picks = []
-    j = int(torch.argmax(c))
-    for t in range(k):
-        picks.append(j)
-        taken[j] = True
-        if t == k - 1:
-            break
-        s += _row(inst, j)
-        norm = float(torch.linalg.vector_norm(s))
-        cos = matvec(inst.E, s) / max(norm, 1e-12)
-        score = th * c + (1 - th) * torch.sqrt((2 - 2 * cos).clamp_min(0))
-        score[taken] = -float("inf")
-        j = int(torch.argmax(score))
-    return torch.tensor(picks), k, {}
+
+    def add(e: torch.Tensor, j: int) -> torch.Tensor:
+        s.add_(e)
+        cos = matvec(inst.E, s) / max(float(torch.linalg.vector_norm(s)), 1e-12)
+        return th * c + (1 - th) * torch.sqrt((2 - 2 * cos).clamp_min(0))
+
+    return greedy_loop(inst, add)
 
 
 @register("vrsd")
@@ -80,21 +81,14 @@ def vrsd(inst: Instance):
     where c_S = q^T s = sum of the selected relevances (c = E q; user-supplied relevance is used
     in place of q^T e when no query vector is given). First pick: argmax c. theta is ignored.
     """
-    c, k = inst.relevance, inst.k
-    taken = torch.zeros(inst.n, dtype=torch.bool, device=inst.device)
+    c = inst.relevance
     s = torch.zeros(inst.d, dtype=inst.acc_dtype, device=inst.device)
-    cs = 0.0
-    picks = []
-    j = int(torch.argmax(c))
-    for t in range(k):
-        picks.append(j)
-        taken[j] = True
-        if t == k - 1:
-            break
-        s += _row(inst, j)
-        cs += float(c[j])
+    cs = [0.0]
+
+    def add(e: torch.Tensor, j: int) -> torch.Tensor:
+        s.add_(e)
+        cs[0] += float(c[j])
         denom = (float(s @ s) + 2 * matvec(inst.E, s) + 1).clamp_min(1e-12).sqrt()
-        score = (cs + c) / denom
-        score[taken] = -float("inf")
-        j = int(torch.argmax(score))
-    return torch.tensor(picks), k, {}
+        return (cs[0] + c) / denom
+
+    return greedy_loop(inst, add)
