@@ -311,8 +311,17 @@ def _run_one(model, solver, *, time_limit, mip_gap, warm_idx, log_path, threads,
         kw["solver_options"] = dict(options)
     if warm_idx is not None:
         _set_warm_start(model, warm_idx)
-        if solver in ("gurobi", "scip"):
+        if solver == "gurobi":
             kw["warmstart_discrete_vars"] = True
+        elif solver == "scip":
+            # Pyomo's SCIP start copies every discrete variable's value and fails on None.
+            unset = [v.name for v in model.component_data_objects(Var, descend_into=True)
+                     if v.is_integer() and v.value is None]
+            if unset:
+                warnings.warn(f"SCIP warm start skipped: discrete variables without a value, e.g. {unset[:3]}",
+                              RuntimeWarning, stacklevel=3)
+            else:
+                kw["warmstart_discrete_vars"] = True
     with contextlib.ExitStack() as stack:
         if log_path is not None:
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)

@@ -95,3 +95,19 @@ def test_generic_model_with_extra_variables_and_mip_gap():
     assert r.status in ("optimal", "gap_limit")
     if r.status == "gap_limit":
         assert not r.proven_optimal and "gap" in r.message
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_warm_start_on_a_model_with_extra_discrete_variables(solver):
+    """Warm start sets x only; extra discrete variables without values must not break a solve."""
+    import pyomo.environ as pe
+
+    s = np.arange(6.0)
+    m = build_topk(s, 2)
+    m.z = pe.Var(domain=pe.Binary)
+    m.link = pe.Constraint(expr=m.z <= m.x[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        r = solve(m, solver, warm_start=[0, 1])
+    assert r.proven_optimal
+    np.testing.assert_array_equal(r.indices, [4, 5])
