@@ -23,7 +23,7 @@ import torch
 
 from divopt.models import Instance, objective_scale
 from divopt.models.kernels import matmul
-from divopt.models.validation import check_k, check_nonnegative, check_theta, check_vector
+from divopt.models.validation import check_nonnegative, check_theta
 
 from .frank_wolfe import round_pairwise
 
