@@ -23,6 +23,8 @@ complete when the best excluded b_j fails that bound (then the block scan is ski
 """
 from __future__ import annotations
 
+import inspect
+
 import contextlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,6 +159,7 @@ def local_search(
     two = 2.0 * (1.0 - th)
     swaps = scans = 0
     first = True
+    prune = True  # GEMV + bound first; switched off for this search once the bound fails
     while True:
         R = gather_rows(E, idx)  # k x d, the selected rows
         if whole:
@@ -167,7 +170,7 @@ def local_search(
             c = inst.relevance.index_fill(0, idx, -torch.inf)
             P = torch.cat([idx, torch.topk(c, m).indices])
         else:
-            j_best, u, best = _full_scan(E, R, idx, lin, two)
+            j_best, u, best, prune = _full_scan(E, R, idx, lin, two, prune)
             scans += 1
             if best <= tol:
                 return LSResult(idx, f, swaps, True, trace[0], trace, mode, scans, u)
@@ -232,11 +235,12 @@ def ls_tolerance(inst: Instance) -> float:
 def pool_scan(inst: Instance, indices: Any) -> tuple[int, torch.Tensor, float]:
     """One pass over the pool at the k-set S: (j of the best swap, u = E v, its gain Delta).
 
-    The best swap is over ALL (i in S, j not in S); a gain <= 0 certifies a 1-swap optimum.
+    The best swap is over ALL (i in S, j not in S); a gain <= 0 certifies a 1-swap optimum
+    (j = -1 and gain = -inf when the bound w_ij <= 1 already rules out every swap).
     """
     idx = torch.as_tensor(check_indices(indices, inst.n, "indices", size=inst.k), device=inst.device)
     lin = (inst.theta * (inst.k - 1)) * inst.relevance
-    return _full_scan(inst.E, gather_rows(inst.E, idx), idx, lin, 2.0 * (1.0 - inst.theta))
+    return _full_scan(inst.E, gather_rows(inst.E, idx), idx, lin, 2.0 * (1.0 - inst.theta))[:3]
 
 
 def _complement(idx: torch.Tensor, n: int) -> torch.Tensor:
@@ -245,16 +249,33 @@ def _complement(idx: torch.Tensor, n: int) -> torch.Tensor:
     return mask.nonzero().flatten()
 
 
-def _full_scan(E: torch.Tensor, R: torch.Tensor, idx: torch.Tensor, lin: torch.Tensor, two: float):
+def _full_scan(E: torch.Tensor, R: torch.Tensor, idx: torch.Tensor, lin: torch.Tensor, two: float,
+               prune: bool = True):
     """One pass over the pool, block by block: u = E v and the best swap over all (i, j).
 
-    u_i for i in S is R v (v = sum of the rows R), so a_i is known before the pass. The gains
-    are formed in place in the block's W (one n_b x k buffer per block).
+    u_i for i in S is R v (v = sum of the rows R), so a_i is known before the pass. With
+    ``prune`` a GEMV first bounds every gain (w_ij <= 1); when at most n/8 entrants survive the
+    bound (typical for theta >= 0.7) only their rows are compared exactly, else the full pass
+    follows. The gains are formed in place in the block's W (one n_b x k buffer per block).
+    Returns (j_best, u, best gain, whether the bound sufficed).
     """
     n, k = E.shape[0], R.shape[0]
     block = max(_SCAN_BLOCK, _FULL_LIMIT // max(k, 1))
     uS = R @ R.sum(0)
     a = -lin[idx] + two * (uS - 1.0)
+    if prune:
+        # w_ij <= 1 gives Delta(i, j) <= b_j + max_i a_i + 2 (1-theta): one GEMV for u = E v finds
+        # every entrant that could improve; only those rows are compared with S exactly
+        u = matvec(E, R.sum(0))
+        b = torch.add(lin, u, alpha=-two).index_fill_(0, idx, -torch.inf)
+        cand = (b > -(float(a.max()) + two)).nonzero().flatten()
+        if cand.numel() == 0:
+            return -1, u, -float("inf"), True
+        if cand.numel() <= n // 8:
+            Wc = gather_rows(E, cand) @ R.T
+            Wc.mul_(two).add_(a).add_(b[cand].unsqueeze(1))
+            flat = int(torch.argmax(Wc))
+            return int(cand[flat // k]), u, float(Wc.view(-1)[flat]), True
     u = torch.empty(n, dtype=lin.dtype, device=E.device)
     best, j_best = -float("inf"), -1
     for s in range(0, n, block):
@@ -268,7 +289,7 @@ def _full_scan(E: torch.Tensor, R: torch.Tensor, idx: torch.Tensor, lin: torch.T
         val = float(W.view(-1)[flat])
         if val > best:
             best, j_best = val, s + flat // k
-    return j_best, u, best
+    return j_best, u, best, False
 
 
 def iterated_local_search(
@@ -399,6 +420,20 @@ def fw_ls(inst: Instance, *, max_swaps: int | None = None, shortlist: int | None
     return idx, iters + ls_info["swaps"], info
 
 
+def _with_ls_params(base_fn) -> inspect.Signature:
+    """Signature of ``base_fn`` plus the keyword-only local-search parameters."""
+    sig = inspect.signature(base_fn)
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    names = {p.name for p in params}
+    for name in ("max_swaps", "shortlist"):
+        if name not in names:
+            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None))
+    return sig.replace(parameters=params)
+
+
+fw_ls.__signature__ = _with_ls_params(get_selector("fw"))
+
+
 def _polished(base: str):
     def selector(inst: Instance, *, max_swaps: int | None = None, shortlist: int | None = None, **params: Any):
         sel, iters, info = get_selector(base)(inst, **params)
@@ -406,6 +441,9 @@ def _polished(base: str):
         return idx, int(iters) + ls_info["swaps"], {**info, **ls_info, "base": base}
 
     selector.__name__ = f"{base}_ls"
+    # advertise the base selector's parameters (introspection, e.g. the sweep's grid projection,
+    # must not think **params accepts everything)
+    selector.__signature__ = _with_ls_params(get_selector(base))
     selector.__doc__ = f'"{base}" followed by best-improvement 1-swap local search (never worse than {base}).'
     return selector
 
