@@ -97,10 +97,13 @@ class Instance:
 
     # --- derived instances (no re-validation of E) ------------------------------------------
     def replace(self, **changes: Any) -> "Instance":
-        """A copy with new ``k`` and/or ``theta`` (validated); E, q and relevance are shared."""
-        unknown = set(changes) - {"k", "theta"}
+        """A copy with new ``k``, ``theta``, ``relevance`` and/or ``q`` (validated); E is shared.
+
+        A new ``q`` recomputes the relevance c = E q unless ``relevance`` is also given.
+        """
+        unknown = set(changes) - {"k", "theta", "relevance", "q"}
         if unknown:
-            raise TypeError(f"Instance.replace accepts k and theta, got {sorted(unknown)}")
+            raise TypeError(f"Instance.replace accepts k, theta, relevance and q, got {sorted(unknown)}")
         new = object.__new__(Instance)
         for f in dataclasses.fields(self):
             object.__setattr__(new, f.name, getattr(self, f.name))
@@ -108,6 +111,15 @@ class Instance:
             object.__setattr__(new, "k", check_k(changes["k"], self.n))
         if "theta" in changes:
             object.__setattr__(new, "theta", check_theta(changes["theta"]))
+        acc = self.acc_dtype
+        if changes.get("q") is not None:
+            q = check_vector(changes["q"], "q", self.d, " (the embedding dimension d)", unit_norm=True)
+            object.__setattr__(new, "q", q.to(device=self.device, dtype=acc))
+            if changes.get("relevance") is None:
+                object.__setattr__(new, "relevance", matvec(self.E, new.q))
+        if changes.get("relevance") is not None:
+            c = check_vector(changes["relevance"], "relevance", self.n, " (the pool size n)")
+            object.__setattr__(new, "relevance", c.to(device=self.device, dtype=acc))
         return new
 
     def subset(self, indices: Any, k: int | None = None) -> "Instance":

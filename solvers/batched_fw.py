@@ -45,9 +45,7 @@ class BatchResult:
 
 def _column_instance(base: Instance, c: torch.Tensor, theta: float) -> Instance:
     """base with relevance c and theta, sharing (not re-validating) E."""
-    new = base.replace(theta=theta)
-    object.__setattr__(new, "relevance", c)
-    return new
+    return base.replace(theta=theta, relevance=c)
 
 
 def fw_batched(
@@ -149,6 +147,8 @@ def fw_batched(
                 rounds[b] += 1
                 local_it[b] = 0
                 sync(np.array([r]))
+                if lam < 2:  # not tight: stop at the rounded vertex, as the "fw" selector does
+                    converged[b], done[r] = True, True
         mv = np.flatnonzero(~stop)
         if mv.size:
             M = cur[mv]

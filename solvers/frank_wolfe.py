@@ -201,11 +201,17 @@ def _fw_to_vertex(inst, x, v, relax_penalty, max_iter, tol, exact_trace):
         roundings += 1
         lin = (inst.theta * (inst.k - 1)) * inst.relevance
         trace.append(_relaxed_value(lin, x, v, inst.theta, inst.k, relax_penalty))
+        if relax_penalty < 2:
+            # Not tight: FW would climb back to the fractional point and cycle; stop at the vertex.
+            return x, v, res, total, trace, roundings
 
 
-def _auto_working_set(n: int, k: int) -> int | None:
+def _auto_working_set(n: int, k: int, theta: float) -> int | None:
+    # Below theta = 0.5 diversity dominates and relevance rank is a poor guide to where the
+    # optimum lives: measured on 10^5 pools at theta = 0.3, full-pool FW ended 0.007-0.012 k(k-1)
+    # higher, so auto keeps plain FW there.
     m = max(4096, 16 * k, n // 32)
-    return m if 4 * m <= n else None
+    return m if (4 * m <= n and theta >= 0.5) else None
 
 
 @register("fw")
@@ -233,14 +239,16 @@ def frank_wolfe(
     The result is accepted only if that full-pool gap is <= tol, i.e. it is a certified
     FW-stationary point of the full problem, exactly the stopping rule of plain FW; otherwise
     the full gradient's top-k items (and the next best) join the working set and FW continues.
-    "auto" uses M = max(4096, 16k, n/32) when n >= 4M and init is "topk"; else plain FW.
+    "auto" uses M = max(4096, 16k, n/32) when n >= 4M, theta >= 0.5 and init is "topk"; else
+    plain FW. With 1 <= relax_penalty < 2 (relaxation not tight) a fractional stationary point is
+    rounded once, never lowering f_lambda, and FW stops there instead of cycling.
 
     info: converged, gap (full-pool), trace (f_lambda, non-decreasing), roundings, init,
     working_set (final size or None), full_gemvs (full-pool passes, verification included).
     """
     n, k = inst.n, inst.k
     if working_set == "auto":
-        M = _auto_working_set(n, k) if (isinstance(init, str) and init == "topk") else None
+        M = _auto_working_set(n, k, inst.theta) if (isinstance(init, str) and init == "topk") else None
     elif not working_set:
         M = None
     else:

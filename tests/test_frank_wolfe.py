@@ -159,3 +159,28 @@ def test_working_set_result_is_certified_stationary_on_full_pool(theta):
     # plain FW from the same start is also stationary; both are valid local maxima
     plain = select(inst, "fw", working_set=0)
     assert plain.info["working_set"] is None and plain.info["converged"]
+
+
+def test_non_tight_penalty_rounds_once_instead_of_cycling():
+    """relax_penalty in [1, 2): the relaxation is not tight, FW must stop at a rounded vertex
+    whose f_lambda is at least the fractional stationary value (pairwise moves are convex for
+    lambda >= 1 only when w_ij >= 0, so the check uses a narrow cone where all w_ij > 0)."""
+    from divopt.data.synthetic import narrow_cone
+
+    E, q, _ = narrow_cone(300, 16, seed=4)
+    inst = Instance(E.astype(np.float64), q.astype(np.float64), k=8, theta=0.3)
+    sel = select(inst, "fw", relax_penalty=1.0, init="uniform", max_iter=1000)
+    assert sel.iterations < 1000 and sel.info["roundings"] <= 1
+    assert len(set(sel.indices.tolist())) == 8
+
+
+def test_replace_relevance_and_query():
+    E, q = random_unit(20, 5, 0), unit_query(5, 0)
+    inst = Instance(E, q, k=3, theta=0.5)
+    c = np.arange(20.0)
+    r = inst.replace(relevance=c, theta=0.2)
+    assert r.theta == 0.2 and r.E is inst.E and np.array_equal(r.relevance.numpy(), c)
+    q2 = unit_query(5, 1)
+    np.testing.assert_allclose(inst.replace(q=q2).relevance.numpy(), E @ q2, atol=1e-12)
+    with pytest.raises(ValueError, match="relevance must have length 20"):
+        inst.replace(relevance=np.ones(3))
