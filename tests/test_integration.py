@@ -24,3 +24,14 @@ def test_selectors_do_not_claim_to_accept_arbitrary_parameters():
     for name, fn in METHODS.items():
         kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
         assert inspect.Parameter.VAR_KEYWORD not in kinds, name
+
+
+def test_default_method_is_registered_and_used():
+    from divopt.solvers import DEFAULT_METHOD, select
+
+    from conftest import random_unit, unit_query
+
+    assert DEFAULT_METHOD in METHODS
+    inst = Instance(random_unit(40, 6, 0), unit_query(6, 0), k=4, theta=0.5)
+    sel = select(inst)
+    assert sel.method == DEFAULT_METHOD and len(sel) == 4
