@@ -107,7 +107,7 @@ def _candidate_pool(inst: Instance, idx: torch.Tensor, u: torch.Tensor, pool_siz
 def multistart(
     inst: Instance,
     *,
-    n_random: int = 1,
+    n_random: int = 4,
     continuation_steps: int = 4,
     greedy_starts: tuple = ("mmr", "gmmr"),
     perturb_rounds: int = 100,
