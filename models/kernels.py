@@ -41,7 +41,11 @@ def matmul(E: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
             out[s : s + _BLOCK_ROWS] = E[s : s + _BLOCK_ROWS].to(acc) @ V32
         return out
     if E.dtype in (torch.float16, torch.bfloat16):
-        return (E @ V.to(device=E.device, dtype=E.dtype)).to(acc)
+        Vh = V.to(device=E.device, dtype=E.dtype)  # the operand is rounded to the storage dtype
+        try:  # CUDA: cuBLAS accumulates in float32 and, with out_dtype, also returns float32
+            return torch.mm(E, Vh, out_dtype=acc)
+        except (RuntimeError, NotImplementedError, TypeError):  # older torch: float32 sums, half output
+            return (E @ Vh).to(acc)
     return E @ V.to(device=E.device, dtype=E.dtype)
 
 
