@@ -43,6 +43,7 @@ import pyomo.environ as pe
 from pyomo.core.util import quicksum
 
 from divopt.models import Instance
+from divopt.models.mip_diversity import check_rho_div
 from divopt.models.validation import check_choice, check_k, check_nonnegative
 
 from .oracles import SIMILARITIES, pool_arrays, similarity_upper_bounds, worst_case_relevance
@@ -63,12 +64,7 @@ def _check_common(inst: Instance, sparsity_penalty: Any, rho_div: Any, similarit
     if not isinstance(inst, Instance):
         raise TypeError(f"instance must be a divopt.models.Instance, got {type(inst).__name__}")
     lam = check_nonnegative(sparsity_penalty, "sparsity_penalty")
-    try:
-        rd = float(rho_div)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"rho_div must be a number (cap on the average pairwise similarity), got {rho_div!r}") from exc
-    if not np.isfinite(rd):
-        raise ValueError(f"rho_div must be finite, got {rho_div!r}")
+    rd = check_rho_div(rho_div)
     check_choice(similarity, "similarity", SIMILARITIES)
     ms = None if max_size is None else check_k(max_size, inst.n, "max_size")
     return lam, rd, ms
