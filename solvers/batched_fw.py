@@ -25,7 +25,7 @@ from divopt.models import Instance, objective_scale
 from divopt.models.kernels import matmul
 from divopt.models.validation import check_nonnegative, check_theta
 
-from .frank_wolfe import round_pairwise
+from .frank_wolfe import round_pairwise, working_set_size
 
 __all__ = ["BatchResult", "fw_batched", "fw_batched_ws", "fw_sweep"]
 
@@ -41,6 +41,23 @@ class BatchResult:
     thetas: np.ndarray  # (B,)
     roundings: np.ndarray  # (B,)
     x: torch.Tensor | None = None  # (B, n) final iterates
+
+
+def _check_problems(inst: Instance, relevance: Any, thetas: Any) -> tuple[torch.Tensor, np.ndarray]:
+    """Validate B problems on one pool: relevance (B, n) finite, one theta in [0, 1] per row."""
+    n = inst.n
+    C = torch.as_tensor(relevance)
+    if C.ndim != 2 or C.shape[1] != n:
+        raise ValueError(f"relevance must have shape (B, {n}) (B problems x pool size n), got {tuple(C.shape)}")
+    C = C.to(device=inst.device, dtype=inst.acc_dtype)
+    if not bool(torch.isfinite(C).all()):
+        raise ValueError("relevance must be finite")
+    th_np = np.asarray(thetas, dtype=np.float64).reshape(-1)
+    if th_np.shape != (C.shape[0],):
+        raise ValueError(f"thetas must have shape ({C.shape[0]},) (one per relevance row), got {th_np.shape}")
+    for t in th_np:
+        check_theta(float(t), "thetas")
+    return C, th_np
 
 
 def _column_instance(base: Instance, c: torch.Tensor, theta: float) -> Instance:
@@ -75,18 +92,8 @@ def fw_batched(
     """
     E, k, n = inst.E, inst.k, inst.n
     acc, dev = inst.acc_dtype, inst.device
-    C = torch.as_tensor(relevance)
-    if C.ndim != 2 or C.shape[1] != n:
-        raise ValueError(f"relevance must have shape (B, {n}) (B problems x pool size n), got {tuple(C.shape)}")
-    C = C.to(device=dev, dtype=acc)
-    if not bool(torch.isfinite(C).all()):
-        raise ValueError("relevance must be finite")
+    C, th_np = _check_problems(inst, relevance, thetas)
     B = C.shape[0]
-    th_np = np.asarray(thetas, dtype=np.float64).reshape(-1)
-    if th_np.shape != (B,):
-        raise ValueError(f"thetas must have shape ({B},) (one per relevance row), got {th_np.shape}")
-    for t in th_np:
-        check_theta(float(t), "thetas")
     if init not in ("topk", "uniform"):
         raise ValueError(f"init must be one of ['topk', 'uniform'], got {init!r}")
     lam = check_nonnegative(relax_penalty, "relax_penalty")
@@ -243,15 +250,9 @@ def fw_batched_ws(
     """
     E, k, n = inst.E, inst.k, inst.n
     acc, dev = inst.acc_dtype, inst.device
-    C = torch.as_tensor(relevance)
-    if C.ndim != 2 or C.shape[1] != n:
-        raise ValueError(f"relevance must have shape (B, {n}) (B problems x pool size n), got {tuple(C.shape)}")
-    C = C.to(device=dev, dtype=acc)
+    C, th_np = _check_problems(inst, relevance, thetas)
     B = C.shape[0]
-    th_np = np.asarray(thetas, dtype=np.float64).reshape(-1)
-    if th_np.shape != (B,):
-        raise ValueError(f"thetas must have shape ({B},) (one per relevance row), got {th_np.shape}")
-    M = max(4096, 16 * k, n // 32) if working_set == "auto" else int(working_set)
+    M = working_set_size(n, k) if working_set == "auto" else int(working_set)
     if M < k:
         raise ValueError(f"working_set must be >= k = {k}, got {working_set}")
     tol_ = 1e-6 * objective_scale(k) if tol is None else check_nonnegative(tol, "tol")

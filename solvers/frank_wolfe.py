@@ -206,11 +206,16 @@ def _fw_to_vertex(inst, x, v, relax_penalty, max_iter, tol, exact_trace):
             return x, v, res, total, trace, roundings
 
 
+def working_set_size(n: int, k: int) -> int:
+    """M = max(4096, 16 k, n / 32): the working-set size of ``working_set="auto"``."""
+    return max(4096, 16 * k, n // 32)
+
+
 def _auto_working_set(n: int, k: int, theta: float) -> int | None:
     # Below theta = 0.5 diversity dominates and relevance rank is a poor guide to where the
     # optimum lives: measured on 10^5 pools at theta = 0.3, full-pool FW ended 0.007-0.012 k(k-1)
     # higher, so auto keeps plain FW there.
-    m = max(4096, 16 * k, n // 32)
+    m = working_set_size(n, k)
     return m if (4 * m <= n and theta >= 0.5) else None
 
 
