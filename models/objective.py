@@ -52,14 +52,16 @@ def _as_x(inst: Instance, x: Any) -> torch.Tensor:
     return xt.to(device=inst.device, dtype=inst.acc_dtype)
 
 
-def relaxed_objective(inst: Instance, x: Any, relax_penalty: float = 2.0) -> float:
+def relaxed_objective(inst: Instance, x: Any, relax_penalty: float = 2.0, v: torch.Tensor | None = None) -> float:
     """f_lambda(x) = theta (k-1) c^T x + (1-theta)(k + lambda (||x||^2 - k) - ||E^T x||^2).
 
-    One pass over E for E^T x (no n x n matrix). Equals :func:`ccbqp_objective` on binary x.
+    One pass over E for v = E^T x unless ``v`` is given (no n x n matrix). Equals
+    :func:`ccbqp_objective` on binary x.
     """
     lam = check_nonnegative(relax_penalty, "relax_penalty")
     xt = _as_x(inst, x)
-    v = rmatvec(inst.E, xt)
+    if v is None:
+        v = rmatvec(inst.E, xt)
     th, k = inst.theta, inst.k
     return float(
         th * (k - 1) * (inst.relevance.double() @ xt.double())

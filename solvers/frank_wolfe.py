@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt.models import Instance, objective_scale
+from divopt.models import Instance, objective_scale, relaxed_objective
 from divopt.models.kernels import gather_rows, gather_sum, matvec, rmatvec
 from divopt.models.validation import check_choice, check_nonnegative, check_vector
 
@@ -41,9 +41,14 @@ class FWResult:
     gaps: list[float] = field(default_factory=list)
 
 
-def _relaxed_value(lin: torch.Tensor, x: torch.Tensor, v: torch.Tensor, theta: float, k: int, lam: float) -> float:
-    xx = float(x.double() @ x.double())
-    return float(lin.double() @ x.double()) + (1 - theta) * (k + lam * (xx - k) - float(v.double() @ v.double()))
+def _default_tol(k: int, tol: float | None) -> float:
+    """FW stops at gap <= tol; default 1e-6 k (k-1), a normalized gap of 1e-6."""
+    return 1e-6 * objective_scale(k) if tol is None else check_nonnegative(tol, "tol")
+
+
+def _gradient(lin: torch.Tensor, E: torch.Tensor, v: torch.Tensor, x: torch.Tensor, theta: float, lam: float) -> torch.Tensor:
+    """theta (k-1) c + 2 (1-theta)(lambda x - E v), with lin = theta (k-1) c; one GEMV."""
+    return torch.add(lin, matvec(E, v).sub_(x, alpha=lam), alpha=-2.0 * (1.0 - theta))
 
 
 def initial_point(inst: Instance, init: Any = "topk", seed: int | None = None) -> torch.Tensor:
@@ -97,7 +102,7 @@ def fw_relaxation(
     """
     E, k, th = inst.E, inst.k, inst.theta
     lam = check_nonnegative(relax_penalty, "relax_penalty")
-    tol = 1e-6 * objective_scale(k) if tol is None else check_nonnegative(tol, "tol")
+    tol = _default_tol(k, tol)
     a = 2.0 * (1.0 - th)
     lin = (th * (k - 1)) * inst.relevance
     x = x0.clone()
@@ -119,8 +124,7 @@ def fw_relaxation(
     converged = False
     it = 0
     while it < max_iter:
-        t = matvec(E, v).sub_(x, alpha=lam)  # E v - lambda x
-        g = torch.add(lin, t, alpha=-a)  # theta (k-1) c + 2 (1-theta)(lambda x - E v)
+        g = _gradient(lin, E, v, x, th, lam)
         s = torch.topk(g, k).indices
         gs = float(g.index_select(0, s).double().sum())
         xs = float(x.index_select(0, s).double().sum())
@@ -199,8 +203,7 @@ def _fw_to_vertex(inst, x, v, relax_penalty, max_iter, tol, exact_trace):
             return x, v, res, total, trace, roundings
         x, v = round_pairwise(inst, x, v, relax_penalty)
         roundings += 1
-        lin = (inst.theta * (inst.k - 1)) * inst.relevance
-        trace.append(_relaxed_value(lin, x, v, inst.theta, inst.k, relax_penalty))
+        trace.append(relaxed_objective(inst, x, relax_penalty, v=v))
         if relax_penalty < 2:
             # Not tight: FW would climb back to the fractional point and cycle; stop at the vertex.
             return x, v, res, total, trace, roundings
@@ -289,7 +292,7 @@ def frank_wolfe(
 def _fw_working_set(inst, x, M, relax_penalty, max_iter, tol, exact_trace):
     n, k, th = inst.n, inst.k, inst.theta
     lam = relax_penalty
-    tol_ = 1e-6 * objective_scale(k) if tol is None else tol
+    tol_ = _default_tol(k, tol)
     lin = (th * (k - 1)) * inst.relevance
     P = torch.topk(inst.relevance, M).indices
     in_P = torch.zeros(n, dtype=torch.bool, device=inst.device)
@@ -310,7 +313,7 @@ def _fw_working_set(inst, x, M, relax_penalty, max_iter, tol, exact_trace):
             gap = res.gap
             break
         # certify on the full pool: one GEMV for the full gradient and FW gap
-        g = torch.add(lin, matvec(inst.E, v).sub_(x, alpha=lam), alpha=-2 * (1 - th))
+        g = _gradient(lin, inst.E, v, x, th, lam)
         full += 1
         s = torch.topk(g, k).indices
         gap = float(g.index_select(0, s).double().sum() - (g.double() @ x.double()))
