@@ -96,6 +96,13 @@ class Instance:
         return accumulation_dtype(self.E.dtype)
 
     # --- derived instances (no re-validation of E) ------------------------------------------
+    def _derived(self, **fields: Any) -> "Instance":
+        """A new Instance with these fields replaced and the others shared (already validated)."""
+        new = object.__new__(Instance)
+        for f in dataclasses.fields(self):
+            object.__setattr__(new, f.name, fields.get(f.name, getattr(self, f.name)))
+        return new
+
     def replace(self, **changes: Any) -> "Instance":
         """A copy with new ``k``, ``theta``, ``relevance`` and/or ``q`` (validated); E is shared.
 
@@ -104,39 +111,35 @@ class Instance:
         unknown = set(changes) - {"k", "theta", "relevance", "q"}
         if unknown:
             raise TypeError(f"Instance.replace accepts k, theta, relevance and q, got {sorted(unknown)}")
-        new = object.__new__(Instance)
-        for f in dataclasses.fields(self):
-            object.__setattr__(new, f.name, getattr(self, f.name))
+        fields: dict[str, Any] = {}
         if "k" in changes:
-            object.__setattr__(new, "k", check_k(changes["k"], self.n))
+            fields["k"] = check_k(changes["k"], self.n)
         if "theta" in changes:
-            object.__setattr__(new, "theta", check_theta(changes["theta"]))
+            fields["theta"] = check_theta(changes["theta"])
         acc = self.acc_dtype
         if changes.get("q") is not None:
             q = check_vector(changes["q"], "q", self.d, " (the embedding dimension d)", unit_norm=True)
-            object.__setattr__(new, "q", q.to(device=self.device, dtype=acc))
+            fields["q"] = q.to(device=self.device, dtype=acc)
             if changes.get("relevance") is None:
-                object.__setattr__(new, "relevance", matvec(self.E, new.q))
+                fields["relevance"] = matvec(self.E, fields["q"])
         if changes.get("relevance") is not None:
             c = check_vector(changes["relevance"], "relevance", self.n, " (the pool size n)")
-            object.__setattr__(new, "relevance", c.to(device=self.device, dtype=acc))
-        return new
+            fields["relevance"] = c.to(device=self.device, dtype=acc)
+        return self._derived(**fields)
 
     def subset(self, indices: Any, k: int | None = None) -> "Instance":
         """The sub-pool E[indices] with its relevance (e.g. the top-n of a query's relevance).
 
         Row ``r`` of the result is row ``indices[r]`` of this instance; ``ids`` follow the rows.
         """
-        idx = torch.as_tensor(np.asarray(indices, dtype=np.int64), device=self.device)
-        new = object.__new__(Instance)
-        object.__setattr__(new, "E", self.E.index_select(0, idx).contiguous())
-        object.__setattr__(new, "q", self.q)
-        object.__setattr__(new, "relevance", self.relevance.index_select(0, idx))
-        object.__setattr__(new, "k", check_k(self.k if k is None else k, int(idx.shape[0])))
-        object.__setattr__(new, "theta", self.theta)
-        ids = None if self.ids is None else self.ids[np.asarray(indices, dtype=np.int64)]
-        object.__setattr__(new, "ids", ids)
-        return new
+        rows = np.asarray(indices, dtype=np.int64)
+        idx = torch.as_tensor(rows, device=self.device)
+        return self._derived(
+            E=self.E.index_select(0, idx).contiguous(),
+            relevance=self.relevance.index_select(0, idx),
+            k=check_k(self.k if k is None else k, rows.size),
+            ids=None if self.ids is None else self.ids[rows],
+        )
 
     def top_n(self, n: int) -> tuple["Instance", np.ndarray]:
         """The sub-pool of the n most relevant rows and their original indices."""
@@ -146,15 +149,13 @@ class Instance:
 
     def to(self, device: Any = None, dtype: torch.dtype | None = None) -> "Instance":
         """Move E (and q, relevance) to a device and/or storage dtype."""
-        new = object.__new__(Instance)
         E = self.E.to(device=device or self.device, dtype=dtype or self.E.dtype)
         acc = accumulation_dtype(E.dtype)
-        object.__setattr__(new, "E", E)
-        object.__setattr__(new, "q", None if self.q is None else self.q.to(E.device, acc))
-        object.__setattr__(new, "relevance", self.relevance.to(E.device, acc))
-        for name in ("k", "theta", "ids"):
-            object.__setattr__(new, name, getattr(self, name))
-        return new
+        return self._derived(
+            E=E,
+            q=None if self.q is None else self.q.to(E.device, acc),
+            relevance=self.relevance.to(E.device, acc),
+        )
 
     def __repr__(self) -> str:
         return (
