@@ -8,8 +8,9 @@ with mu0 a common unit direction, u_c unit cluster directions and z_i standard n
 Rows of one cluster are near-duplicates (cosine ≈ (cone² + spread²) / (cone² + spread² + noise²)).
 The query mixes mu0 with a few "relevant" cluster directions, so plain top-k returns
 near-duplicates of one or two clusters while several clusters are relevant.
-Generated in row chunks from per-chunk seeds: the same seed gives the same matrix at any
-chunk size, and 10^6 x 1024 never needs more than the output array plus one chunk.
+Generated in fixed 2^14-row chunks, each from its own seed: the same seed gives the same
+matrix whether it is built in memory, into ``out`` or streamed to a .npy file, and 10^6 x 1024
+never needs more than the output array plus one chunk.
 """
 from __future__ import annotations
 
@@ -49,7 +50,6 @@ def narrow_cone(
     noise: float = 0.35,
     seed: int = 0,
     dtype=np.float32,
-    chunk_rows: int = 1 << 16,
     out: np.ndarray | None = None,
     show_progress: bool | None = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -71,19 +71,17 @@ def narrow_cone(
     E = np.empty((n, d), dtype=dtype) if out is None else out
     if E.shape != (n, d):
         raise ValueError(f"out must have shape ({n}, {d}), got {E.shape}")
-    chunk_size = 1 << 14  # fixed generation granularity: results do not depend on chunk_rows
+    chunk_size = 1 << 14  # fixed generation granularity, each chunk from its own seed
     seeds = np.random.SeedSequence(seed).spawn((n + chunk_size - 1) // chunk_size)
-    step = max(chunk_size, (chunk_rows // chunk_size) * chunk_size)
     disable = None if show_progress is None else not show_progress
     with tqdm(total=n, desc=f"narrow_cone {n}x{d}", unit="row", disable=disable) as bar:
-        for start in range(0, n, step):
-            for s in range(start, min(n, start + step), chunk_size):
-                stop = min(n, s + chunk_size)
-                rng = np.random.default_rng(seeds[s // chunk_size])
-                z = rng.standard_normal((stop - s, d), dtype=np.float32)
-                blk = cone * mu0[None, :] + spread * centers[labels[s:stop]] + (noise / np.sqrt(d)) * z
-                E[s:stop] = _unit(blk.astype(np.float32), axis=1).astype(dtype, copy=False)
-                bar.update(stop - s)
+        for s in range(0, n, chunk_size):
+            stop = min(n, s + chunk_size)
+            rng = np.random.default_rng(seeds[s // chunk_size])
+            z = rng.standard_normal((stop - s, d), dtype=np.float32)
+            blk = cone * mu0[None, :] + spread * centers[labels[s:stop]] + (noise / np.sqrt(d)) * z
+            E[s:stop] = _unit(blk.astype(np.float32), axis=1).astype(dtype, copy=False)
+            bar.update(stop - s)
     if isinstance(E, np.memmap):
         E.flush()
     return E, q.astype(np.float32), labels
@@ -121,7 +119,6 @@ def narrow_cone_npy(path: str | os.PathLike, n: int, d: int, **kwargs) -> tuple[
     dtype = kwargs.pop("dtype", np.float32)
     if "out" in kwargs:
         raise TypeError("narrow_cone_npy writes to path; do not pass out=")
-    kwargs["chunk_rows"] = 1  # generate (and append) one fixed-size chunk at a time
     writer = _NpyAppender(os.fspath(path), n, d, dtype)
     try:
         _, q, labels = narrow_cone(n, d, dtype=dtype, out=writer, **kwargs)
