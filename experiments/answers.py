@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from divopt.experiments.metrics import ir_scores
-from divopt.models.validation import check_choice
+from divopt.models.validation import check_choice, check_scalar
 
 __all__ = [
     "normalize_answer",
@@ -350,8 +350,7 @@ def bertscore(
         num_layers = model2layers.get(folder.name)
         if num_layers is None:
             raise ValueError(f"num_layers is required for {folder.name!r} (not a model bert-score knows a layer for)")
-    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 0:
-        raise ValueError(f"num_layers must be an integer >= 0, got {num_layers!r}")
+    num_layers = check_scalar(num_layers, "num_layers", int, min_val=0)
     preds = [_check_text(p, "predictions[i]") for p in predictions]
     refs = [r if isinstance(r, str) else list(_references(r, "references[i]")) for r in references]
     if len(preds) != len(refs):

@@ -49,7 +49,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from divopt.models.validation import check_choice, check_indices, check_theta
+from divopt.models.validation import check_choice, check_indices, check_scalar, check_theta
 from divopt.solvers import select
 
 from .adaptive import median_gate
@@ -168,9 +168,7 @@ def _ask(chat: OpenAIChat, messages: list[dict[str, str]], parse: Callable[[str]
 
 
 def _check_retries(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"format_retries must be an integer >= 0, got {value!r}")
-    return value
+    return check_scalar(value, "format_retries", int, min_val=0)
 
 
 class Planner:

@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 import torch
 
 from divopt.models import Instance
-from divopt.models.validation import check_indices, check_nonnegative
+from divopt.models.validation import check_indices, check_nonnegative, check_scalar
 
 from .dfrag import RetrievalSupportEvaluator
 from .llm import LLMError, OpenAIChat, parse_number
@@ -112,9 +112,7 @@ class CoverageEvaluator:
     """Label-free proxy: relevance-weighted pool coverage (formula in the module docstring)."""
 
     def __init__(self, top: int | None = None) -> None:
-        if top is not None and (isinstance(top, bool) or int(top) < 1):
-            raise ValueError(f"top must be a positive integer or None, got {top!r}")
-        self.top = None if top is None else int(top)
+        self.top = check_scalar(top, "top", int, min_val=1, allow_none=True)
         self.name = "coverage"
 
     def score(self, context: QueryContext, indices: Any) -> float:
@@ -167,9 +165,7 @@ class OpenAIJudge(OpenAIChat):
     def __init__(self, base_url: str | None = None, model: str | None = None, *, scale: int = 10, max_chars: int = 1000,
                  system_prompt: str | None = None, **connection: Any) -> None:
         super().__init__(base_url, model, **connection)
-        if isinstance(scale, bool) or int(scale) < 1:
-            raise ValueError(f"scale must be a positive integer, got {scale!r}")
-        self.scale = int(scale)
+        self.scale = check_scalar(scale, "scale", int, min_val=1)
         self.max_chars = int(max_chars)
         self.system_prompt = (system_prompt or _SYSTEM_PROMPT).format(scale=self.scale)
         self.name = f"judge_0_10:{model}"

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from divopt.experiments.llm import OpenAIChat
 from divopt.experiments.prompts import PromptTemplate, get_template
+from divopt.models.validation import check_scalar
 
 __all__ = ["Generator", "generate", "generate_batch"]
 
@@ -42,8 +43,7 @@ class Generator:
     def __init__(self, client: OpenAIChat | None = None, template: str | PromptTemplate = "neutral", *,
                  max_tokens: int | None = None) -> None:
         self.template = get_template(template)
-        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-            raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+        max_tokens = check_scalar(max_tokens, "max_tokens", int, min_val=1, allow_none=True)
         self.max_tokens = self.template.max_tokens if max_tokens is None else max_tokens
         self.client = OpenAIChat.from_env() if client is None else client
 
@@ -76,8 +76,7 @@ class Generator:
                 f"questions, passages and extra_contexts must have one entry per question: got {n}, {len(passages)}"
                 f"{'' if extra_contexts is None else f', {len(extra_contexts)}'}"
             )
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+        workers = check_scalar(workers, "workers", int, min_val=1)
         extras = [None] * n if extra_contexts is None else list(extra_contexts)
         bar = tqdm(total=n, desc=f"generate ({self.template.name})", disable=not progress)
 

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from divopt.data import stable_hash
 from divopt.experiments import harness
-from divopt.models.validation import check_theta
+from divopt.models.validation import check_scalar, check_theta
 
 __all__ = [
     "INSTANCE_PARAMS",
@@ -88,10 +88,11 @@ def canonical_params(params: Mapping[str, Any]) -> dict[str, Any]:
     out = {str(k): _canonical_value(str(k), v) for k, v in params.items()}
     if "theta" in out and out["theta"] is not None:
         out["theta"] = check_theta(out["theta"])
-    if "k" in out and (not isinstance(out["k"], int) or isinstance(out["k"], bool) or out["k"] < 1):
-        raise ValueError(f"parameter k must be a positive integer, got {out['k']!r}")
-    if "pool" in out and out["pool"] is not None and (not isinstance(out["pool"], int) or out["pool"] < 1):
-        raise ValueError(f"parameter pool must be a positive integer or None, got {out['pool']!r}")
+    if "k" in out:
+        out["k"] = check_scalar(out["k"], "parameter k", int, min_val=1)
+    if "pool" in out:
+        out["pool"] = check_scalar(out["pool"], "parameter pool", int, min_val=1,
+                                   allow_none=True)
     return dict(sorted(out.items()))
 
 

@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from divopt.models.validation import check_nonnegative
+from divopt.models.validation import check_nonnegative, check_scalar
 
 __all__ = ["LLMError", "LLMNotConfigured", "OpenAIChat", "parse_number", "ENV_PREFIX"]
 
@@ -91,8 +91,7 @@ class OpenAIChat:
             raise ValueError(f"base_url must be an http(s) URL of an OpenAI-compatible API, got {base_url!r}")
         if not isinstance(model, str) or not model:
             raise ValueError(f"model must be a non-empty string, got {model!r}")
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
+        retries = check_scalar(retries, "retries", int, min_val=0)
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
         self.model = model

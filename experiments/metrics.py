@@ -29,7 +29,7 @@ import torch
 from divopt.models import Instance, ccbqp_objective
 from divopt.models.ccbqp import mean_pairwise_cosine
 from divopt.models.kernels import gather_rows, matvec
-from divopt.models.validation import check_embeddings, check_indices, check_nonnegative, check_vector
+from divopt.models.validation import check_embeddings, check_indices, check_nonnegative, check_scalar, check_vector
 
 __all__ = [
     "ir_scores",
@@ -88,8 +88,7 @@ def ir_scores(
     """
     import ir_measures
 
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+    k = check_scalar(k, "k", int, min_val=1)
     parsed = [ir_measures.parse_measure(f"{m}@{int(k)}") for m in measures]
     names = {str(m): m for m in parsed}
     keymap = {str(q): q for q in runs}

@@ -44,6 +44,7 @@ from divopt.experiments.backends import import_plugins, run_inline, run_local, r
 from divopt.experiments.evaluator import make_evaluator
 from divopt.experiments.grid import RunSpec, SweepConfig, chunked, expand_grid
 from divopt.experiments.methods import method_accepts, required_parameters, resolve_method
+from divopt.models.validation import check_scalar
 
 __all__ = [
     "SweepResult",
@@ -190,8 +191,7 @@ def run_sweep(
     """
     if backend not in ("local", "ray"):
         raise ValueError(f"unknown backend {backend!r}; expected 'local' or 'ray'")
-    if n_workers is not None and (isinstance(n_workers, bool) or int(n_workers) < 0):
-        raise ValueError(f"n_workers must be a non-negative integer, got {n_workers!r}")
+    n_workers = check_scalar(n_workers, "n_workers", int, min_val=0, allow_none=True)
     out = Path(out_dir)
     parts = out / "parts"
     parts.mkdir(parents=True, exist_ok=True)

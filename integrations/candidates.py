@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 
 from divopt.models import Instance
-from divopt.models.validation import check_choice, check_theta
+from divopt.models.validation import check_choice, check_scalar, check_theta
 from divopt.solvers import DEFAULT_METHOD, METHODS, get_selector, select
 
 __all__ = ["Picks", "select_candidates", "check_method_params", "ORDERS"]
@@ -96,8 +96,7 @@ def select_candidates(
     theta = check_theta(theta)
     check_choice(order, "order", ORDERS)
     check_method_params(method, params)
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"k must be an integer, got {type(k).__name__} {k!r}")
+    k = check_scalar(k, "k", int)
     q = np.asarray(query_embedding, dtype=np.float64)
     if q.ndim == 2 and q.shape[0] == 1:  # LangChain passes (1, d) as well as (d,)
         q = q[0]

@@ -53,7 +53,7 @@ from tqdm.auto import tqdm
 
 from divopt.models import Instance
 from divopt.models.runner import solve
-from divopt.models.validation import check_choice, check_nonnegative
+from divopt.models.validation import check_choice, check_nonnegative, check_scalar
 
 from .models import add_scenario_cut, build_ksparse_master_model
 from .oracles import pool_arrays
@@ -140,8 +140,7 @@ def cutting_plane_ksparse(
     check_choice(cut_support, "cut_support", ("selected", "pool"))
     check_choice(cut_type, "cut_type", ("multi", "single"))
     tol = check_nonnegative(tol, "tol")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    max_iter = check_scalar(max_iter, "max_iter", int, min_val=1)
     if time_limit is not None:
         time_limit = check_nonnegative(time_limit, "time_limit")
     t0 = time.perf_counter()

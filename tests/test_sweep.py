@@ -59,7 +59,7 @@ def test_run_key_is_canonical_and_distinguishes_runs():
     assert derive_seed(0, a) == derive_seed(0, a) != derive_seed(1, a)
     with pytest.raises(ValueError, match="theta"):
         canonical_params({"theta": 1.5})
-    with pytest.raises(ValueError, match="k must be a positive integer"):
+    with pytest.raises(ValueError, match="k must be an integer >= 1"):
         canonical_params({"k": 0})
 
 
