@@ -116,6 +116,8 @@ def load_beir(path: str | os.PathLike, split: str = "test", *, strict: bool = Tr
         pids.append(pid)
         texts.append(_field(obj, "text", corpus_path, lineno))
         titles.append(_field(obj, "title", corpus_path, lineno, required=False, default=""))
+    if not pids:
+        raise DataFormatError(corpus_path, None, None, "no passages: the corpus is empty")
 
     qids, qtexts, qseen = [], [], {}
     for lineno, obj in _read_jsonl(queries_path):
@@ -125,6 +127,8 @@ def load_beir(path: str | os.PathLike, split: str = "test", *, strict: bool = Tr
         qseen[qid] = lineno
         qids.append(qid)
         qtexts.append(_field(obj, "text", queries_path, lineno))
+    if not qids:
+        raise DataFormatError(queries_path, None, None, "no queries: the file is empty")
 
     qrels: dict[str, dict[str, int]] = {}
     skipped = 0
@@ -155,6 +159,9 @@ def load_beir(path: str | os.PathLike, split: str = "test", *, strict: bool = Tr
 
     if not keep_unjudged_queries:
         keep = [i for i, q in enumerate(qids) if q in qrels]
+        if not keep:
+            raise DataFormatError(qrels_path, None, None, f"none of the {len(qids)} queries has a judgment in this "
+                                  f"split: nothing to evaluate (keep_unjudged_queries=True keeps them)")
         qids, qtexts = [qids[i] for i in keep], [qtexts[i] for i in keep]
     return Dataset(
         name=root.name,
@@ -363,6 +370,10 @@ def load_rgb(path: str | os.PathLike, *, file: str = "en.json") -> Dataset:
         candidates[qid] = list(dict.fromkeys(own))
         if labels:
             query_subtopics[qid] = labels
+    if not qids:
+        raise DataFormatError(p, None, None, "no queries: the file is empty")
+    if not texts:
+        raise DataFormatError(p, None, None, "no passages: every query's positive and negative lists are empty")
     meta: dict[str, Any] = {"format": "rgb", "path": str(p)}
     if fakes or fake_answers:
         meta.update(fake_positives=fakes, fake_answers=fake_answers)

@@ -139,15 +139,27 @@ def _build(name: str, options: dict[str, Any]) -> EmbeddedDataset:
         params = inspect.signature(entry.loader).parameters.values()
     except (TypeError, ValueError):
         params = []
+    params = list(params)
     for p in params:
         if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) \
                 and p.name not in options:
             how = f": use {name}:{p.name.upper()}" if p.name == entry.arg else ""
             raise ValueError(f"dataset {name!r} needs a {p.name}{how}")
+    if params and not any(p.kind is p.VAR_KEYWORD for p in params):
+        valid = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        unknown = sorted(set(options) - valid)
+        if unknown:
+            raise TypeError(f"dataset {name!r} has no option {', '.join(map(repr, unknown))}; its options: "
+                             f"{sorted(valid)} (datasets of texts also take {list(_EMBED_OPTIONS)})")
     try:
         out = entry.loader(**options)
     except TypeError as exc:
         raise TypeError(f"dataset {name!r}: {exc}") from exc
+    source = f" ({options['path']})" if "path" in options else ""
+    n_items, n_queries = ((len(out.passage_ids), len(out.query_ids)) if isinstance(out, Dataset)
+                          else (len(getattr(out, "doc_ids", ())), len(getattr(out, "query_ids", ()))))
+    if n_items == 0 or n_queries == 0:  # an empty input is an error, never an empty table
+        raise ValueError(f"dataset {name!r}{source} holds {n_items} passages and {n_queries} queries: nothing to run on")
     if isinstance(out, Dataset):
         E, Q = embed_dataset(out, embedding.get("model"), embedding.get("embed_cache"),
                              with_titles=embedding.get("with_titles", entry.with_titles))

@@ -240,6 +240,8 @@ def run_certify(cfg: CertifyConfig, out: str | os.PathLike, *, run_id: str | Non
         done_files.append(main_part)
         bar.update(1)
     bar.close()
+    if not done_files:
+        raise ValueError(f"nothing to certify: dataset {cfg.dataset!r} gave no query")
     df = pd.concat([pd.read_parquet(p) for p in done_files], ignore_index=True)
     harness.write_parquet(df, out)
     full_df = None
@@ -309,12 +311,10 @@ def config_from_args(args: argparse.Namespace) -> CertifyConfig:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Bad input raises (the CLI entry point prints one line, exit code 2); selectors that
+    failed on some rows give exit code 1 with their most frequent reasons on stderr."""
     cfg = config_from_args(args)
-    try:
-        df, full_df = run_certify(cfg, args.out, run_id=args.run_id, progress=not args.no_progress)
-    except (ValueError, TypeError, ImportError, FileNotFoundError) as exc:
-        print(f"divopt certify: {exc}", file=sys.stderr)
-        return 2
+    df, full_df = run_certify(cfg, args.out, run_id=args.run_id, progress=not args.no_progress)
     pd.set_option("display.width", 160)
     print(f"run {df['run_id'].iloc[0]}: {df['query_id'].nunique()} queries, {len(df)} rows -> {args.out}")
     unproven = int((~df.loc[df.method == 'exact', 'proven_optimal'].astype(bool)).sum())
@@ -324,4 +324,11 @@ def main(args: argparse.Namespace) -> int:
     if full_df is not None:
         print("\nfull-scale certificates:")
         print(summarize_full_scale(full_df).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    failed = df[df["error"].notna() & (df["error"] != "")] if "error" in df else df.iloc[:0]
+    if len(failed):
+        rows = int((df["method"] != "exact").sum())
+        print(f"divopt certify: {len(failed)} of {rows} selector runs failed; most frequent reasons:", file=sys.stderr)
+        for text, count in failed["error"].astype(str).value_counts().head(3).items():
+            print(f"  {count} x {text}", file=sys.stderr)
+        return 1
     return 0

@@ -23,15 +23,18 @@ import hashlib
 import itertools
 import json
 import math
+import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from divopt.data import stable_hash
+from divopt.data import DataFormatError, stable_hash
 from divopt.experiments import harness
 from divopt.models.validation import check_scalar, check_theta
 
 __all__ = [
+    "ConfigError",
     "INSTANCE_PARAMS",
     "RunSpec",
     "SweepConfig",
@@ -144,6 +147,45 @@ def _as_list(name: str, values: Any) -> list[Any]:
     return vals
 
 
+class ConfigError(DataFormatError):
+    """A config file that does not parse or holds a bad value: the message names the file (and
+    the line when the parser knows it), like every malformed input file of divopt."""
+
+
+def _parse_config(path: Path, text: str) -> Any:
+    """JSON, TOML or YAML text -> Python objects; :class:`ConfigError` with file and line."""
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(path, exc.lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    if suffix == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            # 3.11 puts the position in the message: "... (at line 3, column 5)"
+            m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+            msg = re.sub(r"\s*\(at line .*\)$", "", str(exc))
+            raise ConfigError(path, int(m[1]) if m else None, None,
+                              f"invalid TOML: {msg}" + (f" (column {m[2]})" if m else "")) from None
+    if suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("YAML sweep configs need PyYAML (pip install pyyaml); or use JSON/TOML") from exc
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            problem = getattr(exc, "problem", None) or str(exc)
+            context = getattr(exc, "context", None)
+            raise ConfigError(path, None if mark is None else mark.line + 1, None,
+                              f"invalid YAML: {problem}" + (f" ({context})" if context else "")
+                              + ("" if mark is None else f" (column {mark.column + 1})")) from None
+    raise ConfigError(path, None, None, "a sweep config must be .json, .toml, .yaml or .yml")
+
+
 @dataclass
 class SweepConfig:
     """What a sweep runs (everything that determines its rows; not where or how fast).
@@ -208,31 +250,26 @@ class SweepConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "SweepConfig":
-        """Read a JSON, TOML (``[sweep]`` table or top level) or YAML (if PyYAML is installed) file."""
+        """Read a JSON, TOML (``[sweep]`` table or top level) or YAML (if PyYAML is installed) file.
+
+        A file that does not parse, or holds a bad key or value, raises :class:`ConfigError`
+        naming the file (and the line, for parse errors)."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"sweep config file not found: {path}")
-        text = path.read_text()
-        suffix = path.suffix.lower()
-        if suffix == ".json":
-            d = json.loads(text)
-        elif suffix == ".toml":
-            import tomllib
-
-            d = tomllib.loads(text)
-        elif suffix in (".yaml", ".yml"):
-            try:
-                import yaml
-            except ImportError as exc:  # pragma: no cover - depends on the environment
-                raise ImportError("YAML sweep configs need PyYAML (pip install pyyaml); or use JSON/TOML") from exc
-            d = yaml.safe_load(text)
-        else:
-            raise ValueError(f"sweep config must be .json, .toml, .yaml or .yml, got {path.name}")
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError as exc:
+            raise ConfigError(path, None, None, f"not a text file ({exc.reason})") from None
+        d = _parse_config(path, text)
         if isinstance(d, Mapping) and isinstance(d.get("sweep"), Mapping):
             d = d["sweep"]
         if not isinstance(d, Mapping):
-            raise ValueError(f"sweep config {path} must hold a mapping at the top level")
-        return cls.from_dict(d)
+            raise ConfigError(path, None, None, f"must hold a mapping at the top level, got {type(d).__name__}")
+        try:
+            return cls.from_dict(d)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(path, None, None, str(exc)) from None
 
     @property
     def sweep_id(self) -> str:

@@ -19,9 +19,18 @@
     even when "proven" means proven within the solver's relative gap.
 
   Gaps are clipped at 0 (values within rounding of the reference).
-* **Atomic writes** (:func:`write_parquet`, :func:`write_text`): a hidden temporary sibling,
-  fsync'ed, then ``os.replace``'d, so a file is either complete or absent, whatever kills the
-  process (checkpoints and resumable sweeps rely on this).
+* **Atomic writes** (:func:`write_parquet`, :func:`write_text`): a hidden temporary sibling
+  private to the writer (``.<name>.<pid>-<host>-<random>.tmp``), fsync'ed, then
+  ``os.replace``'d, so a file is either complete or absent, whatever kills the process
+  (checkpoints and resumable sweeps rely on this), and two writers never share a temporary
+  file. :func:`remove_stale_temporaries` deletes only those whose writer is provably gone (a
+  process of this host that no longer exists).
+* **Output folders** (:func:`output_lock`, :func:`check_output_path`): a run that writes a
+  folder holds an advisory lock on ``<folder>/.divopt.lock`` (``fcntl.flock``: released by the
+  OS when the process dies, so a lock is never stale) with the holder's pid, host, start time
+  and command in the file; a second run on the same folder is refused with
+  :class:`OutputLocked` naming the holder. Output paths are checked (a folder, writable) before
+  any work starts.
 * **Run ids** (:func:`run_id`): a hash of the configuration, so the same configuration gives the
   same id (and a resumed run finds its checkpoints); hashes come from
   :func:`divopt.data.stable_hash` (sha256 of the canonical JSON).
@@ -30,16 +39,29 @@
 """
 from __future__ import annotations
 
+import contextlib
+import datetime
+import hashlib
+import json
 import math
 import os
+import re
+import socket
+import sys
+import uuid
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the harness imports, output_lock refuses
+    fcntl = None
 
 from divopt.data import EmbeddedDataset, stable_hash
 from divopt.models import Instance
@@ -51,6 +73,11 @@ __all__ = [
     "quality_summary",
     "write_parquet",
     "write_text",
+    "remove_stale_temporaries",
+    "output_lock",
+    "OutputLocked",
+    "LOCK_NAME",
+    "check_output_path",
     "run_id",
     "query_instance",
 ]
@@ -112,10 +139,57 @@ def quality_summary(df: pd.DataFrame, by: str | list[str] = "method") -> pd.Data
 # --------------------------------------------------------------------------------------------
 # atomic writes and run ids
 # --------------------------------------------------------------------------------------------
+def _host_tag() -> str:
+    """8 hex digits naming this host in temporary file names (a hash: host names hold dots)."""
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+# .<target name>.<pid>-<host tag>-<random>.tmp
+_TMP_NAME = re.compile(r"^\.(?P<target>.+)\.(?P<pid>\d+)-(?P<host>[0-9a-f]{8})-[0-9a-f]{8}\.tmp$")
+
+
+def _temporary_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}-{_host_tag()}-{uuid.uuid4().hex[:8]}.tmp")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files of :func:`write_parquet` / :func:`write_text` in ``folder``
+    whose writer is provably gone: written on this host by a process that no longer exists.
+
+    A temporary file of a live writer, of another host (its process cannot be probed from
+    here) or of an unknown name pattern is kept: deleting it could break a write in flight.
+    (A recycled pid only keeps a dead writer's file longer, never deletes a live one's.)
+    Returns the deleted paths.
+    """
+    folder = Path(folder)
+    removed: list[Path] = []
+    if not folder.is_dir():
+        return removed
+    host = _host_tag()
+    for p in folder.glob(".*.tmp"):
+        m = _TMP_NAME.match(p.name)
+        if m is None or m["host"] != host or _pid_alive(int(m["pid"])):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+            removed.append(p)
+    return removed
+
+
 def _replace_atomically(path: Path, write) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = _temporary_name(path)  # private to this writer: a concurrent writer never touches it
     try:
         write(tmp)
         with open(tmp, "rb") as fh:  # the bytes reach the disk before the name appears
@@ -136,6 +210,98 @@ def write_parquet(table: pd.DataFrame | pa.Table, path: str | os.PathLike) -> Pa
 def write_text(text: str, path: str | os.PathLike) -> Path:
     """Write ``text`` to ``path`` atomically (configs, JSON reports, caches)."""
     return _replace_atomically(Path(path), lambda tmp: Path(tmp).write_text(text))
+
+
+#: The lock file of an output folder (see :func:`output_lock`).
+LOCK_NAME = ".divopt.lock"
+
+
+class OutputLocked(OSError):
+    """Another run holds the output folder (:func:`output_lock`); the message names it.
+
+    ``holder``: the lock file's record (pid, host, started, command), empty if unreadable."""
+
+    def __init__(self, folder: Path, holder: Mapping[str, Any]) -> None:
+        who = (f"pid {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}: "
+               f"{holder.get('command')}") if holder else "a process that has not written its record yet"
+        super().__init__(f"output folder {folder} is in use by another run ({who}); wait for it to finish "
+                         f"or choose another output folder")
+        self.folder, self.holder = folder, dict(holder)
+
+
+@contextlib.contextmanager
+def output_lock(folder: str | os.PathLike, command: str | None = None) -> Iterator[dict[str, Any]]:
+    """Hold the advisory lock of output folder ``folder`` for the duration of the block.
+
+    The lock is ``fcntl.flock`` on ``<folder>/.divopt.lock`` (the mechanism of the filelock
+    package's UnixFileLock): the OS releases it when the holding process dies, however it dies, so a lock is
+    never stale and nothing needs cleaning up after a kill. While held, the file records the
+    holder (pid, host, start time, command line); a second run on the folder gets
+    :class:`OutputLocked` naming it, immediately (no waiting). Works on local file systems and
+    on NFS (Linux maps flock to NFS byte-range locks); POSIX only.
+
+    Yields the holder record written to the lock file.
+    """
+    if fcntl is None:  # pragma: no cover - Windows
+        raise OSError("output folder locks need fcntl (POSIX); this platform has none")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_NAME
+    # no O_TRUNC: a contender that loses must not erase the holder's record
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            holder = json.loads(os.pread(fd, 1 << 16, 0).decode() or "{}")
+        except (ValueError, UnicodeDecodeError):
+            holder = {}
+        os.close(fd)
+        raise OutputLocked(folder, holder) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    record = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": command or " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+    }
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode(), 0)
+        yield record
+    finally:
+        # the file stays (unlinking a lock file lets two processes lock two different inodes)
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def check_output_path(path: str | os.PathLike, kind: str = "dir", name: str = "out") -> Path:
+    """Check, before any work, that ``path`` can be written as a folder (``kind="dir"``) or a
+    file (``kind="file"``): not a file where a folder is wanted (or the reverse), no file among
+    its parents, writable. Creates nothing. ValueError naming ``name`` and the path otherwise."""
+    if kind not in ("dir", "file"):
+        raise ValueError(f"kind must be 'dir' or 'file', got {kind!r}")
+    p = Path(path).expanduser()
+    if p.exists():
+        if kind == "dir" and not p.is_dir():
+            raise ValueError(f"{name} {p}: is a file, expected a folder")
+        if kind == "file" and p.is_dir():
+            raise ValueError(f"{name} {p}: is a folder, expected a file name")
+        target = p
+    else:
+        target = p.parent if kind == "file" else p
+        while not target.exists() and target != target.parent:
+            target = target.parent
+        if not target.is_dir():
+            raise ValueError(f"{name} {p}: {target} is a file, so nothing can be created under it")
+    probe = target if target.is_dir() else target.parent
+    if not os.access(probe, os.W_OK | os.X_OK) or (target.is_file() and not os.access(target, os.W_OK)):
+        raise ValueError(f"{name} {p}: {target} is not writable")
+    return p
 
 
 def run_id(config: Mapping[str, Any], exclude: Iterable[str] = ()) -> str:

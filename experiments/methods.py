@@ -26,6 +26,7 @@ __all__ = [
     "available_methods",
     "resolve_method",
     "method_accepts",
+    "accepted_parameters",
     "required_parameters",
     "run_method",
 ]
@@ -80,6 +81,19 @@ def required_parameters(method: str) -> set[str]:
         return set()
     kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return {p.name for p in params[1:] if p.kind in kinds and p.default is inspect.Parameter.empty}
+
+
+def accepted_parameters(method: str) -> frozenset[str] | None:
+    """The keyword parameters ``method`` takes (the instance argument and ``seed`` excluded);
+    None when it takes any (a ``**kwargs`` signature, or one that cannot be inspected)."""
+    try:
+        params = list(inspect.signature(resolve_method(method)[1]).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return frozenset(p.name for p in params[1:] if p.kind in kinds) - {"seed"}
 
 
 def method_accepts(method: str, param: str) -> bool:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -329,32 +328,28 @@ def _plots_for(kind: str, df: pd.DataFrame, args: argparse.Namespace, tag: str) 
 
 def main(args: argparse.Namespace) -> int:
     written: list[Path] = []
-    try:
-        for i, path in enumerate(args.input):
-            df = read_table(path)
-            tag = "" if len(args.input) == 1 else f"_{i}"
-            if args.kind == "all":
-                kinds = []
-                if {"gemv_seconds", "k", "n", "d"} <= set(df.columns):
-                    kinds.append("latency")
-                if "gap" in df.columns:
-                    kinds.append("gaps")
-                if {"certified", "bound_gap"} <= set(df.columns):
-                    kinds.append("certified")
-                if {args.x, args.y, "theta"} <= set(df.columns):
-                    kinds.append("pareto")
-                if any(p in df.columns and df[p].notna().any() for p in args.param):
-                    kinds.append("robust")
-                if not kinds:
-                    raise ValueError(f"{path}: nothing to plot (columns: {sorted(df.columns)})")
-            else:
-                kinds = [args.kind]
-            for kind in kinds:
-                for name, fig in _plots_for(kind, df, args, tag):
-                    written += save_figure(fig, args.out, name)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"divopt plot: {exc}", file=sys.stderr)
-        return 2
+    for i, path in enumerate(args.input):
+        df = read_table(path)
+        tag = "" if len(args.input) == 1 else f"_{i}"
+        if args.kind == "all":
+            kinds = []
+            if {"gemv_seconds", "k", "n", "d"} <= set(df.columns):
+                kinds.append("latency")
+            if "gap" in df.columns:
+                kinds.append("gaps")
+            if {"certified", "bound_gap"} <= set(df.columns):
+                kinds.append("certified")
+            if {args.x, args.y, "theta"} <= set(df.columns):
+                kinds.append("pareto")
+            if any(p in df.columns and df[p].notna().any() for p in args.param):
+                kinds.append("robust")
+            if not kinds:
+                raise ValueError(f"{path}: nothing to plot (columns: {sorted(df.columns)})")
+        else:
+            kinds = [args.kind]
+        for kind in kinds:
+            for name, fig in _plots_for(kind, df, args, tag):
+                written += save_figure(fig, args.out, name)
     for w in written:
         print(w)
     return 0

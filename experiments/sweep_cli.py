@@ -1,7 +1,14 @@
 """``divopt sweep`` on the command line: flags (or a config file they override) to a
 :class:`~divopt.experiments.grid.SweepConfig`, then :func:`divopt.experiments.sweep.run_sweep`,
 a summary per (method, theta) and, with ``--adaptive-metric``, the per-query Oracle / gated
-theta table of :mod:`divopt.experiments.adaptive`. Bad input: one line on stderr, exit code 2.
+theta table of :mod:`divopt.experiments.adaptive`.
+
+Exit codes: 0 when every run of the grid succeeded; 1 when some runs failed (the end of the
+output counts them and prints the most frequent reasons; every reason is in the ``error``
+column of the table); 2 for bad input (one line on stderr, mapped by
+:mod:`divopt.experiments.cli`), e.g. a parameter no method takes, an empty dataset, a config
+file that does not parse (its name and line), or a folder that holds another sweep or is in
+use by one.
 """
 from __future__ import annotations
 
@@ -16,7 +23,7 @@ from divopt.experiments import harness
 from divopt.experiments.adaptive import adaptive_report
 from divopt.experiments.evaluator import make_evaluator
 from divopt.experiments.grid import SweepConfig, parse_value
-from divopt.experiments.sweep import consolidate, plan, run_sweep
+from divopt.experiments.sweep import check_folder, check_parameters, consolidate, error_summary, plan, run_sweep
 
 __all__ = ["add_arguments", "config_from_args", "summarize", "main"]
 
@@ -53,9 +60,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--evaluator", help="score each selection: coverage | metric:<name> (openai: via --config)")
     parser.add_argument("--backend", choices=("local", "ray"), default="local")
     parser.add_argument("--n-workers", type=int, default=None, help="workers (default: CPU count; 0 = in this process)")
-    parser.add_argument("--address", help="Ray cluster address (with --backend ray); default: a local ray.init")
+    parser.add_argument("--address", help="Ray cluster address (with --backend ray), e.g. ray://host:10001; it must be a "
+                                          "cluster on a trusted network (anyone who reaches a Ray cluster can run code "
+                                          "on it). Default: a local Ray bound to 127.0.0.1")
     parser.add_argument("--chunk-size", type=int, default=None, help="runs per task")
     parser.add_argument("--retry-errors", action="store_true", help="run again the runs that ended in an error")
+    parser.add_argument("--new-grid", action="store_true",
+                        help="run a configuration other than the one OUT holds; the previous config.json and "
+                             "results.parquet are kept beside as config.<id>.json and results.<id>.parquet")
     parser.add_argument("--consolidate-only", action="store_true", help="only rebuild OUT/results.parquet from the parts")
     parser.add_argument("--adaptive-metric", help="also write OUT/adaptive.parquet: per-query Oracle/gated theta by this metric")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -114,39 +126,48 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        config = config_from_args(args)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
-        print(f"divopt sweep: {exc}", file=sys.stderr)
-        return 2
+    config = config_from_args(args)
     if args.consolidate_only:
-        try:
+        with harness.output_lock(args.out):
+            check_parameters(config)
+            previous = check_folder(args.out, config)  # never rebuild another sweep's table in its place
+            if previous is None and not (args.out / "config.json").exists():
+                raise ValueError(f"{args.out} holds no sweep (no config.json): nothing to consolidate")
             _, specs = plan(config, args.out)
-        except (ValueError, TypeError) as exc:
-            print(f"divopt sweep: {exc}", file=sys.stderr)
-            return 2
-        table = consolidate(args.out, specs, config.sweep_id)
+            table = consolidate(args.out, specs, config.sweep_id)
         print(f"{len(table)} of {len(specs)} runs in {args.out / 'results.parquet'}")
         if args.adaptive_metric and len(table):
             _adaptive(table, args)
-        return 0
-    try:
-        res = run_sweep(
-            config, args.out, backend=args.backend, n_workers=args.n_workers, address=args.address,
-            chunk_size=args.chunk_size, progress=not args.no_progress, retry_errors=args.retry_errors,
-        )
-    except (ValueError, TypeError) as exc:
-        print(f"divopt sweep: {exc}", file=sys.stderr)
-        return 2
+        return _report_errors(table, len(specs))
+    res = run_sweep(
+        config, args.out, backend=args.backend, n_workers=args.n_workers, address=args.address,
+        chunk_size=args.chunk_size, progress=not args.no_progress, retry_errors=args.retry_errors,
+        new_grid=args.new_grid,
+    )
     print(
         f"sweep {config.sweep_id}: {res.n_runs} runs ({res.n_skipped} already done, {res.n_executed} run now, "
         f"{res.n_errors} errors) -> {res.path}"
     )
-    with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(summarize(res.table).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    if args.adaptive_metric:
+    summary = summarize(res.table)
+    if not summary.empty:
+        with pd.option_context("display.width", 160, "display.max_columns", 20):
+            print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if args.adaptive_metric and not summary.empty:
         _adaptive(res.table, args)
-    return 1 if res.n_errors else 0
+    return _report_errors(res.table, res.n_runs)
+
+
+def _report_errors(table: pd.DataFrame, n_runs: int) -> int:
+    """Print how many runs of the table failed and the most frequent reasons (stderr); 1 if any."""
+    n_failed, reasons = error_summary(table)
+    if not n_failed:
+        return 0
+    what = "every run" if n_failed == n_runs else f"{n_failed} of {n_runs} runs"
+    print(f"divopt sweep: {what} failed (status 'error'; --retry-errors runs them again). Most frequent reasons:",
+          file=sys.stderr)
+    for text, count in reasons:
+        print(f"  {count} x {text}", file=sys.stderr)
+    return 1
 
 
 def _adaptive(table: pd.DataFrame, args: argparse.Namespace) -> None:
