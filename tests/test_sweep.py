@@ -259,16 +259,59 @@ def test_kill_midway_and_resume_with_the_same_command(tmp_path):
 @pytest.mark.slow
 def test_ray_backend_matches_local(tmp_path):
     ray = pytest.importorskip("ray")
+    psutil = pytest.importorskip("psutil")
+    from divopt.experiments.backends import LOOPBACK, ray_addresses, start_local_ray
+
     cfg = _config(methods={"fw": {}, "mmr": {}, "dpp": {}})
     local = sw.run_sweep(cfg, tmp_path / "local", n_workers=0, progress=False).table
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    start_local_ray(ray, 1)  # what run_sweep(backend="ray") starts when no Ray is running
     try:
+        # the local cluster listens on loopback only: the addresses Ray reports, and the
+        # listening sockets of every process it started (GCS, raylet, workers)
+        assert ray_addresses(ray) and set(ray_addresses(ray)) == {LOOPBACK}
+        listening = [c.laddr.ip for p in psutil.Process().children(recursive=True)
+                     for c in _connections(p) if c.status == psutil.CONN_LISTEN]
+        assert listening and set(listening) <= {LOOPBACK, "::ffff:127.0.0.1", "::1"}, listening
         res = sw.run_sweep(cfg, tmp_path / "ray", backend="ray", chunk_size=6, progress=False)
         assert ray.is_initialized()  # an existing cluster is used as it is, not shut down
     finally:
         ray.shutdown()
     assert res.n_executed == len(local) and res.n_errors == 0
     pd.testing.assert_frame_equal(_comparable(res.table), _comparable(local))
+
+
+def _connections(proc):
+    import psutil
+
+    try:
+        return proc.net_connections(kind="inet")
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return []
+
+
+def test_ray_backend_starts_its_own_cluster_on_loopback(monkeypatch):
+    """Without a running Ray and without --address, run_ray starts the loopback-only cluster
+    (start_local_ray) and shuts it down; with an address it connects there (a fake ray module
+    records the calls: no cluster is started)."""
+    import types
+
+    from divopt.experiments import backends
+
+    calls = []
+    fake = types.SimpleNamespace(
+        is_initialized=lambda: False,
+        init=lambda **kw: calls.append(("init", kw)),
+        shutdown=lambda: calls.append(("shutdown", {})),
+        put=lambda x: x, wait=None, get=None, cancel=None, remote=lambda **kw: (lambda fn: fn),
+    )
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setattr(backends, "start_local_ray", lambda ray, n: calls.append(("local", {"num_cpus": n})))
+    data = load_dataset(TINY)
+    backends.run_ray([], data, None, 3, _config(), lambda rows: None)
+    assert calls == [("local", {"num_cpus": 3}), ("shutdown", {})]
+    calls.clear()
+    backends.run_ray([], data, "ray://trusted-head:10001", 3, _config(), lambda rows: None)
+    assert calls == [("init", {"address": "ray://trusted-head:10001", "log_to_driver": False}), ("shutdown", {})]
 
 
 def test_cli_flags_override_config(tmp_path, capsys):
