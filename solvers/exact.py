@@ -33,6 +33,7 @@ from divopt.models.runner import (
     solve,
 )
 from divopt.models.validation import check_choice
+from divopt.solvers.selection import K1_RULE, most_relevant
 
 __all__ = [
     "solve_exact",
@@ -80,12 +81,20 @@ def solve_exact(
     time_limit, mip_gap, log_path, threads : the :class:`~divopt.models.runner.SolveConfig`.
     The returned objective is re-evaluated with :func:`divopt.models.ccbqp_objective` on the
     selected indices (the solver's own value is kept in ``info["solver_objective"]``).
+
+    ``time_limit`` is wall clock for the whole call: building the model counts, and the runner
+    gets what is left (``info["wall_seconds"]`` is the whole call; ``seconds`` the runner's).
+    k = 1 needs no solver: every item scores 0, and the answer is the most relevant item
+    (:func:`divopt.solvers.selection.most_relevant`, the rule every selector follows).
     """
     if not isinstance(instance, Instance):
         raise TypeError(f"instance must be a divopt.models.Instance, got {type(instance).__name__}")
     check_choice(formulation, "formulation", ("auto",) + FORMULATIONS)
     check_choice(solver, "solver", ("auto",) + SOLVERS)
     config = SolveConfig(time_limit=time_limit, mip_gap=mip_gap, threads=threads, log_path=log_path)
+    if instance.k == 1:
+        return _k1_result(instance, "rule")
+    started = time.perf_counter()
     avail = available_solvers()
     if solver == "auto" and not avail:
         raise ImportError("no MIP solver installed; install gurobipy, pyscipopt or highspy")
@@ -101,7 +110,8 @@ def solve_exact(
             built[form] = (model, time.perf_counter() - t0)
         model, build_seconds = built[form]
         try:
-            r = solve(model, s, config=config, warm_start=warm_start)
+            r = solve(model, s, config=config.updated(time_limit=_remaining(config.time_limit, started)),
+                      warm_start=warm_start)
         except SolverRefused as exc:  # measured on the built model: too large, or quadratic for HiGHS
             if solver != "auto":
                 raise
@@ -114,6 +124,7 @@ def solve_exact(
         warnings.warn(f"Gurobi skipped: {refused['gurobi']}; using {s}", RuntimeWarning, stacklevel=2)
     r.info["formulation"] = form
     r.info["build_seconds"] = build_seconds
+    r.info["wall_seconds"] = time.perf_counter() - started
     if r.objective is not None:
         r.info["solver_objective"] = r.objective
         r.objective = ccbqp_objective(instance, r.indices)
@@ -130,6 +141,9 @@ def brute_force(inst: Instance, max_sets: int = 3_000_000, return_all: bool = Fa
     ``max_sets`` sets.
     """
     n, k, th = inst.n, inst.k, inst.theta
+    if k == 1:  # every item scores 0: the tie rule, not rounding noise, decides
+        r = _k1_result(inst, "brute")
+        return (r.indices, r.objective, [np.array([i]) for i in range(n)]) if return_all else (r.indices, r.objective)
     total = math.comb(n, k)
     if total > max_sets:
         raise ValueError(f"brute force would enumerate C({n}, {k}) = {total} sets > max_sets = {max_sets}; "
@@ -172,6 +186,8 @@ def exact_optimum(inst: Instance, solver: str = "auto", time_limit: float | None
     in ``info["solve_seconds"]``).
     """
     t0 = time.perf_counter()
+    if inst.k == 1:
+        return _k1_result(inst, "rule")
     if solver == "brute" or (solver == "auto" and math.comb(inst.n, inst.k) <= brute_max_sets):
         idx, val = brute_force(inst, max_sets=max(brute_max_sets, 3_000_000) if solver == "brute" else brute_max_sets)
         return Result(indices=np.sort(idx), objective=val, bound=val, gap=0.0, status="optimal",
@@ -180,3 +196,24 @@ def exact_optimum(inst: Instance, solver: str = "auto", time_limit: float | None
     r.info["solve_seconds"] = r.seconds
     r.seconds = time.perf_counter() - t0
     return r
+
+
+def _remaining(time_limit: float | None, started: float) -> float | None:
+    """What is left of a wall-clock ``time_limit`` begun at ``started`` (perf_counter), >= 0."""
+    return None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - started))
+
+
+def _k1_result(inst: Instance, solver: str) -> Result:
+    """The exact answer at k = 1: f({i}) = (1-theta)(1 - ||e_i||^2) is 0 for every unit row, so
+    every item is optimal and the tie rule (:func:`~divopt.solvers.selection.most_relevant`)
+    picks. ``objective`` is f of that item (0 up to the rows' float rounding), ``bound`` the same
+    (in the model every item ties at 0); ``info["max_item_objective"]`` keeps max_i f({i}) as
+    computed, the rounding spread."""
+    t0 = time.perf_counter()
+    i = most_relevant(inst)
+    f = ccbqp_objective(inst, np.array([i]))
+    norms2 = inst.E.double().pow(2).sum(1)
+    spread = float(((1.0 - inst.theta) * (1.0 - norms2)).max())
+    return Result(indices=np.array([i], dtype=np.int64), objective=f, bound=f, gap=0.0, status="optimal",
+                  seconds=time.perf_counter() - t0, solver=solver, message=K1_RULE,
+                  info={"rule": K1_RULE, "max_item_objective": spread})

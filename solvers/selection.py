@@ -1,6 +1,8 @@
 """One interface for every fast selector: ``select(instance, method, **params) -> Selection``."""
 from __future__ import annotations
 
+import difflib
+import inspect
 import time
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -14,7 +16,7 @@ from divopt.models.kernels import synchronize
 from divopt.models.validation import check_indices
 
 __all__ = ["Selection", "select", "register", "METHODS", "METHOD_NEEDS", "instance_methods", "get_selector",
-           "DEFAULT_METHOD"]
+           "DEFAULT_METHOD", "most_relevant", "K1_RULE", "check_params"]
 
 # A selector takes (instance, **params) and returns (indices, iterations, info).
 Selector = Callable[..., tuple[Any, int, dict]]
@@ -84,6 +86,41 @@ def get_selector(method: str) -> Selector:
     return _REGISTRY[method]
 
 
+#: What every selector and the exact path return when k = 1 (recorded in ``info["rule"]``).
+K1_RULE = "k = 1: f is 0 for every item (theta (k-1) = 0, 1 - ||e_i||^2 = 0), so the most relevant item"
+
+
+def most_relevant(instance: Instance) -> int:
+    """The k = 1 tie rule: the item of largest relevance c_i (ties: the lowest index).
+
+    With k = 1 the CCBQP objective f({i}) = theta (k-1) c_i + (1-theta)(1 - ||e_i||^2) is 0 for
+    every unit row: every item is optimal, and nothing in f prefers one. divopt then returns
+    the most relevant item, from every selector (the cross-encoder methods: their own
+    relevance, the cross-encoder score) and from the exact path (:func:`divopt.solvers.solve_exact`),
+    so that a 1-item answer never depends on a method's arbitrary tie-breaking.
+    """
+    c = instance.relevance.detach().double().cpu().numpy()
+    return int(np.argmax(c))  # numpy's argmax takes the first of equal maxima
+
+
+def check_params(method: str, fn: Callable, params: dict) -> None:
+    """TypeError naming unknown keyword parameters of a selector and listing the valid ones."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    ps = list(sig.parameters.values())[1:]
+    if any(p.kind is p.VAR_KEYWORD for p in ps):
+        return
+    valid = sorted(p.name for p in ps if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], valid, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise TypeError(f"method {method!r} has no parameter {', '.join(map(repr, unknown))}{hint}; "
+                        f"its parameters: {valid}")
+
+
 def select(instance: Instance, method: str = DEFAULT_METHOD, **params: Any) -> Selection:
     """Run the fast selector ``method`` on ``instance``; without a method, divopt's default
     near-certified method :data:`DEFAULT_METHOD` (not a published method: name one, e.g.
@@ -91,14 +128,23 @@ def select(instance: Instance, method: str = DEFAULT_METHOD, **params: Any) -> S
 
     Every method returns exactly ``instance.k`` unique indices and is scored by the same CCBQP
     objective, so selections from different methods are directly comparable.
-    Unknown parameters raise ``TypeError`` naming them.
+    Unknown parameters raise ``TypeError`` naming them and listing the valid ones.
+
+    k = 1: every method on the Instance alone returns :func:`most_relevant` (the method is not
+    run; ``iterations`` 0, ``info["rule"]`` says why): f is 0 for every single item, so any
+    other answer would be a method's arbitrary tie-break. The cross-encoder methods still run:
+    their relevance is the cross-encoder score, and at k = 1 each returns its top item.
     """
     if not isinstance(instance, Instance):
         raise TypeError(f"instance must be a divopt.models.Instance, got {type(instance).__name__}")
     fn = get_selector(method)
+    check_params(method, fn, params)
     synchronize(instance.device)
     t0 = time.perf_counter()
-    idx, iterations, info = fn(instance, **params)
+    if instance.k == 1 and method not in _NEEDS:
+        idx, iterations, info = [most_relevant(instance)], 0, {"rule": K1_RULE}
+    else:
+        idx, iterations, info = fn(instance, **params)
     synchronize(instance.device)
     seconds = time.perf_counter() - t0
     if isinstance(idx, torch.Tensor):
