@@ -271,10 +271,10 @@ def main(args: argparse.Namespace) -> int:
     methods = list(args.methods or [m for m in DEFAULT_METHODS if m in METHODS])
     unknown = [m for m in methods + list(args.large_methods) if m not in METHODS]
     if unknown:
-        raise SystemExit(f"divopt bench quality: unknown methods {unknown}; expected some of {sorted(METHODS)}")
+        raise ValueError(f"unknown methods {unknown}; expected some of {sorted(METHODS)}")
     bad = set(args.parts) - {"small", "large", "batch"}
     if bad:
-        raise SystemExit(f"divopt bench quality: unknown parts {sorted(bad)}; expected small, large, batch")
+        raise ValueError(f"unknown parts {sorted(bad)}; expected small, large, batch")
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     run_id = harness.run_id(vars(args), exclude=("out", "cache_dir"))

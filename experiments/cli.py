@@ -78,6 +78,19 @@ def error_line(exc: BaseException) -> str:
     return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
+def _close_progress_bars() -> None:
+    """Close the tqdm bars an error interrupted, so that its line starts on a line of its own."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return
+    for bar in list(getattr(tqdm, "_instances", ())):
+        try:
+            bar.close()
+        except Exception:  # noqa: BLE001  (a bar that cannot close must not hide the error)
+            pass
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     # one line per warning, without the source line a user cannot act on
     print(f"divopt: warning: {error_line(message if isinstance(message, Warning) else Warning(message))}",
@@ -118,11 +131,13 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             if debug:
                 raise
+            _close_progress_bars()
             print(f"{prog}: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
         except Exception as exc:  # noqa: BLE001  (the one place errors become exit codes)
             if debug:
                 raise
+            _close_progress_bars()
             if isinstance(exc, USER_ERRORS):
                 print(f"{prog}: {error_line(exc)}", file=sys.stderr)
                 return EXIT_USAGE

@@ -31,6 +31,8 @@ adds to the registry.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -88,10 +90,26 @@ class Evaluator(Protocol):
     def score(self, context: QueryContext, indices: Any) -> float: ...
 
 
+@functools.lru_cache(maxsize=1)
+def metric_names() -> frozenset[str]:
+    """Every metric name :func:`divopt.experiments.metrics.selection_metrics` can report (read
+    off a tiny labelled selection, so the list follows that function)."""
+    inst = Instance(torch.eye(2), torch.tensor([1.0, 0.0]), k=2, theta=0.5)
+    return frozenset(selection_metrics(inst, [0, 1], qrels={0: 1}, subtopics={0: "a", 1: "b"}, sigma=0.1))
+
+
 class MetricEvaluator:
     """Ground truth: ``selection_metrics(...)[metric]`` (e.g. alpha_ndcg, s_recall, recall, ndcg)."""
 
     def __init__(self, metric: str = "alpha_ndcg", **metric_kwargs: Any) -> None:
+        # names checked now, not in every run: a typo would otherwise make every row an error
+        valid = metric_names()
+        if metric not in valid:
+            raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(valid)}")
+        options = set(inspect.signature(selection_metrics).parameters) - {"inst", "indices", "qrels", "subtopics"}
+        unknown = sorted(set(metric_kwargs) - options)
+        if unknown:
+            raise TypeError(f"metric evaluator has no option {unknown}; its options: {sorted(options | {'metric'})}")
         self.metric = str(metric)
         self.metric_kwargs = metric_kwargs
         self.name = f"metric:{self.metric}"
@@ -269,6 +287,16 @@ def make_evaluator(spec: Mapping[str, Any] | str | None) -> Evaluator | None:
     name = opts.pop("name", None)
     if name not in EVALUATORS:
         raise ValueError(f"unknown evaluator {name!r}; expected one of {sorted(EVALUATORS)}")
-    return EVALUATORS[name](**opts)
+    factory = EVALUATORS[name]
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        params = []
+    if params and not any(p.kind is p.VAR_KEYWORD for p in params):
+        valid = sorted(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        unknown = sorted(set(opts) - set(valid))
+        if unknown:
+            raise TypeError(f"evaluator {name!r} has no option {unknown}; its options: {valid}")
+    return factory(**opts)
 
 

@@ -108,7 +108,8 @@ class Result:
     status : "optimal" (proven within :data:`OPTIMALITY_GAP`), "gap_limit" (stopped at a
         user ``mip_gap`` looser than that), "time_limit", "infeasible", "unbounded",
         "infeasible_or_unbounded", "iteration_limit", "interrupted", "error", "unknown", ...
-    seconds : wall-clock seconds of the solve call (model translation included).
+    seconds : wall-clock seconds of the :func:`solve` call (model measurement and translation
+        included); ``info["translation_seconds"]`` and ``info["solver_seconds"]`` split it.
     solver : the solver actually used ("gurobi", "scip" or "highs").
     log_path : path of the solver log, when one was requested.
     message : human-readable explanation (infeasibility, fallback, ...).
@@ -139,8 +140,11 @@ class Result:
 class SolveConfig:
     """The options of one solve, validated once (the part of Pyomo's ``SolverConfig`` divopt uses).
 
-    time_limit : seconds (None: no limit); on expiry the Result has status "time_limit", the
-        incumbent, the best bound and the gap.
+    time_limit : wall-clock seconds for the whole :func:`solve` call (None: no limit): measuring
+        and translating the model count, and the solver's own limit is what is left (0 when
+        nothing is). On expiry the Result has status "time_limit", the incumbent, the best bound
+        and the gap; when the call still overran (a translation longer than the limit cannot be
+        interrupted), ``message`` says how long it took and where the time went.
     mip_gap : relative gap at which the solver may stop (status "gap_limit" if above
         :data:`OPTIMALITY_GAP`).
     threads : solver threads (None: the solver's default).
@@ -341,24 +345,43 @@ def relative_gap(objective: float | None, bound: float | None) -> float:
     return abs(bound - objective) / max(abs(objective), 1e-10)
 
 
-def _highs_warm_start(opt: Any, model: Any, x: Any, kw: dict) -> None:
+def _translate(opt: Any, solver: str, model: Any, kw: dict) -> bool:
+    """Load ``model`` into a persistent solver interface (HiGHS, Gurobi) ahead of ``opt.solve``,
+    which then only checks it for changes: the translation is timed on its own, and the
+    solver's own time limit gets what is left of the budget. Returns False for interfaces
+    that translate inside ``solve`` (SCIP's direct interface).
+
+    Pyomo's HiGHS interface reads its options during ``set_instance`` from ``_active_config``
+    (set here as ``solve`` would); internals may change between Pyomo versions, which the tests
+    of this module would show.
+    """
+    if solver == "highs":
+        opt._active_config = opt.config(value=kw, preserve_implicit=True)
+        try:
+            opt.set_instance(model)
+        finally:
+            opt._active_config = opt.config
+        return True
+    if solver == "gurobi":
+        opt.set_instance(model)
+        return True
+    return False
+
+
+def _highs_warm_start(opt: Any, x: Any) -> None:
     """Hand HiGHS the x values of the warm start (it completes the other columns itself).
 
-    Pyomo's persistent HiGHS interface has no warm-start option, so the model is loaded
-    first and the partial solution set on the underlying ``highspy.Highs``; ``opt.solve``
-    then sees the same model and only updates it. Internals may change between Pyomo
-    versions: on failure the solve goes on cold, with a warning.
+    Pyomo's persistent HiGHS interface has no warm-start option: the model is loaded first
+    (:func:`_translate`) and the partial solution set on the underlying ``highspy.Highs``;
+    ``opt.solve`` then sees the same model and only updates it. On failure the solve goes on
+    cold, with a warning.
     """
     try:
-        opt._active_config = opt.config(value=kw, preserve_implicit=True)
-        opt.set_instance(model)
         cols = [opt._pyomo_var_to_solver_var_map[id(x[i])] for i in x]
         vals = [float(x[i].value) for i in x]
         opt._solver_model.setSolution(len(cols), np.asarray(cols, dtype=np.int32), np.asarray(vals, dtype=np.float64))
     except Exception as exc:  # noqa: BLE001
         warnings.warn(f"HiGHS warm start not applied ({exc!r}); solving cold", RuntimeWarning, stacklevel=3)
-    finally:
-        opt._active_config = opt.config
 
 
 @functools.lru_cache(maxsize=None)
@@ -370,12 +393,12 @@ def _scip_version() -> str:
 
 
 def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
-             warm_idx: np.ndarray | None) -> Result:
+             warm_idx: np.ndarray | None, started: float) -> Result:
+    """One solver on the model; ``started`` (perf_counter) is when :func:`solve` was called:
+    the time limit is wall clock from then, model measurement and translation included."""
     x = _items(model, info)
     opt = SolverFactory(_PYOMO_NAME[solver])
     kw: dict[str, Any] = dict(load_solutions=False, raise_exception_on_nonoptimal_result=False)
-    if cfg.time_limit is not None:
-        kw["time_limit"] = float(cfg.time_limit)
     if cfg.mip_gap is not None:
         kw["rel_gap"] = float(cfg.mip_gap)
     if cfg.threads is not None:
@@ -400,17 +423,23 @@ def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
         if log_path is not None:
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)
             kw["tee"] = [stack.enter_context(open(log_path, "w"))]
-        t0 = time.perf_counter()
         try:
+            t0 = time.perf_counter()
+            _translate(opt, solver, model, kw)
+            translation = time.perf_counter() - t0
             if solver == "highs" and warm_idx is not None:
-                _highs_warm_start(opt, model, x, kw)
+                _highs_warm_start(opt, x)
+            if cfg.time_limit is not None:  # what is left of the wall-clock budget
+                kw["time_limit"] = max(0.0, float(cfg.time_limit) - (time.perf_counter() - started))
+            t1 = time.perf_counter()
             res = opt.solve(model, **kw)
         except Exception as exc:  # noqa: BLE001
             text = str(exc)
             if "size-limited" in text or "10010" in text:
                 raise _LicenseRefused(text) from exc
             raise
-        seconds = time.perf_counter() - t0
+        solver_seconds = time.perf_counter() - t1
+        seconds = time.perf_counter() - started
 
     tc = res.termination_condition
     status = _STATUS.get(tc, "unknown")
@@ -444,11 +473,18 @@ def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
         tl = cfg.time_limit
         message = (f"time limit {tl} s reached: incumbent {objective}, bound {bound}, gap {gap:.3g}"
                    if objective is not None else f"time limit {tl} s reached without a feasible solution")
+    if cfg.time_limit is not None and seconds > cfg.time_limit + max(1.0, 0.25 * cfg.time_limit):
+        # the solver got no time left, or overran: say how long the call really took and why
+        before = seconds - solver_seconds
+        message = (f"{message}; " if message else "") + (
+            f"took {seconds:.3g} s of a {cfg.time_limit:g} s time limit: {before:.3g} s before the solver "
+            f"started ({translation:.3g} s of them translating the model), {solver_seconds:.3g} s in the solver")
     extras = {
         "termination_condition": tc.name,
         "solution_status": res.solution_status.name,
         "solver_version": _scip_version() if solver == "scip" else ".".join(str(v) for v in (res.solver_version or ())),
     }
+    extras.update(translation_seconds=translation, solver_seconds=solver_seconds)
     nodes = getattr(res.extra_info, _NODE_COUNT[solver], None)
     if nodes is not None:
         extras["nodes"] = int(nodes)
@@ -514,6 +550,7 @@ def solve(
         ``options`` given as keywords override its fields (see :class:`SolveConfig`).
     warm_start : indices (iterable, array, or a Selection/Result) to set x to before solving.
     """
+    started = time.perf_counter()
     cfg = (config or SolveConfig()).updated(time_limit=time_limit, mip_gap=mip_gap, threads=threads,
                                             log_path=log_path, options=options)
     if isinstance(model, BuiltModel):
@@ -527,7 +564,7 @@ def solve(
     last_exc: Exception | None = None
     for s in cands:
         try:
-            r = _run_one(model, info, s, cfg, warm_idx)
+            r = _run_one(model, info, s, cfg, warm_idx, started)
         except _LicenseRefused as exc:
             if solver != "auto":
                 raise SolverRefused(
