@@ -22,10 +22,16 @@ _WS = " \t\n\r"
 
 
 def read_text(path: Path) -> str:
-    if path.suffix == ".gz":
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            return fh.read()
-    return path.read_text(encoding="utf-8")
+    """The file's UTF-8 text (gunzipped for ``.gz``); DataFormatError naming it if it is not."""
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                return fh.read()
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(path, None, None, f"not UTF-8 text ({exc.reason})") from None
+    except (gzip.BadGzipFile, EOFError) as exc:
+        raise DataFormatError(path, None, None, f"not a readable gzip file ({exc})") from None
 
 
 def line_of(text: str, pos: int) -> int:

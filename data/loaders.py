@@ -32,6 +32,7 @@ import csv
 import gzip
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -43,10 +44,48 @@ from .embedded import EmbeddedDataset
 __all__ = ["load_beir", "load_mini_wikipedia", "load_rgb", "load_npz", "read_trec_qrels"]
 
 
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+class _TextFile:
+    """A UTF-8 text file (gzip-compressed if it ends in ``.gz``) read line by line, whose
+    undecodable bytes or broken compression raise :class:`DataFormatError` naming the file
+    (and the last line read), instead of a bare UnicodeDecodeError that names nothing."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.fh = gzip.open(path, "rt", encoding="utf-8") if self.path.suffix == ".gz" else open(path, encoding="utf-8")
+        self.lines = 0
+
+    def __enter__(self) -> "_TextFile":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.fh.close()
+
+    def _error(self, exc: Exception) -> DataFormatError:
+        where = f" after line {self.lines}" if self.lines else ""
+        if isinstance(exc, UnicodeDecodeError):
+            return DataFormatError(self.path, None, None, f"not UTF-8 text ({exc.reason}){where}")
+        return DataFormatError(self.path, None, None, f"not a readable gzip file ({exc}){where}")
+
+    def __iter__(self) -> Iterator[str]:
+        while True:
+            try:
+                line = next(self.fh)
+            except StopIteration:
+                return
+            except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
+                raise self._error(exc) from None
+            self.lines += 1
+            yield line
+
+    def read(self) -> str:
+        try:
+            return self.fh.read()
+        except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
+            raise self._error(exc) from None
+
+
+def _open_text(path: Path) -> _TextFile:
+    return _TextFile(path)
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
@@ -417,7 +456,13 @@ def load_npz(path: str | os.PathLike, qrels: str | os.PathLike | None = None) ->
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"npz dataset file not found: {p}")
-    with np.load(p, allow_pickle=False) as z:
+    try:
+        archive = np.load(p, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise DataFormatError(p, None, None, f"not a .npz archive of arrays E and Q ({exc})") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):  # a bare .npy array
+        raise DataFormatError(p, None, None, "a single array, not a .npz archive of arrays E and Q")
+    with archive as z:
         missing = {"E", "Q"} - set(z.files)
         if missing:
             raise ValueError(f"{p} must contain arrays E and Q, missing {sorted(missing)}")

@@ -32,7 +32,11 @@ BASE_METHODS = ("topk", "mmr", "gmmr", "dpp", "dartboard", "vrsd", "fw", "fw_ws"
 
 
 def _ints(s: str) -> list[int]:
-    return [int(float(x)) for x in s.split(",") if x]
+    out = [float(x) for x in s.split(",") if x]  # "1e6" is a count too
+    bad = [x for x in out if not x.is_integer()]  # inf and nan are not integers either
+    if bad:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}")
+    return [int(x) for x in out]
 
 
 def _floats(s: str) -> list[float]:

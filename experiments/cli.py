@@ -117,11 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=help_)
     module.add_arguments(parser)
     parser.add_argument(_DEBUG_FLAG, action="store_true", help="show the traceback of an error (or DIVOPT_DEBUG=1)")
-    args = parser.parse_args(argv[len(path):])  # a bad flag: argparse's usage line and exit code 2
     with warnings.catch_warnings():
         if not debug:
             warnings.showwarning = _show_warning
         try:
+            args = parser.parse_args(argv[len(path):])  # a bad flag: argparse's usage line and exit code 2
             from divopt.experiments.harness import check_output_path
 
             for dest, kind in outputs.items():

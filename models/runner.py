@@ -393,9 +393,10 @@ def _scip_version() -> str:
 
 
 def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
-             warm_idx: np.ndarray | None, started: float) -> Result:
-    """One solver on the model; ``started`` (perf_counter) is when :func:`solve` was called:
-    the time limit is wall clock from then, model measurement and translation included."""
+             warm_idx: np.ndarray | None, entered: float, started: float) -> Result:
+    """One solver on the model. ``entered`` (perf_counter) is when :func:`solve` was called
+    (``seconds`` counts from it); ``started`` when the time budget began (the caller's start,
+    e.g. before building the model): the time limit is wall clock from then."""
     x = _items(model, info)
     opt = SolverFactory(_PYOMO_NAME[solver])
     kw: dict[str, Any] = dict(load_solutions=False, raise_exception_on_nonoptimal_result=False)
@@ -439,7 +440,8 @@ def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
                 raise _LicenseRefused(text) from exc
             raise
         solver_seconds = time.perf_counter() - t1
-        seconds = time.perf_counter() - started
+        seconds = time.perf_counter() - entered
+        spent = time.perf_counter() - started
 
     tc = res.termination_condition
     status = _STATUS.get(tc, "unknown")
@@ -473,11 +475,11 @@ def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
         tl = cfg.time_limit
         message = (f"time limit {tl} s reached: incumbent {objective}, bound {bound}, gap {gap:.3g}"
                    if objective is not None else f"time limit {tl} s reached without a feasible solution")
-    if cfg.time_limit is not None and seconds > cfg.time_limit + max(1.0, 0.25 * cfg.time_limit):
+    if cfg.time_limit is not None and spent > max(1.25 * cfg.time_limit, cfg.time_limit + 0.25):
         # the solver got no time left, or overran: say how long the call really took and why
-        before = seconds - solver_seconds
+        before = spent - solver_seconds
         message = (f"{message}; " if message else "") + (
-            f"took {seconds:.3g} s of a {cfg.time_limit:g} s time limit: {before:.3g} s before the solver "
+            f"took {spent:.3g} s of a {cfg.time_limit:g} s time limit: {before:.3g} s before the solver "
             f"started ({translation:.3g} s of them translating the model), {solver_seconds:.3g} s in the solver")
     extras = {
         "termination_condition": tc.name,
@@ -537,6 +539,7 @@ def solve(
     options: dict | None = None,
     config: SolveConfig | None = None,
     info: ModelInfo | None = None,
+    started: float | None = None,
 ) -> Result:
     """Solve a divopt Pyomo model (binary ``model.x``, objective ``model.obj``, maximized).
 
@@ -549,8 +552,11 @@ def solve(
     config : a :class:`SolveConfig`; ``time_limit``, ``mip_gap``, ``log_path``, ``threads`` and
         ``options`` given as keywords override its fields (see :class:`SolveConfig`).
     warm_start : indices (iterable, array, or a Selection/Result) to set x to before solving.
+    started : ``time.perf_counter()`` at which the time budget began (default: this call), so
+        that a caller's own work (building the model) counts against ``time_limit``.
     """
-    started = time.perf_counter()
+    entered = time.perf_counter()
+    started = entered if started is None else float(started)
     cfg = (config or SolveConfig()).updated(time_limit=time_limit, mip_gap=mip_gap, threads=threads,
                                             log_path=log_path, options=options)
     if isinstance(model, BuiltModel):
@@ -564,7 +570,7 @@ def solve(
     last_exc: Exception | None = None
     for s in cands:
         try:
-            r = _run_one(model, info, s, cfg, warm_idx, started)
+            r = _run_one(model, info, s, cfg, warm_idx, entered, started)
         except _LicenseRefused as exc:
             if solver != "auto":
                 raise SolverRefused(

@@ -154,9 +154,8 @@ def _solve_compact(model_name: str, build: Callable, inst: Instance, uset, *, sp
                   **extra)
     model = build(sub, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity, max_size=ms,
                   query_similarity=query_similarity)
-    # the time limit is wall clock for the record: building the model counts against it
-    left = None if time_limit is None else max(0.0, float(time_limit) - (time.perf_counter() - t0))
-    r = solve(model, solver, time_limit=left, mip_gap=mip_gap)
+    # started=t0: the time limit is wall clock for the record, building the model included
+    r = solve(model, solver, time_limit=time_limit, mip_gap=mip_gap, started=t0)
     return _record(model_name, inst, rows, r.indices, uset, params=params, status=r.status,
                    objective=r.objective, bound=r.bound, gap=r.gap, seconds=time.perf_counter() - t0,
                    solver=r.solver, message=r.message)

@@ -19,6 +19,7 @@ import torch
 
 from divopt.models import Instance
 from divopt.models.kernels import gather_rows, matvec
+from divopt.models.validation import check_nonnegative
 
 from .greedy import decide, exact_relevance, exact_rows
 from .selection import register
@@ -32,6 +33,7 @@ def dpp_greedy(inst: Instance, *, eps: float = 1e-10):
     d_i^2(K) <= eps (the selected rows already span the rest), the remaining picks are filled by
     relevance and ``info["filled_by_relevance"]`` counts them."""
     c, k, th, n = inst.relevance, inst.k, inst.theta, inst.n
+    eps = check_nonnegative(eps, "eps")
     if th >= 1.0:
         return torch.topk(c, k).indices, k, {"alpha": math.inf}
     alpha = th / (2 * (1 - th))

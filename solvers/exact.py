@@ -110,8 +110,7 @@ def solve_exact(
             built[form] = (model, time.perf_counter() - t0)
         model, build_seconds = built[form]
         try:
-            r = solve(model, s, config=config.updated(time_limit=_remaining(config.time_limit, started)),
-                      warm_start=warm_start)
+            r = solve(model, s, config=config, warm_start=warm_start, started=started)
         except SolverRefused as exc:  # measured on the built model: too large, or quadratic for HiGHS
             if solver != "auto":
                 raise
@@ -196,11 +195,6 @@ def exact_optimum(inst: Instance, solver: str = "auto", time_limit: float | None
     r.info["solve_seconds"] = r.seconds
     r.seconds = time.perf_counter() - t0
     return r
-
-
-def _remaining(time_limit: float | None, started: float) -> float | None:
-    """What is left of a wall-clock ``time_limit`` begun at ``started`` (perf_counter), >= 0."""
-    return None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - started))
 
 
 def _k1_result(inst: Instance, solver: str) -> Result:

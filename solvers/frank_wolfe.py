@@ -20,7 +20,7 @@ import torch
 from divopt.models import Instance
 from divopt.models.ccbqp import curvature, line_search, linear_term, objective_scale, relaxed_gradient, relaxed_objective
 from divopt.models.kernels import gather_rows, gather_sum, rmatvec
-from divopt.models.validation import check_choice, check_nonnegative, check_vector
+from divopt.models.validation import check_choice, check_nonnegative, check_scalar, check_vector
 
 from .selection import register
 
@@ -99,6 +99,7 @@ def fw_relaxation(
     """
     E, k, th = inst.E, inst.k, inst.theta
     lam = check_nonnegative(relax_penalty, "relax_penalty")
+    max_iter = check_scalar(max_iter, "max_iter", int, min_val=0)
     tol = fw_tolerance(k, tol)
     a = 2.0 * (1.0 - th)
     lin = linear_term(inst.relevance, th, k)
@@ -318,7 +319,7 @@ def frank_wolfe(
     elif not working_set:
         M = None
     else:
-        M = int(working_set)
+        M = check_scalar(working_set, "working_set ('auto', 0, None or an integer M)", int)
         if M < k:
             raise ValueError(f"working_set must be >= k = {k}, got {working_set}")
         if not (isinstance(init, str) and init == "topk"):

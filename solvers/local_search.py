@@ -389,7 +389,7 @@ def _with_ls_params(base_fn) -> inspect.Signature:
     names = {p.name for p in params}
     for name in ("max_swaps", "shortlist"):
         if name not in names:
-            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None))
+            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation="int | None"))
     return sig.replace(parameters=params)
 
 

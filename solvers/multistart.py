@@ -137,6 +137,8 @@ def multistart(
     k, n = inst.k, inst.n
     if pool_size < k:
         raise ValueError(f"pool_size must be >= k = {k}, got {pool_size}")
+    if isinstance(greedy_starts, str) or not all(isinstance(g, str) for g in _iterable(greedy_starts)):
+        raise TypeError(f"greedy_starts must be a sequence of selector names, got {greedy_starts!r}")
     fw_idx, total_iters, fw_info = frank_wolfe(inst, relax_penalty=relax_penalty, max_iter=max_iter, tol=tol)
     # "fw_ls" on the full pool first, so that fw_ms is never worse than fw_ls
     first = local_search(inst, fw_idx)
@@ -266,6 +268,13 @@ class _GramSearch:
                 break
             S, f = T, fT
         return S, f
+
+
+def _iterable(value: Any) -> Any:
+    try:
+        return list(value)
+    except TypeError:
+        return [None]  # not iterable: refused by the caller's check
 
 
 def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts, perturb_rounds, perturb_strength,

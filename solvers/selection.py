@@ -13,10 +13,10 @@ import torch
 
 from divopt.models import Instance, ccbqp_objective
 from divopt.models.kernels import synchronize
-from divopt.models.validation import check_indices
+from divopt.models.validation import check_indices, check_scalar
 
 __all__ = ["Selection", "select", "register", "METHODS", "METHOD_NEEDS", "instance_methods", "get_selector",
-           "DEFAULT_METHOD", "most_relevant", "K1_RULE", "check_params"]
+           "DEFAULT_METHOD", "most_relevant", "K1_RULE", "RELEVANCE_TIE_TOL", "check_params"]
 
 # A selector takes (instance, **params) and returns (indices, iterations, info).
 Selector = Callable[..., tuple[Any, int, dict]]
@@ -90,8 +90,15 @@ def get_selector(method: str) -> Selector:
 K1_RULE = "k = 1: f is 0 for every item (theta (k-1) = 0, 1 - ||e_i||^2 = 0), so the most relevant item"
 
 
+#: Relevance values within this (relative) distance of the maximum tie in :func:`most_relevant`:
+#: identical rows can get relevances one rounding apart (a BLAS matvec sums rows in different
+#: orders), and a tie rule must not depend on that.
+RELEVANCE_TIE_TOL = 1e-6
+
+
 def most_relevant(instance: Instance) -> int:
-    """The k = 1 tie rule: the item of largest relevance c_i (ties: the lowest index).
+    """The k = 1 tie rule: the item of largest relevance c_i; ties (values within
+    :data:`RELEVANCE_TIE_TOL` relative of the maximum) go to the lowest index.
 
     With k = 1 the CCBQP objective f({i}) = theta (k-1) c_i + (1-theta)(1 - ||e_i||^2) is 0 for
     every unit row: every item is optimal, and nothing in f prefers one. divopt then returns
@@ -100,11 +107,32 @@ def most_relevant(instance: Instance) -> int:
     so that a 1-item answer never depends on a method's arbitrary tie-breaking.
     """
     c = instance.relevance.detach().double().cpu().numpy()
-    return int(np.argmax(c))  # numpy's argmax takes the first of equal maxima
+    top = float(c.max())
+    return int(np.flatnonzero(c >= top - RELEVANCE_TIE_TOL * max(1.0, abs(top)))[0])
+
+
+_SCALARS = {"int": int, "float": float, "bool": bool}
+
+
+def _declared_type(p: inspect.Parameter) -> tuple[type | None, bool]:
+    """(int, float, bool or None, None allowed) from a parameter's annotation ("int | None",
+    "float", ...), else from the type of its default; (None, True) when neither says."""
+    ann = p.annotation
+    text = ann if isinstance(ann, str) else ("" if ann is p.empty else getattr(ann, "__name__", str(ann)))
+    names = {t.strip() for t in text.split("|")} if text else set()
+    if names and names <= set(_SCALARS) | {"None"} and len(names - {"None"}) == 1:
+        return _SCALARS[(names - {"None"}).pop()], "None" in names
+    if not names and p.default is not p.empty and type(p.default) in (int, float, bool):
+        return type(p.default), False
+    return None, True
 
 
 def check_params(method: str, fn: Callable, params: dict) -> None:
-    """TypeError naming unknown keyword parameters of a selector and listing the valid ones."""
+    """Check the keyword parameters given to a selector, before it runs: unknown names are a
+    TypeError listing the valid ones; a value of the wrong scalar type (declared by the
+    parameter's annotation, e.g. ``max_iter: int``, or its default's type) is an error naming
+    the parameter (a bool is not a count, NaN not a number; ``seed`` must be >= 0). Ranges
+    are each method's own checks."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -112,13 +140,23 @@ def check_params(method: str, fn: Callable, params: dict) -> None:
     ps = list(sig.parameters.values())[1:]
     if any(p.kind is p.VAR_KEYWORD for p in ps):
         return
-    valid = sorted(p.name for p in ps if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+    by_name = {p.name: p for p in ps if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    valid = sorted(by_name)
     unknown = sorted(set(params) - set(valid))
     if unknown:
         close = difflib.get_close_matches(unknown[0], valid, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise TypeError(f"method {method!r} has no parameter {', '.join(map(repr, unknown))}{hint}; "
                         f"its parameters: {valid}")
+    for name, value in params.items():
+        kind, nullable = _declared_type(by_name[name])
+        if name == "seed":
+            check_scalar(value, f"{method} seed", int, min_val=0, allow_none=nullable or kind is None)
+        elif kind is bool:
+            if not isinstance(value, (bool, np.bool_)) and not (nullable and value is None):
+                raise TypeError(f"{method} {name} must be a bool, got {type(value).__name__} {value!r}")
+        elif kind is not None:
+            check_scalar(value, f"{method} {name}", kind, allow_none=nullable)
 
 
 def select(instance: Instance, method: str = DEFAULT_METHOD, **params: Any) -> Selection:
