@@ -39,6 +39,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -209,10 +210,11 @@ def run_certify(cfg: CertifyConfig, out: str | os.PathLike, *, run_id: str | Non
     """Certify every selector on ``cfg`` and write ``out`` (and ``<out>_fullscale.parquet``).
 
     Resumable: finished queries live in ``<out>.parts/<run_id>/`` and are skipped on a re-run.
+    One run at a time per output: the run holds the lock of ``<out>.parts``
+    (:func:`divopt.experiments.harness.output_lock`; a second one gets OutputLocked naming it),
+    and a table of another run already at ``out`` is kept beside as ``<stem>.<run id>.parquet``.
     Returns (pool table, full-scale table or None).
     """
-    from tqdm.auto import tqdm
-
     from divopt.solvers import METHODS, instance_methods
 
     methods = list(cfg.methods) if cfg.methods else instance_methods()  # no cross-encoder methods by default
@@ -225,6 +227,30 @@ def run_certify(cfg: CertifyConfig, out: str | os.PathLike, *, run_id: str | Non
         check_theta(t)
     run_id = run_id or cfg.run_id()
     out = Path(out)
+    with harness.output_lock(out.with_name(out.name + ".parts")):  # one certify run per output at a time
+        return _run_locked(cfg, out, run_id, methods, progress)
+
+
+def _keep_previous(path: Path, run_id: str) -> None:
+    """A table of another run at ``path`` is kept beside as ``<stem>.<its run id><suffix>``
+    (with a warning), never silently replaced."""
+    if not path.exists():
+        return
+    try:
+        old = pd.read_parquet(path, columns=["run_id"])["run_id"]
+    except Exception:  # noqa: BLE001  (unreadable or foreign: keep it too)
+        old = pd.Series(["unknown"])
+    old_id = str(old.iloc[0]) if len(old) else "empty"
+    if old_id != run_id:
+        kept = path.with_name(f"{path.stem}.{old_id}{path.suffix}")
+        os.replace(path, kept)
+        warnings.warn(f"{path} held run {old_id}: kept as {kept}", UserWarning, stacklevel=3)
+
+
+def _run_locked(cfg: CertifyConfig, out: Path, run_id: str, methods: list[str],
+                progress: bool) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    from tqdm.auto import tqdm
+
     parts = out.with_name(out.name + ".parts") / run_id
     parts.mkdir(parents=True, exist_ok=True)
     harness.write_text(json.dumps(dataclasses.asdict(cfg), default=str, indent=1), parts / "config.json")
@@ -243,11 +269,13 @@ def run_certify(cfg: CertifyConfig, out: str | os.PathLike, *, run_id: str | Non
     if not done_files:
         raise ValueError(f"nothing to certify: dataset {cfg.dataset!r} gave no query")
     df = pd.concat([pd.read_parquet(p) for p in done_files], ignore_index=True)
+    _keep_previous(out, run_id)
     harness.write_parquet(df, out)
     full_df = None
     if cfg.full_scale:
         fparts = [p.with_name(p.name.replace(".parquet", ".full.parquet")) for p in done_files]
         full_df = pd.concat([pd.read_parquet(p) for p in fparts if p.exists()], ignore_index=True)
+        _keep_previous(out.with_name(out.stem + "_fullscale.parquet"), run_id)
         harness.write_parquet(full_df, out.with_name(out.stem + "_fullscale.parquet"))
     return df, full_df
 

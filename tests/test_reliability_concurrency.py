@@ -249,3 +249,19 @@ def test_a_killed_driver_takes_its_pool_workers_with_it(tmp_path, plugin_env):
                 os.kill(w, signal.SIGKILL)
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
+
+
+def test_certify_keeps_another_runs_table_beside_and_locks_its_output(tmp_path, capsys):
+    out = tmp_path / "certify.parquet"
+    base = ["certify", "--queries", "1", "--corpus-size", "60", "--dim", "6", "--n", "6", "--k", "2",
+            "--methods", "topk", "--out", str(out), "--no-progress"]
+    assert cli.main([*base, "--theta", "0.5"]) == 0
+    first = pd.read_parquet(out)
+    old_id = first["run_id"].iloc[0]
+    assert cli.main([*base, "--theta", "0.7"]) == 0
+    assert f"held run {old_id}: kept as" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / f"certify.{old_id}.parquet"), first)
+    assert pd.read_parquet(out)["theta"].unique().tolist() == [0.7]
+    with harness.output_lock(tmp_path / "certify.parquet.parts"):  # another run holds the output
+        assert cli.main([*base, "--theta", "0.7"]) == 2
+    assert "is in use by another run" in capsys.readouterr().err
