@@ -28,13 +28,17 @@ class CrossEncoderScorer:
 
     ``scorer(pairs)`` returns float64 raw logits (activation = identity), one per pair.
     ``cache`` memoizes scores by pair; ``progress`` is passed to ``predict`` as
-    ``show_progress_bar`` (None: sentence-transformers decides).
+    ``show_progress_bar`` (None: sentence-transformers decides). ``model_id`` names the model in
+    run keys and tables (a resolved directory path for :func:`load_cross_encoder`).
     """
 
-    def __init__(self, model: Any, *, batch_size: int = 32, cache: bool = True, progress: bool | None = None):
+    def __init__(self, model: Any, *, batch_size: int = 32, cache: bool = True, progress: bool | None = None,
+                 model_id: str | None = None):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         self.model = model
+        self.model_id = model_id or str(getattr(model, "name_or_path", None) or getattr(
+            getattr(model, "config", None), "_name_or_path", None) or type(model).__qualname__)
         self.batch_size = batch_size
         self.progress = progress
         self._cache: dict[tuple[str, str], float] | None = {} if cache else None
@@ -86,4 +90,4 @@ def load_cross_encoder(path: str | os.PathLike, *, device: str | None = None, ba
     from sentence_transformers import CrossEncoder
 
     model = CrossEncoder(str(p), device=device, max_length=max_length, local_files_only=True)
-    return CrossEncoderScorer(model, batch_size=batch_size, cache=cache, progress=progress)
+    return CrossEncoderScorer(model, batch_size=batch_size, cache=cache, progress=progress, model_id=str(p.resolve()))

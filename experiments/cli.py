@@ -38,6 +38,8 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, dict[str, str]]] = {
     ("certify",): ("divopt.experiments.certify", "certify fast selectors against exact optima", {"out": "file"}),
     ("sweep",): ("divopt.experiments.sweep_cli", "resumable parameter sweep (local pool or Ray)", {"out": "dir"}),
     ("plot",): ("divopt.experiments.plots", "plots from parquet results", {"out": "dir"}),
+    ("reproduce",): ("divopt.experiments.reproduce.cli", "reproduce a seed paper's headline table (--list)",
+                     {"out": "dir"}),
 }
 
 #: Exit codes: success, failed runs / a bug, bad input (argparse's own code), Ctrl-C.

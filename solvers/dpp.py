@@ -30,8 +30,8 @@ __all__ = ["dpp_greedy"]
 @register("dpp")
 def dpp_greedy(inst: Instance, *, eps: float = 1e-10):
     """Greedy MAP of the quality-diversity DPP. If every remaining item has
-    d_i^2(K) <= eps (the selected rows already span the rest), the remaining picks are filled by
-    relevance and ``info["filled_by_relevance"]`` counts them."""
+    d_i^2(K) <= eps, or d items are picked (rank(E E^T) <= d: the selected rows span the rest), the
+    remaining picks are filled by relevance and ``info["filled_by_relevance"]`` counts them."""
     c, k, th, n = inst.relevance, inst.k, inst.theta, inst.n
     eps = check_nonnegative(eps, "eps")
     if th >= 1.0:
@@ -49,7 +49,10 @@ def dpp_greedy(inst: Instance, *, eps: float = 1e-10):
         if not picks:
             return q64
         X = exact_rows(inst, torch.tensor(picks))
-        C = torch.linalg.solve_triangular(torch.linalg.cholesky(X @ X.T), X @ exact_rows(inst, rows).T, upper=False)
+        L, info = torch.linalg.cholesky_ex(X @ X.T)
+        if int(info) != 0:  # S is numerically dependent in float64: keep the storage-precision pick
+            return None
+        C = torch.linalg.solve_triangular(L, X @ exact_rows(inst, rows).T, upper=False)
         d2r = 1.0 - (C * C).sum(dim=0)
         return torch.where(d2r > eps, q64 + torch.log(d2r.clamp_min(1e-300)), torch.full_like(q64, -float("inf")))
 
@@ -66,7 +69,9 @@ def dpp_greedy(inst: Instance, *, eps: float = 1e-10):
         d2 -= e * e
         score = quality + torch.log(d2.clamp_min(1e-300 if d2.dtype == torch.float64 else 1e-38))
         score[taken | (d2 <= eps)] = -float("inf")
-        if bool(torch.isinf(score).all()):
+        # rank(E E^T) <= d: once d items are picked every residual d_i^2 is exactly 0 (what float32
+        # leaves there is rounding), so the greedy has nothing left to add
+        if len(picks) >= inst.d or bool(torch.isinf(score).all()):
             rest = c.clone()
             rest[taken] = -float("inf")
             extra = torch.topk(rest, k - t - 1).indices.tolist()

@@ -50,8 +50,8 @@ def exact_relevance(inst: Instance, rows: torch.Tensor) -> torch.Tensor:
 def decide(score: torch.Tensor, taken: torch.Tensor | None, exact: ExactScore | None) -> int:
     """argmax of ``score`` over the untaken items, near-ties re-decided by ``exact`` in float64.
 
-    ``exact(rows)`` returns the float64 scores of the (sorted) candidate rows; it is skipped for
-    float64 scores. Ties in float64 go to the lowest index.
+    ``exact(rows)`` returns the float64 scores of the (sorted) candidate rows, or None to keep the
+    storage-precision argmax; it is skipped for float64 scores. Ties in float64 go to the lowest index.
     """
     if taken is not None:
         score = score.masked_fill(taken, -float("inf"))
@@ -63,6 +63,8 @@ def decide(score: torch.Tensor, taken: torch.Tensor | None, exact: ExactScore | 
     if near.numel() <= 1:
         return j
     ex = exact(near)
+    if ex is None:  # the exact scorer declined (e.g. a numerically singular system): keep argmax
+        return j
     return int(near[int(torch.argmax(ex))])
 
 

@@ -178,3 +178,20 @@ def test_vrsd_uses_the_query_vector_even_beside_user_relevance():
     ext = np.random.default_rng(0).random(40)
     got = select(Instance(E, q, relevance=ext, k=6, theta=0.5), "vrsd").indices.tolist()
     assert got == paper_vrsd(E, q, 6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dpp_with_k_beyond_the_rank_fills_by_relevance_instead_of_failing(dtype):
+    """rank(E E^T) <= d: after d picks every residual is 0, so the greedy stops adding by log-det
+    and fills the rest by relevance (float32 rounding must not make it pick, or crash on, a
+    dependent item). Duplicated rows are the same case with rank < d."""
+    rng = np.random.default_rng(7)
+    E = rng.standard_normal((300, 8))
+    E = np.vstack([E, E[:20]])  # exact duplicates
+    E = (E / np.linalg.norm(E, axis=1, keepdims=True)).astype(dtype)
+    q = E[0].astype(np.float64) + 0.3
+    q /= np.linalg.norm(q)
+    sel = select(Instance(E, q.astype(dtype), k=30, theta=0.2), "dpp")
+    assert len(set(sel.indices.tolist())) == 30
+    assert sel.info["filled_by_relevance"] == 30 - 8
+    assert np.linalg.matrix_rank(E[sel.indices[:8]].astype(np.float64)) == 8
