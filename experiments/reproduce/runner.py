@@ -181,7 +181,13 @@ def _consolidate(out: Path, runs: list[Run]) -> pd.DataFrame:
 
 
 def run_recipe(recipe: Recipe, options: Options) -> ReproduceResult:
-    """Run (or resume) ``recipe`` with ``options`` into ``options.out``; see the module docstring."""
+    """Run (or resume) ``recipe`` with ``options`` into ``options.out``; see the module docstring.
+    One run per output folder at a time (:func:`divopt.experiments.harness.output_lock`)."""
+    with harness.output_lock(options.out):
+        return _run_recipe(recipe, options)
+
+
+def _run_recipe(recipe: Recipe, options: Options) -> ReproduceResult:
     env, notes = check_needs(recipe, options)
     prepared, runs, config = plan(recipe, options, env, notes)
     run_id = harness.run_id({"recipe": recipe.name, **config, "datasets": [p.key for p in prepared],
@@ -189,8 +195,7 @@ def run_recipe(recipe: Recipe, options: Options) -> ReproduceResult:
     out = options.out
     parts = out / "parts"
     parts.mkdir(parents=True, exist_ok=True)
-    for stale in parts.glob(".*.tmp"):  # half-written parts of a killed run
-        stale.unlink(missing_ok=True)
+    harness.remove_stale_temporaries(parts)  # half-written parts of a killed run (never a live writer's)
     harness.write_text(json.dumps({"recipe": recipe.name, "run_id": run_id, "config": config, "n_runs": len(runs),
                                    "limit": options.limit, "analogue": options.analogue}, indent=2, default=str),
                        out / "config.json")
