@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from divopt.experiments.methods import run_method
 from divopt.models.validation import check_nonnegative, check_theta
 
 from .metrics import selection_metrics
@@ -101,8 +102,6 @@ def theta_sweep(
     evaluator : optional; its score goes to ``eval_score``. metric : optional ground-truth metric
     name of ``selection_metrics`` (needs the context's labels), in column ``metric``.
     """
-    from .sweep import run_method
-
     if not len(thetas):
         raise ValueError("thetas must be a non-empty list of values in [0, 1]")
     rows = []

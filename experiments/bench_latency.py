@@ -17,13 +17,13 @@ import os
 import platform
 import statistics
 import time
-import uuid
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
+
+from divopt.experiments import harness
 
 __all__ = ["add_arguments", "main", "run_latency", "check_targets"]
 
@@ -119,7 +119,8 @@ def run_latency(
         raise ValueError(f"unknown methods {unknown}; expected some of {sorted(METHODS)}")
     dev = torch.device(device)
     tdtype = getattr(torch, dtype)
-    run_id = uuid.uuid4().hex[:12]
+    run_id = harness.run_id(dict(n=ns, d=ds, k=ks, theta=thetas, methods=methods, repeats=repeats, dtype=dtype,
+                                 device=device, seed=seed))
     rows, extra = [], {}
     cells = [(n, d) for n in ns for d in ds]
     bar = tqdm(total=len(cells) * len(ks) * len(thetas) * len(methods), desc="latency")
@@ -218,7 +219,8 @@ def main(args: argparse.Namespace) -> int:
     env = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
            "torch_threads": torch.get_num_threads(), "device": args.device,
            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
-    (args.out / "latency.json").write_text(json.dumps({"env": env, "targets": targets, **extra, "rows": df.to_dict("records")}, indent=1, default=str))
+    harness.write_text(json.dumps({"env": env, "targets": targets, **extra, "rows": df.to_dict("records")}, indent=1,
+                                  default=str), args.out / "latency.json")
     summary = df.groupby(["n", "d", "k", "method"])[["seconds", "gemv_equivalents", "peak_mem_ratio"]].median().unstack("method")
     with pd.option_context("display.width", 200, "display.max_columns", 50):
         print((1e3 * summary["seconds"]).round(1).to_string(), "\n(median ms over theta)\n")

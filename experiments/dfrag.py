@@ -44,8 +44,6 @@ read by this module (:func:`binary_search_sampling`).
 from __future__ import annotations
 
 import re
-import string
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -55,23 +53,24 @@ from divopt.models.validation import check_choice, check_indices, check_theta
 from divopt.solvers import select
 
 from .adaptive import median_gate
+from .answers import token_f1
 from .dfrag_prompts import (
     EVALUATOR_EXAMPLES,
     EVALUATOR_SYSTEM_PROMPT,
     EVALUATOR_USER_TEMPLATE,
-    GENERATOR_TEMPLATE,
     PLANNER_SYSTEM_PROMPT,
     PLANNER_USER_TEMPLATE,
     REASK_TEMPLATE,
 )
+from .generation import Generator
 from .llm import LLMError, OpenAIChat
 from .metrics import selection_metrics
 
 __all__ = [
     "DFRAG_THETAS", "PLANNER_SYSTEM_PROMPT", "PLANNER_USER_TEMPLATE", "EVALUATOR_SYSTEM_PROMPT",
-    "EVALUATOR_USER_TEMPLATE", "GENERATOR_TEMPLATE", "parse_plan", "parse_step_scores", "StepScores",
+    "EVALUATOR_USER_TEMPLATE", "parse_plan", "parse_step_scores", "StepScores",
     "Planner", "StepEvaluator", "upper_median_gate", "uniform_sampling", "binary_search_sampling",
-    "in_context_block", "format_generator_prompt", "ChatGenerator", "DFRAGResult", "DFRAG", "dfrag_select",
+    "in_context_block", "dfrag_f1", "DFRAGResult", "DFRAG", "dfrag_select",
     "OracleResult", "dfrag_oracle", "RetrievalSupportEvaluator",
 ]
 
@@ -296,48 +295,16 @@ def in_context_block(steps: Sequence[str], evaluation: StepScores) -> str:
     return f"Plan:\n{plan}\n\nShort answers to the plan's steps:\n{notes}"
 
 
-def format_generator_prompt(question: str, passages: Sequence[str], extra_context: str | None = None,
-                            template: str = GENERATOR_TEMPLATE) -> str:
-    """:data:`GENERATOR_TEMPLATE` filled in; the extra context follows the passages as one more block."""
-    blocks = [str(p) for p in passages] + ([extra_context] if extra_context else [])
-    return template.format(context="\n\n".join(blocks) or "(no context)", question=question)
+def dfrag_f1(prediction: str, answers: Sequence[str]) -> float:
+    """The answer F1 of DF-RAG's public evaluation script, the Oracle's default metric:
+    :func:`divopt.experiments.answers.token_f1` with ``style="dfrag"`` (``\\w+`` tokens of the
+    lower-cased text, multiset overlap) against the FIRST gold answer, as that script scores it.
+    (LongBench's own metric is ``token_f1(prediction, answers)``: SQuAD tokens, max over golds.)"""
+    if not answers:
+        raise ValueError("dfrag_f1 needs at least one gold answer")
+    return token_f1(prediction, answers[0], style="dfrag")
 
 
-class ChatGenerator:
-    """``generate(question, passages, extra_context) -> str`` over an OpenAI-compatible chat
-    endpoint with DF-RAG's prompt (one user message, answers of at most ``max_tokens`` = 50
-    tokens as in the authors' runs). Temporary: the shared generator of
-    ``divopt.experiments.generation`` replaces it once that module lands."""
-
-    def __init__(self, chat: OpenAIChat, *, template: str = GENERATOR_TEMPLATE, max_tokens: int = 50) -> None:
-        self.chat, self.template, self.max_tokens = chat, template, int(max_tokens)
-
-    def __call__(self, question: str, passages: Sequence[str], extra_context: str | None = None) -> str:
-        prompt = format_generator_prompt(question, passages, extra_context, self.template)
-        return self.chat.complete([{"role": "user", "content": prompt}], max_tokens=self.max_tokens).strip()
-
-
-def _normalize_answer(s: str) -> list[str]:
-    s = "".join(ch for ch in str(s).lower() if ch not in set(string.punctuation))
-    return re.sub(r"\b(a|an|the)\b", " ", s).split()
-
-
-def _token_f1(prediction: str, answers: Sequence[str]) -> float:
-    """SQuAD/LongBench answer F1, max over the gold answers. Temporary: replaced by
-    ``divopt.experiments.answers.token_f1`` once that module lands."""
-    best = 0.0
-    for gold in answers:
-        p, g = _normalize_answer(prediction), _normalize_answer(gold)
-        same = sum((Counter(p) & Counter(g)).values())
-        if same:
-            prec, rec = same / len(p), same / len(g)
-            best = max(best, 2 * prec * rec / (prec + rec))
-    return best
-
-
-# ---------------------------------------------------------------------------------------------
-# The pipeline
-# ---------------------------------------------------------------------------------------------
 def _texts(context: Any) -> tuple[str, Sequence[str]]:
     qid = getattr(context, "query_id", "?")
     if getattr(context, "query_text", None) is None:
@@ -406,8 +373,9 @@ class DFRAG:
 
     @classmethod
     def from_chat(cls, chat: OpenAIChat, **options: Any) -> "DFRAG":
-        """Planner, Evaluator and (temporary) generator on one chat endpoint."""
-        options.setdefault("generator", ChatGenerator(chat))
+        """Planner, Evaluator and generator (:class:`~divopt.experiments.generation.Generator` with
+        the ``"dfrag"`` prompt template) on one chat endpoint."""
+        options.setdefault("generator", Generator(chat, template="dfrag"))
         return cls(Planner(chat), StepEvaluator(chat), **options)
 
     def select(self, context: Any) -> DFRAGResult:
@@ -496,7 +464,7 @@ def dfrag_oracle(context: Any, generator: Callable[[str, Sequence[str], str | No
         if not golds:
             raise ValueError(f"dfrag_oracle needs gold answers (answers= or context.answers) for query "
                              f"{getattr(context, 'query_id', '?')!r}, or metric='<retrieval metric>'")
-        score = metric if metric is not None else _token_f1
+        score = metric if metric is not None else dfrag_f1
         question, texts = _texts(context)
     values: dict[float, float] = {}
     generated: dict[float, str] = {}

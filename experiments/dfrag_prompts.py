@@ -14,7 +14,7 @@ from __future__ import annotations
 
 __all__ = [
     "PLANNER_SYSTEM_PROMPT", "PLANNER_USER_TEMPLATE", "EVALUATOR_SYSTEM_PROMPT", "EVALUATOR_EXAMPLES",
-    "EVALUATOR_USER_TEMPLATE", "GENERATOR_TEMPLATE", "REASK_TEMPLATE",
+    "EVALUATOR_USER_TEMPLATE", "REASK_TEMPLATE",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -113,15 +113,6 @@ present in the chunks; together the chunks should cover every kind of informatio
 #: DF-RAG's generator prompt: LongBench's multi-document QA prompt (Bai et al., 2024) with a
 #: role line, one user message, as in the authors' public code. ``{context}`` is the passages
 #: (and, for +IC, the extra context) separated by blank lines.
-GENERATOR_TEMPLATE = """You are a question answering assistant. Answer the question based on the given passages. Only give me the answer and do not output any other words.
-
-The following are given passages.
-{context}
-
-Answer the question based on the given passages. Only give me the answer and do not output any other words.
-
-Question: {question}
-Answer:"""
 
 #: Sent after a reply that cannot be parsed (``reason``: the parse error, ``detail``: the format).
 REASK_TEMPLATE = ("Your reply could not be used: {reason}. Reply again in exactly the required format{detail}.")

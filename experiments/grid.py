@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from divopt.data import stable_hash
+from divopt.experiments import harness
 from divopt.models.validation import check_theta
 
 __all__ = [
@@ -38,19 +40,12 @@ __all__ = [
     "expand_grid",
     "parse_value",
     "run_key",
-    "stable_hash",
 ]
 
 INSTANCE_PARAMS = ("k", "theta", "pool")
 # Parameters whose values are reals: 1 and 1.0 must hash to the same run.
 _FLOAT_PARAMS = {"theta", "sparsity_penalty", "rho_vec", "rho_div", "sigma", "relax_penalty", "tol", "alpha"}
 _INT_PARAMS = {"k", "pool", "attack_budget", "max_iter"}
-
-
-def stable_hash(obj: Any, length: int = 16) -> str:
-    """Hex digest of the canonical JSON of ``obj`` (sorted keys): equal inputs, equal hash."""
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
 def parse_value(text: str) -> Any:
@@ -240,8 +235,9 @@ class SweepConfig:
 
     @property
     def sweep_id(self) -> str:
-        """Hash of everything that determines the rows (the ``sweep_id`` column)."""
-        return stable_hash(self.to_dict(), 12)
+        """The run id (:func:`divopt.experiments.harness.run_id`) of everything that determines
+        the rows (the ``sweep_id`` column)."""
+        return harness.run_id(self.to_dict())
 
 
 def expand_grid(

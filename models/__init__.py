@@ -1,4 +1,5 @@
-"""divopt.models: problem definitions (Instance, objectives, validation, Pyomo model builders)."""
+"""divopt.models: problem definitions (Instance, the CCBQP math, validation, Pyomo model builders)
+and the model runner ``runner.solve(model) -> Result``."""
 from .instance import Instance
 from .ccbqp import (
     ccbqp_objective,
@@ -10,6 +11,7 @@ from .ccbqp import (
 )
 from . import ccbqp, kernels, validation
 from . import mip_ccbqp, mip_common, mip_diversity, mip_knapsack, mip_sparsity  # Pyomo builders
+from . import runner  # solve(model) -> Result
 
 __all__ = [
     "Instance",
@@ -22,4 +24,5 @@ __all__ = [
     "ccbqp",
     "kernels",
     "validation",
+    "runner",
 ]

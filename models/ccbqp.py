@@ -107,16 +107,19 @@ def objective(inst: Instance, indices: Any, *, check: bool = True, any_size: boo
 ccbqp_objective = objective
 
 
-def gram_objective(lin: Any, G: Any, S: Any, theta: float) -> float:
+def gram_objective(lin: Any, G: Any, S: Any, theta: float) -> Any:
     """f(S) = sum_{i in S} l_i + (1-theta)(|S| - sum_{i, j in S} G_ij) from a Gram matrix G = E E^T.
 
     For small pools whose Gram matrix is already formed (multistart's sub-pool, brute force);
-    ``lin`` is :func:`linear_term`, S integer positions. numpy or torch.
+    ``lin`` is :func:`linear_term`, S integer positions (a float), or with numpy a (B, m) array
+    of B sets of m positions each (a (B,) array of their values). numpy or torch.
     """
     if isinstance(G, torch.Tensor):
         S = torch.as_tensor(S, device=G.device)
         return float(lin[S].double().sum() + (1 - theta) * (S.numel() - G[S][:, S].double().sum()))
     S = np.asarray(S)
+    if S.ndim == 2:
+        return lin[S].sum(1) + (1 - theta) * (S.shape[1] - G[S[:, :, None], S[:, None, :]].sum((1, 2)))
     return float(lin[S].sum() + (1 - theta) * (S.size - G[np.ix_(S, S)].sum()))
 
 

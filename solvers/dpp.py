@@ -7,6 +7,9 @@ Since L_S = D_S K_S D_S, d_i^2(L) = r_i^2 d_i^2(K): we run Chen et al.'s update 
 overflows even when alpha is large. Per step: one GEMV (K_j. = E e_j) plus O(n t) for the
 Cholesky rows; memory k x n floats, no n x n matrix.
 theta = 1 gives alpha = inf, i.e. pure relevance (top-k); theta = 0 gives the plain K-DPP.
+With float32 (or half) storage, near-tied picks are re-decided in float64 from a fresh Cholesky
+of the selected rows (:func:`divopt.solvers.greedy.decide`). Checked against the paper's
+Algorithm 1 run on L itself in tests/test_paper_baselines.py.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import torch
 from divopt.models import Instance
 from divopt.models.kernels import gather_rows, matvec
 
+from .greedy import decide, exact_relevance, exact_rows
 from .selection import register
 
 __all__ = ["dpp_greedy"]
@@ -36,7 +40,18 @@ def dpp_greedy(inst: Instance, *, eps: float = 1e-10):
     chol = torch.empty(k, n, dtype=inst.acc_dtype, device=inst.device)
     taken = torch.zeros(n, dtype=torch.bool, device=inst.device)
     picks: list[int] = []
-    j = int(torch.argmax(quality))
+
+    def exact(rows: torch.Tensor, picks: list[int]) -> torch.Tensor:
+        """2 alpha c_i + log d_i^2(K) in float64 on unit rows: d_i^2 = 1 - ||C_S^{-1} K_{S,i}||^2."""
+        q64 = (2 * alpha) * exact_relevance(inst, rows)
+        if not picks:
+            return q64
+        X = exact_rows(inst, torch.tensor(picks))
+        C = torch.linalg.solve_triangular(torch.linalg.cholesky(X @ X.T), X @ exact_rows(inst, rows).T, upper=False)
+        d2r = 1.0 - (C * C).sum(dim=0)
+        return torch.where(d2r > eps, q64 + torch.log(d2r.clamp_min(1e-300)), torch.full_like(q64, -float("inf")))
+
+    j = decide(quality, None, lambda rows: exact(rows, []))
     filled = 0
     for t in range(k):
         picks.append(j)
@@ -56,5 +71,5 @@ def dpp_greedy(inst: Instance, *, eps: float = 1e-10):
             picks.extend(extra)
             filled = len(extra)
             break
-        j = int(torch.argmax(score))
+        j = decide(score, None, lambda rows: exact(rows, picks))
     return torch.tensor(picks), k, {"alpha": alpha, "filled_by_relevance": filled}

@@ -266,10 +266,20 @@ def fw_paper(
 def top_k_of(inst: Instance, x: torch.Tensor) -> torch.Tensor:
     """The k largest coordinates of x, ordered by decreasing x, ties by decreasing relevance
     (then lower index): a deterministic order for a set whose x values may tie (e.g. all 1)."""
-    xd = x.double().cpu().numpy()
-    c = inst.relevance.double().cpu().numpy()
-    order = np.lexsort((np.arange(xd.size), -c, -xd))[: inst.k]
-    return torch.as_tensor(order, device=inst.device)
+    k = inst.k
+    vals, idx = torch.topk(x, k)  # O(n) on x's device; only the k winners and the ties at the
+    kth = vals[-1]                # k-th value are ever ordered on the host
+    tied = (x == kth).nonzero().flatten()
+    inside = int((vals == kth).sum())
+    if tied.numel() > inside:  # ties at the boundary: the most relevant of the tied items win
+        keep = idx[vals > kth]
+        c_tied = inst.relevance.index_select(0, tied).double()
+        order = np.lexsort((tied.cpu().numpy(), -c_tied.cpu().numpy()))[: k - keep.numel()]
+        idx = torch.cat([keep, tied[torch.as_tensor(order, device=tied.device)]])
+    xs = x.index_select(0, idx).double().cpu().numpy()
+    cs = inst.relevance.index_select(0, idx).double().cpu().numpy()
+    ids = idx.cpu().numpy()
+    return idx[torch.as_tensor(np.lexsort((ids, -cs, -xs)), device=idx.device)]
 
 
 @register("fw_ws")

@@ -13,13 +13,18 @@ from divopt.models import Instance, ccbqp_objective
 from divopt.models.kernels import synchronize
 from divopt.models.validation import check_indices
 
-__all__ = ["Selection", "select", "register", "METHODS", "get_selector", "DEFAULT_METHOD"]
+__all__ = ["Selection", "select", "register", "METHODS", "METHOD_NEEDS", "instance_methods", "get_selector",
+           "DEFAULT_METHOD"]
 
 # A selector takes (instance, **params) and returns (indices, iterations, info).
 Selector = Callable[..., tuple[Any, int, dict]]
 _REGISTRY: dict[str, Selector] = {}
 #: Read-only mapping: method name -> selector function, for every fast selector.
 METHODS = MappingProxyType(_REGISTRY)
+_NEEDS: dict[str, tuple[str, ...]] = {}
+#: Read-only mapping: method name -> the inputs beyond the Instance it cannot run without (e.g.
+#: ``("cross_encoder",)`` for the cross-encoder methods); self-contained selectors are absent.
+METHOD_NEEDS = MappingProxyType(_NEEDS)
 #: What ``select(inst)`` runs: divopt's best near-certified method, not a published one
 #: ("fw_ms": divopt's FW + multistart local search, see divopt.solvers.multistart). Every plain
 #: method name (``fw``, ``mmr``, ``gmmr``, ``dpp``, ``dartboard``, ``vrsd``) is the published method
@@ -50,16 +55,27 @@ class Selection:
         return int(self.indices.size)
 
 
-def register(name: str) -> Callable[[Selector], Selector]:
-    """Decorator adding a selector to :data:`METHODS` under ``name``."""
+def register(name: str, *, needs: tuple[str, ...] = ()) -> Callable[[Selector], Selector]:
+    """Decorator adding a selector to :data:`METHODS` under ``name``.
+
+    ``needs`` names inputs the selector cannot run without beyond the Instance (recorded in
+    :data:`METHOD_NEEDS`); loops over every method on a bare Instance use :func:`instance_methods`.
+    """
 
     def deco(fn: Selector) -> Selector:
         if name in _REGISTRY and _REGISTRY[name] is not fn:
             raise ValueError(f"selector {name!r} is already registered")
         _REGISTRY[name] = fn
+        if needs:
+            _NEEDS[name] = tuple(needs)
         return fn
 
     return deco
+
+
+def instance_methods() -> list[str]:
+    """Sorted names of the selectors that run on an Instance alone (METHODS minus METHOD_NEEDS)."""
+    return sorted(m for m in _REGISTRY if m not in _NEEDS)
 
 
 def get_selector(method: str) -> Selector:

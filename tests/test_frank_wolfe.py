@@ -202,3 +202,19 @@ def test_fw_variants_are_registered_with_their_own_defaults():
     ws = inspect.signature(METHODS["fw_ws"]).parameters
     assert ws["init"].default == "topk" and ws["working_set"].default == "auto"
     assert "working_set" not in inspect.signature(METHODS["fw_topk"]).parameters
+
+
+def test_top_k_of_orders_like_a_full_lexsort_under_heavy_ties():
+    """fw's set order: decreasing x, ties by decreasing relevance, then index; computed from a
+    device top-k, compared here with a full numpy lexsort on pools built to tie."""
+    from divopt.solvers.frank_wolfe import top_k_of
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(5, 60))
+        k = int(rng.integers(1, n + 1))
+        inst = Instance(random_unit(n, 4, int(rng.integers(1000))), relevance=np.round(rng.random(n), 1), k=k,
+                        theta=0.5)
+        x = np.round(rng.random(n) * 3) / 3  # four distinct values: many ties, also at the k-th
+        ref = np.lexsort((np.arange(n), -inst.relevance.numpy(), -x))[:k]
+        assert np.array_equal(top_k_of(inst, torch.as_tensor(x)).numpy(), ref)

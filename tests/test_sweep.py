@@ -13,10 +13,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
+from divopt.data import EmbeddedDataset, register_dataset
+from divopt.data import load as load_dataset
 from divopt.data.synthetic import narrow_cone, synthetic_dataset
+from divopt.experiments import runs
 from divopt.experiments import sweep as sw
+from divopt.experiments.methods import register_method
 from divopt.experiments.grid import SweepConfig, canonical_params, derive_seed, expand_grid, run_key
 from divopt.models import Instance, ccbqp_objective
 from divopt.solvers import select
@@ -112,7 +115,7 @@ def test_rows_match_direct_selector_calls(tmp_path):
         ds, E, q = synthetic_dataset(60, 16, seed=5 + j)
         labels = [int(lab[1:]) for lab in ds.subtopics_for("q0").values()]
         relevant = set(ds.meta["relevant_clusters"])
-        inst = Instance(E, q, k=4, theta=float(row["theta"]), normalize=True)
+        inst = Instance(E, q, k=4, theta=float(row["theta"]))  # the generated pool, as the sweep runs it
         sel = select(inst, row["method"], **({"seed": int(row["seed"])} if row["method"] == "fw" else {}))  # only fw takes a seed
         assert list(row["selected"]) == [f"q{j}-d{i}" for i in sel.indices]
         assert row["objective"] == pytest.approx(sel.objective, rel=1e-6, abs=1e-6)
@@ -150,7 +153,7 @@ def test_same_seed_same_table_and_resume_skips_finished(tmp_path):
 def test_error_rows_are_recorded_and_retried(tmp_path):
     calls = {"n": 0}
 
-    @sw.register_method("_flaky_test_method")
+    @register_method("_flaky_test_method")
     def flaky(inst, **params):
         calls["n"] += 1
         if calls["n"] <= 3:
@@ -169,7 +172,7 @@ def test_error_rows_are_recorded_and_retried(tmp_path):
     # the default objective of an extra method is the CCBQP objective of its indices
     E, q, _ = narrow_cone(60, 16, seed=5)
     assert res3.table["objective"].iloc[0] == pytest.approx(
-        ccbqp_objective(Instance(E, q, k=3, theta=0.5, normalize=True), np.arange(3)), rel=1e-6)
+        ccbqp_objective(Instance(E, q, k=3, theta=0.5), np.arange(3)), rel=1e-6)
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,7 +183,7 @@ PLUGIN = textwrap.dedent(
     """Test plugin: a slow top-k (so a sweep can be killed midway)."""
     import time
     import numpy as np
-    from divopt.experiments.sweep import register_method
+    from divopt.experiments.methods import register_method
 
     @register_method("slow_topk")
     def slow_topk(inst, *, delay=0.15):
@@ -284,9 +287,9 @@ def test_text_dataset_adapter_qrels_texts_and_evaluator(tmp_path):
     E = rng.standard_normal((len(ds.passage_ids), 8))
     Q = rng.standard_normal((1, 8))
 
-    @sw.register_dataset("_toy_random_test")
+    @register_dataset("_toy_random_test")
     def loader():
-        return sw.from_dataset(ds, E, Q)
+        return EmbeddedDataset.from_dataset(ds, E, Q)
 
     cfg = SweepConfig.from_dict({
         "dataset": {"name": "_toy_random_test"}, "methods": ["topk"], "grid": {"k": [5], "theta": [1.0]},
@@ -301,8 +304,9 @@ def test_text_dataset_adapter_qrels_texts_and_evaluator(tmp_path):
     assert list(row["selected"]) == ids
     assert row["recall"] == pytest.approx(len(relevant & set(ids)) / len(relevant))
     assert row["eval_score"] == row["recall"] and row["eval_name"] == "metric:recall"
-    data = sw.prepare_data({"name": "_toy_random_test"}, tmp_path / "data")  # the cached copy
-    ctx = sw.query_context(data, 0)
+    data = load_dataset({"name": "_toy_random_test"}, cache_dir=tmp_path / "data")  # the sweep's cached copy
+    assert data.key == row["dataset"] and isinstance(data.E, np.memmap)
+    ctx = runs.query_context(data, 0)
     assert ctx.query_text == ds.queries[0] and list(ctx.passages) == list(ds.texts)
     assert ctx.subtopics == ds.subtopics_for("q0")
 
@@ -318,7 +322,7 @@ def test_robust_models_in_the_grid_match_direct_record_calls(tmp_path):
     assert sorted(t["method"]) == ["mmr", "robust_l2", "robust_l2"] and "attack_budget" not in t
     assert (t["status"] == "ok").all(), t["error"].tolist()
     ds, E, q = synthetic_dataset(60, 16, seed=5)
-    inst = Instance(E, q, k=4, theta=0.5, normalize=True)
+    inst = Instance(E, q, k=4, theta=0.5)
     for _, row in t[t["method"] == "robust_l2"].iterrows():
         rec = ROBUST_MODELS["robust_l2"](inst, rho_vec=row["rho_vec"], sparsity_penalty=0.1, rho_div=0.9, candidates=10)
         assert list(row["selected"]) == [f"q0-d{i}" for i in rec["indices"]]
