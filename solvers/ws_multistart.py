@@ -48,7 +48,7 @@ import torch
 
 from divopt.models import Instance
 from divopt.models.ccbqp import ccbqp_objective, linear_term, swap_terms
-from divopt.models.kernels import gather_rows, matmul
+from divopt.models.kernels import gather_rows, matmul, matvec
 from divopt.models.validation import check_theta
 
 from .frank_wolfe import random_point
@@ -158,12 +158,31 @@ def _extend_and_search(inst: Instance, P: np.ndarray, idx: torch.Tensor, cert, t
     return P, torch.as_tensor(P[S], device=inst.device)
 
 
-def _mean_row(inst: Instance, seed: int) -> torch.Tensor:
-    """k times the mean row of a seeded sample of the pool: the v of the paper's FW start
-    x0 = (k/n) 1, without a pass over the pool."""
+def _mean_row(inst: Instance, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(k x the mean row of a seeded sample of the pool, the sample): the v of the paper's FW
+    start x0 = (k/n) 1, without a pass over the pool."""
     gen = torch.Generator().manual_seed(int(seed))
     sample = torch.randperm(inst.n, generator=gen)[: min(inst.n, _SAMPLE_ROWS)].to(inst.device)
-    return inst.k * gather_rows(inst.E, sample).mean(0)
+    return inst.k * gather_rows(inst.E, sample).mean(0), sample
+
+
+def _rank_correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman's rank correlation of the rows of x and y (ties broken by position)."""
+    rx = np.argsort(np.argsort(x, axis=-1), axis=-1).astype(np.float64)
+    ry = np.argsort(np.argsort(y, axis=-1), axis=-1).astype(np.float64)
+    rx -= rx.mean(-1, keepdims=True)
+    ry -= ry.mean(-1, keepdims=True)
+    return (rx * ry).sum(-1) / np.sqrt((rx * rx).sum(-1) * (ry * ry).sum(-1))
+
+
+def _relevance_misleads(inst: Instance, C: torch.Tensor, th: np.ndarray, mean: torch.Tensor,
+                        sample: torch.Tensor) -> np.ndarray:
+    """Per problem: does relevance fail to rank the rows by their swap score b_j at the mean row?
+    Measured on the row sample (rank correlation < 0.8); then phase 1 needs u at the mean row."""
+    u = (gather_rows(inst.E, sample) @ mean).double().cpu().numpy()
+    c = C.index_select(1, sample).double().cpu().numpy()
+    b = swap_terms(linear_term(c, th[:, None], inst.k), u[None, :], th[:, None])[0]
+    return _rank_correlation(b, c) < 0.8
 
 
 def _interleave(first: np.ndarray, lists: list[np.ndarray], size: int) -> np.ndarray:
@@ -319,19 +338,36 @@ def ws_multistart_batch(
                   fw_gap=fw_gap, seed=seed)
     clock = _Clock()
     whole = n <= p
-    # phase 1: the p most relevant rows (no pass over the pool needed to choose them)
-    P = np.tile(np.arange(n), (B, 1)) if whole else torch.topk(C, p, dim=1).indices.cpu().numpy()
-    clock.lap("shortlist")
     run = _Run(inst, problems, C, th, tol, clock, search)
+    u_mean = None
+    if whole:
+        P = np.tile(np.arange(n), (B, 1))
+    else:
+        # phase 1 pool: the p most relevant rows where relevance ranks the promising rows (checked
+        # on a row sample: rank correlation of b_j at the mean row with c), else one pass for
+        # u at the mean row and its best rows by b_j interleaved with the most relevant
+        mean, sample = _mean_row(inst, seed)
+        guided = _relevance_misleads(inst, C, th, mean, sample)
+        if guided.any():
+            u_mean = matvec(inst.E, mean)
+            run.passes[guided] += 1
+        P = np.empty((B, p), dtype=np.int64)
+        for b in range(B):
+            by_c = _top_rows(C[b], p)
+            if guided[b]:
+                lin = linear_term(problems[b].relevance, th[b], k)
+                P[b] = _interleave(by_c[:0], [_top_rows(swap_terms(lin, u_mean, th[b])[0], p), by_c], p)
+            else:
+                P[b] = by_c
+    clock.lap("shortlist")
     run.search(np.arange(B), P, None)
     if not whole:
-        u_mean = None
         todo = np.arange(B)
         for _ in range(max_phases - 1):
-            # one pass: the certificate of every set (and, the first time, u at k x the mean row,
-            # the v of the paper's FW start); where it fails, the pool missed part of the
-            # landscape: search again on a pool around the set, with the set as a start
-            u = run.certify(todo, max_passes, extend=False, extra=_mean_row(inst, seed) if u_mean is None else None)
+            # one pass: the certificate of every set (u at the mean row rides along if not yet
+            # known); where it fails, the pool missed part of the landscape: search again on a
+            # pool around the set, with the set as a start
+            u = run.certify(todo, max_passes, extend=False, extra=mean if u_mean is None else None)
             u_mean = u if u_mean is None else u_mean
             again = [b for b in todo if not run.optimal[b]]
             P2 = [_pool_around(problems[b], run.idx[b], run.cert[b], u_mean, p) for b in again]
