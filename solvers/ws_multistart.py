@@ -1,40 +1,46 @@
-"""divopt's default fast method "fw_ws_ms": multistart search on a shortlist, certified on the pool.
+"""divopt's default fast method "fw_ws_ms": multistart search on a small pool, certified on the whole pool.
 
 "fw_ms" (divopt.solvers.multistart) finds the exact optimum on nearly every small real pool, but
 at 10^5 items it reads the pool dozens of times (full-pool FW, local-search scans) and runs a
-sub-pool phase whose cost grows like k^4 (its 2-swaps). "fw_ws_ms" keeps that search and
-reorganizes the work so that the pool is read a few times and everything else runs on a small
-candidate pool P (``pool_size`` rows, default max(300, 3k)) through its Gram matrix:
+sub-pool phase whose 2-swaps grow like k^4. "fw_ws_ms" keeps that kind of search but runs it on
+a candidate pool P of ``pool_size`` rows (default max(300, 3k)) through P's Gram matrix, and
+reads the full pool only to choose P and to certify the answer:
 
-1. **Shortlist (one pass).** One GEMM of the pool with two vectors gives u = E v for two cheap
-   reference sets: the k most relevant rows, and k times the mean row (estimated from a seeded
-   sample: the v of the paper's FW start x0 = (k/n) 1). Their swap scores
-   b_j = theta (k-1) c_j - 2 (1-theta) u_j (:func:`divopt.models.ccbqp.swap_terms`) and the
-   relevance c are interleaved into P. (At low theta the optimum takes rows far from the pool's
-   mean direction, which relevance alone ranks last.) A pool of at most ``pool_size`` rows is
-   searched whole and this pass is skipped.
+1. **Pool.** Where relevance ranks the promising rows, P is the p most relevant rows and no pass
+   is needed. Whether it does is measured on a seeded sample of 4096 rows: the rank correlation
+   between c and the swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j
+   (:func:`divopt.models.ccbqp.swap_terms`) at the reference set "k times the mean row" (the v of
+   the paper's FW start x0 = (k/n) 1). Below 0.8 (low theta on anisotropic embeddings, where
+   the optimum takes rows far from the mean direction, which relevance ranks last) one pass
+   gives u at that reference for every row and P interleaves its best rows by b_j with the most
+   relevant. A pool of at most ``pool_size`` rows is searched whole.
 2. **Search on P** (:class:`divopt.solvers.gram_search.GramSearch`, host float64): starts from
-   the top-k rows, the CCBQP greedy, Frank-Wolfe from the top-k vertex, from x0 = (k/p) 1 and
-   from seeded random points (one batched FW), and a theta-continuation path; all polished by one
+   the top-k rows, the CCBQP greedy, Frank-Wolfe (on the Gram matrix) from the top-k vertex, from
+   x0 = (k/p) 1 and from seeded random points, and a theta-continuation path, all polished by one
    batched best-improvement 1-swap local search; then perturbation rounds on the best set
-   (``perturb_batch`` perturbations per round, stopped after ``patience`` rounds in a row without
-   a gain) and best-improvement 2-swaps over the 48 best entrants and the ``two_swap_out``
-   members of cheapest removal (so the 2-swap array does not grow like k^4).
-3. **Certificate (one pass per round).** :func:`divopt.solvers.local_search.swap_certificate`
-   evaluates every 1-swap gain over the whole pool (one GEMV, a bound, exact gains for the rows
-   the bound keeps). If none exceeds tol the set is a certified 1-swap optimum of the full
-   problem, "fw_ms"'s guarantee. Otherwise the improving entrants and the best rows by b_j join P
-   and the local search resumes on the larger P; every failed round strictly increases f.
+   (``perturb_batch`` perturbed sets per round, default about 80/k, stopped after ``patience``
+   rounds in a row without a gain) and best-improvement 2-swaps over the 48 best entrants and
+   the ``two_swap_out`` members of cheapest removal (the 2-swap array stays O(48^2 16^2)).
+3. **Certificate (one pass).** :func:`divopt.solvers.local_search.swap_certificate` bounds every
+   1-swap gain over the whole pool from one GEMV and compares only the rows the bound keeps. If
+   no gain exceeds tol the set is a certified 1-swap optimum of the full problem ("fw_ms"'s
+   guarantee) and the method stops. Otherwise P missed part of the landscape: a new pool around
+   the set (its improving entrants, then the best rows by b_j at the set, at the mean row and by
+   relevance) is searched with the set as a start, and certified again (``max_phases`` phases);
+   after the last, each failed certificate adds its improving entrants to the pool and resumes
+   the local search until a certificate holds (every such round strictly increases f).
 
-What it changes from the paper's "fw" (Algorithm 1: x0 = (k/n) 1, <= 200 FW iterations, top-k of
-x): FW is one of several starts on a shortlist, every start is polished by local search, and the
-answer is certified 1-swap optimal over the whole pool. From "fw_ms": the shortlist instead of
-full-pool FW and local search, FW on the Gram matrix, batched restarts, no MMR/gMMR starts,
-perturbation with a patience stop, 2-swaps over a bounded member set.
+So the answer is always a 1-swap optimum over ALL swaps of the pool; on pools where relevance
+guides (e.g. theta >= 0.7 on the narrow cone) it costs one pass plus the search on P.
+What it changes from the paper's "fw" (Algorithm 1: x0 = (k/n) 1, <= 200 FW iterations, top-k
+of x): FW is one of several starts on a candidate pool, every start is polished by local search,
+the answer is certified 1-swap optimal over the whole pool. From "fw_ms": a candidate pool
+instead of full-pool FW and full-pool local search, FW on the Gram matrix, restarts batched, no
+MMR/gMMR starts, perturbation with a patience stop, 2-swaps over a bounded member set.
 
 :func:`ws_multistart_batch` runs B problems (queries x thetas) on one pool with the same code:
-the passes become GEMMs (the pool is read once per round for all problems) and the searches
-run as (problems x sets) arrays; each problem ends where its single run ends.
+the passes become GEMMs (one read of the pool per round for all open problems) and the searches
+run as (problems x sets) arrays; each problem ends at the set of its single run.
 ``info["seconds"]`` times every stage.
 """
 from __future__ import annotations
