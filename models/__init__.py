@@ -1,5 +1,12 @@
 """divopt.models: problem definitions (Instance, the CCBQP math, validation, Pyomo model builders)
-and the model runner ``runner.solve(model) -> Result``."""
+and the model runner ``runner.solve(model) -> Result``.
+
+The Pyomo builders (``mip_*``) and the runner load on first use (``from divopt.models.runner import
+solve`` or the attribute ``divopt.models.runner``): they need Pyomo, the fast selectors do not, so
+``import divopt.solvers`` works on a machine without Pyomo (e.g. a GPU box with torch only).
+"""
+import importlib
+
 from .instance import Instance
 from .ccbqp import (
     ccbqp_objective,
@@ -10,8 +17,8 @@ from .ccbqp import (
     relaxed_objective,
 )
 from . import ccbqp, kernels, validation
-from . import mip_ccbqp, mip_common, mip_diversity, mip_knapsack, mip_sparsity  # Pyomo builders
-from . import runner  # solve(model) -> Result
+
+_NEEDS_PYOMO = ("mip_ccbqp", "mip_common", "mip_diversity", "mip_knapsack", "mip_sparsity", "runner")
 
 __all__ = [
     "Instance",
@@ -26,3 +33,10 @@ __all__ = [
     "validation",
     "runner",
 ]
+
+
+def __getattr__(name: str):
+    # PEP 562: the Pyomo builders and the runner are imported when first asked for
+    if name in _NEEDS_PYOMO:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,7 +24,10 @@ from divopt.models.validation import check_choice, check_nonnegative, check_scal
 
 from .selection import register
 
-__all__ = ["FWResult", "fw_relaxation", "round_pairwise", "fw_paper", "frank_wolfe", "fw_topk", "top_k_of", "initial_point"]
+__all__ = [
+    "FWResult", "fw_relaxation", "round_pairwise", "fw_paper", "frank_wolfe", "fw_topk", "top_k_of", "initial_point",
+    "random_point",
+]
 
 _INITS = ("topk", "uniform", "random")
 
@@ -48,6 +51,17 @@ def fw_tolerance(k: int, tol: float | None) -> float:
     return 1e-6 * objective_scale(k) if tol is None else check_nonnegative(tol, "tol")
 
 
+def random_point(n: int, k: int, seed: int | None) -> np.ndarray:
+    """The "random" start: a Dirichlet(1, 1, 1)-weighted mix of three uniformly random k-subsets
+    of range(n) (float64, sum k; depends only on n, k and the seed)."""
+    rng = np.random.default_rng(seed)
+    w = rng.dirichlet(np.ones(3))
+    x = np.zeros(n)
+    for wi in w:
+        x[rng.choice(n, size=k, replace=False)] += wi
+    return x
+
+
 def initial_point(inst: Instance, init: Any = "topk", seed: int | None = None) -> torch.Tensor:
     """A feasible starting point of {0 <= x <= 1, sum x = k}.
 
@@ -63,12 +77,7 @@ def initial_point(inst: Instance, init: Any = "topk", seed: int | None = None) -
             return x
         if init == "uniform":
             return torch.full((n,), k / n, dtype=acc, device=inst.device)
-        rng = np.random.default_rng(seed)
-        w = rng.dirichlet(np.ones(3))
-        x = np.zeros(n)
-        for wi in w:
-            x[rng.choice(n, size=k, replace=False)] += wi
-        return torch.as_tensor(x, dtype=acc, device=inst.device)
+        return torch.as_tensor(random_point(n, k, seed), dtype=acc, device=inst.device)
     x = check_vector(init, "init", n, " (the pool size n)").to(device=inst.device, dtype=acc)
     if bool((x < -1e-6).any()) or bool((x > 1 + 1e-6).any()) or abs(float(x.sum()) - k) > 1e-4 * max(1, k):
         raise ValueError(f"init must satisfy 0 <= x <= 1 and sum(x) = k = {k}, got sum {float(x.sum()):.6g}")

@@ -31,11 +31,12 @@ import numpy as np
 import torch
 
 from divopt.models import Instance
-from divopt.models.ccbqp import gram_objective, linear_term, swap_terms
+from divopt.models.ccbqp import linear_term, swap_terms
 from divopt.models.kernels import gather_rows, matvec
 from divopt.models.validation import check_theta
 
 from .frank_wolfe import frank_wolfe
+from .gram_search import GramSearch
 from .local_search import local_search, ls_tolerance, single_thread
 from .selection import METHODS, get_selector, register
 
@@ -173,103 +174,6 @@ def multistart(
     return idx, total_iters + final_swaps, info
 
 
-class _GramSearch:
-    """Local search, perturbation and 2-swaps on a small pool through its Gram matrix G = E E^T.
-
-    For the candidate sub-pool only (p <= pool_size rows, so G is p x p); float64 numpy, where a
-    swap costs a few small vector ops instead of torch kernels. The gains are
-    :func:`divopt.models.ccbqp.swap_terms` with the true squared norms G_ii (u = G[:, S].sum(1)):
-        Delta(i, j) = b_j + a_i + 2 (1-theta) G_ij.
-    """
-
-    def __init__(self, inst: Instance, tol: float):
-        E = inst.E.to(torch.float64).cpu()
-        self.G = (E @ E.T).numpy()  # torch's BLAS (one thread here), not numpy's thread pool
-        self.diag = np.diag(self.G).copy()
-        self.k, self.th = inst.k, inst.theta
-        self.lin = linear_term(inst.relevance.double().cpu().numpy(), inst.theta, inst.k)
-        self.tol = tol
-        self.p = self.G.shape[0]
-
-    def f(self, S: np.ndarray) -> float:
-        return gram_objective(self.lin, self.G, S, self.th)
-
-    def gains(self, S: np.ndarray) -> np.ndarray:
-        """(p, k) matrix of Delta(S[q] out, j in); rows j in S are -inf."""
-        GS = self.G[:, S]
-        b, a = swap_terms(self.lin, GS.sum(1), self.th, self.diag)
-        D = b[:, None] + a[S][None, :] + 2 * (1 - self.th) * GS
-        D[S, :] = -np.inf
-        return D
-
-    def ls(self, S: np.ndarray, max_swaps: int = 1000) -> tuple[np.ndarray, float]:
-        S = np.array(S, dtype=np.int64)
-        f = self.f(S)
-        for _ in range(max_swaps):
-            D = self.gains(S)
-            j, q = np.unravel_index(int(np.argmax(D)), D.shape)
-            if D[j, q] <= self.tol:
-                break
-            S[q] = j
-            f += float(D[j, q])
-        return S, self.f(S)
-
-    def ils(self, S: np.ndarray, rounds: int, strength: int, seed: int) -> tuple[np.ndarray, float]:
-        """Perturb ``strength`` members of the best set with random entrants among the 3k + 20
-        best by b_j, re-run the local search, keep strict improvements (seeded)."""
-        rng = np.random.default_rng(seed)
-        best, fbest = self.ls(S)
-        k = len(best)
-        m = min(self.p - k, 3 * k + 20)
-        strength = max(1, min(strength, k, m))
-        if m < 1:
-            return best, fbest
-        for _ in range(rounds):
-            b = swap_terms(self.lin, self.G[:, best].sum(1), self.th)[0]
-            b[best] = -np.inf
-            cand = np.argsort(-b, kind="stable")[:m]
-            T = best.copy()
-            T[rng.choice(k, size=strength, replace=False)] = rng.choice(cand, size=strength, replace=False)
-            T, fT = self.ls(T)
-            if fT > fbest + self.tol:
-                best, fbest = T, fT
-        return best, fbest
-
-    def two_swap(self, S: np.ndarray, candidates: int = 48, max_moves: int = 50) -> tuple[np.ndarray, float]:
-        """Best-improvement 2-swaps over the ``candidates`` best entrants, each followed by 1-swaps.
-
-        Removing {S[q1], S[q2]} and adding {j1, j2} changes f by
-        D(q1, j1) + D(q2, j2) - 2 (1-theta)(G_j1j2 + G_i1i2 - G_j1i2 - G_j2i1).
-        """
-        S, f = self.ls(S)
-        k = len(S)
-        m = min(candidates, self.p - k)
-        if k < 2 or m < 2:
-            return S, f
-        two = 2 * (1 - self.th)
-        for _ in range(max_moves):
-            D = self.gains(S)
-            b = D.max(1)
-            J = np.argsort(-b, kind="stable")[:m]
-            D1 = D[J]  # m x k
-            GJS = self.G[np.ix_(J, S)]
-            D2 = (D1[:, None, :, None] + D1[None, :, None, :]
-                  - two * (self.G[np.ix_(J, J)][:, :, None, None] + self.G[np.ix_(S, S)][None, None, :, :]
-                           - GJS[:, None, None, :] - GJS[None, :, :, None]))
-            D2[np.arange(m), np.arange(m)] = -np.inf
-            D2[:, :, np.arange(k), np.arange(k)] = -np.inf
-            j1, j2, q1, q2 = np.unravel_index(int(np.argmax(D2)), D2.shape)
-            if D2[j1, j2, q1, q2] <= self.tol:
-                break
-            T = S.copy()
-            T[q1], T[q2] = J[j1], J[j2]
-            T, fT = self.ls(T)
-            if fT <= f + self.tol:
-                break
-            S, f = T, fT
-        return S, f
-
-
 def _iterable(value: Any) -> Any:
     try:
         return list(value)
@@ -280,7 +184,7 @@ def _iterable(value: Any) -> Any:
 def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts, perturb_rounds, perturb_strength,
                     two_swap, relax_penalty, max_iter, tol, seed):
     """All starts, the perturbation phase and 2-swaps on the (small) sub-pool; returns the best."""
-    gs = _GramSearch(sub, ls_tolerance(sub))
+    gs = GramSearch.from_instance(sub, ls_tolerance(sub))
     total_iters = 0
     starts: dict[str, tuple[float, np.ndarray]] = {}
 

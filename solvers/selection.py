@@ -27,11 +27,11 @@ _NEEDS: dict[str, tuple[str, ...]] = {}
 #: Read-only mapping: method name -> the inputs beyond the Instance it cannot run without (e.g.
 #: ``("cross_encoder",)`` for the cross-encoder methods); self-contained selectors are absent.
 METHOD_NEEDS = MappingProxyType(_NEEDS)
-#: What ``select(inst)`` runs: divopt's best near-certified method, not a published one
-#: ("fw_ms": divopt's FW + multistart local search, see divopt.solvers.multistart). Every plain
-#: method name (``fw``, ``mmr``, ``gmmr``, ``dpp``, ``dartboard``, ``vrsd``) is the published method
-#: with the published defaults.
-DEFAULT_METHOD = "fw_ms"
+#: What ``select(inst)`` runs: divopt's best near-certified fast method, not a published one
+#: ("fw_ws_ms": multistart search on a candidate pool, certified 1-swap optimal on the whole pool;
+#: see divopt.solvers.ws_multistart). Every plain method name (``fw``, ``mmr``, ``gmmr``, ``dpp``,
+#: ``dartboard``, ``vrsd``) is the published method with the published defaults.
+DEFAULT_METHOD = "fw_ws_ms"
 
 
 @dataclass

@@ -101,12 +101,18 @@ def test_bench_latency_tiny_grid(tmp_path):
                "--repeats", "1", "--langchain", "500,5", "--out", str(tmp_path)])
     assert rc == 0
     df = pd.read_csv(tmp_path / "latency.csv")
-    assert set(df["method"]) == {"topk", "mmr", "gmmr", "dpp", "dartboard", "vrsd", "fw", "fw_ws", "fw_topk"}
-    assert len(df) == 9 * 2 and (df["seconds"] > 0).all() and (df["gemv_seconds"] > 0).all()
+    methods = {"topk", "mmr", "mmr_lazy", "gmmr", "dpp", "dartboard", "vrsd", "fw", "fw_ws", "fw_topk", "fw_ws_ms"}
+    assert set(df["method"]) == methods
+    assert len(df) == len(methods) * 2 and (df["seconds"] > 0).all() and (df["gemv_seconds"] > 0).all()
     np.testing.assert_allclose(df["gemv_equivalents"], df["seconds"] / df["gemv_seconds"])
     meta = json.loads((tmp_path / "latency.json").read_text())
-    assert meta["langchain"]["same_selection"] is True
-    assert {"fw_gemv_equivalents", "dpp_over_mmr", "mmr_speedup_over_langchain"} <= set(meta["targets"])
+    assert meta["langchain"]["mmr"]["same_selection"] is True and meta["langchain"]["mmr_lazy"]["same_selection"] is True
+    assert {"fw_gemv_equivalents", "dpp_over_mmr", "mmr_over_langchain", "mmr_lazy_over_langchain", "fw_ws_ms/fw",
+            "fw_ws_ms/mmr"} <= set(meta["targets"])
+    assert meta["targets"]["fw_ws_ms/fw"]["per_cell"]["cells"] == 2
+    ratios = pd.read_csv(tmp_path / "latency_ratios.csv")
+    np.testing.assert_allclose(ratios["fw_ws_ms/fw"], ratios["fw_ws_ms_ms"] / ratios["fw_ms"])
+    assert meta["env"]["cpu_count"] >= 1 and "load_average" in meta["env"]
 
 
 def test_unknown_command_exits_with_usage(capsys):
@@ -146,3 +152,22 @@ def test_bench_quality_small_rows_match_brute_force(tmp_path, monkeypatch):
     for m, g in df.groupby("method"):
         assert summary.loc[m, "hit_rate"] == pytest.approx(g["exact_hit"].astype(float).mean())
         assert summary.loc[m, "rows"] == 4
+
+
+def test_bench_quality_large_and_batch_parts_tiny(tmp_path):
+    out = tmp_path / "q"
+    assert main(["bench", "quality", "--parts", "large,batch", "--large-n", "3000", "--batch-n", "3000",
+                 "--large-d", "16", "--large-k", "5", "--large-queries", "1", "--large-theta", "0.4,0.9",
+                 "--large-methods", "fw,fw_ls,fw_ws_ms,mmr", "--repeats", "1", "--batch-queries", "2",
+                 "--batch-thetas", "0.3,0.8", "--out", str(out)]) == 0
+    df = pd.read_csv(out / "quality_large.csv")
+    assert set(df["method"]) == {"fw", "fw_ls", "fw_ws_ms", "mmr"} and len(df) == 4 * 2
+    for (_, _, _), cell in df.groupby(["query", "k", "theta"]):  # the win flag agrees with the objectives
+        f = cell.set_index("method")["objective"]
+        wins = bool((f["fw_ws_ms"] >= f.drop("fw_ws_ms") - 1e-9 * 20).all())
+        assert (cell["default_wins"] == wins).all()
+    np.testing.assert_allclose(df[df.method == "fw"]["ratio_to_fw"], 1.0)
+    meta = json.loads((out / "quality.json").read_text())
+    batch = meta["batch"]["batched_default"]
+    assert batch["single_method"] == "fw_ws_ms" and batch["same_sets"] == 4
+    assert {"time<=3x_fw(per cell)", "f>=every_other_method", "batched_default>=10x_singles"} <= set(meta["targets"])

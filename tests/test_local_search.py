@@ -122,7 +122,7 @@ def brute_best_two_swap(inst, S):
 
 def test_two_swap_search_is_two_swap_optimal():
     from divopt.solvers.local_search import two_swap_search
-    from divopt.solvers.multistart import _GramSearch
+    from divopt.solvers.gram_search import GramSearch
 
     for s in range(3):
         inst = Instance(planted_duplicates(4, 4, 6, s), unit_query(6, s), k=4, theta=0.3 + 0.2 * s)
@@ -131,7 +131,7 @@ def test_two_swap_search_is_two_swap_optimal():
         assert res.objective >= local_search(inst, start).objective - 1e-12
         assert brute_best_two_swap(inst, res.indices.numpy()) <= 1e-9 * 12
         assert brute_best_swap(inst, res.indices.numpy()) <= 1e-9 * 12
-        gs = _GramSearch(inst, 1e-9)
+        gs = GramSearch.from_instance(inst, 1e-9)
         S, f = gs.two_swap(start, candidates=inst.n)
         assert f == pytest.approx(ccbqp_objective(inst, S), abs=1e-9)
         assert brute_best_two_swap(inst, S) <= 1e-9 * 12
