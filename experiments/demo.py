@@ -1,7 +1,7 @@
 """``divopt demo``: every selector on one embedded synthetic redundant corpus (no download).
 
 Generates a narrow-cone pool with planted near-duplicate clusters, of which a few are relevant
-to the query (``divopt.data.synthetic_dataset``), runs every method of
+to the query (the ``synthetic`` dataset of ``divopt.data.load``, one query), runs every method of
 ``divopt.solvers.instance_methods()`` (those needing no texts) on the same instance, prints a
 table (mean relevance, ILAD, clusters covered, relevant clusters covered, CCBQP objective, time)
 and writes ``demo.parquet`` and ``demo.png``/``demo.svg`` to ``--out``.
@@ -29,7 +29,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from divopt.data.synthetic import synthetic_dataset
+from divopt.data import load
 from divopt.experiments import harness
 from divopt.experiments.metrics import ilad
 from divopt.experiments.plots import save_figure
@@ -67,9 +67,11 @@ def run_demo(n: int = 20_000, d: int = 384, k: int = 10, theta: float = 0.7, see
     ``random_relevance`` are what a uniformly random k-set gets on average (the same on every
     row: the plot's reference point).
     """
-    ds, E, q = synthetic_dataset(n, d, seed=seed)
-    labels = np.array([int(ds.subtopics[p][1:]) for p in ds.passage_ids])
-    relevant = set(ds.meta["relevant_clusters"])
+    data = load({"name": "synthetic", "n": n, "d": d, "n_queries": 1, "seed": seed, "subtopics": "all"})
+    E, q, qid = np.asarray(data.E), np.asarray(data.Q[0]), data.query_ids[0]
+    cluster = data.subtopics[qid]  # every passage labelled "c<id>" by its planted cluster
+    labels = np.array([int(cluster[p][1:]) for p in data.doc_ids])
+    relevant = {int(cluster[p][1:]) for p, grade in data.qrels[qid].items() if grade > 0}
     n_clusters = len(np.unique(labels))
     inst = Instance(E, q, k=k, theta=theta)
     c = inst.relevance.numpy()
@@ -82,7 +84,7 @@ def run_demo(n: int = 20_000, d: int = 384, k: int = 10, theta: float = 0.7, see
         rows.append(
             {
                 "run_id": run_id,
-                "dataset": ds.name,
+                "dataset": f"synthetic(n={n},d={d},seed={seed})",
                 "n": n,
                 "n_clusters": n_clusters,
                 "method": method,
