@@ -4,7 +4,9 @@ Each case is a probe a hostile but fair user would try (the list is in the issue
 """
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -112,6 +114,35 @@ def test_sweep_output_paths(tmp_path, capsys, afile):
     _bad(["sweep", *TINY_SWEEP, "--out", str(tmp_path / "s"), "--config", str(tmp_path / "none.json")], capsys,
          "sweep config file not found")
     _bad(["sweep", "--out", str(tmp_path / "fresh"), "--consolidate-only"], capsys, "holds no sweep")
+
+
+@pytest.fixture
+def unwritable(tmp_path):
+    """A folder nothing can be created in: read-only for a normal user; for root (who ignores
+    permission bits, and for whom os.access says yes) /proc, where nobody creates files."""
+    if os.name == "posix" and os.geteuid() != 0:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+        yield ro
+        ro.chmod(0o755)
+    elif Path("/proc/self").is_dir():
+        yield Path("/proc")
+    else:  # pragma: no cover
+        pytest.skip("no unwritable folder on this platform")
+
+
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
+def test_an_unwritable_out_is_refused_before_any_work(command, unwritable, capsys, monkeypatch):
+    module_name, _, outputs = cli.COMMANDS[command]
+    module = importlib.import_module(module_name)
+    monkeypatch.setattr(module, "main", lambda args: pytest.fail("the command ran before --out was checked"))
+    extra = ["gaps", "--input", "x.parquet"] if command == ("plot",) else []
+    for dest, kind in outputs.items():
+        target = unwritable / ("divopt-f2-out" + (".csv" if kind == "file" else ""))
+        _bad([*command, *extra, "--" + dest.replace("_", "-"), str(target)], capsys,
+             f"--{dest.replace('_', '-')} {target}: {unwritable} is not writable")
+        assert not target.exists()
 
 
 def test_plot_bad_input(tmp_path, capsys):
