@@ -126,6 +126,15 @@ class ChatServer:
         return self._running.__exit__(*exc)
 
 
+def cell(frame, **keys) -> float:
+    """The one ``value`` of a tidy table's row matching ``keys`` (column == value each)."""
+    sel = frame
+    for k, v in keys.items():
+        sel = sel[sel[k] == v]
+    assert len(sel) == 1, (keys, sel)
+    return float(sel["value"].iloc[0])
+
+
 # ---- the data folder ---------------------------------------------------------------------------
 LONGBENCH_ROWS = [
     {"_id": "lb1", "input": "Where was the director of film Jacob born?", "answers": ["Lyon"],
