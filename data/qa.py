@@ -79,6 +79,16 @@ class PassagePool:
         for pid, text, title in zip(ids, texts, titles):
             self.add(text, title, pid)
 
+    def dataset(self, name: str, query_ids: list[str], queries: list[str], qrels: dict, answer_groups: dict,
+                meta: dict, *, subtopics: dict | None = None, corpus: str | os.PathLike | None = None) -> Dataset:
+        """The loaded questions over this pool; ``corpus`` (:func:`load_passages`) is added to
+        the pool first, unjudged. Titles are kept when any passage has one."""
+        if corpus is not None:
+            self.extend(*load_passages(corpus))
+        return Dataset(name=name, passage_ids=self.ids, texts=self.texts,
+                       titles=self.titles if any(self.titles) else None, query_ids=query_ids, queries=queries,
+                       qrels=qrels, query_subtopics=subtopics or None, answer_groups=answer_groups, meta=meta)
+
 
 def _strings(val: Any, path: Path, line: int, field: str, *, non_empty: bool = False) -> list[str]:
     if not isinstance(val, list) or not all(isinstance(x, str) for x in val):
@@ -273,21 +283,9 @@ def load_asqa(
                 labels[qid] = sub
     if split not in splits:
         raise ValueError(f"split {split!r} not in {p.name}; available: {splits}")
-    if corpus is not None:
-        pool.extend(*load_passages(corpus))
-    return Dataset(
-        name=f"asqa-{split}",
-        passage_ids=pool.ids,
-        texts=pool.texts,
-        titles=pool.titles if any(pool.titles) else None,
-        query_ids=qids,
-        queries=queries,
-        qrels=qrels,
-        query_subtopics=labels or None,
-        answer_groups=groups,
-        meta={"format": "asqa", "path": str(p), "split": split, "long_answers": long_answers,
-              "corpus": None if corpus is None else str(corpus)},
-    )
+    meta = {"format": "asqa", "path": str(p), "split": split, "long_answers": long_answers,
+            "corpus": None if corpus is None else str(corpus)}
+    return pool.dataset(f"asqa-{split}", qids, queries, qrels, groups, meta, subtopics=labels, corpus=corpus)
 
 
 # ---- QAMPARI ------------------------------------------------------------------------------
@@ -360,17 +358,5 @@ def load_qampari(
         qrels[qid] = judged
         if sub:
             labels[qid] = sub
-    if corpus is not None:
-        pool.extend(*load_passages(corpus))
-    return Dataset(
-        name=f"qampari-{split}",
-        passage_ids=pool.ids,
-        texts=pool.texts,
-        titles=pool.titles if any(pool.titles) else None,
-        query_ids=qids,
-        queries=queries,
-        qrels=qrels,
-        query_subtopics=labels or None,
-        answer_groups=groups,
-        meta={"format": "qampari", "path": str(p), "split": split, "corpus": None if corpus is None else str(corpus)},
-    )
+    meta = {"format": "qampari", "path": str(p), "split": split, "corpus": None if corpus is None else str(corpus)}
+    return pool.dataset(f"qampari-{split}", qids, queries, qrels, groups, meta, subtopics=labels, corpus=corpus)

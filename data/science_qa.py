@@ -50,20 +50,6 @@ from .qa import PassagePool, _check_limit, _get, _locate, _show, _strings, load_
 __all__ = ["load_arc_da", "load_openbookqa", "load_sciq"]
 
 
-def _dataset(name: str, pool: PassagePool, qids, queries, groups, qrels, meta) -> Dataset:
-    return Dataset(
-        name=name,
-        passage_ids=pool.ids,
-        texts=pool.texts,
-        titles=pool.titles if any(pool.titles) else None,
-        query_ids=qids,
-        queries=queries,
-        qrels=qrels,
-        answer_groups=groups,
-        meta=meta,
-    )
-
-
 # ---- ARC-DA -------------------------------------------------------------------------------
 def load_arc_da(
     path: str | os.PathLike,
@@ -93,12 +79,9 @@ def load_arc_da(
         queries.append(question)
         groups[qid] = [[a.strip() for a in answers if a.strip()]]
         tags[qid] = _get(obj, "tag", p, lineno, "tag", required=False, default="")
-    pool = PassagePool("arcda")
-    if corpus is not None:
-        pool.extend(*load_passages(corpus))
     meta = {"format": "arc-da", "path": str(p), "split": split, "tags": tags,
             "corpus": None if corpus is None else str(corpus)}
-    return _dataset(f"arc-da-{split}", pool, qids, queries, groups, {}, meta)
+    return PassagePool("arcda").dataset(f"arc-da-{split}", qids, queries, {}, groups, meta, corpus=corpus)
 
 
 # ---- OpenBookQA ---------------------------------------------------------------------------
@@ -183,7 +166,7 @@ def load_openbookqa(
         choices[qid] = [t for _, t in options]
     meta = {"format": "openbookqa", "path": str(p), "split": split, "book": None if book is None else str(book),
             "choices": choices}
-    return _dataset(f"openbookqa-{split}", pool, qids, queries, groups, qrels, meta)
+    return pool.dataset(f"openbookqa-{split}", qids, queries, qrels, groups, meta)
 
 
 # ---- SciQ ---------------------------------------------------------------------------------
@@ -220,4 +203,4 @@ def load_sciq(path: str | os.PathLike, split: str = "test", *, limit: int | None
         groups[qid] = [[answer.strip()]]
         distractors[qid] = wrong
     meta = {"format": "sciq", "path": str(p), "split": split, "distractors": distractors}
-    return _dataset(f"sciq-{split}", pool, qids, queries, groups, qrels, meta)
+    return pool.dataset(f"sciq-{split}", qids, queries, qrels, groups, meta)

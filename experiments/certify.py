@@ -51,7 +51,7 @@ from divopt.data import parse_spec, stable_hash
 from divopt.experiments import harness
 from divopt.models import Instance
 from divopt.models.runner import DEFAULT_TIME_LIMIT
-from divopt.models.validation import check_k, check_theta
+from divopt.models.validation import check_k, check_scalar, check_theta
 
 __all__ = ["CertifyConfig", "QueryData", "dataset_spec", "load_queries", "certify_query", "run_certify", "summarize",
            "summarize_full_scale", "add_arguments", "main"]
@@ -78,6 +78,16 @@ class CertifyConfig:
     max_exact: int = 150
     fw_max_iter: int = 500  # full scale: iterations of the concave FW bound
     sigma: float | None = None  # Dartboard score metric (O(n k d) per row); None: skipped
+
+    def __post_init__(self) -> None:
+        # up front, naming the option: `queries=0` read as "all" (1 synthetic corpus) and a
+        # negative max_exact / fw_max_iter passed silently until a full-scale run used them
+        for name, low in (("n", 1), ("k", 1), ("queries", 1), ("corpus_size", 1), ("dim", 1), ("max_exact", 1),
+                          ("fw_max_iter", 1), ("seed", 0)):
+            setattr(self, name, check_scalar(getattr(self, name), name, int, min_val=low,
+                                             allow_none=name == "queries"))
+        if self.time_limit is not None:
+            self.time_limit = check_scalar(self.time_limit, "time_limit", float, min_val=0)
 
     def run_id(self) -> str:
         """:func:`divopt.experiments.harness.run_id` of the configuration (the cache folder aside)."""

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from divopt.data import DataFormatError, stable_hash
+from divopt.data import DataFormatError, parse_spec, stable_hash
 from divopt.experiments import harness
 from divopt.models.validation import check_scalar, check_theta
 
@@ -186,6 +186,16 @@ def _parse_config(path: Path, text: str) -> Any:
     raise ConfigError(path, None, None, "a sweep config must be .json, .toml, .yaml or .yml")
 
 
+def _dataset_spec(spec: str) -> dict[str, Any]:
+    """A dataset given as a string, "NAME" or "NAME:ARG" (``beir:PATH``), as a loader mapping.
+    A name no loader has registered yet (a plugin's, imported when the sweep is planned) stays
+    whole, and :func:`divopt.data.load` names it then."""
+    try:
+        return parse_spec(spec)
+    except ValueError:
+        return {"name": spec}
+
+
 @dataclass
 class SweepConfig:
     """What a sweep runs (everything that determines its rows; not where or how fast).
@@ -214,7 +224,7 @@ class SweepConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.dataset, str):
-            self.dataset = {"name": self.dataset}
+            self.dataset = _dataset_spec(self.dataset)
         if not isinstance(self.dataset, Mapping) or "name" not in self.dataset:
             raise ValueError(f"dataset must be a mapping with a 'name', got {self.dataset!r}")
         self.dataset = dict(self.dataset)

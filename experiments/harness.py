@@ -48,6 +48,7 @@ import os
 import re
 import socket
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -282,7 +283,8 @@ def output_lock(folder: str | os.PathLike, command: str | None = None) -> Iterat
 def check_output_path(path: str | os.PathLike, kind: str = "dir", name: str = "out") -> Path:
     """Check, before any work, that ``path`` can be written as a folder (``kind="dir"``) or a
     file (``kind="file"``): not a file where a folder is wanted (or the reverse), no file among
-    its parents, writable. Creates nothing. ValueError naming ``name`` and the path otherwise."""
+    its parents, writable (tried by creating and removing a probe folder in the nearest existing
+    one). Leaves nothing behind. ValueError naming ``name`` and the path otherwise."""
     if kind not in ("dir", "file"):
         raise ValueError(f"kind must be 'dir' or 'file', got {kind!r}")
     p = Path(path).expanduser()
@@ -298,9 +300,16 @@ def check_output_path(path: str | os.PathLike, kind: str = "dir", name: str = "o
             target = target.parent
         if not target.is_dir():
             raise ValueError(f"{name} {p}: {target} is a file, so nothing can be created under it")
-    probe = target if target.is_dir() else target.parent
-    if not os.access(probe, os.W_OK | os.X_OK) or (target.is_file() and not os.access(target, os.W_OK)):
-        raise ValueError(f"{name} {p}: {target} is not writable")
+    folder = target if target.is_dir() else target.parent
+    # os.access answers "yes" to root and on read-only mounts: create (and remove) a probe
+    # folder instead, as the run itself would
+    try:
+        tempfile.TemporaryDirectory(dir=folder, prefix=".divopt-probe-").cleanup()
+        if target.is_file():
+            with open(target, "ab"):
+                pass
+    except OSError as exc:
+        raise ValueError(f"{name} {p}: {target} is not writable ({exc.strerror or exc})") from exc
     return p
 
 

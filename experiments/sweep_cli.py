@@ -76,8 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
     d: dict[str, Any] = SweepConfig.from_file(args.config).to_dict() if args.config else SweepConfig().to_dict()
     if args.dataset or args.dataset_opt:
-        ds = dict(d["dataset"]) if not args.dataset or args.dataset == d["dataset"].get("name") else {}
-        ds["name"] = args.dataset or d["dataset"]["name"]
+        ds = dict(d["dataset"])
+        if args.dataset:  # "NAME" or "NAME:ARG"; another dataset than the config's drops its options
+            spec = SweepConfig(dataset=args.dataset).dataset
+            ds = {**(ds if spec["name"] == ds.get("name") else {}), **spec}
         for kv in args.dataset_opt:
             k, _, v = kv.partition("=")
             if not _:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import threading
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from fake_llm import FakeChat
 
 FIXTURES = Path(__file__).parent / "fixtures" / "qa"
 DIM = 32
@@ -109,42 +108,31 @@ def rule(body: dict) -> str:
     return generation_reply(msgs[-1]["content"])
 
 
-class _Chat(BaseHTTPRequestHandler):
-    requests: list = []
-    lock = threading.Lock()
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        with type(self).lock:
-            type(self).requests.append(body)
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": rule(body)}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
 class ChatServer:
-    """A running fake server: ``url`` (http://127.0.0.1:PORT/v1) and the ``requests`` it got."""
+    """A running fake server (:class:`fake_llm.FakeChat` answering by :func:`rule`): ``url``
+    (http://127.0.0.1:PORT/v1) and the ``requests`` it got."""
 
     def __enter__(self):
-        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
-        _Chat.requests = []
-        threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1"
+        self._chat = FakeChat(rule=rule)
+        self._running = self._chat.running()
+        self.url = self._running.__enter__()
         return self
 
     @property
     def requests(self):
-        return _Chat.requests
+        return self._chat.requests
 
     def __exit__(self, *exc):
-        self.srv.shutdown()
-        self.srv.server_close()
+        return self._running.__exit__(*exc)
+
+
+def cell(frame, **keys) -> float:
+    """The one ``value`` of a tidy table's row matching ``keys`` (column == value each)."""
+    sel = frame
+    for k, v in keys.items():
+        sel = sel[sel[k] == v]
+    assert len(sel) == 1, (keys, sel)
+    return float(sel["value"].iloc[0])
 
 
 # ---- the data folder ---------------------------------------------------------------------------

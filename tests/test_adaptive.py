@@ -3,14 +3,13 @@ fake local OpenAI-compatible server only: no external network)."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from fake_llm import FakeChat, chat_reply
 
 from divopt.data.synthetic import narrow_cone
 from divopt.experiments.adaptive import (
@@ -188,42 +187,16 @@ def test_evaluators_are_off_by_default_and_validated():
         CoverageEvaluator(top=0)
 
 
-class _FakeChat(BaseHTTPRequestHandler):
-    """A stand-in OpenAI-compatible server: answers what the test queues, records requests."""
-
-    replies: list[tuple[int, object]] = []
-    requests: list[dict] = []
-
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-        status, payload = type(self).replies.pop(0)
-        data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):  # keep the test output clean
-        pass
+_FakeChat = FakeChat()  # answers what the test queues; .calls records path, auth and body
 
 
 @pytest.fixture
 def fake_server():
-    server = HTTPServer(("127.0.0.1", 0), _FakeChat)
-    _FakeChat.replies, _FakeChat.requests = [], []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _FakeChat.running() as url:
+        yield url
 
 
-def _chat(content: str) -> dict:
-    return {"choices": [{"message": {"role": "assistant", "content": content}}]}
+_chat = chat_reply
 
 
 def test_openai_evaluator_against_a_fake_local_server(fake_server):
@@ -234,7 +207,7 @@ def test_openai_evaluator_against_a_fake_local_server(fake_server):
     _FakeChat.replies = [(200, _chat("7")), (200, _chat("Score: 10/10")), (500, "overloaded"),
                          (200, _chat("no idea")), (200, _chat("42")), (200, "not json")]
     assert ev.score(ctx, [2, 0, 5]) == pytest.approx(0.7)
-    req = _FakeChat.requests[0]
+    req = _FakeChat.calls[0]
     assert req["path"] == "/v1/chat/completions" and req["auth"] == "Bearer sk-test"
     assert req["body"]["model"] == "judge-1" and req["body"]["temperature"] == 0.0
     user = req["body"]["messages"][-1]["content"]
@@ -278,7 +251,7 @@ def test_openai_planner_narrows_thetas_on_a_fake_local_server(fake_server):
     with pytest.raises(EvaluatorError, match="outside"):
         planner(ctx, thetas)
     assert DeltaPlanner(fake_server, "p", window=0.0)(ctx, thetas) == [0.5]  # none within 0 of 0.6: nearest
-    body = _FakeChat.requests[0]["body"]
+    body = _FakeChat.calls[0]["body"]
     assert body["model"] == "planner-1" and "bank" in body["messages"][-1]["content"]
     # planner and judge together (dfrag_delta, divopt's earlier variant): plan, score only the
     # planned thetas, gate by the lower median, MMR as the base

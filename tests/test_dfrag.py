@@ -3,11 +3,8 @@ written here (gMMR formula, upper-median gate, binary search, answer F1), and a 
 OpenAI-compatible server on 127.0.0.1 whose replies follow rules this file states."""
 from __future__ import annotations
 
-import json
 import re
-import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import numpy as np
 import pytest
@@ -15,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import planted_duplicates, random_unit, unit_query
+from fake_llm import FakeChat
 from divopt.experiments.dfrag import (
     DFRAG,
     DFRAG_THETAS,
@@ -40,34 +38,13 @@ from divopt.solvers import select
 # --------------------------------------------------------------------------------------------
 # A fake chat server: replies come from a rule (a function of the request), requests are kept
 # --------------------------------------------------------------------------------------------
-class _Chat(BaseHTTPRequestHandler):
-    rule = staticmethod(lambda body: "")
-    requests: list = []
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append(body)
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": type(self).rule(body)}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+_Chat = FakeChat(rule=lambda body: "")
 
 
 @pytest.fixture
 def chat():
-    srv = HTTPServer(("127.0.0.1", 0), _Chat)
-    _Chat.requests = []
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        yield OpenAIChat(f"http://127.0.0.1:{srv.server_address[1]}/v1", "m", timeout=5, retries=0)
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with _Chat.running() as url:
+        yield OpenAIChat(url, "m", timeout=5, retries=0)
 
 
 def _replies(*texts):

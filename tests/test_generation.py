@@ -3,48 +3,23 @@ text each template sends (written out here by hand from the cited sources), the 
 batching in order, extra context, and the clear error when no endpoint is configured."""
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fake_llm import FakeChat
 
 from divopt.experiments.generation import Generator, generate, generate_batch
 from divopt.experiments.llm import LLMNotConfigured, OpenAIChat
 from divopt.experiments.prompts import TEMPLATES, PromptTemplate, get_template
 
 
-class _Chat(BaseHTTPRequestHandler):
-    requests: list = []
-    lock = threading.Lock()
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        with type(self).lock:
-            type(self).requests.append(body)
-        user = body["messages"][-1]["content"]
-        # a reply that is a function of the prompt, so order can be checked under concurrency
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": f"  re:{user[-30:]}  "}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+# a reply that is a function of the prompt, so order can be checked under concurrency
+_Chat = FakeChat(rule=lambda body: f"  re:{body['messages'][-1]['content'][-30:]}  ")
 
 
 @pytest.fixture
 def server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
-    _Chat.requests = []
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with _Chat.running() as url:
+        yield url
 
 
 PASSAGES = ["Facebook bought Instagram in 2012.", "Instagram is a photo app."]

@@ -1,46 +1,20 @@
 """The OpenAI-compatible client against a fake server on 127.0.0.1: retries, cache, errors."""
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import pytest
+from fake_llm import FakeChat, chat_reply
 
 from divopt.experiments.llm import LLMError, LLMNotConfigured, OpenAIChat, parse_number
 
 
-class _Chat(BaseHTTPRequestHandler):
-    replies: list = []
-    requests: list = []
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append(body)
-        status, payload = type(self).replies.pop(0)
-        data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+_Chat = FakeChat()  # answers the queued replies only
 
 
 @pytest.fixture
 def server():
-    srv = HTTPServer(("127.0.0.1", 0), _Chat)
-    _Chat.replies, _Chat.requests = [], []
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with _Chat.running() as url:
+        yield url
 
 
-def _reply(text):
-    return {"choices": [{"message": {"role": "assistant", "content": text}}]}
+_reply = chat_reply
 
 
 def test_retries_transient_errors_then_answers(server):

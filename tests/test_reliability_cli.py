@@ -4,7 +4,9 @@ Each case is a probe a hostile but fair user would try (the list is in the issue
 """
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -14,6 +16,7 @@ import pandas as pd
 import pytest
 
 from divopt.experiments import cli
+from divopt.experiments.grid import SweepConfig
 from divopt.experiments.methods import register_method
 
 FAST_DEMO = ["--n", "60", "--d", "4", "--no-plot"]
@@ -77,6 +80,18 @@ def test_certify_bad_values_and_empty_inputs(tmp_path, capsys, afile):
     _bad(["certify", "--out", str(afile / "c.parquet")], capsys, "is a file, so nothing can be created under it")
 
 
+@pytest.mark.parametrize("flag, value, expected", [
+    ("--queries", "0", "queries must be an integer >= 1, got 0"),  # ran 1 query and exited 0
+    ("--max-exact", "-5", "max_exact must be an integer >= 1, got -5"),  # passed until a full-scale run
+    ("--fw-max-iter", "0", "fw_max_iter must be an integer >= 1, got 0"),
+    ("--corpus-size", "0", "corpus_size must be an integer >= 1, got 0"),  # named the generator's n
+    ("--time-limit", "-1", "time_limit must be a number >= 0, got -1.0"),
+])
+def test_certify_options_are_checked_before_any_work(tmp_path, capsys, flag, value, expected):
+    _bad(["certify", flag, value, "--out", str(tmp_path / "c.parquet"), "--no-progress"], capsys, expected)
+    assert not (tmp_path / "c.parquet.parts").exists()
+
+
 def test_sweep_parameter_names_are_checked(tmp_path, capsys):
     out = str(tmp_path / "s")
     line = _bad(["sweep", *TINY_SWEEP, "--out", out, "--param", "sigmaa=0.1"], capsys,
@@ -90,6 +105,33 @@ def test_sweep_parameter_names_are_checked(tmp_path, capsys):
          "dataset 'synthetic' has no option 'nn'; its options: ['d', 'n',")
     _bad(["sweep", *TINY_SWEEP, "--out", out, "--methods", "nope"], capsys, "unknown method 'nope'")
     _bad(["sweep", *TINY_SWEEP, "--out", out, "--evaluator", "metric:recal"], capsys, "unknown metric 'recal'")
+    assert not (tmp_path / "s" / "results.parquet").exists()
+
+
+def _empty_beir(root: Path) -> Path:
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("")
+    (root / "queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n')
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n")
+    return root
+
+
+def test_sweep_takes_name_colon_path_datasets_and_refuses_empty_ones(tmp_path, capsys):
+    # `--dataset beir:PATH` (the form certify and the docs use) was read as a dataset named
+    # 'beir:PATH' by the sweep: "unknown dataset" instead of loading the folder
+    beir = _empty_beir(tmp_path / "beir")
+    _bad(["sweep", "--dataset", f"beir:{beir}", "--methods", "mmr", "--n-workers", "0", "--no-progress",
+          "--out", str(tmp_path / "s")], capsys, "corpus.jsonl: no passages: the corpus is empty")
+    rgb = tmp_path / "rgb.json"
+    rgb.write_text("")
+    _bad(["sweep", "--dataset", f"rgb:{rgb}", "--methods", "mmr", "--n-workers", "0", "--no-progress",
+          "--out", str(tmp_path / "s")], capsys, f"{rgb}: no queries: the file is empty")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f'dataset: "beir:{beir}"\nmethods: [mmr]\n')
+    _bad(["sweep", "--config", str(cfg), "--n-workers", "0", "--no-progress", "--out", str(tmp_path / "s")], capsys,
+         "corpus.jsonl: no passages: the corpus is empty")
+    assert SweepConfig(dataset=f"npz:{tmp_path / 'e.npz'}").dataset == {"name": "npz", "path": str(tmp_path / "e.npz")}
+    assert SweepConfig(dataset="my_plugin_set").dataset == {"name": "my_plugin_set"}  # named when plugins load
     assert not (tmp_path / "s" / "results.parquet").exists()
 
 
@@ -112,6 +154,35 @@ def test_sweep_output_paths(tmp_path, capsys, afile):
     _bad(["sweep", *TINY_SWEEP, "--out", str(tmp_path / "s"), "--config", str(tmp_path / "none.json")], capsys,
          "sweep config file not found")
     _bad(["sweep", "--out", str(tmp_path / "fresh"), "--consolidate-only"], capsys, "holds no sweep")
+
+
+@pytest.fixture
+def unwritable(tmp_path):
+    """A folder nothing can be created in: read-only for a normal user; for root (who ignores
+    permission bits, and for whom os.access says yes) /proc, where nobody creates files."""
+    if os.name == "posix" and os.geteuid() != 0:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+        yield ro
+        ro.chmod(0o755)
+    elif Path("/proc/self").is_dir():
+        yield Path("/proc")
+    else:  # pragma: no cover
+        pytest.skip("no unwritable folder on this platform")
+
+
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
+def test_an_unwritable_out_is_refused_before_any_work(command, unwritable, capsys, monkeypatch):
+    module_name, _, outputs = cli.COMMANDS[command]
+    module = importlib.import_module(module_name)
+    monkeypatch.setattr(module, "main", lambda args: pytest.fail("the command ran before --out was checked"))
+    extra = ["gaps", "--input", "x.parquet"] if command == ("plot",) else []
+    for dest, kind in outputs.items():
+        target = unwritable / ("divopt-f2-out" + (".csv" if kind == "file" else ""))
+        _bad([*command, *extra, "--" + dest.replace("_", "-"), str(target)], capsys,
+             f"--{dest.replace('_', '-')} {target}: {unwritable} is not writable")
+        assert not target.exists()
 
 
 def test_plot_bad_input(tmp_path, capsys):

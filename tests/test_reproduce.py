@@ -20,7 +20,7 @@ from divopt.experiments.reproduce import RECIPES, MissingData, Options, Reproduc
 from divopt.experiments.reproduce import cli as rcli
 from divopt.experiments.reproduce import runner
 from divopt.experiments.reproduce.published import missing
-from reproduce_fakes import FIXTURES, HashEmbedder, make_data_dir
+from reproduce_fakes import FIXTURES, HashEmbedder, cell, make_data_dir
 
 CORPUS = FIXTURES / "psgs" / "psgs_w100.tsv"
 
@@ -45,14 +45,6 @@ def _unit(a):
 def _ilad_plain(V):
     pairs = list(itertools.combinations(range(len(V)), 2))
     return float(np.mean([1.0 - V[i] @ V[j] for i, j in pairs])) if pairs else math.nan
-
-
-def _cell(frame, **keys):
-    sel = frame
-    for k, v in keys.items():
-        sel = sel[sel[k] == v]
-    assert len(sel) == 1, (keys, sel)
-    return float(sel["value"].iloc[0])
 
 
 # ---- CCBQP Fig. 1 ---------------------------------------------------------------------------
@@ -80,7 +72,7 @@ def test_ccbqp_pareto_equals_plain_recomputation(tmp_path, data_dir):
     for (method, k, theta), g in rows.groupby(["method", "k", rows.get("theta").fillna(-1)]):
         setting = f"k={k}" if theta == -1 else f"k={k},theta={theta:g}"
         for metric in ("answer_recall", "ilad"):
-            assert _cell(res.table, method=method, setting=setting, metric=metric) == pytest.approx(g[metric].mean())
+            assert cell(res.table, method=method, setting=setting, metric=metric) == pytest.approx(g[metric].mean())
     assert set(res.table["table"]) == {"Fig. 1"} and res.table["published"].isna().all()
     # the files: tidy rows and the table, as returned
     assert len(pd.read_parquet(res.out / "results.parquet")) == len(rows)
@@ -159,10 +151,10 @@ def test_latency_table_is_medians_and_ratios_of_the_rows(tmp_path, data_dir):
     for k in (5, 10):
         ms = {m: float(rows[(rows["method"] == m) & (rows["k"] == k)]["ms"].iloc[0]) for m in ("topk", "fw", "mmr", "dpp")}
         s = f"k={k},theta=0.7"
-        assert _cell(res.table, dataset=label, method="fw", setting=s, metric="ms") == pytest.approx(ms["fw"])
-        assert _cell(res.table, dataset=label, method="topk", setting=f"k={k}", metric="ms") == pytest.approx(ms["topk"])
-        assert _cell(res.table, method="fw", setting=s, metric="mmr_over_fw") == pytest.approx(ms["mmr"] / ms["fw"])
-        assert _cell(res.table, method="fw", setting=s, metric="dpp_over_fw") == pytest.approx(ms["dpp"] / ms["fw"])
+        assert cell(res.table, dataset=label, method="fw", setting=s, metric="ms") == pytest.approx(ms["fw"])
+        assert cell(res.table, dataset=label, method="topk", setting=f"k={k}", metric="ms") == pytest.approx(ms["topk"])
+        assert cell(res.table, method="fw", setting=s, metric="mmr_over_fw") == pytest.approx(ms["mmr"] / ms["fw"])
+        assert cell(res.table, method="fw", setting=s, metric="dpp_over_fw") == pytest.approx(ms["dpp"] / ms["fw"])
 
 
 # ---- VRSD ------------------------------------------------------------------------------------
@@ -185,9 +177,9 @@ def test_vrsd_tables_equal_plain_recomputation(tmp_path, data_dir):
     # Tables 1/3: means; win rates: the share of questions where VRSD's value is strictly larger
     for (ds, method, k), g in rows.groupby(["dataset", "method", "k"]):
         name = "k-dpp" if method == "dpp" else method
-        assert _cell(res.table, table="Tables 1/3", dataset=ds, method=name, setting=f"k={k}", metric="sim_mean") \
+        assert cell(res.table, table="Tables 1/3", dataset=ds, method=name, setting=f"k={k}", metric="sim_mean") \
             == pytest.approx(g["sim"].mean())
-        assert _cell(res.table, table="Tables 1/3", dataset=ds, method=name, setting=f"k={k}", metric="div_mean") \
+        assert cell(res.table, table="Tables 1/3", dataset=ds, method=name, setting=f"k={k}", metric="div_mean") \
             == pytest.approx(g["div"].mean())
     for (ds, k), g in rows.groupby(["dataset", "k"]):
         v = g[g["method"] == "vrsd"].set_index("query_id")
@@ -195,9 +187,9 @@ def test_vrsd_tables_equal_plain_recomputation(tmp_path, data_dir):
             o = g[g["method"] == b].set_index("query_id")
             wins = [float(v.loc[q, "sim"] > o.loc[q, "sim"]) for q in v.index]
             divw = [float(v.loc[q, "div"] > o.loc[q, "div"]) for q in v.index]
-            assert _cell(res.table, table="win rates", dataset=ds, method=name, setting=f"k={k}",
+            assert cell(res.table, table="win rates", dataset=ds, method=name, setting=f"k={k}",
                          metric="similarity_win_rate") == pytest.approx(np.mean(wins))
-            assert _cell(res.table, table="win rates", dataset=ds, method=name, setting=f"k={k}",
+            assert cell(res.table, table="win rates", dataset=ds, method=name, setting=f"k={k}",
                          metric="diversity_win_rate") == pytest.approx(np.mean(divw))
 
 
@@ -265,7 +257,7 @@ def test_cli_end_to_end_with_the_offline_minilm(tmp_path, data_dir, capsys):
     assert len(rows) == 4 and json.loads((out / "config.json").read_text())["n_runs"] == 4
     for _, r in rows.iterrows():
         setting = f"k={r['k']}" if r["method"] == "topk" else f"k={r['k']},theta=0.5"
-        assert _cell(table, method=r["method"], setting=setting, metric="ilad") == pytest.approx(r["ilad"])
+        assert cell(table, method=r["method"], setting=setting, metric="ilad") == pytest.approx(r["ilad"])
         assert f"{r['ilad']:.4g}" in text
 
 

@@ -26,6 +26,7 @@ from reproduce_fakes import (
     ChatServer,
     HashEmbedder,
     OtherEmbedder,
+    cell,
     generation_reply,
     make_data_dir,
     overlap_cross_encoder,
@@ -50,14 +51,6 @@ def _opts(tmp_path, data_dir, server=None, **kw):
                 progress=False, llm=None if server is None else OpenAIChat(server.url, "fake", timeout=10, retries=0))
     base.update(kw)
     return Options(**base)
-
-
-def _cell(frame, **keys):
-    sel = frame
-    for k, v in keys.items():
-        sel = sel[sel[k] == v]
-    assert len(sel) == 1, (keys, sel)
-    return float(sel["value"].iloc[0])
 
 
 def _squad_norm(s):
@@ -95,7 +88,7 @@ def test_ccbqp_generation_tables(tmp_path, data_dir, server):
         tid = "Table 1" if ds.startswith("qampari") else "Table 2"
         setting = "k=2" if method == "topk" else "k=2,theta=0.5"
         for m in ("list_precision", "list_recall", "list_f1", "answer_recall"):
-            assert _cell(res.table, table=tid, method=method, setting=setting, metric=m) == pytest.approx(g[m].mean())
+            assert cell(res.table, table=tid, method=method, setting=setting, metric=m) == pytest.approx(g[m].mean())
 
 
 def test_ccbqp_generation_retrieval_only_sends_nothing(tmp_path, data_dir, server):
@@ -155,9 +148,9 @@ def test_dfrag_table1_equals_plain_recomputation(tmp_path, data_dir, server):
     t = res.table
     for method, want in (("vanilla", vanilla), ("oracle", oracle), ("fixed-lambda", fixed), ("dfrag", df),
                          ("dfrag_ic", ic)):
-        assert _cell(t, table="Table 1", method=method, metric="f1") == pytest.approx(want)
+        assert cell(t, table="Table 1", method=method, metric="f1") == pytest.approx(want)
     cap = (df - vanilla) / (oracle - vanilla) if oracle > vanilla else math.nan
-    got = _cell(t, table="Table 1", method="dfrag", metric="gap_captured")
+    got = cell(t, table="Table 1", method="dfrag", metric="gap_captured")
     assert (math.isnan(cap) and math.isnan(got)) or got == pytest.approx(cap)
     # the abstract's claims, beside the published bounds
     ab = t[t["table"] == "abstract"].set_index(["method", "metric"])
@@ -173,9 +166,9 @@ def test_dfrag_table1_retrieval_only_scores_answer_recall(tmp_path, data_dir, se
     res = run_recipe(RECIPES["dfrag-table1"], _opts(tmp_path, data_dir, retrieval_only=True, overrides=DF_OVER))
     assert not server.requests and set(res.rows["method"]) == {"gmmr"}
     per = {q: dict(zip(s["theta"], s["answer_recall"])) for q, s in res.rows.groupby("query_id")}
-    assert _cell(res.table, method="oracle", metric="answer_recall") == pytest.approx(
+    assert cell(res.table, method="oracle", metric="answer_recall") == pytest.approx(
         np.mean([max(v.values()) for v in per.values()]))
-    assert _cell(res.table, method="fixed-lambda", metric="answer_recall") == pytest.approx(_loo_fixed(per))
+    assert cell(res.table, method="fixed-lambda", metric="answer_recall") == pytest.approx(_loo_fixed(per))
 
 
 def test_dfrag_table3_and_table4(tmp_path, data_dir, server):
@@ -185,15 +178,15 @@ def test_dfrag_table3_and_table4(tmp_path, data_dir, server):
     for base in ("mmr", "gmmr"):
         per = {q: dict(zip(s["theta"], s["f1"])) for q, s in rows[rows["method"] == base].groupby("query_id")}
         s = f"base={base}"
-        assert _cell(r3.table, method="oracle", setting=s) == pytest.approx(np.mean([max(v.values()) for v in per.values()]))
-        assert _cell(r3.table, method="fixed-lambda", setting=s) == pytest.approx(_loo_fixed(per))
+        assert cell(r3.table, method="oracle", setting=s) == pytest.approx(np.mean([max(v.values()) for v in per.values()]))
+        assert cell(r3.table, method="fixed-lambda", setting=s) == pytest.approx(_loo_fixed(per))
         mine = rows[(rows["method"] == "dfrag") & (rows["base"] == base)]
-        assert _cell(r3.table, method="dfrag", setting=s) == pytest.approx(mine["f1"].mean())
+        assert cell(r3.table, method="dfrag", setting=s) == pytest.approx(mine["f1"].mean())
     r4 = run_recipe(RECIPES["dfrag-table4"], _opts(tmp_path / "t4", data_dir, server, overrides=DF_OVER))
     rows = r4.rows
     for sampling, g in rows.groupby("sampling"):
         for m in ("f1", "thetas_scored", "evaluator_calls"):
-            assert _cell(r4.table, setting=f"sampling={sampling}", metric=m) == pytest.approx(g[m].mean())
+            assert cell(r4.table, setting=f"sampling={sampling}", metric=m) == pytest.approx(g[m].mean())
     uni, binr = (rows[rows["sampling"] == s].set_index("query_id") for s in ("uniform", "binary"))
     assert (uni["thetas_scored"] == 10).all() and (binr["thetas_scored"] <= 6).all()
 
@@ -233,7 +226,7 @@ def test_dartboard_table2_every_method(tmp_path, data_dir, server):
                                                                                                       "k=3,sigma=0.096")
         assert s  # every row carries its setting
         for m in ("ndcg", "accuracy") + (("component_ndcg",) if ds == "integration" else ()):
-            assert _cell(res.table, dataset=ds, method=method, setting=setting, metric=m) == pytest.approx(g[m].mean())
+            assert cell(res.table, dataset=ds, method=method, setting=setting, metric=m) == pytest.approx(g[m].mean())
     assert not ((res.table["dataset"] == "simple") & (res.table["metric"] == "component_ndcg")).any()
 
 
@@ -276,7 +269,7 @@ def test_mio_encoders_table1_and_jaccard(tmp_path, data_dir, server):
     _check_answer_metrics(rows)
     for enc, g in rows.groupby("encoder"):
         for m in ("f1", "answer_cosine"):
-            assert _cell(res.table, method=enc, metric=m) == pytest.approx(g[m].mean())
+            assert cell(res.table, method=enc, metric=m) == pytest.approx(g[m].mean())
     dists = []
     for _, g in rows.groupby("query_id"):
         a, b = (set(s) for s in g.sort_values("encoder")["selected"])
@@ -299,10 +292,10 @@ def test_mio_robust_grid(tmp_path, data_dir, server):
             "rho_div=0.9,rho_vec=0.05,sparsity_penalty=0.5"
         for _, sub in (g.groupby("k") if method == "topk" else [(None, g)]):
             setting = f"k={int(sub['k'].iloc[0])}" if method == "topk" else s
-            assert _cell(res.table, table="robust grid", method=method, setting=setting, metric="answer_cosine") \
+            assert cell(res.table, table="robust grid", method=method, setting=setting, metric="answer_cosine") \
                 == pytest.approx(sub["answer_cosine"].mean())
-        assert _cell(res.table, table="grid means", method=method, metric="f1") == pytest.approx(g["f1"].mean())
+        assert cell(res.table, table="grid means", method=method, metric="f1") == pytest.approx(g["f1"].mean())
     # the authors' numbers sit beside ours in the same cells
-    cell = res.table[(res.table["table"] == "robust grid") & (res.table["method"] == "topk")
-                     & (res.table["setting"] == "k=2") & (res.table["metric"] == "answer_cosine")]
-    assert float(cell["published"].iloc[0]) == 0.835223 and not math.isnan(float(cell["value"].iloc[0]))
+    row = res.table[(res.table["table"] == "robust grid") & (res.table["method"] == "topk")
+                    & (res.table["setting"] == "k=2") & (res.table["metric"] == "answer_cosine")]
+    assert float(row["published"].iloc[0]) == 0.835223 and not math.isnan(float(row["value"].iloc[0]))

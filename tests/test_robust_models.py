@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
+from uset_vertices import vertices
 from divopt.models import Instance
 from divopt.robust.cutting_planes import LOG_COLUMNS, cutting_plane_ksparse
 from divopt.robust.models import (
@@ -172,33 +173,12 @@ def test_cosine_polytope_models_solve_the_bound_problem_and_never_overstate(uset
     truth, _ = _brute_force(inst, uset, **kw, relevance=wc.values)
     assert r.objective == pytest.approx(truth, abs=1e-6)
     free = uset.free_mask(E, q)
-    vmin = np.array([min(float(q @ (E[i] + v)) / np.linalg.norm(E[i] + v) for v in _vertex_iter(uset, inst.d, None if free is None else free[i]))
+    vmin = np.array([min(float(q @ (E[i] + v)) / np.linalg.norm(E[i] + v) for v in vertices(uset, inst.d, None if free is None else free[i]))
                      for i in range(inst.n)])
     assert np.all(wc.values <= vmin + 1e-12)
     upper, _ = _brute_force(inst, uset, **kw, relevance=vmin)
     assert r.objective <= upper + 1e-9
     assert upper - r.objective <= inst.n * max(0.0, float((vmin - wc.values)[vmin >= 0].max(initial=0.0))) + 1e-6
-
-
-def _vertex_iter(uset, d, free_row):
-    rho = uset.rho_vec
-    if isinstance(uset, NormBall) and uset.p == 1:
-        for j in range(d):
-            for sgn in (-1.0, 1.0):
-                v = np.zeros(d)
-                v[j] = sgn * rho
-                yield v
-    elif isinstance(uset, NormBall):
-        for signs in itertools.product((-1.0, 1.0), repeat=d):
-            yield rho * np.array(signs)
-    else:
-        coords = [j for j in range(d) if free_row is None or free_row[j]]
-        for size in range(min(uset.attack_budget, len(coords)) + 1):
-            for J in itertools.combinations(coords, size):
-                for signs in itertools.product((-1.0, 1.0), repeat=size):
-                    v = np.zeros(d)
-                    v[list(J)] = rho * np.array(signs)
-                    yield v
 
 
 def test_inner_product_similarity_model_equals_brute_force():

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from uset_vertices import vertices
 from divopt.models import Instance
 from divopt.robust.oracles import (
     average_similarity,
@@ -29,37 +30,12 @@ def _instance(n=7, d=6, seed=0, k=3):
     return Instance(E, q, k=k, theta=0.5)
 
 
-def _vertices(uset, d, free_row=None):
-    """Every extreme point of U (plain enumeration): the LP/support optimum is attained there."""
-    rho = uset.rho_vec
-    if isinstance(uset, NormBall) and uset.p == 1:
-        for j in range(d):
-            for sgn in (-1.0, 1.0):
-                v = np.zeros(d)
-                v[j] = sgn * rho
-                yield v
-    elif isinstance(uset, NormBall) and uset.p == math.inf:
-        for signs in itertools.product((-1.0, 1.0), repeat=d):
-            yield rho * np.array(signs)
-    elif isinstance(uset, KSparse):
-        free = np.ones(d, bool) if free_row is None else free_row
-        coords = [j for j in range(d) if free[j]]
-        for size in range(0, min(uset.attack_budget, len(coords)) + 1):
-            for J in itertools.combinations(coords, size):
-                for signs in itertools.product((-1.0, 1.0), repeat=size):
-                    v = np.zeros(d)
-                    v[list(J)] = rho * np.array(signs)
-                    yield v
-    else:
-        raise AssertionError("no finite vertex set")
-
-
 POLY_SETS = [NormBall(1, 0.1), NormBall("inf", 0.05), KSparse(0.1, 0, None), KSparse(0.1, 2, None),
              KSparse(0.07, 3, 2), KSparse(0.2, 6, None), KSparse(0.1, 4, 3)]
 
 
 @pytest.mark.parametrize("uset", POLY_SETS, ids=lambda u: str(u.describe()))
-def test_worst_case_relevance_equals_brute_force_over_vertices(uset):
+def test_worst_case_relevance_equals_brute_force_oververtices(uset):
     """The inner-product relevance q^T mu~_i (divopt's earlier form): exact, attained at a vertex."""
     inst = _instance(seed=1)
     E, q = inst.E.double().numpy(), inst.q.double().numpy()
@@ -67,7 +43,7 @@ def test_worst_case_relevance_equals_brute_force_over_vertices(uset):
     free = uset.free_mask(E, q)
     for i in range(inst.n):
         row = None if free is None else free[i]
-        brute = min(float(q @ (E[i] + v)) for v in _vertices(uset, inst.d, row))
+        brute = min(float(q @ (E[i] + v)) for v in vertices(uset, inst.d, row))
         assert wc.values[i] == pytest.approx(brute, abs=1e-12)
         # the returned perturbation lies in U_i and attains the worst case
         assert uset.contains(wc.perturbation[i], None if free is None else free[i : i + 1])[0]

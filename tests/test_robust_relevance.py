@@ -9,12 +9,12 @@ boundary circle in the plane of q and mu_i reaches the closed form.
 """
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 import pytest
 
+from uset_vertices import vertices
 from divopt.models import Instance
 from divopt.robust.relevance import _positive_bound, worst_case_cosine, worst_case_relevance
 from divopt.robust.sets import KSparse, NormBall
@@ -36,28 +36,6 @@ def _pool(n, d, seed, spread):
 def _cos(q, X):
     X = np.atleast_2d(X)
     return (X @ q) / (np.linalg.norm(X, axis=1) * np.linalg.norm(q))
-
-
-def _vertices(uset, d, free_row=None):
-    rho = uset.rho_vec
-    if isinstance(uset, NormBall) and uset.p == 1:
-        for j in range(d):
-            for sgn in (-1.0, 1.0):
-                v = np.zeros(d)
-                v[j] = sgn * rho
-                yield v
-    elif isinstance(uset, NormBall):
-        for signs in itertools.product((-1.0, 1.0), repeat=d):
-            yield rho * np.array(signs)
-    else:
-        free = np.ones(d, bool) if free_row is None else free_row
-        coords = [j for j in range(d) if free[j]]
-        for size in range(min(uset.attack_budget, len(coords)) + 1):
-            for J in itertools.combinations(coords, size):
-                for signs in itertools.product((-1.0, 1.0), repeat=size):
-                    v = np.zeros(d)
-                    v[list(J)] = rho * np.array(signs)
-                    yield v
 
 
 def _samples(uset, d, rng, m, free_row=None):
@@ -131,7 +109,7 @@ def test_polytope_bounds_are_sound_tight_and_attacks_are_members(uset, spread):
     rng = np.random.default_rng(3)
     for i in range(inst.n):
         row = None if free is None else free[i]
-        V = np.array([E[i] + v for v in _vertices(uset, inst.d, row)])
+        V = np.array([E[i] + v for v in vertices(uset, inst.d, row)])
         V = V[np.linalg.norm(V, axis=1) > 1e-9]
         vmin = _cos(q, V).min()
         X = E[i] + _samples(uset, inst.d, rng, 2000, row)
