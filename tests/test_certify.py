@@ -9,7 +9,7 @@ import pytest
 from divopt.experiments import certify as C
 from divopt.models.runner import Result
 from divopt.solvers import exact as X
-from divopt.models import Instance, ccbqp_objective
+from divopt.models import ccbqp_objective
 from divopt.solvers import instance_methods
 
 CFG = dict(dataset="synthetic", n=10, k=3, thetas=(0.4, 0.9), queries=2, corpus_size=120, dim=8,

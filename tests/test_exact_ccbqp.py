@@ -2,7 +2,6 @@
 MILP vs MIQP, and honest reporting under a time limit."""
 import itertools
 import math
-import warnings
 
 import numpy as np
 import pytest

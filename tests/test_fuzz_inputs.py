@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import io
 import json
-from pathlib import Path
 from unittest import mock
 
 import numpy as np

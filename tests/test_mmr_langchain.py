@@ -1,5 +1,4 @@
 """divopt's MMR equals LangChain's published maximal_marginal_relevance."""
-import numpy as np
 import pytest
 
 from divopt.models import Instance

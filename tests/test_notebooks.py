@@ -1,6 +1,5 @@
 """The analysis notebooks execute end to end on their tiny built-in configurations (nbclient),
 and are committed without outputs."""
-import os
 from pathlib import Path
 
 import pytest

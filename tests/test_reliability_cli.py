@@ -5,7 +5,6 @@ Each case is a probe a hostile but fair user would try (the list is in the issue
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import subprocess
 import sys

@@ -4,7 +4,6 @@ The truth is enumeration of every k-subset with divopt.models.ccbqp_objective in
 (the lead's objective), independent of the vectorized brute force and of the screening code.
 """
 import itertools
-import math
 
 import numpy as np
 import pytest
