@@ -42,7 +42,10 @@ from pyomo.core.expr.visitor import polynomial_degree
 
 from divopt.models import Instance, ccbqp_objective
 from divopt.models.mip_ccbqp import FORMULATIONS, build_ccbqp
+from divopt.models.mip_qcr import QCR_FORMULATIONS, build_ccbqp_qcr
 from divopt.models.validation import check_choice, check_indices, check_nonnegative
+
+from .bnb import branch_and_bound
 
 __all__ = [
     "Result",
@@ -473,24 +476,32 @@ def solve(
 
 
 #: Formulation "auto" gives each solver: Gurobi's native (Gram) MIQP, SCIP's factored MIQP
-#: (its outer approximation handles r squares far better than n^2/2 products), HiGHS's MILP.
-DEFAULT_FORMULATION = {"gurobi": "miqp", "scip": "miqp_lowrank", "highs": "milp"}
+#: (its outer approximation handles r squares far better than n^2/2 products), HiGHS's MILP,
+#: divopt's branch-and-bound its DNN/QCR bounds ("qcr_dnn", the only one it takes).
+DEFAULT_FORMULATION = {"gurobi": "miqp", "scip": "miqp_lowrank", "highs": "milp", "bnb": "qcr_dnn"}
+#: Engines of :func:`solve_exact`: the MIP solvers plus divopt's own branch-and-bound (always there).
+EXACT_SOLVERS = SOLVERS + ("bnb",)
 
 
 def _ccbqp_size(inst: Instance, formulation: str) -> dict:
     """Model size of a CCBQP formulation, without building it (for solver selection)."""
     n, p = inst.n, inst.n * (inst.n - 1) // 2
     quadratic = inst.theta < 1
-    if formulation == "miqp":
+    if formulation in ("miqp", "qcr", "qcr_dnn"):
         return {"n_vars": n, "n_constraints": 1, "quadratic": quadratic}
     if formulation == "miqp_lowrank":
         r = min(inst.n, inst.d)
         return {"n_vars": n + r, "n_constraints": r + 1, "quadratic": quadratic}
+    if formulation == "qcr_lowrank":
+        return {"n_vars": 2 * n, "n_constraints": n + 1, "quadratic": quadratic}
     return {"n_vars": n + p, "n_constraints": 2 * p + n + 1, "quadratic": False}
 
 
 def _ccbqp_fits(solver: str, inst: Instance, formulation: str) -> str | None:
     """Why ``solver`` cannot take this CCBQP formulation (None when it can)."""
+    if (solver == "bnb") != (formulation == "qcr_dnn"):
+        return ("divopt's branch-and-bound only takes formulation 'qcr_dnn'" if solver == "bnb"
+                else "formulation 'qcr_dnn' is divopt's branch-and-bound's own (solver 'bnb')")
     size = _ccbqp_size(inst, formulation)
     if solver == "highs" and size["quadratic"]:
         return f"HiGHS has no MIQP; formulation {formulation!r} is quadratic (use 'milp')"
@@ -518,20 +529,36 @@ def solve_exact(
 
     formulation : "miqp" (native convex MIQP in the Gram matrix; Gurobi/SCIP), "miqp_lowrank"
         (factored MIQP, v = F^T x with W = F F^T; Gurobi/SCIP), "milp" (McCormick + RLT
-        linearization; every solver, the only one HiGHS accepts), or "auto":
+        linearization; every solver, the only one HiGHS accepts), "qcr" / "qcr_lowrank" (the
+        Shor-SDP quadratic convex reformulation, :mod:`divopt.models.mip_qcr`; Gurobi/SCIP),
+        "qcr_dnn" (divopt's branch-and-bound, which takes only this), or "auto":
         :data:`DEFAULT_FORMULATION` of the solver.
-    solver : "auto" takes the first installed solver (gurobi -> scip -> highs) that can take the
-        formulation; Gurobi is skipped with a warning when the model exceeds its size-limited
-        license (MIQP: n > 200). An explicit solver that cannot take it raises ValueError naming
-        the limit and the alternatives.
+    solver : "gurobi", "scip", "highs", "bnb" (divopt's own branch-and-bound,
+        :mod:`divopt.solvers.bnb`; needs no licence) or "auto": Gurobi when it is installed and the
+        model fits its licence (MIQP: n <= 200 with the pip licence), else "bnb" (formulation
+        "auto"; with an explicit formulation the first of scip -> highs that takes it). An
+        explicit solver that cannot take the model raises ValueError naming the limit and the
+        alternatives.
+    mip_gap : relative gap at which to stop (bnb default 1e-6, its status then "optimal").
     The returned objective is re-evaluated with :func:`divopt.models.ccbqp_objective` on the
-    selected indices (the solver's own value is kept in ``info["solver_objective"]``).
+    selected indices (the solver's own value is kept in ``info["solver_objective"]``). For "bnb",
+    ``info`` holds "nodes", the node log "log" (DataFrame) and "root_bound".
     """
     if not isinstance(instance, Instance):
         raise TypeError(f"instance must be a divopt.models.Instance, got {type(instance).__name__}")
-    check_choice(formulation, "formulation", ("auto",) + FORMULATIONS)
-    check_choice(solver, "solver", ("auto",) + SOLVERS)
+    check_choice(formulation, "formulation", ("auto",) + FORMULATIONS + tuple(QCR_FORMULATIONS) + ("qcr_dnn",))
+    check_choice(solver, "solver", ("auto",) + EXACT_SOLVERS)
     avail = available_solvers()
+    if solver == "auto" and formulation in ("auto", "qcr_dnn"):
+        # Gurobi when it fits its licence, else divopt's own engine (faster than SCIP/HiGHS by 10x+
+        # on the exact benchmark and without size limits)
+        gurobi_why = _ccbqp_fits("gurobi", instance, DEFAULT_FORMULATION["gurobi"]) if "gurobi" in avail else "not installed"
+        solver = "gurobi" if gurobi_why is None and formulation == "auto" else "bnb"
+    if solver == "bnb":
+        why = _ccbqp_fits("bnb", instance, "qcr_dnn" if formulation == "auto" else formulation)
+        if why is not None:
+            raise ValueError(f"solver 'bnb' cannot solve this CCBQP: {why}")
+        return _solve_bnb(instance, time_limit=time_limit, mip_gap=mip_gap, warm_start=warm_start)
     if solver == "auto":
         if not avail:
             raise ImportError("no MIP solver installed; install gurobipy, pyscipopt or highspy")
@@ -555,14 +582,37 @@ def solve_exact(
         others = [s for s in avail if s != solver]
         raise ValueError(f"solver {solver!r} cannot solve this CCBQP: {why}; alternatives: {others}")
     t0 = time.perf_counter()
-    model = build_ccbqp(instance, formulation, rlt=rlt)
+    if formulation in QCR_FORMULATIONS:
+        model = build_ccbqp_qcr(instance, QCR_FORMULATIONS[formulation])
+    else:
+        model = build_ccbqp(instance, formulation, rlt=rlt)
     build_seconds = time.perf_counter() - t0
     r = solve(model, solver, time_limit=time_limit, mip_gap=mip_gap, warm_start=warm_start,
               log_path=log_path, threads=threads)
     r.info["formulation"] = formulation
     r.info["build_seconds"] = build_seconds
+    if formulation in QCR_FORMULATIONS:
+        r.info["qcr_seconds"] = model.qcr_seconds
+        r.seconds += build_seconds  # the SDP is part of the method's time
     if r.objective is not None:
         r.info["solver_objective"] = r.objective
         r.objective = ccbqp_objective(instance, r.indices)
         r.gap = _gap(r.objective, r.bound)
     return r
+
+
+def _solve_bnb(instance: Instance, *, time_limit, mip_gap, warm_start) -> Result:
+    """divopt's branch-and-bound as a :class:`Result` (same honesty rules as the MIP runners)."""
+    kw = {} if mip_gap is None else {"mip_gap": check_nonnegative(mip_gap, "mip_gap")}
+    warm = None if warm_start is None else _warm_indices(warm_start, instance.n)
+    out = branch_and_bound(instance, time_limit=time_limit, warm_start=warm, **kw)
+    gap = _gap(out.objective, out.bound)
+    status, message = out.status, ""
+    if status == "optimal" and not (gap <= OPTIMALITY_GAP or abs(out.bound - out.objective) <= ABS_GAP_TOL):
+        status = "gap_limit"
+        message = f"stopped at relative gap {gap:.3g} (mip_gap={mip_gap}); optimality not proven"
+    elif status != "optimal":
+        message = f"{status.replace('_', ' ')} reached: incumbent {out.objective}, bound {out.bound}, gap {gap:.3g}"
+    info = dict(out.info, nodes=out.nodes, log=out.log, formulation="qcr_dnn", solver_objective=out.objective)
+    return Result(indices=out.indices, objective=out.objective, bound=out.bound, gap=gap, status=status,
+                  seconds=out.seconds, solver="bnb", message=message, info=info)
