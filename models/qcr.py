@@ -278,10 +278,12 @@ class QCRBound:
 
 
 def qcr_from_dual(problem: CardinalityQP, y: np.ndarray, N: np.ndarray | None = None, *,
-                  lift: LiftOperator | None = None, kind: str = "") -> QCRBound:
+                  lift: LiftOperator | None = None, kind: str = "", eigen_bound: bool = True) -> QCRBound:
     """The bounding function of (y, N) (module docstring), made concave on {sum x = m}.
 
     N (symmetric, (p+1) x (p+1)) is clipped at 0 (any N >= 0 is valid); N = None means Shor (exact).
+    y = 0, N = None is g itself (concave when C is psd on 1-perp, as for the CCBQP).
+    eigen_bound=False skips the eigenvalue bound (one (p+1) x (p+1) eigendecomposition; then inf).
     """
     p, m = problem.p, problem.m
     lift = lift or LiftOperator(p, m)
@@ -292,7 +294,7 @@ def qcr_from_dual(problem: CardinalityQP, y: np.ndarray, N: np.ndarray | None = 
     if N is not None:
         Z += np.maximum(0.5 * (N + N.T), 0.0)
     base = problem.const + float(lift.b @ y)
-    eig_bound = base + (1 + m) * float(np.linalg.eigvalsh(Z)[-1])
+    eig_bound = base + (1 + m) * float(np.linalg.eigvalsh(Z)[-1]) if eigen_bound else np.inf
     quad = -Z[1:, 1:]
     mu, delta = concavity_shift(quad)
     quad = quad + delta * np.eye(p)

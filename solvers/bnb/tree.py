@@ -43,7 +43,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from divopt.models import Instance, ccbqp_objective, objective_scale
-from divopt.models.qcr import CardinalityQP, LiftOperator, QCRBound
+from divopt.models.qcr import CardinalityQP, LiftOperator, QCRBound, qcr_from_dual
 from divopt.models.validation import check_choice, check_indices, check_nonnegative
 
 from ..local_search import local_search
@@ -91,7 +91,7 @@ class _Node:
 class _Search:
     def __init__(self, inst: Instance, *, time_limit, mip_gap, abs_gap, node_limit, root_iterations,
                  node_iterations, chunk, stall, screening, fixing, use_local_search, max_warm, callback,
-                 progress, heuristic):
+                 progress, heuristic, branching="largest_fractional"):
         self.inst = inst
         self.k = inst.k
         self.problem = CardinalityQP.from_instance(inst)
@@ -103,6 +103,7 @@ class _Search:
         self.screening, self.fixing, self.use_local_search = screening, fixing, use_local_search
         self.max_warm = max_warm
         self.heuristic = heuristic
+        self.branching = branching
         self.callback = callback
         self.bar = tqdm(desc="bnb", unit="node", disable=not progress, leave=False)
         self.inc_idx: np.ndarray | None = None
@@ -184,6 +185,19 @@ class _Search:
     def _relax(self, F: QCRBound, x0: np.ndarray | None, stop_below: float) -> RelaxationResult:
         return maximize_concave_qp(F.const, F.linear, F.quad, F.m, x0, stop_below=stop_below)
 
+    def _fixings(self, state: np.ndarray, free: np.ndarray, m: int, r: RelaxationResult):
+        """Reduced-cost fixing from a relaxation result; the new state or None."""
+        if not self.fixing:
+            return None, 0
+        fix0, fix1 = reduced_cost_fixing(r.value, r.x, r.gradient, m, self.threshold)
+        n_fix = int(fix0.sum() + fix1.sum())
+        if not n_fix:
+            return None, 0
+        state = state.copy()
+        state[free[fix0]] = 0
+        state[free[fix1]] = 1
+        return state, n_fix
+
     def process(self, node: _Node) -> bool:
         """Bound, fix, round and branch one node. False when the time ran out (node re-queued)."""
         state = node.state
@@ -202,19 +216,29 @@ class _Search:
                 self.record(node, ccbqp_objective(self.inst, leaf), "leaf", admm_used, fixed_total, free.size, ones.size)
                 return True
             best = node.bound
-            best_F: QCRBound | None = None
-            best_r: RelaxationResult | None = None
             x0 = None if node.x is None else node.x[free]
+            sub = self.problem.restrict(free, ones)
+            # 1. cheap bound: the inherited QCR function (at the root: f itself, concave)
             if node.qcr is not None:
                 F = self._inherited(node, free, ones)
-                r = self._relax(F, x0, self.threshold)
-                best_F, best_r = F, r
-                best = min(best, r.bound)
-                if best <= self.threshold:
-                    self.close(best)
-                    self.record(node, best, "pruned (inherited)", admm_used, fixed_total, free.size, ones.size)
-                    return True
-            sub = self.problem.restrict(free, ones)
+            else:
+                F = qcr_from_dual(sub, np.zeros(2 * free.size + 2), lift=self.lift(free.size, m), kind="plain",
+                                  eigen_bound=False)
+                x0 = np.isin(free, self.inc_idx).astype(np.float64) if x0 is None else x0
+            r = self._relax(F, x0, self.threshold)
+            best_F, best_r = F, r
+            best = min(best, r.bound)
+            if best <= self.threshold:
+                self.close(best)
+                self.record(node, best, "pruned (inherited)", admm_used, fixed_total, free.size, ones.size)
+                return True
+            new_state, n_fix = self._fixings(state, free, m, r)
+            if new_state is not None:
+                fixed_total += n_fix
+                state = new_state
+                node = _Node(best, node.depth, state, (F, free, ones), node.admm, self._full_x(free, ones, r.x))
+                continue
+            # 2. the node's DNN relaxation, warm-started
             lift = self.lift(free.size, m)
             admm_state = None
             if node.admm is not None:
@@ -229,9 +253,9 @@ class _Search:
                     return False
                 Fd, admm_state = dnn_admm(sub, admm_state, max_iter=min(self.chunk, budget - done), lift=lift)
                 done += self.chunk
-                r = self._relax(Fd, best_r.x if best_r is not None else x0, self.threshold)
+                r = self._relax(Fd, best_r.x, self.threshold)
                 prev = best
-                if best_r is None or r.bound < best_r.bound:
+                if r.bound < best_r.bound:
                     best_F, best_r = Fd, r
                 best = min(best, r.bound, Fd.eigen_bound)
                 if best <= self.threshold:
@@ -253,22 +277,16 @@ class _Search:
                 self.close(best)
                 self.record(node, best, "pruned", admm_used, fixed_total, free.size, ones.size)
                 return True
-            # reduced-cost fixing, then re-solve the node with the tighter state
-            if self.fixing:
-                fix0, fix1 = reduced_cost_fixing(best_r.value, x, best_r.gradient, m, self.threshold)
-                n_fix = int(fix0.sum() + fix1.sum())
-                if n_fix:
-                    fixed_total += n_fix
-                    state = state.copy()
-                    state[free[fix0]] = 0
-                    state[free[fix1]] = 1
-                    node = _Node(best, node.depth, state, (best_F, free, ones), (admm_state, free),
-                                 self._full_x(free, ones, x))
-                    root = False
-                    continue
-            # branch
-            frac = (x > 1e-9) & (x < 1.0 - 1e-9)
-            j = int(np.argmax(np.where(frac, x, -1.0))) if frac.any() else int(np.argmax(x))
+            # 3. reduced-cost fixing, then re-solve the node with the tighter state
+            new_state, n_fix = self._fixings(state, free, m, best_r)
+            if new_state is not None:
+                fixed_total += n_fix
+                state = new_state
+                node = _Node(best, node.depth, state, (best_F, free, ones), (admm_state, free), self._full_x(free, ones, x))
+                root = False
+                continue
+            # 4. branch
+            j = self._branch_position(x, best_F, best_r)
             item = free[j]
             xfull = self._full_x(free, ones, x)
             warm = (admm_state, free) if len(self.heap) < self.max_warm else None
@@ -278,6 +296,14 @@ class _Search:
                 self.push(_Node(best, node.depth + 1, child_state, (best_F, free, ones), warm, xfull))
             self.record(node, best, "branched", admm_used, fixed_total, free.size, ones.size)
             return True
+
+    def _branch_position(self, x: np.ndarray, F: QCRBound, r: RelaxationResult) -> int:
+        frac = (x > 1e-9) & (x < 1.0 - 1e-9)
+        if not frac.any():
+            return int(np.argmax(x))
+        if self.branching == "most_fractional":
+            return int(np.argmin(np.where(frac, np.abs(x - 0.5), np.inf)))
+        return int(np.argmax(np.where(frac, x, -1.0)))
 
     def _full_x(self, free: np.ndarray, ones: np.ndarray, x: np.ndarray) -> np.ndarray:
         out = np.zeros(self.inst.n)
