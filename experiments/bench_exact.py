@@ -41,7 +41,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--theta", type=float, nargs="+", default=[0.5, 0.9], help="relevance-diversity trade-offs")
     p.add_argument("--full", action="store_true", help="the full grid n={50,100,200}, k={5,10,20}, theta={.3,.5,.7,.9}")
     p.add_argument("--queries", type=int, default=2, help="number of query words (from the ambiguity benchmark)")
-    p.add_argument("--solvers", nargs="+", default=None, help="solvers to time (default: every installed one)")
+    p.add_argument("--query-offset", type=int, default=0,
+                   help="skip this many query words first (held-out words for reported runs)")
+    p.add_argument("--solvers", nargs="+", default=None,
+                   help="solvers to time, optionally as solver/formulation (e.g. gurobi/qcr); default: every "
+                        "installed one and divopt's bnb")
     p.add_argument("--formulation", default="auto", help="CCBQP formulation for every solver (default: each solver's own)")
     p.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve")
     p.add_argument("--threads", type=int, default=None, help="solver threads (default: solver's own)")
@@ -76,7 +80,8 @@ def load_corpus(n_queries: int, extra: int, seed: int, cache_dir: str | None):
         texts += random.Random(seed).sample(pool, min(extra, len(pool)))
     words = ds.queries[:n_queries]
     if len(words) < n_queries:
-        raise ValueError(f"--queries must be <= {len(ds.queries)} (the ambiguity benchmark's words), got {n_queries}")
+        raise ValueError(f"--queries (+ --query-offset) must be <= {len(ds.queries)} (the ambiguity benchmark's "
+                         f"words), got {n_queries}")
     P = embed(texts, cache_dir=cache_dir)
     Q = embed_queries(words, cache_dir=cache_dir)
     return np.asarray(P, dtype=np.float64), np.asarray(Q, dtype=np.float64), words, len(texts)
@@ -84,33 +89,39 @@ def load_corpus(n_queries: int, extra: int, seed: int, cache_dir: str | None):
 
 def run(args) -> pd.DataFrame:
     grid = FULL_GRID if args.full else {"n": args.n, "k": args.k, "theta": args.theta}
-    solvers = args.solvers or available_solvers()
-    unknown = sorted(set(solvers) - set(available_solvers()))
+    specs = [tuple(x.split("/", 1)) if "/" in x else (x, args.formulation) for x in
+             (args.solvers or available_solvers() + ["bnb"])]
+    unknown = sorted({s for s, _ in specs} - set(available_solvers() + ["bnb"]))
     if unknown:
-        raise ValueError(f"--solvers {unknown} not installed; available: {available_solvers()}")
+        raise ValueError(f"--solvers {unknown} not installed; available: {available_solvers() + ['bnb']}")
     if args.time_limit <= 0:
         raise ValueError(f"--time-limit must be > 0, got {args.time_limit}")
-    P, Q, words, n_pass = load_corpus(args.queries, args.extra_glosses, args.seed, args.cache_dir)
+    offset = getattr(args, "query_offset", 0)
+    if offset < 0:
+        raise ValueError(f"--query-offset must be >= 0, got {offset}")
+    P, Q, words, n_pass = load_corpus(offset + args.queries, args.extra_glosses, args.seed, args.cache_dir)
+    Q, words = Q[offset:], words[offset:]
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
     machine = f"{platform.processor() or platform.machine()} x{os.cpu_count()} cores"
     jobs = [(qi, n, k, th, s) for qi in range(len(words)) for n in grid["n"] for k in grid["k"]
-            for th in grid["theta"] for s in solvers if k < n]
+            for th in grid["theta"] for s in specs if k < n]
     rows = []
     bar = tqdm(jobs, desc="bench exact", unit="solve")
-    for qi, n, k, th, s in bar:
+    for qi, n, k, th, (s, form) in bar:
         full = Instance(P, Q[qi], k=k, theta=th, normalize=True)
         inst, orig = full.top_n(min(n, full.n))
-        form = DEFAULT_FORMULATION[s] if args.formulation == "auto" else args.formulation
+        form = DEFAULT_FORMULATION[s] if form == "auto" else form
         row = dict(run_id=run_id, dataset=f"wordnet-glosses-{n_pass}", query=words[qi], method=f"{s}/{form}",
                    solver=s, formulation=form, n=n, k=k, theta=th, time_limit=args.time_limit,
-                   threads=args.threads, warm_start=args.warm_start, machine=machine)
+                   threads=args.threads, warm_start=args.warm_start, machine=machine,
+                   load_avg_1min=os.getloadavg()[0])
         why = _ccbqp_fits(s, inst, form)
         if why is not None:
             rows.append({**row, "status": "skipped", "message": why})
             continue
         bar.set_postfix_str(f"{words[qi]} n={n} k={k} theta={th} {s}")
         warm = select(inst, "fw") if args.warm_start == "fw" else None
-        log = None if args.log_dir is None else str(Path(args.log_dir) / f"{run_id}_{qi}_{n}_{k}_{th}_{s}.log")
+        log = None if args.log_dir is None else str(Path(args.log_dir) / f"{run_id}_{qi}_{n}_{k}_{th}_{s}_{form}.log")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             r = solve_exact(inst, s, time_limit=args.time_limit, formulation=form, warm_start=warm,

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg as sla
 
 from divopt.models.qcr import CardinalityQP, LiftOperator, QCRBound, qcr_from_dual
 
@@ -48,7 +49,13 @@ class ADMMState:
 
 
 def _psd_part(G: np.ndarray) -> np.ndarray:
-    ev, Q = np.linalg.eigh(G)
+    if G.shape[0] > 96:
+        # single precision LAPACK (evd) for the iterates: 1.2-1.4x faster at p = 100-200 and the
+        # same bounds to 5 digits on the tuning pools; the bound itself is recomputed in float64
+        ev, Q = sla.eigh(G.astype(np.float32), driver="evd", check_finite=False, overwrite_a=True)
+        ev, Q = ev.astype(np.float64), Q.astype(np.float64)
+    else:
+        ev, Q = np.linalg.eigh(G)
     pos = ev > 0.0
     if not pos.any():
         return np.zeros_like(G)
