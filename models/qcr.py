@@ -278,12 +278,17 @@ class QCRBound:
 
 
 def qcr_from_dual(problem: CardinalityQP, y: np.ndarray, N: np.ndarray | None = None, *,
-                  lift: LiftOperator | None = None, kind: str = "", eigen_bound: bool = True) -> QCRBound:
+                  lift: LiftOperator | None = None, kind: str = "", eigen_bound: bool = True,
+                  valid_inequality: tuple[np.ndarray, float] | None = None) -> QCRBound:
     """The bounding function of (y, N) (module docstring), made concave on {sum x = m}.
 
     N (symmetric, (p+1) x (p+1)) is clipped at 0 (any N >= 0 is valid); N = None means Shor (exact).
     y = 0, N = None is g itself (concave when C is psd on 1-perp, as for the CCBQP).
     eigen_bound=False skips the eigenvalue bound (one (p+1) x (p+1) eigendecomposition; then inf).
+    valid_inequality=(D, d0): a symmetric D and a scalar d0 with <D, Y_x> <= d0 at every lifted
+    feasible binary x (e.g. a nonnegative combination of valid cuts); Z becomes Z - D and the
+    constant grows by d0, which adds d0 - <D, Y_x> >= 0 to F at those x, so F stays >= g (and the
+    eigenvalue bound stays valid: the same argument on the SDP with the cut as a constraint).
     """
     p, m = problem.p, problem.m
     lift = lift or LiftOperator(p, m)
@@ -294,12 +299,17 @@ def qcr_from_dual(problem: CardinalityQP, y: np.ndarray, N: np.ndarray | None = 
     if N is not None:
         Z += np.maximum(0.5 * (N + N.T), 0.0)
     base = problem.const + float(lift.b @ y)
+    if valid_inequality is not None:
+        D, d0 = valid_inequality
+        Z -= 0.5 * (D + D.T)
+        base += float(d0)
     eig_bound = base + (1 + m) * float(np.linalg.eigvalsh(Z)[-1]) if eigen_bound else np.inf
     quad = -Z[1:, 1:]
     mu, delta = concavity_shift(quad)
     quad = quad + delta * np.eye(p)
     linear = 2.0 * Z[0, 1:] + delta
-    return QCRBound(base + float(Z[0, 0]), linear, quad, m, N is None, eig_bound, delta, kind,
+    exact = N is None and valid_inequality is None
+    return QCRBound(base + float(Z[0, 0]), linear, quad, m, exact, eig_bound, delta, kind,
                     {"lambda_min_perp": mu})
 
 

@@ -72,7 +72,8 @@ def _initial_rho(Ch: np.ndarray, m: int) -> float:
 
 def dnn_admm(problem: CardinalityQP, state: ADMMState | None = None, *, max_iter: int = 200,
              rho: float | None = None, relax: float = 1.8, lift: LiftOperator | None = None,
-             tol: float = 1e-7, adapt: bool = False) -> tuple[QCRBound, ADMMState]:
+             tol: float = 1e-7, adapt: bool = False,
+             valid_inequality: tuple[np.ndarray, float] | None = None) -> tuple[QCRBound, ADMMState]:
     """Run up to ``max_iter`` ADMM iterations on the DNN SDP of ``problem`` (warm from ``state``).
 
     Returns the bounding function of the final multipliers (valid at any iteration; its
@@ -81,10 +82,14 @@ def dnn_admm(problem: CardinalityQP, state: ADMMState | None = None, *, max_iter
     every 10 iterations (factor 2 when one residual exceeds 5 times the other). relax: the
     over-relaxation factor (1.8 measured best of {1, 1.6, 1.8}). Stops early when both residuals
     fall below ``tol`` * (p + 1).
+    valid_inequality : (D, d0) of Lagrange-relaxed cuts (:class:`.cuts.CutPool`): the ADMM then
+        solves the DNN with objective Chat - D, and the bound carries + d0 (still valid).
     """
     p, m = problem.p, problem.m
     lift = lift or LiftOperator(p, m)
     Ch = problem.lifted_objective()
+    if valid_inequality is not None:
+        Ch = Ch - 0.5 * (valid_inequality[0] + valid_inequality[0].T)
     if state is None:
         Z0 = np.zeros((p + 1, p + 1))
         state = ADMMState(Z0, Z0.copy(), Z0.copy(), Z0.copy(), rho or _initial_rho(Ch, m))
@@ -119,7 +124,7 @@ def dnn_admm(problem: CardinalityQP, state: ADMMState | None = None, *, max_iter
     S = -rho * 0.5 * (U1 + U1.T)
     N = np.maximum(-rho * 0.5 * (U2 + U2.T), 0.0)
     y = lift.solve_gram(lift.apply(Ch + N + S))
-    bound = qcr_from_dual(problem, y, N, lift=lift, kind="dnn")
+    bound = qcr_from_dual(problem, y, N, lift=lift, kind="dnn", valid_inequality=valid_inequality)
     bound.info["admm_iterations"] = new_state.iterations
     bound.info["primal_x"] = np.clip(W[0, 1:], 0.0, 1.0)
     return bound, new_state

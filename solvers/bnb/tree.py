@@ -49,6 +49,7 @@ from divopt.models.validation import check_choice, check_indices, check_nonnegat
 from ..local_search import local_search
 from ..selection import METHODS, select
 from .bound import RelaxationResult, maximize_concave_qp
+from .cuts import CutPool
 from .fixing import reduced_cost_fixing, swap_screening
 from .sdp import ADMMState, dnn_admm
 
@@ -86,12 +87,13 @@ class _Node:
     qcr: tuple | None = None  # (QCRBound, its free items, its items fixed to 1)
     admm: tuple | None = None  # (ADMMState, its free items)
     x: np.ndarray | None = None  # relaxation point over the pool (warm start)
+    cuts: tuple | None = None  # (CutPool, its free items)
 
 
 class _Search:
     def __init__(self, inst: Instance, *, time_limit, mip_gap, abs_gap, node_limit, root_iterations,
                  node_iterations, chunk, stall, screening, fixing, use_local_search, max_warm, callback,
-                 progress, heuristic, branching="largest_fractional"):
+                 progress, heuristic, cuts, branching="largest_fractional"):
         self.inst = inst
         self.k = inst.k
         self.problem = CardinalityQP.from_instance(inst)
@@ -104,6 +106,9 @@ class _Search:
         self.max_warm = max_warm
         self.heuristic = heuristic
         self.branching = branching
+        self.use_cuts = cuts
+        self.cut_step = 0.25  # Polyak step scale (1.0 oscillated on the tuning pools)
+        self.cut_batch = 200  # new cuts per separation round
         self.callback = callback
         self.bar = tqdm(desc="bnb", unit="node", disable=not progress, leave=False)
         self.inc_idx: np.ndarray | None = None
@@ -236,7 +241,7 @@ class _Search:
             if new_state is not None:
                 fixed_total += n_fix
                 state = new_state
-                node = _Node(best, node.depth, state, (F, free, ones), node.admm, self._full_x(free, ones, r.x))
+                node = _Node(best, node.depth, state, (F, free, ones), node.admm, self._full_x(free, ones, r.x), node.cuts)
                 continue
             # 2. the node's DNN relaxation, warm-started
             lift = self.lift(free.size, m)
@@ -244,6 +249,13 @@ class _Search:
             if node.admm is not None:
                 st, sfree = node.admm
                 admm_state = st.restrict(np.searchsorted(sfree, free))
+            pool = None
+            if self.use_cuts:
+                if node.cuts is not None:
+                    cp_, cfree = node.cuts
+                    pool = cp_.restrict(np.searchsorted(cfree, free))
+                else:
+                    pool = CutPool(free.size)
             budget = self.root_iterations if root else self.node_iterations
             done = 0
             while done < budget:
@@ -251,15 +263,21 @@ class _Search:
                     node.bound = best
                     self.push(node)
                     return False
-                Fd, admm_state = dnn_admm(sub, admm_state, max_iter=min(self.chunk, budget - done), lift=lift)
+                Fd, admm_state = dnn_admm(sub, admm_state, max_iter=min(self.chunk, budget - done), lift=lift,
+                                          valid_inequality=None if pool is None else pool.shift())
                 done += self.chunk
                 r = self._relax(Fd, best_r.x, self.threshold)
                 prev = best
                 if r.bound < best_r.bound:
                     best_F, best_r = Fd, r
-                best = min(best, r.bound, Fd.eigen_bound)
+                chunk_bound = min(r.bound, Fd.eigen_bound)
+                best = min(best, chunk_bound)
                 if best <= self.threshold:
                     break
+                if pool is not None:
+                    # Lagrangian step on the cut multipliers towards the incumbent, new violated cuts
+                    pool.step(admm_state.W, chunk_bound, self.inc_val, self.cut_step)
+                    pool.separate(admm_state.W, self.cut_batch)
                 if prev - best < self.stall * (best - self.inc_val) and not (root and done < budget):
                     break
             admm_used += done
@@ -282,7 +300,8 @@ class _Search:
             if new_state is not None:
                 fixed_total += n_fix
                 state = new_state
-                node = _Node(best, node.depth, state, (best_F, free, ones), (admm_state, free), self._full_x(free, ones, x))
+                node = _Node(best, node.depth, state, (best_F, free, ones), (admm_state, free), self._full_x(free, ones, x),
+                             None if pool is None else (pool, free))
                 root = False
                 continue
             # 4. branch
@@ -293,7 +312,8 @@ class _Search:
             for val in (1, 0):
                 child_state = state.copy()
                 child_state[item] = val
-                self.push(_Node(best, node.depth + 1, child_state, (best_F, free, ones), warm, xfull))
+                self.push(_Node(best, node.depth + 1, child_state, (best_F, free, ones), warm, xfull,
+                                None if (pool is None or warm is None) else (pool, free)))
             self.record(node, best, "branched", admm_used, fixed_total, free.size, ones.size)
             return True
 
@@ -376,6 +396,7 @@ def branch_and_bound(
     callback: Callable[[dict], None] | None = None,
     progress: bool = False,
     heuristic: str | None = "fw_ms",
+    cuts: bool = True,
 ) -> BnBOutcome:
     """Solve the CCBQP of ``inst`` exactly (module docstring for the method).
 
@@ -388,8 +409,9 @@ def branch_and_bound(
         "fw_ms"; None starts from the top-k by relevance (and the warm start).
     root_iterations, node_iterations, chunk, stall : ADMM budget at the root and per node, the
         chunk between bound checks, and the stall fraction that stops a node's ADMM.
-    screening, fixing, local_search : switch the root safe screening, reduced-cost fixing and the
-        local search of rounded points off (for measurements).
+    screening, fixing, local_search, cuts : switch the root safe screening, reduced-cost fixing,
+        the local search of rounded points and the McCormick/triangle cuts (:mod:`.cuts`) off (for
+        measurements).
     max_warm : children inherit the ADMM iterates only while fewer nodes are open (memory).
     callback : called with each node-log row (dict); progress : show a tqdm bar.
     """
@@ -415,6 +437,6 @@ def branch_and_bound(
     search = _Search(inst, time_limit=time_limit, mip_gap=mip_gap, abs_gap=abs_gap, node_limit=node_limit,
                      root_iterations=int(root_iterations), node_iterations=int(node_iterations), chunk=int(chunk),
                      stall=float(stall), screening=screening, fixing=fixing, use_local_search=local_search,
-                     max_warm=int(max_warm), callback=callback, progress=progress, heuristic=heuristic)
+                     max_warm=int(max_warm), callback=callback, progress=progress, heuristic=heuristic, cuts=cuts)
     with threadpool_limits(limits=1):
         return search.run(warm)
