@@ -93,7 +93,7 @@ class _Node:
 class _Search:
     def __init__(self, inst: Instance, *, time_limit, mip_gap, abs_gap, node_limit, root_iterations,
                  node_iterations, chunk, stall, screening, fixing, use_local_search, max_warm, callback,
-                 progress, heuristic, cuts, branching="largest_fractional"):
+                 progress, heuristic, cuts, node_sdp=True, branching="largest_fractional"):
         self.inst = inst
         self.k = inst.k
         self.problem = CardinalityQP.from_instance(inst)
@@ -107,6 +107,7 @@ class _Search:
         self.heuristic = heuristic
         self.branching = branching
         self.use_cuts = cuts
+        self.node_sdp = node_sdp
         self.cut_step = 0.25  # Polyak step scale (1.0 oscillated on the tuning pools)
         self.cut_batch = 200  # new cuts per separation round
         self.callback = callback
@@ -231,6 +232,8 @@ class _Search:
                                   eigen_bound=False)
                 x0 = np.isin(free, self.inc_idx).astype(np.float64) if x0 is None else x0
             r = self._relax(F, x0, self.threshold)
+            if node.qcr is None:  # root: a rounded incumbent before the SDP (it steers fixings and cuts)
+                self.offer(np.concatenate([ones, free[np.argsort(-r.x, kind="stable")[:m]]]))
             best_F, best_r = F, r
             best = min(best, r.bound)
             if best <= self.threshold:
@@ -256,7 +259,7 @@ class _Search:
                     pool = cp_.restrict(np.searchsorted(cfree, free))
                 else:
                     pool = CutPool(free.size)
-            budget = self.root_iterations if root else self.node_iterations
+            budget = self.root_iterations if root else (self.node_iterations if self.node_sdp else 0)
             done = 0
             while done < budget:
                 if time.perf_counter() > self.deadline:
@@ -276,7 +279,10 @@ class _Search:
                     break
                 if pool is not None:
                     # Lagrangian step on the cut multipliers towards the incumbent, new violated cuts
-                    pool.step(admm_state.W, chunk_bound, self.inc_val, self.cut_step)
+                    # (the target is capped at 1e-2 k(k-1) below the bound: a poor incumbent must
+                    # not blow up the step)
+                    target = max(self.inc_val, chunk_bound - 1e-2 * objective_scale(self.k))
+                    pool.step(admm_state.W, chunk_bound, target, self.cut_step)
                     pool.separate(admm_state.W, self.cut_batch)
                 if prev - best < self.stall * (best - self.inc_val) and not (root and done < budget):
                     break
@@ -300,7 +306,8 @@ class _Search:
             if new_state is not None:
                 fixed_total += n_fix
                 state = new_state
-                node = _Node(best, node.depth, state, (best_F, free, ones), (admm_state, free), self._full_x(free, ones, x),
+                node = _Node(best, node.depth, state, (best_F, free, ones),
+                             None if admm_state is None else (admm_state, free), self._full_x(free, ones, x),
                              None if pool is None else (pool, free))
                 root = False
                 continue
@@ -308,7 +315,7 @@ class _Search:
             j = self._branch_position(x, best_F, best_r)
             item = free[j]
             xfull = self._full_x(free, ones, x)
-            warm = (admm_state, free) if len(self.heap) < self.max_warm else None
+            warm = (admm_state, free) if admm_state is not None and len(self.heap) < self.max_warm else None
             for val in (1, 0):
                 child_state = state.copy()
                 child_state[item] = val
@@ -397,6 +404,7 @@ def branch_and_bound(
     progress: bool = False,
     heuristic: str | None = "fw_ms",
     cuts: bool = True,
+    node_sdp: bool = True,
 ) -> BnBOutcome:
     """Solve the CCBQP of ``inst`` exactly (module docstring for the method).
 
@@ -411,7 +419,8 @@ def branch_and_bound(
         chunk between bound checks, and the stall fraction that stops a node's ADMM.
     screening, fixing, local_search, cuts : switch the root safe screening, reduced-cost fixing,
         the local search of rounded points and the McCormick/triangle cuts (:mod:`.cuts`) off (for
-        measurements).
+        measurements); node_sdp=False bounds nodes below the root with the inherited QCR function
+        only (the classic QCR branch-and-bound: one SDP per instance).
     max_warm : children inherit the ADMM iterates only while fewer nodes are open (memory).
     callback : called with each node-log row (dict); progress : show a tqdm bar.
     """
@@ -437,6 +446,7 @@ def branch_and_bound(
     search = _Search(inst, time_limit=time_limit, mip_gap=mip_gap, abs_gap=abs_gap, node_limit=node_limit,
                      root_iterations=int(root_iterations), node_iterations=int(node_iterations), chunk=int(chunk),
                      stall=float(stall), screening=screening, fixing=fixing, use_local_search=local_search,
-                     max_warm=int(max_warm), callback=callback, progress=progress, heuristic=heuristic, cuts=cuts)
+                     max_warm=int(max_warm), callback=callback, progress=progress, heuristic=heuristic, cuts=cuts,
+                     node_sdp=node_sdp)
     with threadpool_limits(limits=1):
         return search.run(warm)
