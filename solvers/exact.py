@@ -558,7 +558,7 @@ def solve_exact(
         why = _ccbqp_fits("bnb", instance, "qcr_dnn" if formulation == "auto" else formulation)
         if why is not None:
             raise ValueError(f"solver 'bnb' cannot solve this CCBQP: {why}")
-        return _solve_bnb(instance, time_limit=time_limit, mip_gap=mip_gap, warm_start=warm_start)
+        return _solve_bnb(instance, time_limit=time_limit, mip_gap=mip_gap, warm_start=warm_start, log_path=log_path)
     if solver == "auto":
         if not avail:
             raise ImportError("no MIP solver installed; install gurobipy, pyscipopt or highspy")
@@ -601,8 +601,9 @@ def solve_exact(
     return r
 
 
-def _solve_bnb(instance: Instance, *, time_limit, mip_gap, warm_start) -> Result:
-    """divopt's branch-and-bound as a :class:`Result` (same honesty rules as the MIP runners)."""
+def _solve_bnb(instance: Instance, *, time_limit, mip_gap, warm_start, log_path=None) -> Result:
+    """divopt's branch-and-bound as a :class:`Result` (same honesty rules as the MIP runners);
+    ``log_path`` receives the node log as CSV."""
     kw = {} if mip_gap is None else {"mip_gap": check_nonnegative(mip_gap, "mip_gap")}
     warm = None if warm_start is None else _warm_indices(warm_start, instance.n)
     out = branch_and_bound(instance, time_limit=time_limit, warm_start=warm, **kw)
@@ -614,5 +615,9 @@ def _solve_bnb(instance: Instance, *, time_limit, mip_gap, warm_start) -> Result
     elif status != "optimal":
         message = f"{status.replace('_', ' ')} reached: incumbent {out.objective}, bound {out.bound}, gap {gap:.3g}"
     info = dict(out.info, nodes=out.nodes, log=out.log, formulation="qcr_dnn", solver_objective=out.objective)
+    if log_path is not None:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        out.log.to_csv(log_path, index=False)
     return Result(indices=out.indices, objective=out.objective, bound=out.bound, gap=gap, status=status,
-                  seconds=out.seconds, solver="bnb", message=message, info=info)
+                  seconds=out.seconds, solver="bnb", log_path=None if log_path is None else str(log_path),
+                  message=message, info=info)

@@ -190,6 +190,14 @@ def test_time_limit_is_honest():
     assert out.status == "time_limit" and out.bound >= out.objective
 
 
+def test_log_path_writes_the_node_log(tmp_path):
+    inst = _instance(10, 3, 0.4, 2)
+    r = solve_exact(inst, "bnb", log_path=tmp_path / "sub" / "bnb.csv")
+    df = pd.read_csv(tmp_path / "sub" / "bnb.csv")
+    assert list(df.columns) == list(LOG_COLUMNS) and len(df) == r.info["nodes"]
+    assert r.log_path == str(tmp_path / "sub" / "bnb.csv")
+
+
 def test_callback_and_log():
     rows = []
     inst = _instance(12, 4, 0.4, 8)
