@@ -19,6 +19,7 @@ from divopt.models import Instance
 from divopt.models.qcr import CardinalityQP, qcr_from_dual
 from divopt.solvers.bnb import LOG_COLUMNS, branch_and_bound
 from divopt.solvers.bnb.bound import maximize_concave_qp, project_capped_simplex
+from divopt.solvers.bnb.cuts import CutPool
 from divopt.solvers.bnb.fixing import reduced_cost_fixing, swap_screening
 from divopt.solvers.bnb.sdp import dnn_admm
 from divopt.solvers.exact import available_solvers, solve_exact
@@ -116,6 +117,28 @@ def test_fixings_never_remove_a_better_set(seed, theta, m):
     for v, x in vals:
         if v >= opt - 1e-9:
             assert set(np.flatnonzero(x).tolist()) <= keep
+
+
+def test_cuts_are_valid_and_their_adjoint_matches():
+    """Every McCormick/triangle cut holds at every lifted binary x (not only feasible ones), and
+    <D, Y> - d0 equals gamma^T (T(Y) - d) for the multiplier-weighted shift."""
+    rng = np.random.default_rng(4)
+    p = 6
+    pool = CutPool(p)
+    Y = rng.uniform(0, 1, (p + 1, p + 1))
+    Y = 0.5 * (Y + Y.T)
+    assert pool.separate(Y, 10_000, tol=-np.inf) == p * (p - 1) + p * (p - 1) * (p - 2) // 2 + p * (p - 1) * (p - 2) // 6
+    for bits in itertools.product([0.0, 1.0], repeat=p):
+        z = np.r_[1.0, bits]
+        assert pool.violation(np.outer(z, z)).max() <= 1e-12
+    pool.gamma = rng.uniform(0, 1, len(pool))
+    D, d0 = pool.shift()
+    assert np.allclose(D, D.T)
+    assert np.sum(D * Y) - d0 == pytest.approx(pool.gamma @ pool.violation(Y), abs=1e-10)
+    keep = np.array([0, 2, 5])
+    sub = pool.restrict(keep)
+    Ysub = Y[np.ix_(np.r_[0, keep + 1], np.r_[0, keep + 1])]
+    assert len(sub) == 3 * 2 + 3 + 1 and sub.violation(Ysub).size == len(sub)
 
 
 # --- node SDP ---------------------------------------------------------------------------------

@@ -1,25 +1,29 @@
 """divopt's branch-and-bound for the CCBQP: DNN/QCR bounds at every node, best-bound search.
 
 Search (module :mod:`divopt.models.qcr` for the bounding functions, :mod:`.bound` for the node
-relaxation, :mod:`.sdp` for the node SDP, :mod:`.fixing` for the fixings):
+relaxation, :mod:`.sdp` for the node SDP, :mod:`.cuts` for the cuts, :mod:`.fixing` for fixings):
 
 * root: the incumbent of ``select(inst, "fw_ms")`` (and a user warm start); iterated safe
   screening of the pool (:func:`.fixing.swap_screening`) fixes items outside every optimal set to 0.
 * node = (items fixed to 1, items fixed to 0, the rest free); its problem is again a cardinality
   binary QP (:meth:`CardinalityQP.restrict`). Bound, smallest of (each valid on its own):
     1. the parent's bound;
-    2. the parent's QCR function restricted to the node, maximized over the box (cheap: no SDP);
-       a node whose bound is already below the incumbent is closed here;
-    3. the node's own DNN relaxation by ADMM, warm-started from the parent's iterates, in chunks;
-       after each chunk both bounds of its multipliers (QCR maximum and the eigenvalue bound).
-       The ADMM stops when the node can be closed, when a chunk improved the bound by less than
-       ``stall`` times the remaining gap, or at its iteration budget.
+    2. a cheap QCR function maximized over the box (no SDP): the parent's, restricted to the node;
+       at the root f itself (concave). A node whose bound is below the incumbent closes here;
+       otherwise reduced-cost fixing with it (at the root it removes most of a large pool) and,
+       at the root, its rounded maximizer is offered as an incumbent;
+    3. the node's own DNN relaxation by ADMM, warm-started from the parent's iterates, in chunks,
+       with McCormick/triangle cuts whose Lagrange multipliers take a subgradient step after each
+       chunk (plus newly separated violated cuts); after each chunk both bounds of the current
+       multipliers (QCR maximum and eigenvalue bound). The ADMM stops when the node can be closed,
+       when a chunk improved the bound by less than ``stall`` times the remaining gap, or at its
+       iteration budget.
 * reduced-cost fixing with the best function (proof in :mod:`.fixing`); the node is re-solved
   while fixings happen.
 * incumbents: the relaxation's x rounded (its m largest) and improved by the 1-swap local search
   (:func:`divopt.solvers.local_search.local_search`) on the whole pool.
 * branching on the free item of largest fractional x (both children inherit the node's bound,
-  QCR function and ADMM iterates); best-bound order, deeper first on ties.
+  QCR function, ADMM iterates and cuts); best-bound order, deeper first on ties.
 * a node closes when its bound <= incumbent + tol, tol = max(mip_gap |incumbent|, abs_gap).
   The reported bound is max(incumbent, largest bound among the open nodes and the nodes closed
   within tol), an upper bound on the optimum whatever the stopping reason. Status "optimal" means
@@ -51,7 +55,7 @@ from ..selection import METHODS, select
 from .bound import RelaxationResult, maximize_concave_qp
 from .cuts import CutPool
 from .fixing import reduced_cost_fixing, swap_screening
-from .sdp import ADMMState, dnn_admm
+from .sdp import dnn_admm
 
 __all__ = ["BnBOutcome", "branch_and_bound", "LOG_COLUMNS"]
 
