@@ -1,17 +1,33 @@
-"""divopt.data: corpora loaders, embeddings with a cache, candidate pools, synthetic generators.
+"""divopt.data: corpora loaders behind one entry point, embeddings with a cache, candidate
+pools, synthetic generators and benchmark builders.
 
-Data flows one way: texts -> embeddings E, queries q, labels -> divopt.models. This package
-imports only third-party libraries (never divopt.models/solvers).
+``load(spec)`` (:mod:`divopt.data.registry`) returns an :class:`EmbeddedDataset` for every
+registered dataset. Data flows one way: texts -> embeddings E, queries q, labels ->
+divopt.models. This package imports only third-party libraries (never divopt.models/solvers).
 """
 from . import download
 from .dataset import DataFormatError, Dataset
 from .embed import DEFAULT_MODEL_ID, EmbeddingCache, embed, embed_dataset, embed_queries, load_model
-from .loaders import load_beir, load_mini_wikipedia, load_rgb
+from .chunking import PAPER_CHUNK_WORDS, chunk_texts, chunk_words
+from .embedded import EmbeddedDataset, unit_rows
+from .loaders import load_beir, load_mini_wikipedia, load_npz, load_rgb, read_trec_qrels
+from .longbench import LONGBENCH_QA_TASKS, load_longbench
+from .qa import load_asqa, load_passages, load_qampari
+from .science_qa import load_arc_da, load_openbookqa, load_sciq
 from .pools import BM25Index, CandidatePool, bm25_pool, ccbqp_pool, dense_pool, union_pool
-from .synthetic import narrow_cone, narrow_cone_npy, synthetic_dataset, toy_corpus, toy_dataset
-from .wordnet import DEFAULT_WORDS, find_wordnet_dir, load_wordnet, wordnet_benchmark
+from .registry import DATASETS, load, parse_spec, register_dataset, stable_hash
+from .rerank import CrossEncoderScorer, cross_encoder_scorer, load_cross_encoder
+from .synthetic import narrow_cone, narrow_cone_npy, synthetic_dataset, synthetic_pools, toy_corpus, toy_dataset
+from .wordnet import DEFAULT_WORDS, find_wordnet_dir, load_wordnet, load_wordnet_glosses
 
 __all__ = [
+    "load",
+    "DATASETS",
+    "register_dataset",
+    "parse_spec",
+    "stable_hash",
+    "EmbeddedDataset",
+    "unit_rows",
     "download",
     "Dataset",
     "DataFormatError",
@@ -21,9 +37,25 @@ __all__ = [
     "embed_queries",
     "embed_dataset",
     "load_model",
+    "CrossEncoderScorer",
+    "cross_encoder_scorer",
+    "load_cross_encoder",
     "load_beir",
     "load_mini_wikipedia",
     "load_rgb",
+    "load_npz",
+    "read_trec_qrels",
+    "load_asqa",
+    "load_qampari",
+    "load_longbench",
+    "LONGBENCH_QA_TASKS",
+    "load_arc_da",
+    "load_openbookqa",
+    "load_sciq",
+    "load_passages",
+    "chunk_words",
+    "chunk_texts",
+    "PAPER_CHUNK_WORDS",
     "BM25Index",
     "CandidatePool",
     "bm25_pool",
@@ -33,10 +65,11 @@ __all__ = [
     "narrow_cone",
     "narrow_cone_npy",
     "synthetic_dataset",
+    "synthetic_pools",
     "toy_corpus",
     "toy_dataset",
     "DEFAULT_WORDS",
     "find_wordnet_dir",
     "load_wordnet",
-    "wordnet_benchmark",
+    "load_wordnet_glosses",
 ]

@@ -13,7 +13,6 @@ import platform
 import resource
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -60,10 +59,12 @@ def run(out: str | Path, *, synthetic_n: int = 200_000, synthetic_d: int = 1024,
 
     from .embed import embed, load_model
     from .pools import BM25Index, bm25_pool
+    from .registry import stable_hash
     from .synthetic import narrow_cone_npy
     from .wordnet import load_wordnet
 
-    run_id = uuid.uuid4().hex[:12]
+    # a hash of the configuration, as every divopt run id (divopt.experiments.harness.run_id)
+    run_id = stable_hash(dict(synthetic_n=synthetic_n, synthetic_d=synthetic_d, wordnet_words=wordnet_words, seed=seed), 12)
     rows = []
 
     def record(stage, dataset, n, d, params, seconds, items):

@@ -12,6 +12,21 @@ judged non-relevant, as in TREC) and optional subtopic labels:
 ``subtopics_for(query_id)`` gives the labels a metric such as alpha-nDCG or subtopic recall
 needs, whichever of the two the dataset carries. Positions (``int`` indices into
 ``passage_ids``) are what pools, embeddings and solvers use; ids are what files use.
+
+Answers (QA datasets):
+
+* ``answers[query_id]``: a flat list of gold answer strings (any one is correct), the shape
+  every loader has always returned;
+* ``answer_groups[query_id]``: structured answers, a list of *parts*, each a list of
+  aliases. A question is fully answered when every part is matched by one of its aliases
+  (RGB's information-integration questions, QAMPARI's answer lists, ASQA's disambiguated
+  question-answer pairs). When only ``answer_groups`` is given, ``answers`` is its
+  flattening; :meth:`Dataset.answer_groups_for` falls back to one part holding every flat
+  answer as an alias.
+
+``candidates[query_id]``: the passage ids a query retrieves from when it has a pool of its
+own (LongBench: the chunks of its own context; RGB: its own positives and negatives); absent
+means the whole pool.
 """
 from __future__ import annotations
 
@@ -49,6 +64,8 @@ class Dataset:
     query_subtopics: dict[str, dict[str, str]] | None = None
     answers: dict[str, list[str]] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    answer_groups: dict[str, list[list[str]]] | None = None
+    candidates: dict[str, list[str]] | None = None
 
     def __post_init__(self) -> None:
         self.passage_ids = [str(p) for p in self.passage_ids]
@@ -76,6 +93,17 @@ class Dataset:
         for pid in self.subtopics or {}:
             if pid not in self._pindex:
                 raise ValueError(f"subtopics refers to unknown passage id {pid!r}")
+        if self.answer_groups is not None:
+            self.answer_groups = {str(q): _check_groups(q, g) for q, g in self.answer_groups.items()}
+            for qid in self.answer_groups:
+                if qid not in self._qindex:
+                    raise ValueError(f"answer_groups refers to unknown query id {qid!r}")
+            if self.answers is None:  # backward compatibility: the flat list every reader knows
+                self.answers = {q: [a for part in g for a in part] for q, g in self.answer_groups.items()}
+        if self.candidates is not None:
+            self.candidates = {str(q): [str(p) for p in pids] for q, pids in self.candidates.items()}
+            for qid, pids in self.candidates.items():
+                self._check_refs(qid, dict.fromkeys(pids), "candidates")
 
     def _check_refs(self, qid: str, mapping: Mapping[str, Any], what: str) -> None:
         if qid not in self._qindex:
@@ -147,6 +175,24 @@ class Dataset:
         labels = self.subtopics_for(query_id)
         return [labels.get(self.passage_ids[int(i)]) for i in indices]
 
+    def answer_groups_for(self, query_id: str) -> list[list[str]]:
+        """The answer parts of ``query_id``, each a list of aliases (see module docstring);
+        without structured answers, one part whose aliases are the flat answers; [] if none."""
+        self.query_index(query_id)
+        qid = str(query_id)
+        if self.answer_groups is not None and qid in self.answer_groups:
+            return [list(part) for part in self.answer_groups[qid]]
+        flat = (self.answers or {}).get(qid) or []
+        return [list(flat)] if flat else []
+
+    def candidate_indices(self, query_id: str) -> np.ndarray:
+        """Positions of the passages ``query_id`` retrieves from: its own ``candidates`` when
+        the dataset has them, else the whole pool."""
+        self.query_index(query_id)
+        if self.candidates is not None and str(query_id) in self.candidates:
+            return self.passage_indices(self.candidates[str(query_id)])
+        return np.arange(self.n_passages, dtype=np.int64)
+
     def restrict(self, indices: Iterable[int], name: str | None = None) -> "Dataset":
         """The dataset on the passages at ``indices`` (e.g. a candidate pool), in that order;
         qrels and subtopic labels keep only those passages, queries are all kept."""
@@ -166,6 +212,10 @@ class Dataset:
             if self.query_subtopics is None
             else {q: {p: l for p, l in m.items() if p in kept} for q, m in self.query_subtopics.items()},
             answers=None if self.answers is None else dict(self.answers),
+            answer_groups=None if self.answer_groups is None else dict(self.answer_groups),
+            candidates=None
+            if self.candidates is None
+            else {q: [p for p in c if p in kept] for q, c in self.candidates.items()},
             meta={**self.meta, "restricted_from": self.name},
         )
 
@@ -175,6 +225,18 @@ class Dataset:
 
         rows = [(q, p, int(g)) for q, judged in self.qrels.items() for p, g in judged.items()]
         return pd.DataFrame(rows, columns=["query_id", "doc_id", "relevance"])
+
+
+def _check_groups(qid: Any, groups: Any) -> list[list[str]]:
+    if not isinstance(groups, (list, tuple)):
+        raise ValueError(f"answer_groups[{qid!r}] must be a list of answer parts, got {type(groups).__name__}")
+    out = []
+    for i, part in enumerate(groups):
+        if isinstance(part, str) or not isinstance(part, (list, tuple)) or not part \
+                or not all(isinstance(a, str) for a in part):
+            raise ValueError(f"answer_groups[{qid!r}][{i}] must be a non-empty list of alias strings, got {part!r}")
+        out.append(list(part))
+    return out
 
 
 def _unique_index(ids: list[str], name: str) -> dict[str, int]:

@@ -4,6 +4,10 @@ loaders and the tests never need it).
     fetch("beir/scifact", "datasets/")            -> datasets/scifact/{corpus,queries}.jsonl, qrels/
     fetch("rag-mini-wikipedia", "datasets/")      -> datasets/rag-mini-wikipedia/data/...
     fetch("rgb/en_int", "datasets/")              -> datasets/rgb/en_int.json
+    fetch("asqa", "datasets/")                    -> datasets/asqa/ASQA.json
+    fetch("qampari", "datasets/")                 -> datasets/qampari/  (…/dev_data.jsonl)
+    fetch("longbench", "datasets/")               -> datasets/longbench/ (…/hotpotqa.jsonl, …)
+    fetch("arc-da" | "openbookqa" | "sciq", "datasets/") -> datasets/<name>/ (the release zip, unpacked)
 
 Offline, each raises ConnectionError saying what to place where by hand.
 """
@@ -17,11 +21,22 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-__all__ = ["fetch", "BEIR_URL", "RGB_URL"]
+__all__ = ["fetch", "BEIR_URL", "RGB_URL", "ARCHIVES"]
 
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
 RGB_URL = "https://raw.githubusercontent.com/chen700564/RGB/master/data/{name}.json"
 MINI_WIKI_REPO = "rag-datasets/rag-mini-wikipedia"
+ASQA_URL = "https://storage.googleapis.com/gresearch/ASQA/ASQA.json"  # the TFDS builder's source
+
+#: Zip releases unpacked under ``<root>/<name>``: name -> (url, a file that marks it done).
+#: Addresses as the datasets' own pages / loading scripts give them.
+ARCHIVES = {
+    "qampari": ("https://aggreg-qa.s3.amazonaws.com/qampari.zip", "dev_data.jsonl"),
+    "longbench": ("https://huggingface.co/datasets/THUDM/LongBench/resolve/main/data.zip", "hotpotqa.jsonl"),
+    "arc-da": ("https://aristo-data-public.s3-us-west-2.amazonaws.com/arc-da/ARC-DA-v1.1.zip", "test.jsonl"),
+    "openbookqa": ("https://s3-us-west-2.amazonaws.com/ai2-website/data/OpenBookQA-V1-Sep2018.zip", "openbook.txt"),
+    "sciq": ("https://s3-us-west-2.amazonaws.com/ai2-website/data/SciQ.zip", "test.json"),
+}
 
 
 def _download(url: str, dest: Path) -> None:
@@ -63,6 +78,25 @@ def fetch(name: str, root: str | os.PathLike, *, url: str | None = None) -> Path
             target.parent.mkdir(parents=True, exist_ok=True)
             _download(url or RGB_URL.format(name=sub or "en"), target)
         return target
+    if kind == "asqa":
+        target = root / "asqa" / "ASQA.json"
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _download(url or ASQA_URL, target)
+        return target.parent
+    if kind in ARCHIVES:
+        source, marker = ARCHIVES[kind]
+        target = root / kind
+        if target.is_dir() and any(target.rglob(marker)):
+            return target
+        with tempfile.TemporaryDirectory(dir=root) as tmp:
+            archive = Path(tmp) / f"{kind}.zip"
+            _download(url or source, archive)
+            with zipfile.ZipFile(archive) as zf:
+                zf.extractall(target)
+        if not any(target.rglob(marker)):
+            raise ValueError(f"archive for {kind!r} has no {marker}; is {url or source} the right file?")
+        return target
     if kind == "rag-mini-wikipedia":
         target = root / "rag-mini-wikipedia"
         if (target / "data").exists():
@@ -76,4 +110,7 @@ def fetch(name: str, root: str | os.PathLike, *, url: str | None = None) -> Path
                 f"could not download {MINI_WIKI_REPO} from the Hugging Face hub ({exc}); place its data/ folder in {target}"
             ) from exc
         return target
-    raise ValueError(f"unknown corpus {name!r}; expected 'beir/<name>', 'rag-mini-wikipedia' or 'rgb/<file>'")
+    raise ValueError(
+        f"unknown corpus {name!r}; expected 'beir/<name>', 'rag-mini-wikipedia', 'rgb/<file>', 'asqa' or one of "
+        f"{sorted(ARCHIVES)}"
+    )

@@ -99,7 +99,7 @@ def _model_id_of(model: Any) -> str:
         return DEFAULT_MODEL_ID
     if isinstance(model, (str, os.PathLike)):
         return os.path.abspath(model) if os.path.isdir(model) else str(model)
-    explicit = getattr(model, "model_id", None) or getattr(model, "_divopt_model_id", None)
+    explicit = getattr(model, "model_id", None)  # a callable encoder may carry its cache key
     if explicit:
         return str(explicit)
     try:  # a SentenceTransformer: the name or path its transformer was loaded from
@@ -314,11 +314,14 @@ def embed(
     show_progress: tqdm bar over the texts to encode (None: only on a terminal).
     out: None (a new in-memory array), a path (a memory-mapped .npy is created there and
         returned) or a preallocated (n, d) array to fill.
-    model_id: cache key of the model (defaults to its name or path; required to share a
-        cache between a callable encoder's runs under a stable name).
+    model_id: cache key of the model (defaults to its name or path, or a callable's
+        ``model_id`` attribute; required to share a cache between a callable encoder's runs
+        under a stable name).
     prompt: text prepended by the encoder (part of the cache key); queries use the model's
         "query" prompt by default, see :func:`embed_queries`.
 
+    Notes
+    -----
     Empty ``texts`` give a (0, d) array, or (0, 0) for a callable encoder whose d is not
     known without calling it (and not cached yet).
     """

@@ -6,13 +6,22 @@
   (columns ``passage``, ``id``) and question-answer parquet (``question``, ``answer``, ``id``),
   in either of the repository's layouts (``data/passages.parquet/part.*.parquet`` and
   ``data/test.parquet/...``, or ``text-corpus/passages/*.parquet`` and
-  ``question-answer/test/*.parquet``). The dataset has no relevance judgments; see
+  ``question-answer/test/*.parquet``), or CSV exports of the two tables given as
+  ``passages=`` / ``questions=`` (the MIO report's ``rag-mini-wikipedia_document.csv`` and
+  ``rag-mini-wikipedia_q_and_a.csv``). The dataset has no relevance judgments; see
   ``answer_qrels``.
 * RGB (Chen et al., 2024, ``chen700564/RGB``): JSON lines with ``id``, ``query``, ``answer``,
   ``positive`` and ``negative`` passage lists. The pool is the merged, de-duplicated passages
   of all queries; a query's positives are relevant (grade 1), its negatives judged
   non-relevant (grade 0). In the information-integration file (``en_int.json``) ``positive``
-  is a list of lists, one per answer part: those groups become the query's subtopics.
+  is a list of lists, one per answer part: those groups become the query's subtopics. The
+  counterfactual file (``en_fact.json``) adds ``positive_wrong`` (the positives rewritten
+  around the wrong ``fakeanswer``) and ``en_refine.json`` is the authors' corrected ``en``
+  (same fields). ``answer`` follows RGB's ``evalue.py`` (``checkanswer``): a string, or a
+  list whose items are each a required part -- a string, or a list of aliases.
+* Your own embeddings (:func:`load_npz`): an ``.npz`` with ``E`` (N, d) and ``Q`` (m, d),
+  optional ``doc_ids`` / ``query_ids``, and optional TREC qrels (``qid iter docid grade`` lines,
+  :func:`read_trec_qrels`).
 
 Only local files are read. Malformed input raises :class:`DataFormatError` naming the file,
 the line (or parquet row) and the field.
@@ -23,18 +32,60 @@ import csv
 import gzip
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
+
 from .dataset import DataFormatError, Dataset
+from .embedded import EmbeddedDataset
 
-__all__ = ["load_beir", "load_mini_wikipedia", "load_rgb"]
+__all__ = ["load_beir", "load_mini_wikipedia", "load_rgb", "load_npz", "read_trec_qrels"]
 
 
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+class _TextFile:
+    """A UTF-8 text file (gzip-compressed if it ends in ``.gz``) read line by line, whose
+    undecodable bytes or broken compression raise :class:`DataFormatError` naming the file
+    (and the last line read), instead of a bare UnicodeDecodeError that names nothing."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.fh = gzip.open(path, "rt", encoding="utf-8") if self.path.suffix == ".gz" else open(path, encoding="utf-8")
+        self.lines = 0
+
+    def __enter__(self) -> "_TextFile":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.fh.close()
+
+    def _error(self, exc: Exception) -> DataFormatError:
+        where = f" after line {self.lines}" if self.lines else ""
+        if isinstance(exc, UnicodeDecodeError):
+            return DataFormatError(self.path, None, None, f"not UTF-8 text ({exc.reason}){where}")
+        return DataFormatError(self.path, None, None, f"not a readable gzip file ({exc}){where}")
+
+    def __iter__(self) -> Iterator[str]:
+        while True:
+            try:
+                line = next(self.fh)
+            except StopIteration:
+                return
+            except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
+                raise self._error(exc) from None
+            self.lines += 1
+            yield line
+
+    def read(self) -> str:
+        try:
+            return self.fh.read()
+        except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
+            raise self._error(exc) from None
+
+
+def _open_text(path: Path) -> _TextFile:
+    return _TextFile(path)
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
@@ -104,6 +155,8 @@ def load_beir(path: str | os.PathLike, split: str = "test", *, strict: bool = Tr
         pids.append(pid)
         texts.append(_field(obj, "text", corpus_path, lineno))
         titles.append(_field(obj, "title", corpus_path, lineno, required=False, default=""))
+    if not pids:
+        raise DataFormatError(corpus_path, None, None, "no passages: the corpus is empty")
 
     qids, qtexts, qseen = [], [], {}
     for lineno, obj in _read_jsonl(queries_path):
@@ -113,6 +166,8 @@ def load_beir(path: str | os.PathLike, split: str = "test", *, strict: bool = Tr
         qseen[qid] = lineno
         qids.append(qid)
         qtexts.append(_field(obj, "text", queries_path, lineno))
+    if not qids:
+        raise DataFormatError(queries_path, None, None, "no queries: the file is empty")
 
     qrels: dict[str, dict[str, int]] = {}
     skipped = 0
@@ -143,6 +198,9 @@ def load_beir(path: str | os.PathLike, split: str = "test", *, strict: bool = Tr
 
     if not keep_unjudged_queries:
         keep = [i for i, q in enumerate(qids) if q in qrels]
+        if not keep:
+            raise DataFormatError(qrels_path, None, None, f"none of the {len(qids)} queries has a judgment in this "
+                                  f"split: nothing to evaluate (keep_unjudged_queries=True keeps them)")
         qids, qtexts = [qids[i] for i in keep], [qtexts[i] for i in keep]
     return Dataset(
         name=root.name,
@@ -172,7 +230,8 @@ def _read_table(p: Path, columns: list[str]):
 
     parts = []
     for f in _parquet_files(p):
-        df = pd.read_parquet(f)
+        # the MIO report reads CSV exports of the same tables (rag-mini-wikipedia_*.csv)
+        df = pd.read_csv(f, keep_default_na=False) if f.suffix == ".csv" else pd.read_parquet(f)
         if "id" not in df.columns and df.index.name == "id":
             df = df.reset_index()  # dask writes the id as the index
         for c in columns:
@@ -252,11 +311,34 @@ def load_mini_wikipedia(
 
 
 # ---- RGB ------------------------------------------------------------------------------------
+def _rgb_parts(ans: Any, p: Path, lineno: int) -> list[list[str]]:
+    """RGB's answer as parts of aliases: ``"a"`` -> [["a"]]; ``["a", ["b", "B"]]`` -> [["a"], ["b", "B"]]."""
+    items = [ans] if isinstance(ans, str) else ans
+    parts = []
+    for i, item in enumerate(items):
+        aliases = item if isinstance(item, list) else [item]
+        if not aliases or not all(isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in aliases):
+            raise DataFormatError(p, lineno, "answer", f"part {i}: expected a string or a non-empty list of strings")
+        aliases = [str(a) for a in aliases if str(a).strip()]
+        if not aliases:
+            raise DataFormatError(p, lineno, "answer", f"part {i}: empty answer")
+        parts.append(aliases)
+    if not parts:
+        raise DataFormatError(p, lineno, "answer", "expected at least one answer")
+    return parts
+
+
 def load_rgb(path: str | os.PathLike, *, file: str = "en.json") -> Dataset:
-    """Load an RGB JSON-lines file (or ``<dir>/<file>``, default ``en.json``).
+    """Load an RGB JSON-lines file (or ``<dir>/<file>``, default ``en.json``; also
+    ``en_int.json``, ``en_fact.json``, ``en_refine.json``).
 
     Passages are de-duplicated across queries by their whitespace-stripped text; ids are
-    ``rgb<position>`` in order of first appearance.
+    ``rgb<position>`` in order of first appearance. ``answers`` is the flat list of every
+    alias; ``answer_groups`` the parts RGB's string match requires (see module docstring).
+    ``candidates[id]`` lists the query's own passages (positives, then ``positive_wrong``, then
+    negatives), the documents RGB's protocol draws from. ``en_fact``'s ``positive_wrong``
+    passages are judged non-relevant (grade 0) and listed in ``meta["fake_positives"]``, its
+    ``fakeanswer`` in ``meta["fake_answers"]``.
     """
     p = Path(path)
     if p.is_dir():
@@ -269,6 +351,10 @@ def load_rgb(path: str | os.PathLike, *, file: str = "en.json") -> Dataset:
     qrels: dict[str, dict[str, int]] = {}
     query_subtopics: dict[str, dict[str, str]] = {}
     answers: dict[str, list[str]] = {}
+    groups: dict[str, list[list[str]]] = {}
+    candidates: dict[str, list[str]] = {}
+    fakes: dict[str, list[str]] = {}
+    fake_answers: dict[str, str] = {}
 
     def passage_id(text: str) -> str:
         key = text.strip()
@@ -287,30 +373,49 @@ def load_rgb(path: str | os.PathLike, *, file: str = "en.json") -> Dataset:
         if qid in answers:
             raise DataFormatError(p, lineno, "id", f"duplicate query id {qid!r}")
         query = _field(obj, "query", p, lineno)
-        ans = _field(obj, "answer", p, lineno, types=(list, str))
-        flat = [ans] if isinstance(ans, str) else [a for x in ans for a in (x if isinstance(x, list) else [x])]
-        if not all(isinstance(a, (str, int, float)) for a in flat):
-            raise DataFormatError(p, lineno, "answer", "expected strings or lists of strings")
+        parts = _rgb_parts(_field(obj, "answer", p, lineno, types=(list, str)), p, lineno)
         pos = _field(obj, "positive", p, lineno, types=(list,))
         neg = strings(_field(obj, "negative", p, lineno, types=(list,), required=False, default=[]), lineno, "negative")
+        wrong = strings(_field(obj, "positive_wrong", p, lineno, types=(list,), required=False, default=[]), lineno,
+                        "positive_wrong")
         judged: dict[str, int] = {}
-        for pid in (passage_id(t) for t in neg):
-            judged[pid] = 0
+        own: list[str] = []
         labels: dict[str, str] = {}
         if pos and all(isinstance(g, list) for g in pos):  # en_int: one group per answer part
             for g, group in enumerate(pos):
                 for pid in (passage_id(t) for t in strings(group, lineno, "positive")):
                     judged[pid] = 1
                     labels.setdefault(pid, f"part{g}")
+                    own.append(pid)
         else:
             for pid in (passage_id(t) for t in strings(pos, lineno, "positive")):
                 judged[pid] = 1  # a positive also listed as negative counts as relevant
+                own.append(pid)
+        for pid in (passage_id(t) for t in wrong):
+            judged.setdefault(pid, 0)
+            own.append(pid)
+        for pid in (passage_id(t) for t in neg):
+            judged.setdefault(pid, 0)
+            own.append(pid)
+        if wrong:
+            fakes[qid] = [passage_id(t) for t in wrong]
+        if "fakeanswer" in obj:
+            fake_answers[qid] = str(_field(obj, "fakeanswer", p, lineno, types=(str, int, float)))
         qids.append(qid)
         qtexts.append(query)
-        answers[qid] = [str(a) for a in flat]
+        answers[qid] = [a for part in parts for a in part]
+        groups[qid] = parts
         qrels[qid] = judged
+        candidates[qid] = list(dict.fromkeys(own))
         if labels:
             query_subtopics[qid] = labels
+    if not qids:
+        raise DataFormatError(p, None, None, "no queries: the file is empty")
+    if not texts:
+        raise DataFormatError(p, None, None, "no passages: every query's positive and negative lists are empty")
+    meta: dict[str, Any] = {"format": "rgb", "path": str(p)}
+    if fakes or fake_answers:
+        meta.update(fake_positives=fakes, fake_answers=fake_answers)
     return Dataset(
         name=f"rgb-{p.stem}",
         passage_ids=[f"rgb{i}" for i in range(len(texts))],
@@ -320,5 +425,51 @@ def load_rgb(path: str | os.PathLike, *, file: str = "en.json") -> Dataset:
         qrels=qrels,
         query_subtopics=query_subtopics or None,
         answers=answers,
-        meta={"format": "rgb", "path": str(p)},
+        answer_groups=groups,
+        candidates=candidates,
+        meta=meta,
+    )
+
+
+# ---- embeddings of your own -----------------------------------------------------------------
+def read_trec_qrels(path: str | os.PathLike) -> dict[str, dict[str, int]]:
+    """A TREC qrels file (``qid iter docid grade`` per line) as query id to {doc id: grade}."""
+    out: dict[str, dict[str, int]] = {}
+    with _open_text(Path(path)) as fh:
+        for lineno, line in enumerate(fh, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 4:
+                raise DataFormatError(path, lineno, None, f"a TREC qrels line has 4 fields (qid iter docid grade), got {len(parts)}")
+            try:
+                grade = int(parts[3])
+            except ValueError:
+                raise DataFormatError(path, lineno, "grade", f"expected an integer, got {parts[3]!r}") from None
+            out.setdefault(parts[0], {})[parts[2]] = grade
+    return out
+
+
+def load_npz(path: str | os.PathLike, qrels: str | os.PathLike | None = None) -> EmbeddedDataset:
+    """Your own embeddings: an ``.npz`` with ``E`` (N, d) and ``Q`` (m, d), optional ``doc_ids`` and
+    ``query_ids`` (default: positions); ``qrels`` an optional TREC qrels file."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"npz dataset file not found: {p}")
+    try:
+        archive = np.load(p, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise DataFormatError(p, None, None, f"not a .npz archive of arrays E and Q ({exc})") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):  # a bare .npy array
+        raise DataFormatError(p, None, None, "a single array, not a .npz archive of arrays E and Q")
+    with archive as z:
+        missing = {"E", "Q"} - set(z.files)
+        if missing:
+            raise ValueError(f"{p} must contain arrays E and Q, missing {sorted(missing)}")
+        E, Q = z["E"], z["Q"]
+        doc_ids = z["doc_ids"] if "doc_ids" in z.files else np.arange(E.shape[0])
+        qids = z["query_ids"] if "query_ids" in z.files else np.arange(Q.shape[0])
+    return EmbeddedDataset(
+        name=p.stem, key="", E=E, Q=Q, query_ids=[str(q) for q in qids], doc_ids=doc_ids,
+        qrels=None if qrels is None else read_trec_qrels(qrels),
     )

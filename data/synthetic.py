@@ -19,7 +19,10 @@ import os
 import numpy as np
 from tqdm.auto import tqdm
 
-__all__ = ["narrow_cone", "narrow_cone_npy", "toy_corpus", "toy_dataset", "synthetic_dataset"]
+from .dataset import Dataset
+from .embedded import EmbeddedDataset
+
+__all__ = ["narrow_cone", "narrow_cone_npy", "toy_corpus", "toy_dataset", "synthetic_dataset", "synthetic_pools"]
 
 
 def _unit(a: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -163,11 +166,9 @@ def toy_corpus() -> tuple[list[str], list[str], str]:
     return texts, labels, "What are the main facts about the Python programming language?"
 
 
-def toy_dataset():
+def toy_dataset() -> Dataset:
     """The toy corpus as a :class:`divopt.data.Dataset`: one query, every on-topic fact
     relevant (grade 1, off-topic grade 0), subtopic label per passage."""
-    from .dataset import Dataset
-
     texts, labels, query = toy_corpus()
     pids = [f"toy{i}" for i in range(len(texts))]
     return Dataset(
@@ -181,13 +182,11 @@ def toy_dataset():
     )
 
 
-def synthetic_dataset(n: int, d: int, *, seed: int = 0, **kwargs):
+def synthetic_dataset(n: int, d: int, *, seed: int = 0, **kwargs) -> tuple[Dataset, np.ndarray, np.ndarray]:
     """(Dataset, E, q) from :func:`narrow_cone`: passages "s<i>" labelled by cluster, one query
     "q0" whose relevant passages (grade 1) are those of the ``n_relevant_clusters`` planted
     clusters the query mixes in (``meta["relevant_clusters"]``). The texts are
     placeholders ("synthetic passage i of cluster c"): use E, not an encoder."""
-    from .dataset import Dataset
-
     E, q, labels = narrow_cone(n, d, seed=seed, **kwargs)
     n_clusters = kwargs.get("n_clusters")
     n_clusters = max(2, n // 20) if n_clusters is None else int(n_clusters)
@@ -205,3 +204,42 @@ def synthetic_dataset(n: int, d: int, *, seed: int = 0, **kwargs):
         meta={"relevant_clusters": sorted(relevant)},
     )
     return ds, E, q
+
+
+def synthetic_pools(
+    n: int = 200,
+    d: int = 32,
+    n_queries: int = 4,
+    n_clusters: int | None = None,
+    n_relevant_clusters: int = 5,
+    noise: float = 0.35,
+    seed: int = 0,
+    subtopics: str = "relevant",
+) -> EmbeddedDataset:
+    """The "synthetic" dataset of :func:`divopt.data.load`: query ``q<j>`` has its own pool of
+    ``n`` narrow-cone rows, :func:`synthetic_dataset` with seed ``seed + j`` (doc ids
+    ``q<j>-d<i>``). Ground truth: the passages of the query's planted relevant clusters are
+    relevant (grade 1) and their cluster ``c<id>`` is their subtopic; with ``subtopics="all"``
+    every passage is labelled by its cluster (coverage of the whole pool)."""
+    if subtopics not in ("relevant", "all"):
+        raise ValueError(f"subtopics must be 'relevant' or 'all', got {subtopics!r}")
+    Es, qs, pools, subs, qrels, doc_ids, qids = [], [], [], {}, {}, [], []
+    for j in range(int(n_queries)):
+        ds, E, q = synthetic_dataset(
+            int(n), int(d), seed=int(seed) + j, n_clusters=n_clusters, n_relevant_clusters=n_relevant_clusters,
+            noise=noise,
+        )
+        qid = f"q{j}"
+        rename = {p: f"{qid}-d{i}" for i, p in enumerate(ds.passage_ids)}
+        rel = {rename[p]: g for p, g in ds.qrels["q0"].items()}
+        qids.append(qid)
+        pools.append(np.arange(j * int(n), (j + 1) * int(n)))
+        qrels[qid] = rel
+        subs[qid] = {rename[p]: lab for p, lab in ds.subtopics_for("q0").items() if subtopics == "all" or rel.get(rename[p], 0) > 0}
+        doc_ids.extend(rename[p] for p in ds.passage_ids)
+        Es.append(E)
+        qs.append(q)
+    return EmbeddedDataset(
+        name="synthetic", key="", E=Es[0] if len(Es) == 1 else np.concatenate(Es), Q=np.stack(qs), query_ids=qids,
+        doc_ids=np.asarray(doc_ids), pools=pools, qrels=qrels, subtopics=subs,
+    )

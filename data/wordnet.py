@@ -17,17 +17,25 @@ hyponyms down to ``hyponym_depth`` levels: a redundant cluster of passages per s
 words share one pool (a synset reached from two words appears once, with a label for each).
 qrels grade 2 for passages of the sense synset itself and 1 for those of its hyponyms, so
 subtopic recall and alpha-nDCG have real ground truth, as ASQA's ambiguous questions do.
+
+:func:`load_wordnet_glosses` builds the simpler one-passage-per-synset corpus of
+``divopt bench quality`` from the same files (:func:`read_synsets` parses every record).
 """
 from __future__ import annotations
 
 import os
+import random
+import re
 from collections import deque
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
 
 from .dataset import DataFormatError, Dataset
 
-__all__ = ["load_wordnet", "wordnet_benchmark", "find_wordnet_dir", "DEFAULT_WORDS", "read_noun_index", "read_synset"]
+__all__ = ["load_wordnet", "load_wordnet_glosses", "find_wordnet_dir", "DEFAULT_WORDS", "read_noun_index", "read_synset",
+           "read_synsets"]
 
 # Classic ambiguous nouns (word-sense-disambiguation and search-result-diversification examples).
 DEFAULT_WORDS: tuple[str, ...] = (
@@ -91,10 +99,23 @@ def read_noun_index(path: str | os.PathLike, words: Iterable[str] | None = None)
 def read_synset(fh, offset: int, path: str | os.PathLike = "data.noun") -> dict:
     """Parse the data.noun record at byte ``offset`` of the open binary file ``fh``.
 
-    Returns {offset, lemmas, definition, examples, hyponyms}."""
+    Returns {offset, lemmas, gloss, definition, examples, hyponyms}."""
     fh.seek(offset)
-    raw = fh.readline().decode("utf-8", errors="replace").rstrip("\n")
+    return _parse_record(fh.readline().decode("utf-8", errors="replace").rstrip("\n"), offset, path)
 
+
+def read_synsets(path: str | os.PathLike) -> Iterator[dict]:
+    """Every record of a data.noun file in file order, parsed as :func:`read_synset` does
+    (license header lines, which start with two spaces, are skipped)."""
+    with open(path, "rb") as fh:
+        offset = 0
+        for line in fh:
+            if not line.startswith(b"  ") and line.strip():
+                yield _parse_record(line.decode("utf-8", errors="replace").rstrip("\n"), offset, path)
+            offset += len(line)
+
+
+def _parse_record(raw: str, offset: int, path: str | os.PathLike) -> dict:
     def bad(field: str, problem: str) -> DataFormatError:
         return DataFormatError(path, None, field, f"synset at byte offset {offset}: {problem}")
 
@@ -118,7 +139,8 @@ def read_synset(fh, offset: int, path: str | os.PathLike = "data.noun") -> dict:
         raise bad("ptr", f"expected {p_cnt} pointers, found {len(ptrs) // 4}")
     hyponyms = [int(ptrs[4 * j + 1]) for j in range(p_cnt) if ptrs[4 * j] in _HYPONYM and ptrs[4 * j + 2] == "n"]
     definition, examples = _split_gloss(gloss)
-    return {"offset": offset, "lemmas": lemmas, "definition": definition, "examples": examples, "hyponyms": hyponyms}
+    return {"offset": offset, "lemmas": lemmas, "gloss": gloss.strip(), "definition": definition,
+            "examples": examples, "hyponyms": hyponyms}
 
 
 def _split_gloss(gloss: str) -> tuple[str, list[str]]:
@@ -140,6 +162,8 @@ def load_wordnet(
     hyponym_depth: int = 1,
     max_hyponyms: int = 8,
     include_examples: bool = True,
+    distractors: int = 0,
+    seed: int = 0,
 ) -> Dataset:
     """Build the WordNet ambiguity benchmark as a :class:`Dataset` (see module docstring).
 
@@ -151,12 +175,17 @@ def load_wordnet(
     hyponym_depth: levels of hyponyms whose glosses join a sense's cluster (0: none).
     max_hyponyms: cap on hyponym synsets per sense (breadth-first, file order).
     include_examples: one passage per quoted example besides the gloss passage.
+    distractors: number of other noun glosses (the whole gloss text, examples included; ids
+        ``wn<offset>.x``) drawn at random (``seed``) and added as unjudged passages, e.g. to time
+        exact solvers on pools of realistic size. Drawn from the sorted distinct glosses not
+        already passages, so the same seed gives the same pool.
     """
     root = find_wordnet_dir(wordnet_dir)
     index_path, data_path = root / "index.noun", root / "data.noun"
-    if min_senses < 1 or hyponym_depth < 0 or max_hyponyms < 0:
+    if min_senses < 1 or hyponym_depth < 0 or max_hyponyms < 0 or distractors < 0:
         raise ValueError(
-            f"min_senses must be >= 1, hyponym_depth and max_hyponyms >= 0; got {min_senses}, {hyponym_depth}, {max_hyponyms}"
+            f"min_senses must be >= 1, hyponym_depth, max_hyponyms and distractors >= 0; got {min_senses}, "
+            f"{hyponym_depth}, {max_hyponyms}, {distractors}"
         )
     if words is not None and n_words is not None:
         raise ValueError("pass either words or n_words, not both")
@@ -234,6 +263,15 @@ def load_wordnet(
                             judged[pid] = grade
             qrels[qid] = judged
             query_subtopics[qid] = labels
+    if distractors:
+        first_offset: dict[str, int] = {}
+        for syn in read_synsets(data_path):
+            first_offset.setdefault(syn["gloss"], syn["offset"])
+        candidates = sorted(set(first_offset) - set(texts))
+        for text in random.Random(seed).sample(candidates, min(int(distractors), len(candidates))):
+            passage_ids.append(f"wn{first_offset[text]:08d}.x")
+            texts.append(text)
+            titles.append("")
     return Dataset(
         name="wordnet-ambiguity",
         passage_ids=passage_ids,
@@ -249,9 +287,56 @@ def load_wordnet(
             "hyponym_depth": hyponym_depth,
             "max_hyponyms": max_hyponyms,
             "include_examples": include_examples,
+            "distractors": int(distractors),
+            "seed": seed,
         },
     )
 
 
-# Alias under the name the issue text suggests.
-wordnet_benchmark = load_wordnet
+def load_wordnet_glosses(
+    n_queries: int = 25,
+    corpus_size: int = 3000,
+    *,
+    seed: int = 0,
+    min_senses: int = 6,
+    wordnet_dir: str | os.PathLike | None = None,
+) -> Dataset:
+    """The small-pool corpus of ``divopt bench quality``: one passage per noun synset.
+
+    Queries: ``n_queries`` nouns drawn at random (``seed``) among the lower-case single words of
+    at least 4 letters with at least ``min_senses`` noun senses; the query text is the word.
+    Passages ``wn<offset>``, text "lemma1, lemma2: gloss" (the whole gloss, examples included):
+    every sense of the query words, then other noun synsets drawn at random (same generator)
+    up to ``corpus_size`` passages. qrels: each sense of a query word is relevant (grade 1), and
+    its label ``"<word>#n#<sense number>"`` is its subtopic.
+    """
+    root = find_wordnet_dir(wordnet_dir)
+    if n_queries < 1 or corpus_size < 0 or min_senses < 1:
+        raise ValueError(f"n_queries and min_senses must be >= 1 and corpus_size >= 0; got {n_queries}, "
+                         f"{corpus_size}, {min_senses}")
+    synsets = {s["offset"]: s for s in read_synsets(root / "data.noun")}
+    senses = {w: offs for w, (offs, _) in read_noun_index(root / "index.noun").items()
+              if len(offs) >= min_senses and re.fullmatch(r"[a-z]{4,}", w)}
+    words = sorted(senses)
+    if n_queries > len(words):
+        raise ValueError(f"n_queries must be <= {len(words)} (nouns with >= {min_senses} senses), got {n_queries}")
+    rng = np.random.default_rng(seed)
+    chosen = [words[i] for i in np.sort(rng.choice(len(words), size=n_queries, replace=False))]
+    offsets = list(dict.fromkeys(o for w in chosen for o in senses[w] if o in synsets))
+    others = sorted(set(synsets) - set(offsets))
+    extra = max(0, corpus_size - len(offsets))
+    offsets += [others[i] for i in np.sort(rng.choice(len(others), size=min(extra, len(others)), replace=False))]
+    pids = [f"wn{o:08d}" for o in offsets]
+    qrels = {w: {f"wn{o:08d}": 1 for o in senses[w] if o in synsets} for w in chosen}
+    labels = {w: {f"wn{o:08d}": f"{w}#n#{i}" for i, o in enumerate(senses[w], 1) if o in synsets} for w in chosen}
+    return Dataset(
+        name="wordnet-glosses",
+        passage_ids=pids,
+        texts=[f"{', '.join(synsets[o]['lemmas'])}: {synsets[o]['gloss']}" for o in offsets],
+        titles=[synsets[o]["lemmas"][0] for o in offsets],
+        query_ids=chosen,
+        queries=chosen,
+        qrels=qrels,
+        query_subtopics=labels,
+        meta={"source": str(root), "seed": seed, "min_senses": min_senses},
+    )

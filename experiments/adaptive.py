@@ -1,21 +1,27 @@
-"""Query-adaptive relevance-diversity trade-off (DF-RAG, Khan et al., EACL Findings 2026).
+"""Query-adaptive relevance-diversity trade-off on divopt's sweeps (after DF-RAG, Khan et al.,
+Findings of EACL 2026).
 
-DF-RAG picks the trade-off per query at test time: select with several values of theta
-(MMR's lambda; here any method of the sweep), score each selection with an evaluator (an LLM
-judge in the paper), keep the best. The Oracle does the same with the ground truth, which
-bounds what any per-query policy can reach. This module implements, on one query
-(:func:`theta_sweep`, :func:`adaptive_select`) and on a sweep table (:func:`oracle_theta`,
-:func:`gated_theta`, :func:`adaptive_report`):
+Pick theta per query at test time: select with several values of theta (any method of the
+sweep; gMMR, DF-RAG's base, by default), score each selection with an evaluator, keep the best
+by a median tie-breaking gate. The Oracle does the same with the ground truth, which bounds what
+any per-query policy can reach. This module implements it on one query (:func:`theta_sweep`,
+:func:`adaptive_select`) and on a sweep table (:func:`oracle_theta`, :func:`gated_theta`,
+:func:`adaptive_report`) for ANY evaluator and retrieval metric. The published DF-RAG pipeline
+(gMMR candidates at lambda in {0.1..1}, Planner steps, per-step 0-5 Evaluator, Retrieval Support,
+binary-search sampling, DF-RAG+IC, answer-F1 Oracle) is :mod:`divopt.experiments.dfrag`; its
+Evaluator plugs in here as the ``dfrag`` evaluator. :func:`dfrag_delta` keeps divopt's earlier
+variant (diversity-rating planner, one-number judge, MMR, lower median) under its own name.
 
 Median tie-breaking gate (:func:`median_gate`), exactly:
   1. drop candidates whose score is NaN; with none left, raise ValueError;
   2. s* = max score; the tied set T = {theta_i : score_i >= s* - atol} (atol = 0: exact ties);
-  3. sort the distinct values of T: t_1 < ... < t_m and return t_{(m+1)//2} (1-based), i.e. the
-     median for odd m and the LOWER of the two middle values for even m (``even="upper"``
-     takes the upper one). The result is always one of the candidate thetas.
+  3. sort the distinct values of T: t_1 < ... < t_m and return t_(floor(m/2)+1) (1-based), i.e.
+     the median for odd m and the UPPER of the two middle values for even m, DF-RAG's rule
+     (``even="lower"`` takes the lower one, divopt's earlier default). The result is always one
+     of the candidate thetas.
 Why: adjacent thetas often give the same selection, so exact ties form plateaus; the median
 is the plateau's most interior point, the choice least sensitive to where the grid's ends
-are. The lower middle leans to diversity (theta = 1 is pure relevance).
+are. The upper middle leans to relevance (theta = 1 is pure relevance).
 
 The Oracle theta of a query is the gate applied to the ground-truth metric (ties between
 thetas with equal metric broken the same way); the gated theta applies it to the evaluator's
@@ -27,13 +33,16 @@ the Oracle's gain over the baseline (theta = 1, plain relevance) that the gate c
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from divopt.experiments.methods import run_method
 from divopt.models.validation import check_nonnegative, check_theta
+
+from .metrics import selection_metrics
 
 __all__ = [
     "median_gate",
@@ -43,10 +52,11 @@ __all__ = [
     "oracle_theta",
     "gated_theta",
     "adaptive_report",
+    "dfrag_delta",
 ]
 
 
-def median_gate(thetas: Sequence[float], scores: Sequence[float], *, atol: float = 0.0, even: str = "lower") -> float:
+def median_gate(thetas: Sequence[float], scores: Sequence[float], *, atol: float = 0.0, even: str = "upper") -> float:
     """The median of the thetas whose score ties the best (rule in the module docstring)."""
     th = np.asarray(thetas, dtype=np.float64)
     sc = np.asarray(scores, dtype=np.float64)
@@ -79,7 +89,7 @@ class AdaptiveChoice:
 def theta_sweep(
     context: Any,
     thetas: Sequence[float],
-    method: str = "mmr",
+    method: str = "gmmr",
     *,
     evaluator: Any = None,
     metric: str | None = None,
@@ -92,9 +102,6 @@ def theta_sweep(
     evaluator : optional; its score goes to ``eval_score``. metric : optional ground-truth metric
     name of ``selection_metrics`` (needs the context's labels), in column ``metric``.
     """
-    from .metrics import selection_metrics
-    from .sweep import run_method
-
     if not len(thetas):
         raise ValueError("thetas must be a non-empty list of values in [0, 1]")
     rows = []
@@ -116,8 +123,6 @@ def theta_sweep(
 
 
 def _with_theta(context: Any, theta: float) -> Any:
-    from dataclasses import replace
-
     return replace(context, instance=context.instance.replace(theta=theta))
 
 
@@ -125,19 +130,21 @@ def adaptive_select(
     context: Any,
     thetas: Sequence[float],
     evaluator: Any,
-    method: str = "mmr",
+    method: str = "gmmr",
     *,
     atol: float = 0.0,
-    even: str = "lower",
+    even: str = "upper",
     planner: Callable[[Any, list[float]], Sequence[float]] | None = None,
     seed: int = 0,
     **params: Any,
 ) -> AdaptiveChoice:
-    """DF-RAG on one query: select at each candidate theta, score with ``evaluator``, gate.
+    """Adaptive theta on one query: select at each candidate theta, score with ``evaluator``, gate.
 
-    planner : optional ``planner(context, thetas) -> candidate thetas`` run first (DF-RAG's
-        planning step, e.g. an LLM that narrows the range for the query); it must return a
-        non-empty subset of ``thetas``.
+    For the published DF-RAG pipeline use :class:`divopt.experiments.dfrag.DFRAG`; with the
+    ``dfrag`` evaluator and ``thetas`` = {0.1, ..., 1} this is DF-RAG's uniform sampling.
+    planner : optional ``planner(context, thetas) -> candidate thetas`` run first (e.g.
+        :class:`~divopt.experiments.evaluator.DeltaPlanner`, which narrows the range for the
+        query); it must return a non-empty subset of ``thetas``.
     """
     if evaluator is None:
         raise ValueError("adaptive_select needs an evaluator (see divopt.experiments.evaluator)")
@@ -208,7 +215,7 @@ def _gate_groups(t: pd.DataFrame, by: str, metric: str, prefix: str, atol: float
     return pd.DataFrame(rows, columns=[*_GROUP, f"theta_{prefix}", f"{metric}_{prefix}", f"n_tied_{prefix}"])
 
 
-def oracle_theta(table: pd.DataFrame, metric: str, *, atol: float = 0.0, even: str = "lower") -> pd.DataFrame:
+def oracle_theta(table: pd.DataFrame, metric: str, *, atol: float = 0.0, even: str = "upper") -> pd.DataFrame:
     """Per (dataset, method, setting, query): the Oracle theta, best by the ground-truth ``metric``
     (ties broken by :func:`median_gate`), with its metric value and the number of tied thetas."""
     t = _prepare(table, [metric])
@@ -216,7 +223,7 @@ def oracle_theta(table: pd.DataFrame, metric: str, *, atol: float = 0.0, even: s
 
 
 def gated_theta(
-    table: pd.DataFrame, metric: str, *, score: str = "eval_score", atol: float = 0.0, even: str = "lower"
+    table: pd.DataFrame, metric: str, *, score: str = "eval_score", atol: float = 0.0, even: str = "upper"
 ) -> pd.DataFrame:
     """Per query: the theta the median gate picks by the evaluator's ``score`` column, and the
     ground-truth ``metric`` of that choice."""
@@ -231,7 +238,7 @@ def adaptive_report(
     score: str = "eval_score",
     baseline_theta: float = 1.0,
     atol: float = 0.0,
-    even: str = "lower",
+    even: str = "upper",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-query choices, policy comparison) of a sweep table with a theta grid.
 
@@ -272,3 +279,29 @@ def adaptive_report(
             rows.append({**common, "policy": f"gate({score})", "theta": np.nan, metric: v, "captured": captured(v)})
         rows.append({**common, "policy": "oracle", "theta": np.nan, metric: oracle, "captured": captured(oracle)})
     return per_query, pd.DataFrame(rows)
+
+
+def dfrag_delta(
+    context: Any,
+    thetas: Sequence[float],
+    planner: Callable[[Any, list[float]], Sequence[float]],
+    judge: Any,
+    method: str = "mmr",
+    *,
+    even: str = "lower",
+    seed: int = 0,
+    **params: Any,
+) -> AdaptiveChoice:
+    """divopt's earlier DF-RAG variant, kept under its own name (NOT the published pipeline).
+
+    ``adaptive_select(context, thetas, judge, method, planner=planner, even=even)`` with its
+    old defaults. What differs from DF-RAG (:class:`divopt.experiments.dfrag.DFRAG`):
+    the planner (:class:`~divopt.experiments.evaluator.DeltaPlanner`) rates the diversity delta
+    a question needs and keeps the thetas within a window of 1 - delta, where DF-RAG's Planner
+    writes plan steps and every lambda of the grid stays a candidate; the judge
+    (:class:`~divopt.experiments.evaluator.OpenAIJudge`) returns one 0-10 score of the set for
+    the question, where DF-RAG's Evaluator scores each plan step 0-5 and sums them; MMR is the
+    base, not gMMR; ties go to the lower median, not the upper; the grid is the caller's (DF-RAG:
+    {0.1, ..., 1}, no 0); no binary-search sampling, no +IC, no answer-F1 Oracle.
+    """
+    return adaptive_select(context, thetas, judge, method, even=even, planner=planner, seed=seed, **params)

@@ -1,16 +1,16 @@
 """``divopt bench exact``: time to prove CCBQP optimality per solver on real-embedding pools.
 
-Corpus: WordNet noun glosses (Debian wordnet-base): the passages of the WordNet ambiguity
-benchmark (``divopt.data.wordnet.load_wordnet``: glosses and examples of every sense of
-ambiguous nouns such as "bank", "bass", "crane" and of their hyponyms) plus
-``--extra-glosses`` randomly drawn noun glosses (seeded) as distractors, embedded with the
-offline all-MiniLM-L6-v2 (``divopt.data.embed``, cached on disk). Queries are the ambiguous
+Corpus: WordNet noun glosses (Debian wordnet-base), the ``wordnet`` dataset of
+:func:`divopt.data.load`: the passages of the WordNet ambiguity benchmark (glosses and
+examples of every sense of ambiguous nouns such as "bank", "bass", "crane" and of their
+hyponyms) plus ``--extra-glosses`` randomly drawn noun glosses (seeded) as distractors,
+embedded with the offline all-MiniLM-L6-v2 (cached on disk under ``--cache-dir``). Queries are the ambiguous
 words. For each (query, n, k, theta) the pool is the top-n of the query's relevance c = E q
 and every solver proves (or fails to prove within ``--time-limit``) the CCBQP optimum with
 its default formulation (``divopt.solvers.exact.DEFAULT_FORMULATION``).
 
-One tidy row per (dataset, query, solver, formulation, n, k, theta) with a run id, written
-to CSV and parquet. The default grid finishes in a few minutes on 2 cores; the issue's full
+One tidy row per (dataset, query, solver, formulation, n, k, theta) with a run id (a hash of
+the arguments), written to CSV and parquet. The default grid finishes in a few minutes on 2 cores; the issue's full
 grid is ``--n 50 100 200 --k 5 10 20 --theta 0.3 0.5 0.7 0.9`` (or ``--full``).
 """
 from __future__ import annotations
@@ -18,9 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import random
-import time
-import uuid
 import warnings
 from pathlib import Path
 
@@ -28,9 +25,11 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from divopt.data import load as load_dataset
+from divopt.experiments import harness
 from divopt.models import Instance, objective_scale
 from divopt.solvers import available_solvers, select, solve_exact
-from divopt.solvers.exact import DEFAULT_FORMULATION, _ccbqp_fits
+from divopt.solvers.exact import DEFAULT_FORMULATION, SolverRefused
 
 FULL_GRID = {"n": [50, 100, 200], "k": [5, 10, 20], "theta": [0.3, 0.5, 0.7, 0.9]}
 
@@ -57,43 +56,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-dir", default=None, help="directory for solver logs (default: none)")
 
 
-def _noun_glosses(path: Path) -> list[str]:
-    """Every gloss of data.noun (the text after '|'); license header lines start with spaces."""
-    out = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if line.startswith("  ") or "|" not in line:
-                continue
-            out.append(line.split("|", 1)[1].strip())
-    return out
-
-
 def load_corpus(n_queries: int, extra: int, seed: int, cache_dir: str | None):
     """(passage embeddings P, query embeddings Q, query words, number of passages)."""
-    from divopt.data.embed import embed, embed_queries
-    from divopt.data.wordnet import find_wordnet_dir, load_wordnet
-
-    ds = load_wordnet()
-    texts = list(ds.texts)
-    if extra > 0:
-        pool = sorted(set(_noun_glosses(find_wordnet_dir() / "data.noun")) - set(texts))
-        texts += random.Random(seed).sample(pool, min(extra, len(pool)))
-    words = ds.queries[:n_queries]
-    if len(words) < n_queries:
-        raise ValueError(f"--queries (+ --query-offset) must be <= {len(ds.queries)} (the ambiguity benchmark's "
+    data = load_dataset({"name": "wordnet", "distractors": extra, "seed": seed, "embed_cache": cache_dir})
+    if n_queries > data.n_queries:
+        raise ValueError(f"--queries (+ --query-offset) must be <= {data.n_queries} (the ambiguity benchmark's "
                          f"words), got {n_queries}")
-    P = embed(texts, cache_dir=cache_dir)
-    Q = embed_queries(words, cache_dir=cache_dir)
-    return np.asarray(P, dtype=np.float64), np.asarray(Q, dtype=np.float64), words, len(texts)
+    words = data.query_texts[:n_queries]
+    return (np.asarray(data.E, dtype=np.float64), np.asarray(data.Q[:n_queries], dtype=np.float64), words,
+            data.E.shape[0])
 
 
 def run(args) -> pd.DataFrame:
     grid = FULL_GRID if args.full else {"n": args.n, "k": args.k, "theta": args.theta}
-    specs = [tuple(x.split("/", 1)) if "/" in x else (x, args.formulation) for x in
-             (args.solvers or available_solvers() + ["bnb"])]
-    unknown = sorted({s for s, _ in specs} - set(available_solvers() + ["bnb"]))
+    engines = available_solvers() + ["bnb"]  # divopt's own branch-and-bound needs no licence
+    specs = [tuple(x.split("/", 1)) if "/" in x else (x, args.formulation) for x in (args.solvers or engines)]
+    unknown = sorted({s for s, _ in specs} - set(engines))
     if unknown:
-        raise ValueError(f"--solvers {unknown} not installed; available: {available_solvers() + ['bnb']}")
+        raise ValueError(f"--solvers {unknown} not installed; available: {engines}")
     if args.time_limit <= 0:
         raise ValueError(f"--time-limit must be > 0, got {args.time_limit}")
     offset = getattr(args, "query_offset", 0)
@@ -101,7 +81,7 @@ def run(args) -> pd.DataFrame:
         raise ValueError(f"--query-offset must be >= 0, got {offset}")
     P, Q, words, n_pass = load_corpus(offset + args.queries, args.extra_glosses, args.seed, args.cache_dir)
     Q, words = Q[offset:], words[offset:]
-    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    run_id = harness.run_id(vars(args), exclude=("out", "log_dir", "cache_dir"))
     machine = f"{platform.processor() or platform.machine()} x{os.cpu_count()} cores"
     jobs = [(qi, n, k, th, s) for qi in range(len(words)) for n in grid["n"] for k in grid["k"]
             for th in grid["theta"] for s in specs if k < n]
@@ -115,23 +95,24 @@ def run(args) -> pd.DataFrame:
                    solver=s, formulation=form, n=n, k=k, theta=th, time_limit=args.time_limit,
                    threads=args.threads, warm_start=args.warm_start, machine=machine,
                    load_avg_1min=os.getloadavg()[0])
-        why = _ccbqp_fits(s, inst, form)
-        if why is not None:
-            rows.append({**row, "status": "skipped", "message": why})
-            continue
         bar.set_postfix_str(f"{words[qi]} n={n} k={k} theta={th} {s}")
         warm = select(inst, "fw") if args.warm_start == "fw" else None
         log = None if args.log_dir is None else str(Path(args.log_dir) / f"{run_id}_{qi}_{n}_{k}_{th}_{s}_{form}.log")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            r = solve_exact(inst, s, time_limit=args.time_limit, formulation=form, warm_start=warm,
-                            threads=args.threads, log_path=log)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                r = solve_exact(inst, s, time_limit=args.time_limit, formulation=form, warm_start=warm,
+                                threads=args.threads, log_path=log)
+        except SolverRefused as exc:  # measured on the built model (license size, MIQP for HiGHS)
+            rows.append({**row, "status": "skipped", "message": exc.reason})
+            continue
         rows.append({
             **row, "status": r.status, "proven_optimal": r.proven_optimal, "objective": r.objective,
             "bound": r.bound, "gap": r.gap,
             "normalized_gap": (r.bound - r.objective) / objective_scale(k)
             if r.bound is not None and r.objective is not None else np.nan,
-            "seconds": r.seconds, "build_seconds": r.info.get("build_seconds"),
+            "seconds": r.seconds, "wall_seconds": r.info.get("wall_seconds", r.seconds),
+            "build_seconds": r.info.get("build_seconds"),
             "nodes": r.info.get("nodes"), "n_vars": r.info.get("n_vars"),
             "n_constraints": r.info.get("n_constraints"), "solver_version": r.info.get("solver_version"),
             "selected": " ".join(str(int(orig[i])) for i in r.indices), "message": r.message,
@@ -165,7 +146,7 @@ def main(args) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out, index=False)
-    df.to_parquet(out.with_suffix(".parquet"), index=False)
+    harness.write_parquet(df, out.with_suffix(".parquet"))
     summ = summarize(df)
     print(summ.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     if "agrees" in df and (df["agrees"] == False).any():  # noqa: E712

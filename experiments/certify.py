@@ -1,56 +1,60 @@
 """``divopt certify``: every fast selector against exact CCBQP optima, per query and theta.
 
 For each query: the pool is the top-n passages by relevance (c = E q); for each theta of the
-grid, every selector in :data:`divopt.solvers.METHODS` runs on the pool and the exact optimum
+grid, every selector of :func:`divopt.solvers.instance_methods` (or ``methods``) runs on the pool and the exact optimum
 is computed (enumeration for small pools, else :func:`divopt.solvers.exact.solve_exact`,
 warm-started from the best fast selection). One tidy row per (query, theta, method), plus one
 ``method == "exact"`` row, with
 
-* ``objective`` f of the selection, ``optimum`` (exact incumbent), ``bound`` (proven upper bound),
-  ``proven_optimal`` and ``exact_status`` of the exact solve;
-* ``gap`` = (OPT - f) / (k (k-1)) when the exact solve is proven optimal (``gap_kind == "exact"``);
-  otherwise (time limit) ``gap`` = (bound - f) / (k (k-1)), an upper bound on the true gap
-  (``gap_kind == "upper_bound"``), never called exact;
-* ``gap_to_bound`` = (bound - f) / (k (k-1)) on every row: an upper bound on the true gap even
-  when "optimal" means proven within the MIP solver's relative gap (1e-4), not to the last digit;
-* ``exact_hit``: f >= OPT - 1e-9 (scale-relative) when proven; when not proven, True only if f
-  meets the bound, else missing (<NA>): unknown;
+* ``objective`` f of the selection, ``optimum`` (the best value known: the exact incumbent, or a
+  selector's value if one beats it), ``bound`` (proven upper bound), ``proven_optimal`` and
+  ``exact_status`` of the exact solve;
+* ``gap``, ``gap_kind``, ``gap_to_bound`` and ``exact_hit`` by the one rule of
+  :mod:`divopt.experiments.harness`: (OPT - f) / (k (k-1)) when the exact solve is proven
+  optimal (``gap_kind == "exact"``; hit when <= 1e-9), otherwise (time limit) measured against
+  the bound, an upper bound on the true gap (``gap_kind == "upper_bound"``, hit unknown unless f
+  meets the bound), never called exact;
 * ``seconds``, ``iterations``, ``selected_ids`` (passage ids, in the selector's order), the
   metrics of :func:`divopt.experiments.metrics.selection_metrics` (recall, ndcg, ilad, ...),
   and ``run_id``.
 
 With ``--full-scale`` each (query, theta) is also certified on the WHOLE corpus by
-:func:`divopt.experiments.screening.certify_full_scale` (safe screening, upper bounds, exact
+:func:`divopt.solvers.certificates.certify_full_scale` (safe screening, upper bounds, exact
 solve of a small screened pool), written to ``<out>_fullscale.parquet``.
 
+Datasets come from :func:`divopt.data.load`: "synthetic" (query i is the planted query of its own
+narrow-cone corpus of ``--corpus-size`` rows, seed + i) or any registered dataset as NAME or
+NAME:ARG (toy, wordnet[:N_WORDS], beir:PATH, mini-wikipedia:PATH, rgb:PATH, npz:PATH, ...),
+embedded with ``--model`` (default: the offline all-MiniLM-L6-v2).
+
 Finished queries are checkpointed atomically under ``<out>.parts/<run_id>/``: re-running the
-same command (same run id, derived from the configuration unless ``--run-id`` is given) skips
+same command (same run id, a hash of the configuration unless ``--run-id`` is given) skips
 them and loses no finished work.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import math
 import os
 import sys
-import time
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-import numpy as np
 import pandas as pd
 
-from divopt.models import Instance, normalized_gap, objective_scale
+from divopt.data import load as load_dataset
+from divopt.data import parse_spec, stable_hash
+from divopt.experiments import harness
+from divopt.models import Instance
+from divopt.models.runner import DEFAULT_TIME_LIMIT
 from divopt.models.validation import check_k, check_theta
 
-__all__ = ["CertifyConfig", "QueryData", "load_queries", "certify_query", "run_certify", "summarize",
+__all__ = ["CertifyConfig", "QueryData", "dataset_spec", "load_queries", "certify_query", "run_certify", "summarize",
            "summarize_full_scale", "add_arguments", "main"]
-
-_TOL = 1e-9  # relative (to k(k-1)) tolerance of an "exact hit"
 
 
 @dataclass
@@ -63,7 +67,7 @@ class CertifyConfig:
     thetas: tuple[float, ...] = (0.3, 0.5, 0.7, 0.9)
     methods: tuple[str, ...] | None = None  # None: every registered selector
     solver: str = "auto"
-    time_limit: float | None = 60.0
+    time_limit: float | None = DEFAULT_TIME_LIMIT
     queries: int | None = 5
     corpus_size: int = 2000  # synthetic corpora
     dim: int = 64  # synthetic corpora
@@ -76,9 +80,8 @@ class CertifyConfig:
     sigma: float | None = None  # Dartboard score metric (O(n k d) per row); None: skipped
 
     def run_id(self) -> str:
-        d = dataclasses.asdict(self)
-        d.pop("cache_dir")
-        return hashlib.sha1(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        """:func:`divopt.experiments.harness.run_id` of the configuration (the cache folder aside)."""
+        return harness.run_id(dataclasses.asdict(self), exclude=("cache_dir",))
 
 
 @dataclass
@@ -95,66 +98,39 @@ class QueryData:
 # --------------------------------------------------------------------------------------------
 # data sources
 # --------------------------------------------------------------------------------------------
-def _text_dataset(spec: str, cfg: CertifyConfig):
-    import divopt.data as D
-
-    name, _, path = spec.partition(":")
-    known = ("toy", "wordnet", "beir", "mini-wikipedia", "miniwiki", "rgb")
-    if name not in known:
-        raise ValueError(f"unknown dataset {spec!r}; expected synthetic, toy, wordnet[:N_WORDS], beir:PATH, "
-                         f"mini-wikipedia:PATH or rgb:PATH")
-    if name == "toy":
-        return D.toy_dataset()
-    if name == "wordnet":
-        return D.load_wordnet(n_words=int(path) if path else None)
-    if not path:
-        raise ValueError(f"dataset {spec!r} needs a path: use {name}:PATH")
-    if name == "beir":
-        return D.load_beir(path)
-    if name in ("mini-wikipedia", "miniwiki"):
-        return D.load_mini_wikipedia(path)
-    return D.load_rgb(path)
+def dataset_spec(cfg: CertifyConfig) -> dict[str, Any]:
+    """The :func:`divopt.data.load` spec of ``cfg.dataset``: "synthetic" is one narrow-cone corpus
+    of ``corpus_size`` x ``dim`` per query (seed + i, every passage labelled by its cluster);
+    anything else is a registered dataset (NAME or NAME:ARG) embedded with ``model``."""
+    if cfg.dataset == "synthetic":
+        return {"name": "synthetic", "n": cfg.corpus_size, "d": cfg.dim, "n_queries": cfg.queries or 1,
+                "seed": cfg.seed, "subtopics": "all"}
+    spec = parse_spec(cfg.dataset)
+    spec.update({k: v for k, v in (("model", cfg.model), ("embed_cache", cfg.cache_dir)) if v is not None})
+    return spec
 
 
 def load_queries(cfg: CertifyConfig) -> Iterator[QueryData]:
-    """Yield the queries of ``cfg.dataset`` (at most ``cfg.queries``), each over its whole corpus.
-
-    "synthetic": query i is the planted query of narrow_cone(corpus_size, dim, seed=seed + i),
-    relevant = passages of its planted clusters, subtopics = cluster labels. Text datasets are
-    embedded with ``cfg.model`` (default: the offline all-MiniLM-L6-v2) through divopt.data.embed.
-    """
-    if cfg.dataset == "synthetic":
-        from divopt.data import synthetic_dataset
-
-        for i in range(cfg.queries or 1):
-            ds, E, q = synthetic_dataset(cfg.corpus_size, cfg.dim, seed=cfg.seed + i)
-            inst = Instance(E, q, k=min(cfg.k, E.shape[0]), theta=cfg.thetas[0], ids=np.asarray(ds.passage_ids))
-            yield QueryData(f"q{cfg.seed + i}", inst, ds.relevant("q0") or None, ds.subtopics_for("q0") or None,
-                            ds.name)
-        return
-    from divopt.data import embed_dataset
-
-    ds = _text_dataset(cfg.dataset, cfg)
-    E, Q = embed_dataset(ds, cfg.model, cfg.cache_dir)
-    ids = np.asarray(ds.passage_ids)
-    qids = list(ds.query_ids)[: cfg.queries] if cfg.queries else list(ds.query_ids)
-    for qid in qids:
-        qi = ds.query_index(qid)
-        inst = Instance(E, Q[qi], k=min(cfg.k, E.shape[0]), theta=cfg.thetas[0], ids=ids, normalize=True)
-        yield QueryData(str(qid), inst, ds.relevant(qid) or None, ds.subtopics_for(qid) or None, ds.name)
+    """Yield the queries of ``cfg.dataset`` (at most ``cfg.queries``), each over its whole pool
+    (see :func:`dataset_spec`); qrels keep the relevant passages (grade >= 1)."""
+    data = load_dataset(dataset_spec(cfg))
+    n_queries = data.n_queries if not cfg.queries else min(cfg.queries, data.n_queries)
+    for i in range(n_queries):
+        inst, _ = harness.query_instance(data, i)
+        qid = data.query_ids[i]
+        relevant = {d: g for d, g in (data.qrels or {}).get(qid, {}).items() if g >= 1}
+        yield QueryData(qid, inst.replace(k=min(cfg.k, inst.n), theta=cfg.thetas[0]), relevant or None,
+                        (data.subtopics or {}).get(qid) or None, data.name)
 
 
 # --------------------------------------------------------------------------------------------
 # one query
 # --------------------------------------------------------------------------------------------
-def _hit(f: float, opt: float, k: int) -> bool:
-    return f >= opt - _TOL * objective_scale(k)
-
-
 def certify_query(qd: QueryData, cfg: CertifyConfig, run_id: str, methods: list[str]) -> tuple[list[dict], list[dict]]:
     """Rows for one query: (pool rows per (theta, method), full-scale rows per theta)."""
     from divopt.experiments.metrics import selection_metrics
-    from divopt.experiments.screening import certify_full_scale, exact_optimum
+    from divopt.solvers.certificates import certify_full_scale
+    from divopt.solvers.exact import exact_optimum
     from divopt.solvers import select
 
     full = qd.instance
@@ -162,7 +138,7 @@ def certify_query(qd: QueryData, cfg: CertifyConfig, run_id: str, methods: list[
     pool, orig = full.top_n(n)
     k = check_k(cfg.k, n)
     pool = pool.replace(k=k)
-    ids = pool.ids if pool.ids is not None else orig.astype(str)
+    ids = pool.ids
     rows: list[dict] = []
     full_rows: list[dict] = []
     for theta in cfg.thetas:
@@ -179,24 +155,18 @@ def certify_query(qd: QueryData, cfg: CertifyConfig, run_id: str, methods: list[
         ok = [s for _, s, e in sels if e is None]
         warm = max(ok, key=lambda s: s.objective).indices if ok else None
         ex = exact_optimum(inst, cfg.solver, time_limit=cfg.time_limit, warm_start=warm)
-        opt, bound, proven = ex.objective, ex.bound, ex.proven_optimal
-        scale = objective_scale(k)
+        bound = math.inf if ex.bound is None else ex.bound  # proven solves always carry a bound
+        proven = ex.proven_optimal
+        opt = harness.best_known(ex.objective, [s.objective for s in ok])
 
         def row(method, idx, f, seconds, iterations, error=None):
             r = dict(base, method=method, objective=f, optimum=opt, bound=bound, proven_optimal=proven,
                      exact_status=ex.status, exact_solver=ex.solver, seconds=seconds, iterations=iterations,
                      error=error)
+            r.update(harness.gap_record(f, optimum=opt, bound=bound, proven=proven, k=k))
             if f is None:
-                r.update(gap=math.nan, gap_kind="", gap_to_bound=math.nan, exact_hit=pd.NA, selected_ids=[])
+                r["selected_ids"] = []
                 return r
-            # always a valid upper bound on the true gap (MIP "optimal" means within its 1e-4 gap)
-            r["gap_to_bound"] = max(0.0, (bound - f) / scale)
-            if proven:
-                r.update(gap=max(0.0, normalized_gap(opt, f, k)), gap_kind="exact", exact_hit=_hit(f, opt, k))
-            else:
-                ub_gap = (bound - f) / scale
-                r.update(gap=max(0.0, ub_gap), gap_kind="upper_bound",
-                         exact_hit=True if ub_gap <= _TOL else pd.NA)
             r["selected_ids"] = [str(ids[i]) for i in idx]
             r.update(selection_metrics(inst, idx, qrels=qd.qrels, subtopics=qd.subtopics, sigma=cfg.sigma,
                                        ids=ids))
@@ -214,7 +184,7 @@ def certify_query(qd: QueryData, cfg: CertifyConfig, run_id: str, methods: list[
                                       exact_solver=cfg.solver, time_limit=cfg.time_limit,
                                       fw_max_iter=cfg.fw_max_iter)
             fr = dict(base, **cert.as_row())
-            fr["incumbent_ids"] = [str(full.ids[i]) if full.ids is not None else str(i) for i in cert.incumbent]
+            fr["incumbent_ids"] = [str(full.ids[i]) for i in cert.incumbent]
             # the pool optimum is a lower bound on the full-scale optimum
             fr["pool_optimum"] = opt
             full_rows.append(fr)
@@ -224,13 +194,6 @@ def certify_query(qd: QueryData, cfg: CertifyConfig, run_id: str, methods: list[
 # --------------------------------------------------------------------------------------------
 # the run (checkpointed per query)
 # --------------------------------------------------------------------------------------------
-def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
-
-
 def _frame(rows: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if "exact_hit" in df:
@@ -239,7 +202,7 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def _safe_name(qid: str) -> str:
-    return hashlib.sha1(qid.encode()).hexdigest()[:16]
+    return stable_hash(qid, 16)
 
 
 def run_certify(cfg: CertifyConfig, out: str | os.PathLike, *, run_id: str | None = None,
@@ -247,13 +210,14 @@ def run_certify(cfg: CertifyConfig, out: str | os.PathLike, *, run_id: str | Non
     """Certify every selector on ``cfg`` and write ``out`` (and ``<out>_fullscale.parquet``).
 
     Resumable: finished queries live in ``<out>.parts/<run_id>/`` and are skipped on a re-run.
+    One run at a time per output: the run holds the lock of ``<out>.parts``
+    (:func:`divopt.experiments.harness.output_lock`; a second one gets OutputLocked naming it),
+    and a table of another run already at ``out`` is kept beside as ``<stem>.<run id>.parquet``.
     Returns (pool table, full-scale table or None).
     """
-    from tqdm.auto import tqdm
+    from divopt.solvers import METHODS, instance_methods
 
-    from divopt.solvers import METHODS
-
-    methods = list(cfg.methods) if cfg.methods else sorted(METHODS)
+    methods = list(cfg.methods) if cfg.methods else instance_methods()  # no cross-encoder methods by default
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; expected names from {sorted(METHODS)}")
@@ -263,9 +227,33 @@ def run_certify(cfg: CertifyConfig, out: str | os.PathLike, *, run_id: str | Non
         check_theta(t)
     run_id = run_id or cfg.run_id()
     out = Path(out)
+    with harness.output_lock(out.with_name(out.name + ".parts")):  # one certify run per output at a time
+        return _run_locked(cfg, out, run_id, methods, progress)
+
+
+def _keep_previous(path: Path, run_id: str) -> None:
+    """A table of another run at ``path`` is kept beside as ``<stem>.<its run id><suffix>``
+    (with a warning), never silently replaced."""
+    if not path.exists():
+        return
+    try:
+        old = pd.read_parquet(path, columns=["run_id"])["run_id"]
+    except Exception:  # noqa: BLE001  (unreadable or foreign: keep it too)
+        old = pd.Series(["unknown"])
+    old_id = str(old.iloc[0]) if len(old) else "empty"
+    if old_id != run_id:
+        kept = path.with_name(f"{path.stem}.{old_id}{path.suffix}")
+        os.replace(path, kept)
+        warnings.warn(f"{path} held run {old_id}: kept as {kept}", UserWarning, stacklevel=3)
+
+
+def _run_locked(cfg: CertifyConfig, out: Path, run_id: str, methods: list[str],
+                progress: bool) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    from tqdm.auto import tqdm
+
     parts = out.with_name(out.name + ".parts") / run_id
     parts.mkdir(parents=True, exist_ok=True)
-    (parts / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), default=str, indent=1))
+    harness.write_text(json.dumps(dataclasses.asdict(cfg), default=str, indent=1), parts / "config.json")
     bar = tqdm(desc=f"certify {cfg.dataset}", unit="query", total=cfg.queries, disable=not progress)
     done_files = []
     for qd in load_queries(cfg):
@@ -273,34 +261,29 @@ def run_certify(cfg: CertifyConfig, out: str | os.PathLike, *, run_id: str | Non
         if not main_part.exists():
             rows, full_rows = certify_query(qd, cfg, run_id, methods)
             if full_rows:
-                _atomic_parquet(_frame(full_rows), parts / f"{_safe_name(qd.query_id)}.full.parquet")
-            _atomic_parquet(_frame(rows), main_part)  # written last: its presence marks the query done
+                harness.write_parquet(_frame(full_rows), parts / f"{_safe_name(qd.query_id)}.full.parquet")
+            harness.write_parquet(_frame(rows), main_part)  # written last: its presence marks the query done
         done_files.append(main_part)
         bar.update(1)
     bar.close()
+    if not done_files:
+        raise ValueError(f"nothing to certify: dataset {cfg.dataset!r} gave no query")
     df = pd.concat([pd.read_parquet(p) for p in done_files], ignore_index=True)
-    _atomic_parquet(df, out)
+    _keep_previous(out, run_id)
+    harness.write_parquet(df, out)
     full_df = None
     if cfg.full_scale:
         fparts = [p.with_name(p.name.replace(".parquet", ".full.parquet")) for p in done_files]
         full_df = pd.concat([pd.read_parquet(p) for p in fparts if p.exists()], ignore_index=True)
-        _atomic_parquet(full_df, out.with_name(out.stem + "_fullscale.parquet"))
+        _keep_previous(out.with_name(out.stem + "_fullscale.parquet"), run_id)
+        harness.write_parquet(full_df, out.with_name(out.stem + "_fullscale.parquet"))
     return df, full_df
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (theta, method): mean and p95 normalized gap, exact-hit rate, rows, unproven rows."""
-    d = df[df["method"] != "exact"]
-    g = d.groupby(["theta", "method"], sort=True)
-    out = pd.DataFrame({
-        "mean_gap": g["gap"].mean(),
-        "p95_gap": g["gap"].quantile(0.95),
-        "hit_rate": g["exact_hit"].apply(lambda s: float(s.astype("float").mean()) if s.notna().any() else math.nan),
-        "mean_seconds": g["seconds"].mean(),
-        "rows": g.size(),
-        "unproven": g["proven_optimal"].apply(lambda s: int((~s.astype(bool)).sum())),
-    })
-    return out.reset_index()
+    """Per (theta, method), the exact rows aside: :func:`divopt.experiments.harness.quality_summary`
+    (rows, unproven, hit rate, mean / p95 / max gap, seconds)."""
+    return harness.quality_summary(df[df["method"] != "exact"], ["theta", "method"])
 
 
 def summarize_full_scale(full_df: pd.DataFrame) -> pd.DataFrame:
@@ -321,7 +304,8 @@ def summarize_full_scale(full_df: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="synthetic",
-                   help="synthetic | toy | wordnet[:N_WORDS] | beir:PATH | mini-wikipedia:PATH | rgb:PATH")
+                   help="synthetic (--corpus-size, --dim) or a divopt.data dataset NAME[:ARG]: toy | wordnet[:N_WORDS] "
+                        "| beir:PATH | mini-wikipedia:PATH | rgb:PATH | npz:PATH")
     p.add_argument("--model", default=None, help="sentence-transformers model (path or name); default offline MiniLM")
     p.add_argument("--cache-dir", default=None, help="embedding cache directory")
     p.add_argument("--n", type=int, default=20, help="pool size: top-n passages by relevance per query")
@@ -330,7 +314,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", nargs="+", default=None, help="selectors (default: every registered one)")
     p.add_argument("--solver", default="auto", choices=["auto", "brute", "gurobi", "scip", "highs"],
                    help="exact solver (auto: enumeration for small pools, else the first MIP solver that fits)")
-    p.add_argument("--time-limit", type=float, default=60.0, help="seconds per exact solve")
+    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, help="seconds per exact solve")
     p.add_argument("--queries", type=int, default=5, help="number of queries (synthetic: corpora)")
     p.add_argument("--corpus-size", type=int, default=2000, help="synthetic corpus size")
     p.add_argument("--dim", type=int, default=64, help="synthetic embedding dimension")
@@ -355,12 +339,10 @@ def config_from_args(args: argparse.Namespace) -> CertifyConfig:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Bad input raises (the CLI entry point prints one line, exit code 2); selectors that
+    failed on some rows give exit code 1 with their most frequent reasons on stderr."""
     cfg = config_from_args(args)
-    try:
-        df, full_df = run_certify(cfg, args.out, run_id=args.run_id, progress=not args.no_progress)
-    except (ValueError, TypeError, ImportError, FileNotFoundError) as exc:
-        print(f"divopt certify: {exc}", file=sys.stderr)
-        return 2
+    df, full_df = run_certify(cfg, args.out, run_id=args.run_id, progress=not args.no_progress)
     pd.set_option("display.width", 160)
     print(f"run {df['run_id'].iloc[0]}: {df['query_id'].nunique()} queries, {len(df)} rows -> {args.out}")
     unproven = int((~df.loc[df.method == 'exact', 'proven_optimal'].astype(bool)).sum())
@@ -370,4 +352,11 @@ def main(args: argparse.Namespace) -> int:
     if full_df is not None:
         print("\nfull-scale certificates:")
         print(summarize_full_scale(full_df).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    failed = df[df["error"].notna() & (df["error"] != "")] if "error" in df else df.iloc[:0]
+    if len(failed):
+        rows = int((df["method"] != "exact").sum())
+        print(f"divopt certify: {len(failed)} of {rows} selector runs failed; most frequent reasons:", file=sys.stderr)
+        for text, count in failed["error"].astype(str).value_counts().head(3).items():
+            print(f"  {count} x {text}", file=sys.stderr)
+        return 1
     return 0

@@ -2,31 +2,61 @@
 
 Each command module defines ``add_arguments(parser)`` and ``main(args) -> int``. Only the
 module of the command being run is imported, so ``divopt --help`` stays fast.
+
+Errors are turned into exit codes here, in one place, for every command:
+
+* bad input (:class:`ValueError`, :class:`TypeError`, :class:`OSError` such as a missing or
+  unwritable file, :class:`ImportError` of an optional dependency; config and data errors are
+  ValueErrors that name the file and line): ONE line ``divopt COMMAND: message`` on stderr and
+  exit code 2, as argparse does for a bad flag;
+* an output folder in use by another run (:class:`divopt.experiments.harness.OutputLocked`)
+  is bad input too (exit 2: the message names the holder);
+* anything else is a bug: one line naming the exception and exit code 1;
+* Ctrl-C: "interrupted", exit code 130.
+
+``--debug`` (anywhere on the command line, or ``DIVOPT_DEBUG=1``) lets the exception through
+with its traceback. Output paths (``--out``, ``--log-dir``) are checked before any work starts
+(:func:`divopt.experiments.harness.check_output_path`), so a file given where a folder is
+expected fails in a second, not after the run. Warnings print as ``divopt: warning: ...``.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import warnings
 
-# command path -> (module, one-line help)
-COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
-    ("demo",): ("divopt.experiments.demo", "compare every selector on a synthetic redundant corpus"),
-    ("bench", "latency"): ("divopt.experiments.bench_latency", "latency of every selector vs GEMV"),
-    ("bench", "exact"): ("divopt.experiments.bench_exact", "time to prove CCBQP optimality per solver"),
-    ("bench", "quality"): ("divopt.experiments.bench_quality", "hit rate / gap / time of fast methods vs exact optima"),
-    ("certify",): ("divopt.experiments.certify", "certify fast selectors against exact optima"),
-    ("sweep",): ("divopt.experiments.sweep", "resumable parameter sweep (local pool or Ray)"),
-    ("plot",): ("divopt.experiments.plots", "plots from parquet results"),
+# command path -> (module, one-line help, output arguments: dest -> "dir" | "file")
+COMMANDS: dict[tuple[str, ...], tuple[str, str, dict[str, str]]] = {
+    ("demo",): ("divopt.experiments.demo", "compare every selector on a synthetic redundant corpus", {"out": "dir"}),
+    ("bench", "latency"): ("divopt.experiments.bench_latency", "latency of every selector vs GEMV", {"out": "dir"}),
+    ("bench", "exact"): ("divopt.experiments.bench_exact", "time to prove CCBQP optimality per solver",
+                         {"out": "file", "log_dir": "dir"}),
+    ("bench", "quality"): ("divopt.experiments.bench_quality", "hit rate / gap / time of fast methods vs exact optima",
+                           {"out": "dir"}),
+    ("certify",): ("divopt.experiments.certify", "certify fast selectors against exact optima", {"out": "file"}),
+    ("sweep",): ("divopt.experiments.sweep_cli", "resumable parameter sweep (local pool or Ray)", {"out": "dir"}),
+    ("plot",): ("divopt.experiments.plots", "plots from parquet results", {"out": "dir"}),
+    ("reproduce",): ("divopt.experiments.reproduce.cli", "reproduce a seed paper's headline table (--list)",
+                     {"out": "dir"}),
 }
+
+#: Exit codes: success, failed runs / a bug, bad input (argparse's own code), Ctrl-C.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: Exceptions that mean "bad input" (exit code 2) rather than a bug.
+USER_ERRORS = (ValueError, TypeError, OSError, ImportError)
+
+_DEBUG_FLAG = "--debug"
 
 
 def _overview() -> argparse.ArgumentParser:
     """A parser that only lists the commands (used for --help and unknown commands)."""
     parser = argparse.ArgumentParser(prog="divopt", description="divopt: diversity-aware retrieval workbench")
+    parser.add_argument(_DEBUG_FLAG, action="store_true", help="show the traceback of an error (or DIVOPT_DEBUG=1)")
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction] = {}
-    for path, (_, help_) in COMMANDS.items():
+    for path, (_, help_, _) in COMMANDS.items():
         if len(path) == 1:
             top.add_parser(path[0], help=help_)
         else:
@@ -37,23 +67,85 @@ def _overview() -> argparse.ArgumentParser:
     return parser
 
 
+def error_line(exc: BaseException) -> str:
+    """The one-line message of an exception: OSErrors as "reason: file", other messages with
+    their line breaks folded into "; "."""
+    if isinstance(exc, OSError) and exc.strerror:
+        files = [f for f in (exc.filename, exc.filename2) if f is not None]
+        text = exc.strerror + (": " + " -> ".join(str(f) for f in files) if files else "")
+    else:
+        text = str(exc) or type(exc).__name__
+        if isinstance(exc, KeyError):  # str(KeyError) is the bare repr of the key
+            text = f"KeyError: {text}"
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _close_progress_bars() -> None:
+    """Close the tqdm bars an error interrupted, so that its line starts on a line of its own."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return
+    for bar in list(getattr(tqdm, "_instances", ())):
+        try:
+            bar.close()
+        except Exception:  # noqa: BLE001  (a bar that cannot close must not hide the error)
+            pass
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    # one line per warning, without the source line a user cannot act on
+    print(f"divopt: warning: {error_line(message if isinstance(message, Warning) else Warning(message))}",
+          file=sys.stderr if file is None else file)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = _DEBUG_FLAG in argv or os.environ.get("DIVOPT_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != _DEBUG_FLAG]
     path = next((p for p in sorted(COMMANDS, key=len, reverse=True) if tuple(argv[: len(p)]) == p), None)
     if path is None:
         _overview().parse_args(argv)  # prints help or a usage error and exits
-        return 2
-    module_name, help_ = COMMANDS[path]
+        return EXIT_USAGE
+    module_name, help_, outputs = COMMANDS[path]
+    prog = "divopt " + " ".join(path)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
             raise
-        print(f"divopt: command '{' '.join(path)}' is not available in this build ({module_name})", file=sys.stderr)
-        return 2
-    parser = argparse.ArgumentParser(prog="divopt " + " ".join(path), description=help_)
+        print(f"{prog}: command not available in this build ({module_name})", file=sys.stderr)
+        return EXIT_USAGE
+    parser = argparse.ArgumentParser(prog=prog, description=help_)
     module.add_arguments(parser)
-    return int(module.main(parser.parse_args(argv[len(path):])) or 0)
+    parser.add_argument(_DEBUG_FLAG, action="store_true", help="show the traceback of an error (or DIVOPT_DEBUG=1)")
+    with warnings.catch_warnings():
+        if not debug:
+            warnings.showwarning = _show_warning
+        try:
+            args = parser.parse_args(argv[len(path):])  # a bad flag: argparse's usage line and exit code 2
+            from divopt.experiments.harness import check_output_path
+
+            for dest, kind in outputs.items():
+                if getattr(args, dest, None) is not None:
+                    check_output_path(getattr(args, dest), kind, "--" + dest.replace("_", "-"))
+            return int(module.main(args) or 0)
+        except KeyboardInterrupt:
+            if debug:
+                raise
+            _close_progress_bars()
+            print(f"{prog}: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except Exception as exc:  # noqa: BLE001  (the one place errors become exit codes)
+            if debug:
+                raise
+            _close_progress_bars()
+            if isinstance(exc, USER_ERRORS):
+                print(f"{prog}: {error_line(exc)}", file=sys.stderr)
+                return EXIT_USAGE
+            print(f"{prog}: internal error: {type(exc).__name__}: {error_line(exc)} "
+                  f"(run again with --debug for the traceback, and please report it)", file=sys.stderr)
+            return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -2,43 +2,48 @@
 
 An evaluator is any object with ``name`` and ``score(context, indices) -> float`` (higher is
 better), where ``context`` is a :class:`QueryContext` (the query's :class:`Instance`, and where
-the dataset has them its query text, passage texts, qrels and subtopic labels) and ``indices``
-are rows of ``context.instance``. Three are built in:
+the dataset has them its query text, passage texts, qrels, subtopic labels and gold answers) and
+``indices`` are rows of ``context.instance``. Built in (:data:`EVALUATORS`):
 
 * ``metric``: a ground-truth metric of :func:`divopt.experiments.metrics.selection_metrics`
-  (alpha-nDCG, S-recall, recall, nDCG, ...). This is what the Oracle uses; it needs labels.
+  (alpha-nDCG, S-recall, recall, nDCG, ...). This is what a retrieval Oracle uses; it needs labels.
 * ``coverage``: a label-free proxy, the relevance-weighted coverage of the candidate pool
       cov(S) = sum_i w_i max_{s in S} cos(e_i, e_s) / sum_i w_i,   w_i = max(c_i, 0),
   over the ``top`` most relevant pool items (all if None). It rewards sets that represent
   every relevant region of the pool, so it needs no ground truth.
-* ``openai``: an LLM judge behind any OpenAI-compatible ``/chat/completions`` endpoint (a local
-  vLLM, llama.cpp or Ollama server, or a hosted API). It is OFF by default: it is built only
-  when a config names it with an explicit ``base_url``; it needs query and passage texts.
-  It asks for an integer usefulness score 0..``scale`` and returns score / scale.
+* ``dfrag``: DF-RAG's Planner + Evaluator as published, the Retrieval Support
+  RS = sum_i r(p_i), r in {0..5} per plan step
+  (:class:`divopt.experiments.dfrag.RetrievalSupportEvaluator`; the whole pipeline is
+  :class:`divopt.experiments.dfrag.DFRAG`).
+* ``judge_0_10`` (alias ``openai``): divopt's earlier one-number LLM judge (:class:`OpenAIJudge`),
+  not DF-RAG's Evaluator.
 
-:class:`OpenAIPlanner` is DF-RAG's planning step over the same kind of endpoint: the LLM rates
-how much diversity a question needs and the planner narrows the candidate thetas for
-:func:`divopt.experiments.adaptive.adaptive_select` (also off unless constructed).
+LLM evaluators go through :class:`~divopt.experiments.llm.OpenAIChat` (any OpenAI-compatible
+server: vLLM, llama.cpp, Ollama, a hosted API) and are OFF by default: built only when a config
+names them with an explicit ``base_url``; they need query and passage texts.
 
-:func:`make_evaluator` builds one from a spec ``{"name": ..., **options}``; :data:`EVALUATORS`
-is the registry (``register_evaluator`` adds to it).
+:class:`DeltaPlanner` is divopt's earlier planning step (an LLM rates the diversity a question
+needs and a window of thetas is kept), used by :func:`divopt.experiments.adaptive.dfrag_delta`;
+DF-RAG's own Planner writes plan steps (:class:`divopt.experiments.dfrag.Planner`).
+
+:func:`make_evaluator` builds one from a spec ``{"name": ..., **options}``; ``register_evaluator``
+adds to the registry.
 """
 from __future__ import annotations
 
-import json
-import math
-import os
-import re
-import urllib.error
-import urllib.request
+import functools
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
-import numpy as np
 import torch
 
 from divopt.models import Instance
-from divopt.models.validation import check_indices, check_nonnegative
+from divopt.models.validation import check_indices, check_nonnegative, check_scalar
+
+from .dfrag import RetrievalSupportEvaluator
+from .llm import LLMError, OpenAIChat, parse_number
+from .metrics import selection_metrics
 
 __all__ = [
     "QueryContext",
@@ -48,21 +53,26 @@ __all__ = [
     "CoverageEvaluator",
     "CallableEvaluator",
     "OpenAIChat",
+    "OpenAIJudge",
     "OpenAIEvaluator",
+    "DeltaPlanner",
     "OpenAIPlanner",
+    "RetrievalSupportEvaluator",
     "EVALUATORS",
     "register_evaluator",
     "make_evaluator",
 ]
 
 
-class EvaluatorError(RuntimeError):
-    """An evaluator could not score a selection (endpoint down, unparseable answer, no texts)."""
+#: An evaluator could not score a selection (endpoint down, unparseable answer, no texts); the
+#: LLM client's error, so one ``except`` catches both.
+EvaluatorError = LLMError
 
 
 @dataclass
 class QueryContext:
-    """What an evaluator may look at for one query. ``passages[i]`` is the text of row i."""
+    """What an evaluator may look at for one query. ``passages[i]`` is the text of row i;
+    ``answers`` are the gold answers (for answer-level Oracles such as DF-RAG's answer F1)."""
 
     query_id: str
     instance: Instance
@@ -70,6 +80,7 @@ class QueryContext:
     passages: Sequence[str] | None = None
     qrels: Mapping[str, int] | None = None
     subtopics: Mapping[str, Any] | None = None
+    answers: Sequence[str] | None = None
 
 
 @runtime_checkable
@@ -79,17 +90,31 @@ class Evaluator(Protocol):
     def score(self, context: QueryContext, indices: Any) -> float: ...
 
 
+@functools.lru_cache(maxsize=1)
+def metric_names() -> frozenset[str]:
+    """Every metric name :func:`divopt.experiments.metrics.selection_metrics` can report (read
+    off a tiny labelled selection, so the list follows that function)."""
+    inst = Instance(torch.eye(2), torch.tensor([1.0, 0.0]), k=2, theta=0.5)
+    return frozenset(selection_metrics(inst, [0, 1], qrels={0: 1}, subtopics={0: "a", 1: "b"}, sigma=0.1))
+
+
 class MetricEvaluator:
     """Ground truth: ``selection_metrics(...)[metric]`` (e.g. alpha_ndcg, s_recall, recall, ndcg)."""
 
     def __init__(self, metric: str = "alpha_ndcg", **metric_kwargs: Any) -> None:
+        # names checked now, not in every run: a typo would otherwise make every row an error
+        valid = metric_names()
+        if metric not in valid:
+            raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(valid)}")
+        options = set(inspect.signature(selection_metrics).parameters) - {"inst", "indices", "qrels", "subtopics"}
+        unknown = sorted(set(metric_kwargs) - options)
+        if unknown:
+            raise TypeError(f"metric evaluator has no option {unknown}; its options: {sorted(options | {'metric'})}")
         self.metric = str(metric)
         self.metric_kwargs = metric_kwargs
         self.name = f"metric:{self.metric}"
 
     def score(self, context: QueryContext, indices: Any) -> float:
-        from divopt.experiments.metrics import selection_metrics
-
         m = selection_metrics(
             context.instance, indices, qrels=context.qrels, subtopics=context.subtopics, **self.metric_kwargs
         )
@@ -105,9 +130,7 @@ class CoverageEvaluator:
     """Label-free proxy: relevance-weighted pool coverage (formula in the module docstring)."""
 
     def __init__(self, top: int | None = None) -> None:
-        if top is not None and (isinstance(top, bool) or int(top) < 1):
-            raise ValueError(f"top must be a positive integer or None, got {top!r}")
-        self.top = None if top is None else int(top)
+        self.top = check_scalar(top, "top", int, min_val=1, allow_none=True)
         self.name = "coverage"
 
     def score(self, context: QueryContext, indices: Any) -> float:
@@ -144,100 +167,31 @@ _SYSTEM_PROMPT = (
 )
 
 
-class OpenAIChat:
-    """A minimal client of an OpenAI-compatible ``/chat/completions`` endpoint (stdlib urllib).
+class OpenAIJudge(OpenAIChat):
+    """divopt's one-number LLM judge (``judge_0_10``): NOT DF-RAG's Evaluator (off unless configured).
 
-    base_url : e.g. ``http://127.0.0.1:8000/v1``; requests go to ``{base_url}/chat/completions``.
-    model : the model name the server expects.
-    api_key : sent as ``Authorization: Bearer``; defaults to the environment variable
-        ``api_key_env`` (``OPENAI_API_KEY``), and no header if neither is set (local servers).
-    Requests use ``temperature`` (0) and ``seed`` (if given) for repeatability.
+    It shows the question and the passages and asks for one integer usefulness score in
+    [0, scale] (default 0-10), returning answer / scale in [0, 1]. DF-RAG's Evaluator
+    (:class:`divopt.experiments.dfrag.StepEvaluator`) instead scores each step of a plan
+    0-5 against the passages (without the question) and sums the scores; its prompt follows the
+    paper, this one is divopt's own.
+
+    Connection options as :class:`OpenAIChat`. max_chars : each passage is cut to this many
+    characters in the prompt.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        timeout: float = 60.0,
-        temperature: float = 0.0,
-        seed: int | None = 0,
-    ) -> None:
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL of an OpenAI-compatible API, got {base_url!r}")
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"model must be a non-empty string, got {model!r}")
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get(api_key_env)
-        self.timeout = float(check_nonnegative(timeout, "timeout", allow_zero=False))
-        self.temperature = float(temperature)
-        self.seed = seed
-
-    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(self.url, data=json.dumps(payload).encode(), headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.loads(resp.read().decode())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:300]
-            raise EvaluatorError(f"LLM endpoint {self.url} answered HTTP {exc.code}: {detail}") from exc
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            raise EvaluatorError(f"LLM endpoint {self.url} is unreachable: {exc}") from exc
-        except json.JSONDecodeError as exc:
-            raise EvaluatorError(f"LLM endpoint {self.url} returned invalid JSON: {exc}") from exc
-
-    def complete(self, messages: list[dict[str, str]], max_tokens: int = 8) -> str:
-        """The assistant's answer to ``messages``."""
-        payload: dict[str, Any] = {
-            "model": self.model, "messages": messages, "temperature": self.temperature, "max_tokens": int(max_tokens),
-        }
-        if self.seed is not None:
-            payload["seed"] = int(self.seed)
-        data = self._post(payload)
-        try:
-            return str(data["choices"][0]["message"]["content"])
-        except (KeyError, IndexError, TypeError) as exc:
-            raise EvaluatorError(f"LLM endpoint {self.url} returned no choices[0].message.content: {data!r:.300}") from exc
-
-    @staticmethod
-    def _number(content: str, low: float, high: float) -> float:
-        m = re.search(r"-?\d+(?:\.\d+)?", content)
-        if m is None:
-            raise EvaluatorError(f"LLM answer has no number: {content[:200]!r}")
-        value = float(m.group())
-        if not math.isfinite(value) or value < low or value > high:
-            raise EvaluatorError(f"LLM answer {value:g} is outside [{low:g}, {high:g}]")
-        return value
-
-
-class OpenAIEvaluator(OpenAIChat):
-    """LLM judge over an OpenAI-compatible chat-completions endpoint (off unless configured).
-
-    Connection options as :class:`OpenAIChat`. scale : the judge answers an integer in
-    [0, scale]; the score is answer / scale in [0, 1]. max_chars : each passage is cut to this
-    many characters in the prompt.
-    """
-
-    def __init__(self, base_url: str, model: str, *, scale: int = 10, max_chars: int = 1000,
+    def __init__(self, base_url: str | None = None, model: str | None = None, *, scale: int = 10, max_chars: int = 1000,
                  system_prompt: str | None = None, **connection: Any) -> None:
         super().__init__(base_url, model, **connection)
-        if isinstance(scale, bool) or int(scale) < 1:
-            raise ValueError(f"scale must be a positive integer, got {scale!r}")
-        self.scale = int(scale)
+        self.scale = check_scalar(scale, "scale", int, min_val=1)
         self.max_chars = int(max_chars)
         self.system_prompt = (system_prompt or _SYSTEM_PROMPT).format(scale=self.scale)
-        self.name = f"openai:{model}"
+        self.name = f"judge_0_10:{model}"
 
     def messages(self, context: QueryContext, indices: Any) -> list[dict[str, str]]:
         if context.query_text is None or context.passages is None:
             raise EvaluatorError(
-                f"the openai evaluator needs the query text and passage texts (query {context.query_id!r} has "
+                f"the judge_0_10 evaluator needs the query text and passage texts (query {context.query_id!r} has "
                 f"{'no query text' if context.query_text is None else 'no passage texts'}); "
                 "use a dataset with texts, or the 'coverage'/'metric' evaluators"
             )
@@ -250,7 +204,7 @@ class OpenAIEvaluator(OpenAIChat):
 
     def score(self, context: QueryContext, indices: Any) -> float:
         content = self.complete(self.messages(context, indices), max_tokens=8)
-        return self._number(content, 0, self.scale) / self.scale
+        return parse_number(content, 0, self.scale) / self.scale
 
 
 _PLANNER_PROMPT = (
@@ -262,12 +216,16 @@ _PLANNER_PROMPT = (
 )
 
 
-class OpenAIPlanner(OpenAIChat):
-    """DF-RAG's planning step by an LLM: a planner for :func:`divopt.experiments.adaptive.adaptive_select`.
+class DeltaPlanner(OpenAIChat):
+    """divopt's diversity-rating planner (the ``dfrag_delta`` variant): NOT DF-RAG's Planner.
 
     The LLM rates the diversity the question needs, delta in [0, 1]; the planner keeps the
     candidate thetas with |theta - (1 - delta)| <= ``window`` (theta = 1 is pure relevance), or
-    the nearest candidate if none is that close. Needs the query text. Off unless constructed.
+    the nearest candidate if none is that close; a judge then scores only those. DF-RAG's
+    Planner (:class:`divopt.experiments.dfrag.Planner`) instead writes plan steps p_1..p_m that
+    the Evaluator checks against every candidate set; it never narrows the lambda grid.
+    A planner for :func:`divopt.experiments.adaptive.adaptive_select`. Needs the query text.
+    Off unless constructed.
     """
 
     def __init__(self, base_url: str, model: str, *, window: float = 0.3, system_prompt: str | None = None,
@@ -275,14 +233,14 @@ class OpenAIPlanner(OpenAIChat):
         super().__init__(base_url, model, **connection)
         self.window = float(check_nonnegative(window, "window"))
         self.system_prompt = system_prompt or _PLANNER_PROMPT
-        self.name = f"openai-planner:{model}"
+        self.name = f"dfrag_delta-planner:{model}"
 
     def diversity(self, context: QueryContext) -> float:
         if context.query_text is None:
-            raise EvaluatorError(f"the openai planner needs the query text (query {context.query_id!r} has none)")
+            raise EvaluatorError(f"the dfrag_delta planner needs the query text (query {context.query_id!r} has none)")
         content = self.complete([{"role": "system", "content": self.system_prompt},
                                  {"role": "user", "content": f"Question: {context.query_text}\nDiversity (0-1):"}])
-        return self._number(content, 0.0, 1.0)
+        return parse_number(content, 0.0, 1.0)
 
     def __call__(self, context: QueryContext, thetas: Sequence[float]) -> list[float]:
         if not len(thetas):
@@ -292,10 +250,16 @@ class OpenAIPlanner(OpenAIChat):
         return near or [min(thetas, key=lambda t: (abs(t - target), t))]
 
 
+#: Earlier names, kept so existing code and configs run unchanged.
+OpenAIEvaluator = OpenAIJudge
+OpenAIPlanner = DeltaPlanner
+
 EVALUATORS: dict[str, Callable[..., Evaluator]] = {
     "metric": MetricEvaluator,
     "coverage": CoverageEvaluator,
-    "openai": OpenAIEvaluator,
+    "dfrag": RetrievalSupportEvaluator,
+    "judge_0_10": OpenAIJudge,
+    "openai": OpenAIJudge,  # the earlier name of judge_0_10
 }
 
 
@@ -323,6 +287,16 @@ def make_evaluator(spec: Mapping[str, Any] | str | None) -> Evaluator | None:
     name = opts.pop("name", None)
     if name not in EVALUATORS:
         raise ValueError(f"unknown evaluator {name!r}; expected one of {sorted(EVALUATORS)}")
-    return EVALUATORS[name](**opts)
+    factory = EVALUATORS[name]
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        params = []
+    if params and not any(p.kind is p.VAR_KEYWORD for p in params):
+        valid = sorted(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        unknown = sorted(set(opts) - set(valid))
+        if unknown:
+            raise TypeError(f"evaluator {name!r} has no option {unknown}; its options: {valid}")
+    return factory(**opts)
 
 

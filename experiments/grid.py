@@ -23,13 +23,18 @@ import hashlib
 import itertools
 import json
 import math
+import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from divopt.models.validation import check_theta
+from divopt.data import DataFormatError, stable_hash
+from divopt.experiments import harness
+from divopt.models.validation import check_scalar, check_theta
 
 __all__ = [
+    "ConfigError",
     "INSTANCE_PARAMS",
     "RunSpec",
     "SweepConfig",
@@ -38,19 +43,12 @@ __all__ = [
     "expand_grid",
     "parse_value",
     "run_key",
-    "stable_hash",
 ]
 
 INSTANCE_PARAMS = ("k", "theta", "pool")
 # Parameters whose values are reals: 1 and 1.0 must hash to the same run.
 _FLOAT_PARAMS = {"theta", "sparsity_penalty", "rho_vec", "rho_div", "sigma", "relax_penalty", "tol", "alpha"}
 _INT_PARAMS = {"k", "pool", "attack_budget", "max_iter"}
-
-
-def stable_hash(obj: Any, length: int = 16) -> str:
-    """Hex digest of the canonical JSON of ``obj`` (sorted keys): equal inputs, equal hash."""
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
 def parse_value(text: str) -> Any:
@@ -93,10 +91,11 @@ def canonical_params(params: Mapping[str, Any]) -> dict[str, Any]:
     out = {str(k): _canonical_value(str(k), v) for k, v in params.items()}
     if "theta" in out and out["theta"] is not None:
         out["theta"] = check_theta(out["theta"])
-    if "k" in out and (not isinstance(out["k"], int) or isinstance(out["k"], bool) or out["k"] < 1):
-        raise ValueError(f"parameter k must be a positive integer, got {out['k']!r}")
-    if "pool" in out and out["pool"] is not None and (not isinstance(out["pool"], int) or out["pool"] < 1):
-        raise ValueError(f"parameter pool must be a positive integer or None, got {out['pool']!r}")
+    if "k" in out:
+        out["k"] = check_scalar(out["k"], "parameter k", int, min_val=1)
+    if "pool" in out:
+        out["pool"] = check_scalar(out["pool"], "parameter pool", int, min_val=1,
+                                   allow_none=True)
     return dict(sorted(out.items()))
 
 
@@ -146,6 +145,45 @@ def _as_list(name: str, values: Any) -> list[Any]:
     if not vals:
         raise ValueError(f"grid parameter {name} has an empty list of values")
     return vals
+
+
+class ConfigError(DataFormatError):
+    """A config file that does not parse or holds a bad value: the message names the file (and
+    the line when the parser knows it), like every malformed input file of divopt."""
+
+
+def _parse_config(path: Path, text: str) -> Any:
+    """JSON, TOML or YAML text -> Python objects; :class:`ConfigError` with file and line."""
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(path, exc.lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    if suffix == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            # 3.11 puts the position in the message: "... (at line 3, column 5)"
+            m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+            msg = re.sub(r"\s*\(at line .*\)$", "", str(exc))
+            raise ConfigError(path, int(m[1]) if m else None, None,
+                              f"invalid TOML: {msg}" + (f" (column {m[2]})" if m else "")) from None
+    if suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("YAML sweep configs need PyYAML (pip install pyyaml); or use JSON/TOML") from exc
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            problem = getattr(exc, "problem", None) or str(exc)
+            context = getattr(exc, "context", None)
+            raise ConfigError(path, None if mark is None else mark.line + 1, None,
+                              f"invalid YAML: {problem}" + (f" ({context})" if context else "")
+                              + ("" if mark is None else f" (column {mark.column + 1})")) from None
+    raise ConfigError(path, None, None, "a sweep config must be .json, .toml, .yaml or .yml")
 
 
 @dataclass
@@ -212,36 +250,32 @@ class SweepConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "SweepConfig":
-        """Read a JSON, TOML (``[sweep]`` table or top level) or YAML (if PyYAML is installed) file."""
+        """Read a JSON, TOML (``[sweep]`` table or top level) or YAML (if PyYAML is installed) file.
+
+        A file that does not parse, or holds a bad key or value, raises :class:`ConfigError`
+        naming the file (and the line, for parse errors)."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"sweep config file not found: {path}")
-        text = path.read_text()
-        suffix = path.suffix.lower()
-        if suffix == ".json":
-            d = json.loads(text)
-        elif suffix == ".toml":
-            import tomllib
-
-            d = tomllib.loads(text)
-        elif suffix in (".yaml", ".yml"):
-            try:
-                import yaml
-            except ImportError as exc:  # pragma: no cover - depends on the environment
-                raise ImportError("YAML sweep configs need PyYAML (pip install pyyaml); or use JSON/TOML") from exc
-            d = yaml.safe_load(text)
-        else:
-            raise ValueError(f"sweep config must be .json, .toml, .yaml or .yml, got {path.name}")
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError as exc:
+            raise ConfigError(path, None, None, f"not a text file ({exc.reason})") from None
+        d = _parse_config(path, text)
         if isinstance(d, Mapping) and isinstance(d.get("sweep"), Mapping):
             d = d["sweep"]
         if not isinstance(d, Mapping):
-            raise ValueError(f"sweep config {path} must hold a mapping at the top level")
-        return cls.from_dict(d)
+            raise ConfigError(path, None, None, f"must hold a mapping at the top level, got {type(d).__name__}")
+        try:
+            return cls.from_dict(d)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(path, None, None, str(exc)) from None
 
     @property
     def sweep_id(self) -> str:
-        """Hash of everything that determines the rows (the ``sweep_id`` column)."""
-        return stable_hash(self.to_dict(), 12)
+        """The run id (:func:`divopt.experiments.harness.run_id`) of everything that determines
+        the rows (the ``sweep_id`` column)."""
+        return harness.run_id(self.to_dict())
 
 
 def expand_grid(

@@ -27,8 +27,9 @@ import numpy as np
 import torch
 
 from divopt.models import Instance, ccbqp_objective
+from divopt.models.ccbqp import mean_pairwise_cosine
 from divopt.models.kernels import gather_rows, matvec
-from divopt.models.validation import check_embeddings, check_indices, check_nonnegative, check_vector
+from divopt.models.validation import check_embeddings, check_indices, check_nonnegative, check_scalar, check_vector
 
 __all__ = [
     "ir_scores",
@@ -42,6 +43,8 @@ __all__ = [
     "dartboard_score",
     "jaccard",
     "consistency",
+    "vrsd_win",
+    "win_rates",
     "selection_metrics",
 ]
 
@@ -87,8 +90,7 @@ def ir_scores(
     """
     import ir_measures
 
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+    k = check_scalar(k, "k", int, min_val=1)
     parsed = [ir_measures.parse_measure(f"{m}@{int(k)}") for m in measures]
     names = {str(m): m for m in parsed}
     keymap = {str(q): q for q in runs}
@@ -123,26 +125,15 @@ def _rows(E: Any, indices: Any) -> torch.Tensor:
     return gather_rows(Et, torch.as_tensor(idx, device=Et.device)).double()
 
 
-def _mean_pairwise_cos(E: Any, indices: Any) -> float:
-    R = _rows(E, indices)
-    m = R.shape[0]
-    if m < 2:
-        return float("nan")
-    G = R @ R.T
-    # sum over i != j of w_ij = ||sum e||^2 - sum ||e_i||^2
-    off = float(G.sum() - G.diagonal().sum())
-    return off / (m * (m - 1))
-
-
 def ils(E: Any, indices: Any) -> float:
-    """Intra-list similarity: mean cosine over the m(m-1)/2 unordered pairs of the selection."""
-    return _mean_pairwise_cos(E, indices)
+    """Intra-list similarity: mean w_ij = e_i^T e_j over the m(m-1)/2 unordered pairs of the
+    selection (:func:`divopt.models.ccbqp.mean_pairwise_cosine` on the unit rows); NaN if m < 2."""
+    return mean_pairwise_cosine(_rows(E, indices), normalize=False)
 
 
 def ilad(E: Any, indices: Any) -> float:
     """Intra-list average distance: mean of 1 - cos(e_i, e_j) over unordered pairs (= 1 - ILS)."""
-    s = _mean_pairwise_cos(E, indices)
-    return 1.0 - s
+    return 1.0 - ils(E, indices)
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,6 +297,90 @@ def consistency(a: Any, b: Any, keys: Sequence[str] = ("query_id", "theta", "met
 
 
 # --------------------------------------------------------------------------------------------
+# VRSD's win rates (Gao & Zhang, arXiv 2407.04573, Eq. 8-9)
+# --------------------------------------------------------------------------------------------
+def vrsd_win(E: Any, q: Any, a: Any, b: Any) -> dict[str, float]:
+    """VRSD's per-query comparison of two selections A and B of rows of E (one query q).
+
+    similarity(S) = cos(sum_{i in S} e_i, q) (VRSD's objective, :func:`vrsd_score`);
+    diversity(S) = ILAD(S) = mean over pairs of 1 - cos(e_i, e_j) (:func:`ilad`; NaN if |S| < 2).
+    A wins on a measure when its value is strictly larger (the authors' evaluation counts
+    ``VRSD - MMR > 0``); equal values are a tie, not a win. Returns the four values and
+    ``similarity_win`` / ``diversity_win`` / ``similarity_tie`` / ``diversity_tie`` in {0.0, 1.0}
+    (NaN when a value is undefined).
+    """
+    sa, sb = vrsd_score(E, q, a), vrsd_score(E, q, b)
+    da, db = ilad(E, a), ilad(E, b)
+    return {"similarity_a": sa, "similarity_b": sb, "diversity_a": da, "diversity_b": db,
+            **_wins("similarity", sa, sb), **_wins("diversity", da, db)}
+
+
+def _wins(name: str, x: float, y: float) -> dict[str, float]:
+    if math.isnan(x) or math.isnan(y):
+        return {f"{name}_win": float("nan"), f"{name}_tie": float("nan")}
+    return {f"{name}_win": float(x > y), f"{name}_tie": float(x == y)}
+
+
+def win_rates(table: Any, a: str, b: str, *, by: Sequence[str] = (), query_key: str = "query_id",
+              method_column: str = "method", similarity: str = "vrsd", diversity: str = "ilad",
+              per_query: bool = False):
+    """VRSD's similarity and diversity win rates of method ``a`` over method ``b``, from a tidy table.
+
+    ``table`` has one row per (``query_key``, ``method_column``, ``by``...) with the per-query
+    measures in columns ``similarity`` (default "vrsd": cos(sum of the selected e_i, q), as
+    :func:`selection_metrics` writes it) and ``diversity`` (default "ilad"). For each group of
+    ``by`` (e.g. ("dataset", "theta")) and each query present for both methods::
+
+        similarity win rate = (1/|Q|) sum_q 1[sim_a(q) > sim_b(q)]      (Eq. 8)
+        diversity win rate  = (1/|Q|) sum_q 1[div_a(q) > div_b(q)]      (Eq. 9)
+
+    over the queries Q where both values are defined (ties are not wins; their rates are
+    reported beside). Returns a frame with ``by``, ``a``, ``b``, ``n_queries``,
+    ``similarity_win_rate``, ``diversity_win_rate``, ``similarity_tie_rate``,
+    ``diversity_tie_rate``; ``per_query=True`` returns the per-query rows (``by``, query, the
+    four values, the win and tie indicators) instead.
+
+    Source note: the definitions follow VRSD (arXiv 2407.04573) as far as divopt could read it:
+    the win counts of the authors' public evaluation (a query is a win when VRSD's sum-vector
+    cosine exceeds the baseline's) and ILAD for diversity; the paper's own Eq. 8-9 text could
+    not be checked here.
+    """
+    import pandas as pd
+
+    by = list(by)
+    keys = by + [query_key]
+    need = keys + [method_column, similarity, diversity]
+    missing = [c for c in need if c not in table.columns]
+    if missing:
+        raise ValueError(f"table lacks column(s) {missing}; it needs {need}")
+    parts = {}
+    for name, m in (("a", a), ("b", b)):
+        sub = table[table[method_column] == m]
+        if sub.empty:
+            raise ValueError(f"method {m!r} (argument {name}) has no row in column {method_column!r}")
+        if sub.duplicated(keys).any():
+            raise ValueError(f"method {m!r} has several rows per {keys}: aggregate or add keys to `by` first")
+        parts[name] = sub[keys + [similarity, diversity]].rename(
+            columns={similarity: f"similarity_{name}", diversity: f"diversity_{name}"})
+    m = pd.merge(parts["a"], parts["b"], on=keys, how="inner")
+    for meas in ("similarity", "diversity"):
+        x, y = m[f"{meas}_a"].astype(float), m[f"{meas}_b"].astype(float)
+        defined = x.notna() & y.notna()
+        m[f"{meas}_win"] = (x > y).astype(float).where(defined)
+        m[f"{meas}_tie"] = (x == y).astype(float).where(defined)
+    if per_query:
+        return m
+    agg = (m.groupby(by, dropna=False) if by else m.assign(_all=0).groupby("_all"))
+    out = agg.agg(n_queries=(query_key, "size"),
+                  similarity_win_rate=("similarity_win", "mean"), diversity_win_rate=("diversity_win", "mean"),
+                  similarity_tie_rate=("similarity_tie", "mean"), diversity_tie_rate=("diversity_tie", "mean"))
+    out = out.reset_index(drop=not by)
+    out.insert(len(by), "a", a)
+    out.insert(len(by) + 1, "b", b)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # Everything that applies, as one row
 # --------------------------------------------------------------------------------------------
 def selection_metrics(
@@ -341,7 +416,7 @@ def selection_metrics(
         return out0
     k = idx.size if k is None else int(k)
     out: dict[str, float] = {
-        "objective": ccbqp_objective(inst, idx),
+        "objective": ccbqp_objective(inst, idx, any_size=True),
         "relevance_sum": float(inst.relevance.double()[torch.as_tensor(idx, device=inst.device)].sum()),
         "ilad": ilad(inst.E, idx),
         "ils": ils(inst.E, idx),

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -28,6 +27,8 @@ import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+
+from divopt.experiments import harness
 
 # Figures are built with the object-oriented API (no pyplot): saving renders through Agg and no
 # global backend or figure registry is touched, so plotting works headless, in threads and in
@@ -199,7 +200,8 @@ def plot_gaps(df: pd.DataFrame, gap: str = "gap"):
     """Box plots of the normalized gap (OPT - f)/(k(k-1)) per method, one panel per theta.
 
     Points whose gap is only an upper bound (exact solve not proven: ``gap_kind == "upper_bound"``)
-    are drawn hollow, proven gaps filled; the hit rate is written under each method.
+    are drawn hollow, proven gaps filled. The returned table is
+    :func:`divopt.experiments.harness.quality_summary` per (theta, method).
     """
     df = _ok_rows(df)
     _need(df, ["method", "theta", gap], "the gap plot")
@@ -209,7 +211,6 @@ def plot_gaps(df: pd.DataFrame, gap: str = "gap"):
     methods = sorted(df["method"].unique())
     fig, axes = _subplots(1, max(1, len(thetas)), figsize=(max(4, 0.45 * len(methods)) * max(1, len(thetas)), 4),
                              squeeze=False, sharey=True)
-    rows = []
     for ax, th in zip(axes[0], thetas):
         sub = df[df["theta"] == th]
         vals = [sub.loc[sub["method"] == m, gap].dropna().to_numpy() for m in methods]
@@ -222,14 +223,13 @@ def plot_gaps(df: pd.DataFrame, gap: str = "gap"):
             ax.scatter(i + jitter[proven.to_numpy()], sm.loc[proven, gap], s=8, color="C0", alpha=0.6)
             ax.scatter(i + jitter[~proven.to_numpy()], sm.loc[~proven, gap], s=8, facecolors="none",
                        edgecolors="C3", alpha=0.8)
-            hit = sm["exact_hit"].astype("float").mean() if "exact_hit" in sm and sm["exact_hit"].notna().any() else np.nan
-            rows.append({"theta": th, "method": m, "mean_gap": sm[gap].mean(), "p95_gap": sm[gap].quantile(0.95),
-                         "hit_rate": hit, "n": len(sm), "upper_bound_only": int((~proven).sum())})
         ax.set_title(f"theta={th:g}")
         ax.grid(alpha=0.3, axis="y")
     axes[0][0].set_ylabel("(OPT - f) / (k(k-1))")
     fig.suptitle("normalized optimality gaps (hollow: upper bound, exact solve not proven)", fontsize=9)
-    return fig, pd.DataFrame(rows)
+    table = df.assign(gap=df[gap], gap_kind=kind,
+                      exact_hit=df["exact_hit"] if "exact_hit" in df else pd.Series(pd.NA, index=df.index, dtype="boolean"))
+    return fig, harness.quality_summary(table, ["theta", "method"])
 
 
 def plot_certified(df: pd.DataFrame):
@@ -328,32 +328,28 @@ def _plots_for(kind: str, df: pd.DataFrame, args: argparse.Namespace, tag: str) 
 
 def main(args: argparse.Namespace) -> int:
     written: list[Path] = []
-    try:
-        for i, path in enumerate(args.input):
-            df = read_table(path)
-            tag = "" if len(args.input) == 1 else f"_{i}"
-            if args.kind == "all":
-                kinds = []
-                if {"gemv_seconds", "k", "n", "d"} <= set(df.columns):
-                    kinds.append("latency")
-                if "gap" in df.columns:
-                    kinds.append("gaps")
-                if {"certified", "bound_gap"} <= set(df.columns):
-                    kinds.append("certified")
-                if {args.x, args.y, "theta"} <= set(df.columns):
-                    kinds.append("pareto")
-                if any(p in df.columns and df[p].notna().any() for p in args.param):
-                    kinds.append("robust")
-                if not kinds:
-                    raise ValueError(f"{path}: nothing to plot (columns: {sorted(df.columns)})")
-            else:
-                kinds = [args.kind]
-            for kind in kinds:
-                for name, fig in _plots_for(kind, df, args, tag):
-                    written += save_figure(fig, args.out, name)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"divopt plot: {exc}", file=sys.stderr)
-        return 2
+    for i, path in enumerate(args.input):
+        df = read_table(path)
+        tag = "" if len(args.input) == 1 else f"_{i}"
+        if args.kind == "all":
+            kinds = []
+            if {"gemv_seconds", "k", "n", "d"} <= set(df.columns):
+                kinds.append("latency")
+            if "gap" in df.columns:
+                kinds.append("gaps")
+            if {"certified", "bound_gap"} <= set(df.columns):
+                kinds.append("certified")
+            if {args.x, args.y, "theta"} <= set(df.columns):
+                kinds.append("pareto")
+            if any(p in df.columns and df[p].notna().any() for p in args.param):
+                kinds.append("robust")
+            if not kinds:
+                raise ValueError(f"{path}: nothing to plot (columns: {sorted(df.columns)})")
+        else:
+            kinds = [args.kind]
+        for kind in kinds:
+            for name, fig in _plots_for(kind, df, args, tag):
+                written += save_figure(fig, args.out, name)
     for w in written:
         print(w)
     return 0

@@ -6,373 +6,84 @@ and writes ONE tidy parquet row per run. How it survives being killed:
 * every run has a deterministic key, sha256(dataset, query, method, canonical parameters)
   (:func:`divopt.experiments.grid.run_key`), and a seed derived from (base seed, key);
 * each finished run is written by the driver to ``OUT/parts/<key>.parquet`` (or
-  ``<key>.error.parquet`` when the method raised): first to a hidden temporary name in the same
-  folder, fsync'ed, then ``os.replace``'d, so a part file is either complete or absent;
+  ``<key>.error.parquet`` when the method raised) by :func:`divopt.experiments.harness.write_parquet`
+  (a hidden temporary name in the same folder, fsync'ed, then ``os.replace``'d), so a part file
+  is either complete or absent;
 * a restart with the same command lists ``OUT/parts``, skips every key already there and runs
   the rest; at the end :func:`consolidate` reads the parts of the current grid into
   ``OUT/results.parquet`` (written the same atomic way), ordered by ``run_index``.
 A kill therefore loses at most the runs in flight, never a written row, and never duplicates one.
 
-Embeddings are computed once per dataset: the driver builds the dataset (loader, then row
-normalization) and caches it under ``OUT/data/<dataset key>/`` as ``.npy`` files; local
-workers memory-map those files (pages shared through the OS cache, nothing re-encoded or
-pickled per run) and a restart reuses the cache. With Ray the arrays are ``ray.put`` once and
-every task receives the same object reference (zero-copy reads from the object store).
+Runs that share an output folder (what the most trusted runners do: one writer per folder,
+nothing silently replaced):
 
-A "method" is a fast selector of :data:`divopt.solvers.METHODS`, a robust model of
-``divopt.robust`` (a record function ``(instance, **parameters) -> dict`` with the selected
-``indices``), or anything added with :func:`register_method`; plugin modules named in the
-config are imported in the driver and in every worker, so they can register more.
+* a sweep holds the folder's lock (:func:`divopt.experiments.harness.output_lock`) while it
+  runs: a second sweep on the same folder stops at once with an error naming the first (its pid,
+  host, start time and command); the OS drops the lock when the holder dies, however it dies;
+* temporary files are private to their writer, and a restart deletes only those whose writer is
+  provably gone (:func:`divopt.experiments.harness.remove_stale_temporaries`);
+* a folder remembers its sweep (``OUT/config.json``). A different configuration there is refused
+  with the differences listed, unless ``new_grid=True`` (``--new-grid``): the previous
+  ``config.json`` and ``results.parquet`` are then kept beside as ``config.<sweep_id>.json`` and
+  ``results.<sweep_id>.parquet``, and the finished runs both grids share are reused. Settings
+  that change a run's row without changing its key (``seed``, ``evaluator``, ``plugins``) can
+  never share a folder: reusing a part would give a silently wrong row;
+* the local pool's workers die with the driver (:mod:`divopt.experiments.backends`).
 
-Every run sets ``torch.set_num_threads(1)`` while it runs (whatever the backend) so that
-parallel workers do not oversubscribe the cores and the floating-point results do not depend
-on the backend or the worker count.
+Every parameter name is checked before any work: a grid or method parameter that no chosen
+method takes is an error listing the names they do take (a typo never becomes a silent no-op).
+
+The module map of a sweep: this module plans it (:func:`plan`: plugins, dataset, grid), runs it
+(:func:`run_sweep`) and keeps its part files; the dataset comes from :func:`divopt.data.load`
+with the cache under ``OUT/data/<dataset key>/`` (embeddings computed once, memory-mapped by the
+workers, reused by a restart); methods are resolved and run by :mod:`divopt.experiments.methods`
+(selectors, robust models, :func:`~divopt.experiments.methods.register_method` extras); one run
+becomes one row in :mod:`divopt.experiments.runs`; :mod:`divopt.experiments.backends` executes
+the runs (in process, local process pool, Ray); :mod:`divopt.experiments.sweep_cli` is the
+command line.
 """
 from __future__ import annotations
 
-import argparse
-import importlib
-import inspect
+import difflib
 import json
 import math
 import os
-import shutil
-import sys
-import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 from tqdm.auto import tqdm
 
-from divopt.models import Instance, ccbqp_objective
-from divopt.models.validation import check_indices
-
-from .grid import INSTANCE_PARAMS, RunSpec, SweepConfig, chunked, expand_grid, parse_value, stable_hash
+from divopt.data import EmbeddedDataset
+from divopt.data import load as load_dataset
+from divopt.experiments import harness
+from divopt.experiments.backends import import_plugins, run_inline, run_local, run_ray
+from divopt.experiments.evaluator import make_evaluator
+from divopt.experiments.grid import RunSpec, SweepConfig, chunked, expand_grid
+from divopt.experiments.grid import INSTANCE_PARAMS
+from divopt.experiments.methods import accepted_parameters, method_accepts, required_parameters, resolve_method
+from divopt.models.validation import check_scalar
 
 __all__ = [
-    "SweepData",
     "SweepResult",
-    "DATASETS",
-    "register_dataset",
-    "register_method",
-    "resolve_method",
-    "method_accepts",
-    "required_parameters",
     "MissingParameterWarning",
-    "available_methods",
-    "prepare_data",
-    "query_context",
-    "execute_run",
+    "TIMING_COLUMNS",
+    "plan",
     "run_sweep",
     "consolidate",
     "finished_keys",
-    "TIMING_COLUMNS",
-    "add_arguments",
-    "main",
+    "check_parameters",
+    "check_folder",
+    "keep_previous",
+    "error_summary",
 ]
 
 #: Columns that legitimately differ between two runs of the same sweep (wall-clock times).
 TIMING_COLUMNS = ("seconds",)
-
-
-# =============================================================================================
-# Data: embeddings computed once per dataset, shared by every run
-# =============================================================================================
-@dataclass
-class SweepData:
-    """Embeddings and labels of one dataset, as the runs of a sweep need them.
-
-    E : (N, d) float32 unit rows (the passages); Q : (m, d) float32 unit queries.
-    pools : optional per-query candidate rows of E (e.g. a synthetic pool per query); None =
-        every query ranks all of E. A run's ``pool`` parameter then keeps the top-``pool`` rows
-        by relevance c = E q.
-    qrels[query_id][doc_id] = grade; subtopics[query_id][doc_id] = label(s) (what alpha-nDCG
-    and S-recall need); doc_texts / query_texts for text-based evaluators (LLM judges).
-    """
-
-    name: str
-    key: str
-    E: np.ndarray
-    Q: np.ndarray
-    query_ids: list[str]
-    doc_ids: np.ndarray
-    pools: list[np.ndarray] | None = None
-    qrels: dict[str, dict[str, int]] | None = None
-    subtopics: dict[str, dict[str, Any]] | None = None
-    doc_texts: list[str] | None = None
-    query_texts: list[str] | None = None
-
-    def __post_init__(self) -> None:
-        if self.E.ndim != 2 or self.Q.ndim != 2 or self.E.shape[1] != self.Q.shape[1]:
-            raise ValueError(f"E must be (N, d) and Q (m, d) with the same d, got {self.E.shape} and {self.Q.shape}")
-        self.query_ids = [str(q) for q in self.query_ids]
-        if len(self.query_ids) != self.Q.shape[0]:
-            raise ValueError(f"query_ids must have {self.Q.shape[0]} entries (rows of Q), got {len(self.query_ids)}")
-        if len(set(self.query_ids)) != len(self.query_ids):
-            raise ValueError("query_ids must be unique")
-        self.doc_ids = np.asarray(self.doc_ids).astype(str)
-        if self.doc_ids.shape != (self.E.shape[0],):
-            raise ValueError(f"doc_ids must have {self.E.shape[0]} entries (rows of E), got {self.doc_ids.shape}")
-        if self.pools is not None:
-            if len(self.pools) != len(self.query_ids):
-                raise ValueError(f"pools must have one entry per query ({len(self.query_ids)}), got {len(self.pools)}")
-            self.pools = [np.asarray(p, dtype=np.int64) for p in self.pools]
-            for qid, p in zip(self.query_ids, self.pools):
-                if p.size == 0 or p.min() < 0 or p.max() >= self.E.shape[0]:
-                    raise ValueError(f"pool of query {qid!r} must be non-empty rows of E in [0, {self.E.shape[0]})")
-
-    @property
-    def n_queries(self) -> int:
-        return len(self.query_ids)
-
-    def save(self, folder: Path) -> None:
-        """Write to ``folder`` atomically (a temporary sibling folder, then a rename)."""
-        folder = Path(folder)
-        tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        np.save(tmp / "E.npy", np.ascontiguousarray(self.E, dtype=np.float32))
-        np.save(tmp / "Q.npy", np.ascontiguousarray(self.Q, dtype=np.float32))
-        if self.pools is not None:
-            np.savez(tmp / "pools.npz", *self.pools)
-        meta = {
-            "name": self.name,
-            "key": self.key,
-            "query_ids": self.query_ids,
-            "doc_ids": self.doc_ids.tolist(),
-            "qrels": self.qrels,
-            "subtopics": self.subtopics,
-            "doc_texts": self.doc_texts,
-            "query_texts": self.query_texts,
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta))
-        try:
-            os.replace(tmp, folder)
-        except OSError:  # another process saved it first: keep theirs
-            shutil.rmtree(tmp, ignore_errors=True)
-
-    @classmethod
-    def load(cls, folder: Path, mmap: bool = True) -> "SweepData":
-        folder = Path(folder)
-        meta = json.loads((folder / "meta.json").read_text())
-        mode = "r" if mmap else None
-        pools = None
-        if (folder / "pools.npz").exists():
-            with np.load(folder / "pools.npz") as z:
-                pools = [z[f"arr_{i}"] for i in range(len(z.files))]
-        return cls(
-            name=meta["name"],
-            key=meta["key"],
-            E=np.load(folder / "E.npy", mmap_mode=mode),
-            Q=np.load(folder / "Q.npy", mmap_mode=mode),
-            query_ids=meta["query_ids"],
-            doc_ids=np.asarray(meta["doc_ids"]),
-            pools=pools,
-            qrels=meta.get("qrels"),
-            subtopics=meta.get("subtopics"),
-            doc_texts=meta.get("doc_texts"),
-            query_texts=meta.get("query_texts"),
-        )
-
-
-def _unit_rows(a: np.ndarray, name: str) -> np.ndarray:
-    a = np.asarray(a, dtype=np.float32)
-    norms = np.linalg.norm(a, axis=1, keepdims=True)
-    if not np.all(np.isfinite(a)) or np.any(norms == 0):
-        raise ValueError(f"{name} must have finite, non-zero rows")
-    return a / norms
-
-
-DatasetLoader = Callable[..., SweepData]
-DATASETS: dict[str, DatasetLoader] = {}
-
-
-def register_dataset(name: str) -> Callable[[DatasetLoader], DatasetLoader]:
-    """Decorator adding a loader ``fn(**options) -> SweepData`` under ``name``."""
-
-    def deco(fn: DatasetLoader) -> DatasetLoader:
-        DATASETS[name] = fn
-        return fn
-
-    return deco
-
-
-@register_dataset("synthetic")
-def load_synthetic(
-    n: int = 200,
-    d: int = 32,
-    n_queries: int = 4,
-    n_clusters: int | None = None,
-    n_relevant_clusters: int = 5,
-    noise: float = 0.35,
-    seed: int = 0,
-    subtopics: str = "relevant",
-) -> SweepData:
-    """One :func:`divopt.data.synthetic.synthetic_dataset` pool of ``n`` narrow-cone rows per
-    query (seed + j for query j). Ground truth: the passages of the query's planted relevant
-    clusters are relevant (grade 1), and their cluster is their subtopic; with
-    ``subtopics="all"`` every passage is labelled by its cluster (coverage of the whole pool)."""
-    from divopt.data.synthetic import synthetic_dataset
-
-    if subtopics not in ("relevant", "all"):
-        raise ValueError(f"subtopics must be 'relevant' or 'all', got {subtopics!r}")
-    Es, qs, pools, subs, qrels, doc_ids, qids = [], [], [], {}, {}, [], []
-    for j in range(int(n_queries)):
-        ds, E, q = synthetic_dataset(
-            int(n), int(d), seed=int(seed) + j, n_clusters=n_clusters, n_relevant_clusters=n_relevant_clusters,
-            noise=noise,
-        )
-        qid = f"q{j}"
-        rename = {p: f"{qid}-d{i}" for i, p in enumerate(ds.passage_ids)}
-        rel = {rename[p]: g for p, g in ds.qrels["q0"].items()}
-        qids.append(qid)
-        pools.append(np.arange(j * int(n), (j + 1) * int(n)))
-        qrels[qid] = rel
-        subs[qid] = {rename[p]: lab for p, lab in ds.subtopics_for("q0").items() if subtopics == "all" or rel.get(rename[p], 0) > 0}
-        doc_ids.extend(rename[p] for p in ds.passage_ids)
-        Es.append(E)
-        qs.append(q)
-    return SweepData(
-        name="synthetic", key="", E=np.concatenate(Es), Q=np.stack(qs), query_ids=qids,
-        doc_ids=np.asarray(doc_ids), pools=pools, qrels=qrels, subtopics=subs,
-    )
-
-
-def _read_trec_qrels(path: str | Path) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for ln, line in enumerate(Path(path).read_text().splitlines(), 1):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) != 4:
-            raise ValueError(f"{path}:{ln}: a TREC qrels line has 4 fields (qid iter docid grade), got {len(parts)}")
-        try:
-            grade = int(parts[3])
-        except ValueError:
-            raise ValueError(f"{path}:{ln}: grade must be an integer, got {parts[3]!r}") from None
-        out.setdefault(parts[0], {})[parts[2]] = grade
-    return out
-
-
-@register_dataset("npz")
-def load_npz(path: str, qrels: str | None = None) -> SweepData:
-    """Your own embeddings: an ``.npz`` with ``E`` (N, d) and ``Q`` (m, d), optional ``doc_ids`` and
-    ``query_ids``; ``qrels`` an optional TREC qrels file (``qid 0 docid grade`` per line)."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"npz dataset file not found: {p}")
-    with np.load(p, allow_pickle=False) as z:
-        missing = {"E", "Q"} - set(z.files)
-        if missing:
-            raise ValueError(f"{p} must contain arrays E and Q, missing {sorted(missing)}")
-        E, Q = z["E"], z["Q"]
-        doc_ids = z["doc_ids"] if "doc_ids" in z.files else np.arange(E.shape[0])
-        qids = z["query_ids"] if "query_ids" in z.files else np.arange(Q.shape[0])
-    return SweepData(
-        name=p.stem, key="", E=E, Q=Q, query_ids=[str(q) for q in qids], doc_ids=doc_ids,
-        qrels=None if qrels is None else _read_trec_qrels(qrels),
-    )
-
-
-def from_dataset(dataset: Any, E: np.ndarray, Q: np.ndarray) -> SweepData:
-    """A :class:`SweepData` from a :class:`divopt.data.Dataset` and its passage/query embeddings
-    (rows in the order of ``dataset.passage_ids`` / ``dataset.query_ids``)."""
-    subs = None
-    if getattr(dataset, "query_subtopics", None) or getattr(dataset, "subtopics", None):
-        subs = {q: dict(dataset.subtopics_for(q)) for q in dataset.query_ids}
-    return SweepData(
-        name=dataset.name, key="", E=E, Q=Q, query_ids=list(dataset.query_ids), doc_ids=np.asarray(dataset.passage_ids),
-        qrels={q: dict(v) for q, v in dataset.qrels.items()} or None, subtopics=subs,
-        doc_texts=list(dataset.texts), query_texts=list(dataset.queries),
-    )
-
-
-def _embedded(dataset: Any, model: str | None, embed_cache: str | None, with_titles: bool = False) -> SweepData:
-    from divopt.data.embed import embed_dataset
-
-    E, Q = embed_dataset(dataset, model, embed_cache, with_titles=with_titles)
-    return from_dataset(dataset, E, Q)
-
-
-# Text corpora of divopt.data, encoded once (model: None = the offline all-MiniLM-L6-v2;
-# embed_cache: divopt.data's embedding cache folder, optional).
-@register_dataset("toy")
-def load_toy(model: str | None = None, embed_cache: str | None = None) -> SweepData:
-    """The 22-passage redundant-facts corpus (1 query, 6 subtopics, texts for LLM judges)."""
-    from divopt.data.synthetic import toy_dataset
-
-    return _embedded(toy_dataset(), model, embed_cache)
-
-
-@register_dataset("wordnet")
-def load_wordnet_dataset(model: str | None = None, embed_cache: str | None = None, **options: Any) -> SweepData:
-    """The WordNet ambiguity benchmark (a query per polysemous noun, its senses as subtopics);
-    options go to :func:`divopt.data.wordnet.load_wordnet` (e.g. n_words=30)."""
-    from divopt.data.wordnet import load_wordnet
-
-    return _embedded(load_wordnet(**options), model, embed_cache)
-
-
-@register_dataset("beir")
-def load_beir_dataset(path: str, split: str = "test", model: str | None = None, embed_cache: str | None = None,
-                      with_titles: bool = True) -> SweepData:
-    """A local BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)."""
-    from divopt.data.loaders import load_beir
-
-    return _embedded(load_beir(path, split), model, embed_cache, with_titles)
-
-
-@register_dataset("rgb")
-def load_rgb_dataset(path: str, file: str = "en.json", model: str | None = None, embed_cache: str | None = None) -> SweepData:
-    """A local RGB JSON-lines file (or folder)."""
-    from divopt.data.loaders import load_rgb
-
-    return _embedded(load_rgb(path, file=file), model, embed_cache)
-
-
-@register_dataset("mini_wikipedia")
-def load_mini_wikipedia_dataset(path: str, answer_qrels: bool = True, model: str | None = None,
-                                embed_cache: str | None = None) -> SweepData:
-    """A local copy of rag-mini-wikipedia (qrels from answer strings when answer_qrels)."""
-    from divopt.data.loaders import load_mini_wikipedia
-
-    return _embedded(load_mini_wikipedia(path, answer_qrels=answer_qrels), model, embed_cache)
-
-
-def prepare_data(spec: Mapping[str, Any], cache_dir: str | Path | None = None, mmap: bool = True) -> SweepData:
-    """Build (or reuse from ``cache_dir``) the dataset of a sweep; rows of E and Q unit-normalized.
-
-    The dataset key is ``<name>-<hash of the spec>``: the same spec finds the same cache and
-    gives the same run keys.
-    """
-    spec = dict(spec)
-    name = spec.pop("name")
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; expected one of {sorted(DATASETS)} (or register_dataset)")
-    key = f"{name}-{stable_hash({'name': name, **spec}, 10)}"
-    folder = None if cache_dir is None else Path(cache_dir) / key
-    if folder is not None and (folder / "meta.json").exists():
-        return SweepData.load(folder, mmap=mmap)
-    try:
-        data = DATASETS[name](**spec)
-    except TypeError as exc:
-        raise TypeError(f"dataset {name!r}: {exc}") from exc
-    data.key = key
-    data.E = _unit_rows(data.E, f"dataset {name!r} embeddings E")
-    data.Q = _unit_rows(data.Q, f"dataset {name!r} queries Q")
-    if folder is None:
-        return data
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    data.save(folder)
-    return SweepData.load(folder, mmap=mmap)
 
 
 class MissingParameterWarning(UserWarning):
@@ -380,268 +91,12 @@ class MissingParameterWarning(UserWarning):
 
 
 # =============================================================================================
-# Methods: a fast selector, a robust model, or a registered extra
+# Part files: resume and consolidation
 # =============================================================================================
-_EXTRA_METHODS: dict[str, Callable[..., Mapping[str, Any]]] = {}
-
-
-def register_method(name: str) -> Callable:
-    """Decorator adding a sweep method ``fn(instance, **params) -> {"indices": ..., ...}``."""
-
-    def deco(fn: Callable[..., Mapping[str, Any]]) -> Callable[..., Mapping[str, Any]]:
-        _EXTRA_METHODS[name] = fn
-        return fn
-
-    return deco
-
-
-def _robust_models() -> Mapping[str, Callable[..., Mapping[str, Any]]]:
-    try:
-        robust = importlib.import_module("divopt.robust")
-    except ImportError:
-        return {}
-    for attr in ("ROBUST_MODELS", "MODELS", "RECORDS"):
-        reg = getattr(robust, attr, None)
-        if isinstance(reg, Mapping):
-            return reg
-    return {}
-
-
-def _selectors() -> Mapping[str, Callable]:
-    from divopt.solvers import METHODS
-
-    return METHODS
-
-
-def available_methods() -> list[str]:
-    return sorted(set(_selectors()) | set(_robust_models()) | set(_EXTRA_METHODS))
-
-
-def resolve_method(name: str) -> tuple[str, Callable]:
-    """("selector" | "robust" | "extra", function) for a method name; ValueError if unknown."""
-    sel = _selectors()
-    if name in sel:
-        return "selector", sel[name]
-    rob = _robust_models()
-    if name in rob:
-        return "robust", rob[name]
-    if name in _EXTRA_METHODS:
-        return "extra", _EXTRA_METHODS[name]
-    raise ValueError(f"unknown method {name!r}; expected one of {available_methods()}")
-
-
-def _signature_accepts(fn: Callable, param: str, explicit: bool = False) -> bool:
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return not explicit
-    if param in sig.parameters and sig.parameters[param].kind in (
-        inspect.Parameter.KEYWORD_ONLY,
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    ):
-        return True
-    return not explicit and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
-
-
-def required_parameters(method: str) -> set[str]:
-    """Keyword parameters of ``method`` without a default (the instance argument excluded)."""
-    try:
-        params = list(inspect.signature(resolve_method(method)[1]).parameters.values())
-    except (TypeError, ValueError):
-        return set()
-    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return {p.name for p in params[1:] if p.kind in kinds and p.default is inspect.Parameter.empty}
-
-
-def method_accepts(method: str, param: str) -> bool:
-    """Whether ``method`` takes the keyword parameter ``param`` (instance parameters always)."""
-    if param in INSTANCE_PARAMS:
-        return True
-    return _signature_accepts(resolve_method(method)[1], param)
-
-
-def _scalar(v: Any) -> bool:
-    return v is None or isinstance(v, (bool, int, float, str, np.integer, np.floating, np.bool_))
-
-
-def run_method(inst: Instance, method: str, params: Mapping[str, Any], seed: int) -> dict[str, Any]:
-    """Run one method: {"indices", "objective", "seconds", "iterations", "info_*" scalars}.
-
-    ``objective`` is always the CCBQP objective of the selection at the instance's theta and k.
-    A robust model's or extra method's record (a mapping with ``indices``) keeps its own
-    ``objective`` as ``model_objective`` and its other scalar entries (status, bound, gap, ...)
-    as ``info_<name>``.
-
-    The run's ``seed`` is passed to the method if its signature names ``seed`` (and the
-    parameters do not fix it), and seeds torch's global generator for methods that use it.
-    """
-    kind, fn = resolve_method(method)
-    kwargs = dict(params)
-    if "seed" not in kwargs and _signature_accepts(fn, "seed", explicit=True):
-        kwargs["seed"] = int(seed)
-    torch.manual_seed(int(seed))
-    out: dict[str, Any] = {}
-    if kind == "selector":
-        from divopt.solvers import select
-
-        sel = select(inst, method, **kwargs)
-        out.update(indices=sel.indices, objective=sel.objective, seconds=sel.seconds, iterations=sel.iterations)
-        extra = sel.info
-    else:
-        t0 = time.perf_counter()
-        rec = fn(inst, **kwargs)
-        seconds = time.perf_counter() - t0
-        if not isinstance(rec, Mapping) or "indices" not in rec:
-            raise TypeError(f"method {method!r} must return a mapping with 'indices', got {type(rec).__name__}")
-        idx = check_indices(np.asarray(rec["indices"], dtype=np.int64), inst.n, f"{method} indices")
-        out.update(
-            indices=idx,
-            # the CCBQP objective, so that every method's rows compare on one scale; the
-            # model's own objective (e.g. a robust worst case) is kept as model_objective
-            objective=ccbqp_objective(inst, idx) if idx.size else 0.0,
-            seconds=float(rec.get("seconds", seconds)),
-            iterations=int(rec.get("iterations", 0) or 0),
-        )
-        if "objective" in rec and _scalar(rec["objective"]):
-            out["model_objective"] = float(rec["objective"])
-        extra = {k: v for k, v in rec.items() if k not in ("indices", "objective", "seconds", "iterations")}
-    for k, v in (extra or {}).items():
-        if _scalar(v):
-            out[f"info_{k}"] = v.item() if hasattr(v, "item") else v
-    return out
-
-
-# =============================================================================================
-# One run
-# =============================================================================================
-_BASE_CACHE: dict[tuple[str, int, Any], tuple[Instance, np.ndarray]] = {}
-
-
-def _query_instance(data: SweepData, query_index: int, pool: int | None) -> tuple[Instance, np.ndarray]:
-    """The query's candidate pool as an Instance (k=1, theta=1; replaced per run) and its rows of E."""
-    ck = (data.key, int(query_index), pool)
-    hit = _BASE_CACHE.get(ck)
-    if hit is not None:
-        return hit
-    if len(_BASE_CACHE) > 64 or any(k[0] != data.key for k in _BASE_CACHE):
-        _BASE_CACHE.clear()
-    rows = data.pools[query_index] if data.pools is not None else np.arange(data.E.shape[0])
-    q = np.asarray(data.Q[query_index], dtype=np.float32)
-    Erows = np.asarray(data.E[rows], dtype=np.float32)  # fancy indexing copies: a writable array
-    if pool is not None and pool < rows.size:
-        rel = Erows @ q
-        top = np.argsort(-rel, kind="stable")[:pool]
-        rows, Erows = rows[top], np.ascontiguousarray(Erows[top])
-    inst = Instance(torch.from_numpy(Erows), torch.from_numpy(q.copy()), k=1, theta=1.0, ids=data.doc_ids[rows])
-    _BASE_CACHE[ck] = (inst, rows)
-    return inst, rows
-
-
-def query_context(data: SweepData, query_index: int, pool: int | None = None, k: int = 1, theta: float = 1.0):
-    """The :class:`~divopt.experiments.evaluator.QueryContext` of one query (pool, labels, texts)."""
-    from .evaluator import QueryContext
-
-    base, rows = _query_instance(data, query_index, pool)
-    qid = data.query_ids[query_index]
-    return QueryContext(
-        query_id=qid,
-        instance=base.replace(k=k, theta=theta),
-        query_text=None if data.query_texts is None else data.query_texts[query_index],
-        passages=None if data.doc_texts is None else [data.doc_texts[int(r)] for r in rows],
-        qrels=None if data.qrels is None else data.qrels.get(qid, {}),
-        subtopics=None if data.subtopics is None else data.subtopics.get(qid),
-    )
-
-
-def _metrics(context: Any, indices: np.ndarray) -> dict[str, float]:
-    """Every metric of a selection: one call, so the metric set is changed in one place."""
-    from .metrics import selection_metrics
-
-    return selection_metrics(context.instance, indices, qrels=context.qrels, subtopics=context.subtopics)
-
-
-def execute_run(data: SweepData, spec: RunSpec, evaluator: Any = None) -> dict[str, Any]:
-    """Run ``spec`` on ``data`` and return its tidy row (status "error" with the message if it raised)."""
-    params = spec.param_dict
-    row: dict[str, Any] = {
-        "run_key": spec.key,
-        "run_index": spec.index,
-        "dataset": spec.dataset,
-        "query_index": spec.query_index,
-        "query_id": spec.query_id,
-        "method": spec.method,
-        "params": json.dumps(params, sort_keys=True),
-        **params,
-        "seed": spec.seed,
-    }
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        ctx = query_context(data, spec.query_index, params.get("pool"), params["k"], params["theta"])
-        res = run_method(ctx.instance, spec.method, spec.method_params, spec.seed)
-        idx = res.pop("indices")
-        metrics = _metrics(ctx, idx)
-        metrics.pop("objective", None)  # same value as the method's objective
-        row.update(status="ok", error="", n_pool=ctx.instance.n, **res, **metrics)
-        row["selected"] = [str(ctx.instance.ids[i]) for i in idx]
-        if evaluator is not None:
-            row["eval_name"] = evaluator.name
-            row["eval_score"] = float(evaluator.score(ctx, idx))
-    except Exception as exc:  # a failed run is a row too: visible in the table, retried with --retry-errors
-        row.update(status="error", error=f"{type(exc).__name__}: {exc}", selected=[])
-    finally:
-        torch.set_num_threads(threads)
-    return row
-
-
-# =============================================================================================
-# Workers
-# =============================================================================================
-_WORKER: dict[str, Any] = {}
-
-
-def _import_plugins(plugins: Iterable[str]) -> None:
-    for mod in plugins:
-        importlib.import_module(mod)
-
-
-def _init_worker(data_dir: str, plugins: list[str], evaluator_spec: Any) -> None:
-    from .evaluator import make_evaluator
-
-    torch.set_num_threads(1)
-    _import_plugins(plugins)
-    _WORKER["data"] = SweepData.load(Path(data_dir), mmap=True)
-    _WORKER["evaluator"] = make_evaluator(evaluator_spec)
-
-
-def _run_chunk(specs: list[RunSpec]) -> list[dict[str, Any]]:
-    return [execute_run(_WORKER["data"], s, _WORKER["evaluator"]) for s in specs]
-
-
-def _ray_chunk(data: SweepData, specs: list[RunSpec], plugins: list[str], evaluator_spec: Any) -> list[dict[str, Any]]:
-    from .evaluator import make_evaluator
-
-    _import_plugins(plugins)
-    evaluator = make_evaluator(evaluator_spec)
-    return [execute_run(data, s, evaluator) for s in specs]
-
-
-# =============================================================================================
-# Part files: atomic writes, resume, consolidation
-# =============================================================================================
-def _atomic_write_table(table: pa.Table, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp)
-    with open(tmp, "rb") as fh:  # the bytes reach the disk before the name appears
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def _write_part(parts: Path, row: Mapping[str, Any]) -> None:
     key = row["run_key"]
     ok = row.get("status") == "ok"
-    table = pa.Table.from_pandas(pd.DataFrame([dict(row)]), preserve_index=False)
-    _atomic_write_table(table, parts / (f"{key}.parquet" if ok else f"{key}.error.parquet"))
+    harness.write_parquet(pd.DataFrame([dict(row)]), parts / (f"{key}.parquet" if ok else f"{key}.error.parquet"))
     if ok:  # a retried run replaces its error part
         (parts / f"{key}.error.parquet").unlink(missing_ok=True)
 
@@ -688,7 +143,7 @@ def consolidate(out_dir: str | Path, specs: Sequence[RunSpec] | None = None, swe
         if sweep_id is not None:
             table.insert(0, "sweep_id", sweep_id)
     out.mkdir(parents=True, exist_ok=True)
-    _atomic_write_table(pa.Table.from_pandas(table, preserve_index=False), out / "results.parquet")
+    harness.write_parquet(table, out / "results.parquet")
     # return what the file holds (missing values of bool/str columns read back as None)
     return pq.read_table(out / "results.parquet").to_pandas()
 
@@ -707,7 +162,7 @@ class SweepResult:
     specs: list[RunSpec] = field(repr=False, default_factory=list)
 
 
-def _select_queries(data: SweepData, queries: Any) -> list[tuple[int, str]]:
+def _select_queries(data: EmbeddedDataset, queries: Any) -> list[tuple[int, str]]:
     if queries is None:
         return list(enumerate(data.query_ids))
     if isinstance(queries, int):
@@ -719,13 +174,48 @@ def _select_queries(data: SweepData, queries: Any) -> list[tuple[int, str]]:
     return [(pos[q], q) for q in queries]
 
 
-def plan(config: SweepConfig, out_dir: str | Path, mmap: bool = True) -> tuple[SweepData, list[RunSpec]]:
-    """Import plugins, build (or reuse) the dataset cache and expand the grid into run specs."""
-    _import_plugins(config.plugins)
+def _suggest(name: str, valid: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(valid), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_parameters(config: SweepConfig) -> None:
+    """Every parameter name of ``config`` is taken by a chosen method: a common grid parameter
+    by at least one of them (it expands only those), a ``methods.<name>`` parameter by that
+    method. ValueError listing the valid names otherwise (plugins must be imported first)."""
+    accepted = {m: accepted_parameters(m) for m in config.methods}
+    if any(a is None for a in accepted.values()):  # a method taking **kwargs takes any name
+        known: set[str] | None = None
+    else:
+        known = set().union(*accepted.values())
+    for p in config.grid:
+        if p in INSTANCE_PARAMS or known is None or p in known:
+            continue
+        valid = sorted(set(INSTANCE_PARAMS) | known)
+        raise ValueError(f"grid parameter {p!r} is taken by none of the methods {list(config.methods)}{_suggest(p, valid)}; "
+                         f"valid names: {valid}")
+    for m, own in config.methods.items():
+        ok = accepted[m]
+        for p in own:
+            if p in INSTANCE_PARAMS or ok is None or p in ok:
+                continue
+            valid = sorted(set(INSTANCE_PARAMS) | ok)
+            raise ValueError(f"method {m!r} does not take parameter {p!r} (methods.{m}){_suggest(p, valid)}; "
+                             f"its parameters: {valid}")
+
+
+def plan(config: SweepConfig, out_dir: str | Path, mmap: bool = True) -> tuple[EmbeddedDataset, list[RunSpec]]:
+    """Import plugins, check the method and parameter names, build (or reuse) the dataset cache
+    and expand the grid into run specs (ValueError when the grid has no run)."""
+    import_plugins(config.plugins)
     for m in config.methods:
         resolve_method(m)  # unknown methods fail before any work
-    data = prepare_data(config.dataset, Path(out_dir) / "data", mmap=mmap)
+    check_parameters(config)
+    data = load_dataset(config.dataset, cache_dir=Path(out_dir) / "data", mmap=mmap)
     specs = expand_grid(config, data.key, _select_queries(data, config.queries), method_accepts)
+    if not specs:
+        raise ValueError(f"the sweep has no runs: dataset {data.name!r} gives {data.n_queries} queries "
+                         f"(queries={config.queries!r})")
     checked: set[tuple[str, frozenset]] = set()
     for s in specs:  # say up front which runs cannot work (each still becomes an error row)
         sig = (s.method, frozenset(s.method_params))
@@ -741,6 +231,77 @@ def plan(config: SweepConfig, out_dir: str | Path, mmap: bool = True) -> tuple[S
     return data, specs
 
 
+#: Settings that change a run's row but not its key: two sweeps differing in them never share a folder.
+_ROW_SETTINGS = ("seed", "evaluator", "plugins")
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out or {prefix.rstrip("."): {}}
+    return {prefix.rstrip("."): d}
+
+
+def _differences(old: Mapping[str, Any], new: Mapping[str, Any], limit: int = 4) -> str:
+    a, b = _flat(json.loads(json.dumps(old, default=str))), _flat(json.loads(json.dumps(new, default=str)))
+    keys = [k for k in sorted(set(a) | set(b)) if a.get(k, "<absent>") != b.get(k, "<absent>")]
+    text = "; ".join(f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}" for k in keys[:limit])
+    return text + (f"; and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def check_folder(out_dir: str | Path, config: SweepConfig, new_grid: bool = False) -> str | None:
+    """Refuse to put ``config`` in a folder that holds another sweep (``OUT/config.json`` of a
+    different ``sweep_id``), naming the differences. With ``new_grid`` that is allowed, and the
+    previous sweep's id is returned: :func:`keep_previous` then moves its ``config.json`` and
+    ``results.parquet`` beside; but a difference in a row setting (seed, evaluator, plugins) is
+    refused even then, since finished parts would be reused with the wrong seed or score.
+    Returns None when the folder is new or holds this very sweep."""
+    out = Path(out_dir)
+    path = out / "config.json"
+    if not path.exists():
+        return None
+    try:
+        old = json.loads(path.read_text())
+        old_id = str(old["sweep_id"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a divopt sweep config ({exc}); use another output folder") from None
+    if old_id == config.sweep_id:
+        return None
+    old_cfg = {k: old.get(k) for k in SweepConfig._KEYS}
+    new_cfg = config.to_dict()
+    diff = _differences(old_cfg, new_cfg)
+    row_diff = [k for k in _ROW_SETTINGS if json.dumps(old_cfg.get(k), sort_keys=True, default=str)
+                != json.dumps(new_cfg.get(k), sort_keys=True, default=str)]
+    if row_diff:
+        raise ValueError(f"{out} holds sweep {old_id} and this sweep differs in {row_diff} ({diff}): its finished runs "
+                         f"would be reused with the other {'/'.join(row_diff)}; use another output folder")
+    if not new_grid:
+        raise ValueError(f"{out} holds sweep {old_id} (config.json) with another configuration ({diff}); "
+                         f"its results.parquet would be replaced: use another output folder, or --new-grid "
+                         f"(new_grid=True) to run this grid here and keep the previous files as "
+                         f"config.{old_id}.json and results.{old_id}.parquet")
+    return old_id
+
+
+def keep_previous(out_dir: str | Path, old_id: str) -> None:
+    """Move the previous sweep's ``config.json`` and ``results.parquet`` to
+    ``config.<old_id>.json`` and ``results.<old_id>.parquet`` (the caller holds the lock)."""
+    out = Path(out_dir)
+    for name, kept in (("config.json", f"config.{old_id}.json"), ("results.parquet", f"results.{old_id}.parquet")):
+        if (out / name).exists():
+            os.replace(out / name, out / kept)
+
+
+def error_summary(table: pd.DataFrame, limit: int = 3) -> tuple[int, list[tuple[str, int]]]:
+    """(number of error rows, the ``limit`` most frequent error messages with their counts)."""
+    if table.empty or "status" not in table:
+        return 0, []
+    errors = table.loc[table["status"] != "ok", "error"].fillna("").astype(str)
+    return int(errors.size), Counter(errors).most_common(limit)
+
+
 def run_sweep(
     config: SweepConfig,
     out_dir: str | Path,
@@ -751,32 +312,46 @@ def run_sweep(
     chunk_size: int | None = None,
     progress: bool = True,
     retry_errors: bool = False,
+    new_grid: bool = False,
 ) -> SweepResult:
     """Run (or resume) a sweep into ``out_dir`` and return the consolidated table.
 
     backend : "local" (a process pool of ``n_workers`` spawned processes; ``n_workers=0`` runs
         in this process) or "ray" (``address`` of an existing cluster, else a local
-        ``ray.init(num_cpus=n_workers)``; an already initialized Ray is used as it is).
+        ``ray.init(num_cpus=n_workers)`` bound to 127.0.0.1; an already initialized Ray is
+        used as it is).
     chunk_size : runs per task (default: about 4 tasks per worker, at most 16 runs).
     retry_errors : run again the runs whose part is an error row.
+    new_grid : accept a configuration different from the one ``out_dir`` holds, keeping the
+        previous files beside (:func:`check_folder`); otherwise that is a ValueError.
+
+    Raises :class:`~divopt.experiments.harness.OutputLocked` when another run holds the folder.
     """
     if backend not in ("local", "ray"):
         raise ValueError(f"unknown backend {backend!r}; expected 'local' or 'ray'")
-    if n_workers is not None and (isinstance(n_workers, bool) or int(n_workers) < 0):
-        raise ValueError(f"n_workers must be a non-negative integer, got {n_workers!r}")
+    n_workers = check_scalar(n_workers, "n_workers", int, min_val=0, allow_none=True)
     out = Path(out_dir)
-    parts = out / "parts"
-    parts.mkdir(parents=True, exist_ok=True)
-    for stale in parts.glob(".*.tmp"):  # half-written parts of a killed run (never renamed)
-        stale.unlink(missing_ok=True)
-    data, specs = plan(config, out)
-    from .evaluator import make_evaluator
+    with harness.output_lock(out):
+        return _run_locked(config, out, backend, n_workers, address, chunk_size, progress, retry_errors, new_grid)
 
+
+def _run_locked(config: SweepConfig, out: Path, backend: str, n_workers: int | None, address: str | None,
+                chunk_size: int | None, progress: bool, retry_errors: bool, new_grid: bool) -> SweepResult:
+    parts = out / "parts"
+    import_plugins(config.plugins)
+    for m in config.methods:  # names first: a typo is reported as such, before any other check
+        resolve_method(m)
+    check_parameters(config)
+    previous = check_folder(out, config, new_grid)  # before any work: a refusal costs nothing
+    parts.mkdir(parents=True, exist_ok=True)
+    harness.remove_stale_temporaries(parts)  # half-written parts of a killed run (never renamed)
+    harness.remove_stale_temporaries(out)
+    data, specs = plan(config, out)
     make_evaluator(config.evaluator)  # a bad evaluator spec fails here, not in every worker
+    if previous is not None:
+        keep_previous(out, previous)
     cfg = {**config.to_dict(), "sweep_id": config.sweep_id, "dataset_key": data.key, "n_runs": len(specs)}
-    tmp = out / f".config.json.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(cfg, indent=2, default=str))
-    os.replace(tmp, out / "config.json")
+    harness.write_text(json.dumps(cfg, indent=2, default=str), out / "config.json")
 
     done = finished_keys(parts, include_errors=not retry_errors)
     todo = [s for s in specs if s.key not in done]
@@ -798,14 +373,11 @@ def run_sweep(
         if not chunks:
             pass
         elif backend == "ray":
-            _run_ray(chunks, data, address, workers, config, on_rows)
+            run_ray(chunks, data, address, workers, config, on_rows)
         elif workers == 0:
-            _import_plugins(config.plugins)
-            evaluator = make_evaluator(config.evaluator)
-            for chunk in chunks:
-                on_rows([execute_run(data, s, evaluator) for s in chunk])
+            run_inline(chunks, data, config, on_rows)
         else:
-            _run_local(chunks, out / "data" / data.key, workers, config, on_rows)
+            run_local(chunks, out / "data" / data.key, workers, config, on_rows)
     finally:
         bar.close()
     table = consolidate(out, specs, config.sweep_id)
@@ -813,195 +385,3 @@ def run_sweep(
         table=table, path=out / "results.parquet", n_runs=len(specs), n_skipped=len(specs) - len(todo),
         n_executed=len(todo), n_errors=n_errors, specs=specs,
     )
-
-
-def _run_local(chunks: list[list[RunSpec]], data_dir: Path, workers: int, config: SweepConfig, on_rows) -> None:
-    import multiprocessing as mp
-
-    # spawn, not fork: forking a process that already runs torch threads can deadlock
-    ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(
-        max_workers=min(workers, len(chunks)), mp_context=ctx, initializer=_init_worker,
-        initargs=(str(data_dir), list(config.plugins), config.evaluator),
-    ) as ex:
-        futures = [ex.submit(_run_chunk, c) for c in chunks]
-        try:
-            for fut in as_completed(futures):
-                on_rows(fut.result())
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
-
-
-def _run_ray(chunks: list[list[RunSpec]], data: SweepData, address: str | None, workers: int, config: SweepConfig, on_rows) -> None:
-    import ray
-
-    started = False
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
-        started = True
-    try:
-        # the arrays go to the object store once; every task gets the same reference
-        local = SweepData(**{**data.__dict__, "E": np.array(data.E), "Q": np.array(data.Q)})
-        data_ref = ray.put(local)
-        task = ray.remote(num_cpus=1)(_ray_chunk)
-        pending = [task.remote(data_ref, c, list(config.plugins), config.evaluator) for c in chunks]
-        try:
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
-                on_rows(ray.get(ready[0]))
-        except BaseException:
-            for ref in pending:
-                ray.cancel(ref)
-            raise
-    finally:
-        if started:
-            ray.shutdown()
-
-
-# =============================================================================================
-# CLI
-# =============================================================================================
-def _kv(text: str) -> tuple[str, list[Any]]:
-    name, sep, values = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=V1,V2,..., got {text!r}")
-    return name.strip(), [parse_value(v) for v in values.split(",")]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "Run a grid of methods x parameters x queries; every finished run is written atomically to "
-        "OUT/parts, so re-running the same command after a kill resumes where it stopped. "
-        "The tidy table is OUT/results.parquet."
-    )
-    parser.add_argument("--config", type=Path, help="sweep config (.json, .toml, or .yaml); flags below override it")
-    parser.add_argument("--out", type=Path, default=Path("results/sweep"), help="output folder (default results/sweep)")
-    parser.add_argument("--dataset", help="dataset loader name (default synthetic)")
-    parser.add_argument("--dataset-opt", action="append", default=[], metavar="NAME=VALUE",
-                        help="dataset option, e.g. n=400 (repeatable)")
-    parser.add_argument("--methods", nargs="+", help="methods (fast selectors, robust models, registered extras)")
-    parser.add_argument("--theta", nargs="+", type=float, help="theta grid")
-    parser.add_argument("--k", nargs="+", type=int, help="k grid")
-    parser.add_argument("--pool", nargs="+", type=parse_value, help="pool sizes (top-n by relevance per query; none = all)")
-    parser.add_argument("--param", action="append", default=[], type=_kv, metavar="NAME=V1,V2",
-                        help="common grid axis for the methods that accept it, e.g. sigma=0.05,0.1 (repeatable)")
-    parser.add_argument("--method-param", action="append", default=[], type=_kv, metavar="METHOD.NAME=V1,V2",
-                        help="grid axis of one method, e.g. dartboard.sigma=0.1,0.2 (repeatable)")
-    parser.add_argument("--queries", type=int, help="use the first N queries")
-    parser.add_argument("--seed", type=int, help="base seed (default 0)")
-    parser.add_argument("--plugin", action="append", default=[], help="module to import in driver and workers (repeatable)")
-    parser.add_argument("--evaluator", help="score each selection: coverage | metric:<name> (openai: via --config)")
-    parser.add_argument("--backend", choices=("local", "ray"), default="local")
-    parser.add_argument("--n-workers", type=int, default=None, help="workers (default: CPU count; 0 = in this process)")
-    parser.add_argument("--address", help="Ray cluster address (with --backend ray); default: a local ray.init")
-    parser.add_argument("--chunk-size", type=int, default=None, help="runs per task")
-    parser.add_argument("--retry-errors", action="store_true", help="run again the runs that ended in an error")
-    parser.add_argument("--consolidate-only", action="store_true", help="only rebuild OUT/results.parquet from the parts")
-    parser.add_argument("--adaptive-metric", help="also write OUT/adaptive.parquet: per-query Oracle/gated theta by this metric")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def config_from_args(args: argparse.Namespace) -> SweepConfig:
-    d: dict[str, Any] = SweepConfig.from_file(args.config).to_dict() if args.config else SweepConfig().to_dict()
-    if args.dataset or args.dataset_opt:
-        ds = dict(d["dataset"]) if not args.dataset or args.dataset == d["dataset"].get("name") else {}
-        ds["name"] = args.dataset or d["dataset"]["name"]
-        for kv in args.dataset_opt:
-            k, _, v = kv.partition("=")
-            if not _:
-                raise ValueError(f"--dataset-opt expects NAME=VALUE, got {kv!r}")
-            ds[k.strip()] = parse_value(v)
-        d["dataset"] = ds
-    grid = dict(d["grid"])
-    for name in ("theta", "k", "pool"):
-        if getattr(args, name) is not None:
-            grid[name] = list(getattr(args, name))
-    for name, values in args.param:
-        grid[name] = values
-    d["grid"] = grid
-    if args.methods:
-        old = d["methods"] if isinstance(d["methods"], Mapping) else {}
-        d["methods"] = {m: dict(old.get(m, {})) for m in args.methods}
-    for name, values in args.method_param:
-        method, dot, pname = name.partition(".")
-        if not dot or method not in d["methods"]:
-            raise ValueError(f"--method-param {name!r}: expected METHOD.NAME with METHOD among {list(d['methods'])}")
-        d["methods"][method][pname] = values
-    if args.queries is not None:
-        d["queries"] = args.queries
-    if args.seed is not None:
-        d["seed"] = args.seed
-    if args.plugin:
-        d["plugins"] = list(dict.fromkeys([*d.get("plugins", []), *args.plugin]))
-    if args.evaluator:
-        from .evaluator import make_evaluator
-
-        spec = args.evaluator
-        name, _, arg = spec.partition(":")
-        d["evaluator"] = {"name": name, **({"metric": arg} if arg else {})}
-        if name == "openai":
-            raise ValueError("the openai evaluator needs base_url and model: give it in --config (evaluator: {...})")
-        make_evaluator(d["evaluator"])
-    return SweepConfig.from_dict(d)
-
-
-def summarize(table: pd.DataFrame) -> pd.DataFrame:
-    """Mean of the main columns per (method, theta) over queries (ok rows only)."""
-    if table.empty or "status" not in table:
-        return pd.DataFrame()
-    ok = table[table["status"] == "ok"]
-    cols = [c for c in ("objective", "ilad", "recall", "ndcg", "alpha_ndcg", "s_recall", "eval_score", "seconds") if c in ok]
-    keys = [c for c in ("method", "theta") if c in ok]
-    return ok.groupby(keys, dropna=False)[cols].mean().reset_index()
-
-
-def main(args: argparse.Namespace) -> int:
-    try:
-        config = config_from_args(args)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
-        print(f"divopt sweep: {exc}", file=sys.stderr)
-        return 2
-    if args.consolidate_only:
-        try:
-            _, specs = plan(config, args.out)
-        except (ValueError, TypeError) as exc:
-            print(f"divopt sweep: {exc}", file=sys.stderr)
-            return 2
-        table = consolidate(args.out, specs, config.sweep_id)
-        print(f"{len(table)} of {len(specs)} runs in {args.out / 'results.parquet'}")
-        if args.adaptive_metric and len(table):
-            _adaptive(table, args)
-        return 0
-    try:
-        res = run_sweep(
-            config, args.out, backend=args.backend, n_workers=args.n_workers, address=args.address,
-            chunk_size=args.chunk_size, progress=not args.no_progress, retry_errors=args.retry_errors,
-        )
-    except (ValueError, TypeError) as exc:
-        print(f"divopt sweep: {exc}", file=sys.stderr)
-        return 2
-    print(
-        f"sweep {config.sweep_id}: {res.n_runs} runs ({res.n_skipped} already done, {res.n_executed} run now, "
-        f"{res.n_errors} errors) -> {res.path}"
-    )
-    with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(summarize(res.table).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    if args.adaptive_metric:
-        _adaptive(res.table, args)
-    return 1 if res.n_errors else 0
-
-
-def _adaptive(table: pd.DataFrame, args: argparse.Namespace) -> None:
-    """Write OUT/adaptive.parquet (per-query Oracle / gated theta) and print the policy table."""
-    from .adaptive import adaptive_report
-
-    per_query, policies = adaptive_report(table, metric=args.adaptive_metric)
-    _atomic_write_table(pa.Table.from_pandas(per_query, preserve_index=False), args.out / "adaptive.parquet")
-    _atomic_write_table(pa.Table.from_pandas(policies, preserve_index=False), args.out / "adaptive_policies.parquet")
-    with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(policies.to_string(index=False, float_format=lambda v: f"{v:.4g}"))

@@ -30,6 +30,8 @@ class Instance:
     normalize : rescale rows of E (and q) to unit norm instead of refusing them.
     ids : optional passage ids, one per row (kept for tables).
 
+    Notes
+    -----
     The CCBQP objective on a binary x with sum(x) = k is
     ``f(x) = theta (k-1) c^T x + (1-theta) x^T (I - E E^T) x``.
     """

@@ -13,7 +13,7 @@ import pyomo.environ as pe
 from pyomo.core.util import quicksum
 
 from .instance import Instance
-from .mip_common import add_pair_products, as_gram, new_selection_model
+from .mip_common import BuiltModel, ModelInfo, add_pair_products, as_gram, new_selection_model
 from .validation import check_choice
 
 __all__ = ["build_ccbqp", "build_ccbqp_miqp", "build_ccbqp_miqp_lowrank", "build_ccbqp_milp", "FORMULATIONS", "gram_factor", "diagonal_shift"]
@@ -28,15 +28,15 @@ def _check_instance(inst: Instance) -> Instance:
     return inst
 
 
-def build_ccbqp_miqp(inst: Instance, shift: bool = True) -> pe.ConcreteModel:
+def build_ccbqp_miqp(inst: Instance, shift: bool = True) -> BuiltModel:
     """Native MIQP: max theta(k-1) c^T x + (1-theta)(sum_i x_i - x^T W x), s.t. sum(x) = k, x binary.
 
     x^T W x = ||E^T x||^2 is convex, so the objective is concave: a convex MIQP, solved
     natively by Gurobi and SCIP (HiGHS has no MIQP: use :func:`build_ccbqp_milp`).
     With ``shift`` (default) the model uses x^T (W - uI) x + u sum_i x_i, u = lambda_min(W)
     (:func:`diagonal_shift`): equal on binary x, still concave, and a tighter continuous
-    relaxation than the relax_penalty = 0 relaxation (which is ``shift=False``).
-    n binaries, 1 constraint.
+    relaxation than the relax_penalty = 0 relaxation (which is ``shift=False``); the shift is
+    ``info.details["shift"]``. n binaries, 1 constraint.
     """
     inst = _check_instance(inst)
     n, k, th = inst.n, inst.k, inst.theta
@@ -45,7 +45,6 @@ def build_ccbqp_miqp(inst: Instance, shift: bool = True) -> pe.ConcreteModel:
     u = diagonal_shift(W) if shift else 0.0
     W = W - u * np.eye(n)
     m = new_selection_model(n, "ccbqp_miqp")
-    m.shift = u
     m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
     lin = quicksum(float(th * (k - 1) * c[i] + (1 - th) * (1.0 - u)) * m.x[i] for i in range(n))
     if th < 1.0:
@@ -57,7 +56,7 @@ def build_ccbqp_miqp(inst: Instance, shift: bool = True) -> pe.ConcreteModel:
         m.obj = pe.Objective(expr=lin + quad, sense=pe.maximize)
     else:
         m.obj = pe.Objective(expr=lin, sense=pe.maximize)
-    return m
+    return BuiltModel(m, ModelInfo(kind=m.name, n_items=n, details={"shift": u}))
 
 
 def diagonal_shift(W: np.ndarray) -> float:
@@ -84,7 +83,7 @@ def gram_factor(W: np.ndarray, tol: float = 1e-12) -> np.ndarray:
     return U[:, keep] * np.sqrt(lam[keep])
 
 
-def build_ccbqp_miqp_lowrank(inst: Instance, shift: bool = True) -> pe.ConcreteModel:
+def build_ccbqp_miqp_lowrank(inst: Instance, shift: bool = True) -> BuiltModel:
     """Factored convex MIQP: with W - uI = F F^T (F: n x r, r = rank <= min(n, d)), v = F^T x,
     max theta(k-1) c^T x + (1-theta)((1-u) sum_i x_i - ||v||^2), s.t. sum(x) = k, v = F^T x, x binary
     (u = :func:`diagonal_shift` of W, or 0 with ``shift=False``).
@@ -92,7 +91,7 @@ def build_ccbqp_miqp_lowrank(inst: Instance, shift: bool = True) -> pe.ConcreteM
     Same optimum and the same continuous relaxation as :func:`build_ccbqp_miqp`, but the
     quadratic is a diagonal sum of r squares instead of n(n+1)/2 products, which SCIP's
     outer approximation handles far better. n binaries, r continuous v, r + 1 constraints;
-    |v_l| <= sum of the k largest |F_il| bounds every v.
+    |v_l| <= sum of the k largest |F_il| bounds every v. ``info.details``: "shift" u, "rank" r.
     """
     inst = _check_instance(inst)
     n, k, th = inst.n, inst.k, inst.theta
@@ -103,7 +102,6 @@ def build_ccbqp_miqp_lowrank(inst: Instance, shift: bool = True) -> pe.ConcreteM
     r = F.shape[1]
     vmax = np.sort(np.abs(F), axis=0)[::-1][:k].sum(axis=0) + 1e-9
     m = new_selection_model(n, "ccbqp_miqp_lowrank")
-    m.shift = u
     m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
     m.v = pe.Var(range(r), bounds=lambda m, l: (-float(vmax[l]), float(vmax[l])))
     m.vdef = pe.Constraint(range(r), rule=lambda m, l: m.v[l] == quicksum(float(F[i, l]) * m.x[i] for i in range(n) if F[i, l] != 0.0))
@@ -112,10 +110,10 @@ def build_ccbqp_miqp_lowrank(inst: Instance, shift: bool = True) -> pe.ConcreteM
         m.obj = pe.Objective(expr=lin - (1 - th) * quicksum(m.v[l] * m.v[l] for l in range(r)), sense=pe.maximize)
     else:
         m.obj = pe.Objective(expr=lin, sense=pe.maximize)
-    return m
+    return BuiltModel(m, ModelInfo(kind=m.name, n_items=n, details={"shift": u, "rank": r}))
 
 
-def build_ccbqp_milp(inst: Instance, rlt: bool = True) -> pe.ConcreteModel:
+def build_ccbqp_milp(inst: Instance, rlt: bool = True) -> BuiltModel:
     """Linearized MILP: y_ij stands for x_i x_j (i < j),
     max theta(k-1) c^T x + (1-theta)(sum_i (1-W_ii) x_i - 2 sum_{i<j} W_ij y_ij)
     s.t. sum(x) = k, McCormick y_ij <= x_i, y_ij <= x_j, y_ij >= x_i + x_j - 1, y >= 0,
@@ -135,10 +133,10 @@ def build_ccbqp_milp(inst: Instance, rlt: bool = True) -> pe.ConcreteModel:
     lin = quicksum(float(th * (k - 1) * c[i] + (1 - th) * (1.0 - W[i, i])) * m.x[i] for i in range(n))
     quad = quicksum(float(-2.0 * (1 - th) * W[i, j]) * m.y[i, j] for i, j in m.P)
     m.obj = pe.Objective(expr=lin + quad, sense=pe.maximize)
-    return m
+    return BuiltModel(m, ModelInfo(kind=m.name, n_items=n, details={"rlt": bool(rlt)}))
 
 
-def build_ccbqp(inst: Instance, formulation: str = "miqp", rlt: bool = True) -> pe.ConcreteModel:
+def build_ccbqp(inst: Instance, formulation: str = "miqp", rlt: bool = True) -> BuiltModel:
     """The exact CCBQP in the chosen ``formulation``: "miqp", "miqp_lowrank" or "milp"."""
     check_choice(formulation, "formulation", FORMULATIONS)
     if formulation == "miqp":

@@ -1,17 +1,21 @@
 """Shared pieces of the Pyomo mixed-integer builders (``divopt.models.mip_*``).
 
-Every builder returns a :class:`pyomo.environ.ConcreteModel` with
+Every builder returns a :class:`BuiltModel`, the pair ``(model, info)``:
 
-* ``model.x[i]``, i in ``range(n)``: binary, 1 when item i of the pool is selected;
-* ``model.obj``: the objective, always MAXIMIZED;
+* ``model``, a :class:`pyomo.environ.ConcreteModel` with ``model.x[i]``, i in ``range(n)``,
+  binary, 1 when item i of the pool is selected, and ``model.obj``, always MAXIMIZED;
+* ``info``, a frozen :class:`ModelInfo`: what the builder knows about the model (its kind,
+  the selection variable, the message to report if the solver proves it infeasible, e.g.
+  "no k-set has average pairwise cosine <= rho_div", and builder-specific values).
 
-and never calls a solver (``divopt.solvers.exact.solve`` does). Builders may attach a plain
-string ``model.infeasible_message`` that the runner reports when the solver proves the
-model infeasible (e.g. "no k-set has average pairwise cosine <= rho_div").
+Builders never call a solver and attach nothing to the model: :func:`divopt.models.runner.solve`
+takes the pair (``solve(build_topk(s, k))``, or ``solve(model, info=info)``).
 """
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 import pyomo.environ as pe
@@ -20,7 +24,36 @@ import torch
 from .instance import Instance
 from .validation import check_embeddings, check_vector
 
-__all__ = ["as_scores", "as_gram", "new_selection_model", "add_pair_products", "pairs"]
+__all__ = ["ModelInfo", "BuiltModel", "as_scores", "as_gram", "new_selection_model", "add_pair_products", "pairs"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelInfo:
+    """What a builder knows about the model it returns (read by the runner and by callers).
+
+    kind : the model's name, e.g. "ccbqp_miqp", "diversity", "robust_l2".
+    n_items : pool size n, the length of the selection variable.
+    item_var : name of the binary selection variable, indexed by ``range(n_items)``.
+    infeasible_message : what the runner reports when the solver proves the model infeasible
+        (None: a generic message).
+    details : builder-specific values (e.g. the CCBQP diagonal shift u), read-only.
+    """
+
+    kind: str
+    n_items: int
+    item_var: str = "x"
+    infeasible_message: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
+
+
+class BuiltModel(NamedTuple):
+    """A builder's result: the Pyomo model (data only) and its :class:`ModelInfo`."""
+
+    model: pe.ConcreteModel
+    info: ModelInfo
 
 
 def as_scores(scores: Any, name: str = "scores", n: int | None = None) -> np.ndarray:
@@ -55,9 +88,7 @@ def pairs(n: int) -> list[tuple[int, int]]:
 def new_selection_model(n: int, name: str) -> pe.ConcreteModel:
     """A ConcreteModel with the binary selection vector ``x`` indexed by ``range(n)``."""
     m = pe.ConcreteModel(name=name)
-    m.I = pe.RangeSet(0, n - 1)
     m.x = pe.Var(range(n), domain=pe.Binary)
-    m.infeasible_message = None
     return m
 
 

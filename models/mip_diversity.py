@@ -12,8 +12,8 @@ On binary x the McCormick inequalities force y_ij = x_i x_j, so the last row say
 average pairwise cosine of the selected set, sum_{i<j in S} w_ij / C(|S|, 2), is at most
 rho_div (sets of size <= 1 satisfy it trivially). The RLT equalities are valid because the
 cardinality is fixed (multiply sum x = k by x_i, use x_i^2 = x_i) and tighten the LP bound.
-If no k-set meets the cap the model is infeasible; the model then carries a message saying so
-(reported by ``divopt.solvers.solve``). An optional token budget adds sum len_i x_i <= B.
+If no k-set meets the cap the model is infeasible; the model's info then carries a message
+saying so (reported by :func:`divopt.models.runner.solve`). An optional token budget adds sum len_i x_i <= B.
 """
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ import pyomo.environ as pe
 from pyomo.core.util import quicksum
 
 from .instance import Instance
-from .mip_common import add_pair_products, as_gram, as_scores, new_selection_model
+from .mip_common import BuiltModel, ModelInfo, add_pair_products, as_gram, as_scores, new_selection_model
 from .mip_knapsack import _check_lengths, add_budget
 from .validation import check_k, check_nonnegative
 
-__all__ = ["build_diversity", "add_diversity_constraint", "check_rho_div", "average_pairwise_cosine"]
+__all__ = ["build_diversity", "add_diversity_constraint", "check_rho_div"]
 
 
 def check_rho_div(rho_div: Any) -> float:
@@ -41,18 +41,6 @@ def check_rho_div(rho_div: Any) -> float:
     if not np.isfinite(r):
         raise ValueError(f"rho_div must be finite, got {rho_div!r}")
     return r
-
-
-def average_pairwise_cosine(embeddings: Any, indices: Any) -> float:
-    """sum_{i<j in S} w_ij / C(|S|, 2) (0 for |S| <= 1), in float64."""
-    idx = np.asarray(indices, dtype=np.int64)
-    if idx.size < 2:
-        return 0.0
-    E = embeddings.E if isinstance(embeddings, Instance) else embeddings
-    E = np.asarray(E.detach().cpu().double() if hasattr(E, "detach") else E, dtype=np.float64)[idx]
-    W = E @ E.T
-    iu = np.triu_indices(idx.size, 1)
-    return float(W[iu].mean())
 
 
 def add_diversity_constraint(m: pe.ConcreteModel, W: np.ndarray, rho_div: float) -> None:
@@ -73,7 +61,7 @@ def build_diversity(
     lengths: Any = None,
     budget: float | None = None,
     rlt: bool = True,
-) -> pe.ConcreteModel:
+) -> BuiltModel:
     """Max relevance of a k-set whose average pairwise cosine is at most rho_div (see module doc).
 
     scores : (n,) relevance, or an Instance (then embeddings and k default to its E and k).
@@ -101,9 +89,9 @@ def build_diversity(
             raise TypeError("lengths and budget go together")
         add_budget(m, _check_lengths(lengths, n), check_nonnegative(budget, "budget"))
     m.obj = pe.Objective(expr=quicksum(float(s[i]) * m.x[i] for i in range(n)), sense=pe.maximize)
-    m.infeasible_message = (
+    message = (
         f"infeasible: no set of k={k} items has average pairwise cosine <= rho_div={rho:g}"
         + (f" within the token budget {budget:g}" if budget is not None else "")
         + "; raise rho_div (or lower k)"
     )
-    return m
+    return BuiltModel(m, ModelInfo(kind=m.name, n_items=n, infeasible_message=message))

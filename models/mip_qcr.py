@@ -21,7 +21,7 @@ from pyomo.core.util import quicksum
 
 from .instance import Instance
 from .mip_ccbqp import gram_factor
-from .mip_common import new_selection_model
+from .mip_common import BuiltModel, ModelInfo, new_selection_model
 from .qcr import CardinalityQP, QCRBound, exact_qcr, qcr_sdp
 from .validation import check_choice
 
@@ -33,12 +33,13 @@ QCR_FORMS = ("gram", "factored")
 QCR_FORMULATIONS = {"qcr": "gram", "qcr_lowrank": "factored"}
 
 
-def build_ccbqp_qcr(inst: Instance, form: str = "gram", qcr: QCRBound | None = None, **sdp_options) -> pe.ConcreteModel:
+def build_ccbqp_qcr(inst: Instance, form: str = "gram", qcr: QCRBound | None = None, **sdp_options) -> BuiltModel:
     """max const + lin^T x - x^T H x  s.t.  sum(x) = k, x binary (module docstring).
 
     qcr : an exact (Shor) :class:`~divopt.models.qcr.QCRBound` of ``inst``; by default the Shor SDP
         is solved here (cvxpy + SCS, ``sdp_options`` passed to :func:`~divopt.models.qcr.qcr_sdp`).
-    The model carries ``model.qcr_seconds`` (SDP time) and ``model.qcr_bound`` (the SDP bound).
+    Returns a :class:`~divopt.models.mip_common.BuiltModel`; its info's details hold
+    "qcr_seconds" (SDP time) and "qcr_bound" (the SDP bound).
     """
     if not isinstance(inst, Instance):
         raise TypeError(f"instance must be a divopt.models.Instance, got {type(inst).__name__}")
@@ -49,8 +50,8 @@ def build_ccbqp_qcr(inst: Instance, form: str = "gram", qcr: QCRBound | None = N
     const, lin, H = exact_qcr(problem, qcr)
     n, k = inst.n, inst.k
     m = new_selection_model(n, f"ccbqp_qcr_{form}")
-    m.qcr_seconds = float(qcr.info.get("seconds", 0.0))
-    m.qcr_bound = float(qcr.info.get("sdp_value", np.nan))
+    info = ModelInfo(kind=m.name, n_items=n, details={"qcr_seconds": float(qcr.info.get("seconds", 0.0)),
+                                                      "qcr_bound": float(qcr.info.get("sdp_value", np.nan))})
     m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
     linear = float(const) + quicksum(float(lin[i]) * m.x[i] for i in range(n))
     if form == "gram":
@@ -59,7 +60,7 @@ def build_ccbqp_qcr(inst: Instance, form: str = "gram", qcr: QCRBound | None = N
         keep = coef != 0.0
         quad = quicksum(float(a) * m.x[int(i)] * m.x[int(j)] for a, i, j in zip(coef[keep], iu[keep], ju[keep]))
         m.obj = pe.Objective(expr=linear + quad, sense=pe.maximize)
-        return m
+        return BuiltModel(m, info)
     F = gram_factor(H)
     r = F.shape[1]
     vmax = np.sort(np.abs(F), axis=0)[::-1][:k].sum(axis=0) + 1e-9
@@ -67,4 +68,4 @@ def build_ccbqp_qcr(inst: Instance, form: str = "gram", qcr: QCRBound | None = N
     m.vdef = pe.Constraint(range(r), rule=lambda mm, l: mm.v[l] == quicksum(
         float(F[i, l]) * mm.x[i] for i in range(n) if F[i, l] != 0.0))
     m.obj = pe.Objective(expr=linear - quicksum(m.v[l] * m.v[l] for l in range(r)), sense=pe.maximize)
-    return m
+    return BuiltModel(m, info)

@@ -20,7 +20,7 @@ import pyomo.environ as pe
 from pyomo.core.util import quicksum
 
 from .instance import Instance
-from .mip_common import add_pair_products, as_gram, as_scores, new_selection_model
+from .mip_common import BuiltModel, ModelInfo, add_pair_products, as_gram, as_scores, new_selection_model
 from .mip_diversity import add_diversity_constraint, check_rho_div
 from .mip_knapsack import _check_lengths, add_budget
 from .validation import check_k, check_nonnegative
@@ -38,7 +38,7 @@ def build_sparsity(
     rho_div: float | None = None,
     lengths: Any = None,
     budget: float | None = None,
-) -> pe.ConcreteModel:
+) -> BuiltModel:
     """The adaptive-k model of the module docstring.
 
     scores : (n,) relevance or an Instance (whose E serves as embeddings when rho_div is set).
@@ -78,7 +78,5 @@ def build_sparsity(
         add_budget(m, _check_lengths(lengths, n), b)
         msg.append(f"token budget {b:g}")
     m.obj = pe.Objective(expr=quicksum(float(s[i] - lam) * m.x[i] for i in range(n)), sense=pe.maximize)
-    m.infeasible_message = (
-        f"infeasible: no selection of {lo}..{hi} items satisfies " + (" and ".join(msg) or "the constraints")
-    )
-    return m
+    message = f"infeasible: no selection of {lo}..{hi} items satisfies " + (" and ".join(msg) or "the constraints")
+    return BuiltModel(m, ModelInfo(kind=m.name, n_items=n, infeasible_message=message))

@@ -20,6 +20,8 @@ __all__ = [
     "check_nonnegative",
     "check_indices",
     "check_choice",
+    "check_scalar",
+    "ScalarTypeError",
     "unit_norm_tolerance",
 ]
 
@@ -153,9 +155,7 @@ def check_vector(
 
 def check_k(k: Any, n: int, name: str = "k") -> int:
     """k must be an integer with 1 <= k <= n."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(k).__name__} {k!r}")
-    k = int(k)
+    k = check_scalar(k, name, int)
     if k < 1 or k > n:
         raise ValueError(f"{name} must satisfy 1 <= {name} <= n = {n}, got {name} = {k}")
     return k
@@ -205,3 +205,72 @@ def check_choice(value: Any, name: str, choices) -> str:
     if value not in choices:
         raise ValueError(f"unknown {name} {value!r}; expected one of {sorted(choices)}")
     return value
+
+
+_TYPE_WORDS = {int: "an integer", np.integer: "an integer", float: "a number", np.floating: "a number",
+               str: "a string", bool: "a bool"}
+
+
+class ScalarTypeError(TypeError, ValueError):
+    """A scalar of the wrong type (:func:`check_scalar`). A TypeError, as in scikit-learn, and a
+    ValueError too, so callers of the older hand-written checks (which raised ValueError) keep
+    working (numpy's AxisError is both a ValueError and an IndexError for the same reason)."""
+
+
+def check_scalar(
+    x: Any,
+    name: str,
+    target_type: type | tuple[type, ...],
+    *,
+    min_val: float | None = None,
+    max_val: float | None = None,
+    include_boundaries: str = "both",
+    allow_none: bool = False,
+) -> Any:
+    """Validate a scalar parameter's type and range, in the manner of scikit-learn's ``check_scalar``.
+
+    Parameters
+    ----------
+    x : the value.
+    name : the argument's name, used in the messages ("max_iter must be >= 1, got 0").
+    target_type : ``int``, ``float``, ``(int, float)``, ... ``bool`` is never taken for an int
+        (``True`` is not a count); numpy integers count as ``int``, numpy floats as ``float``, and
+        an ``int`` is accepted (and converted) where ``float`` is wanted.
+    min_val, max_val : bounds (None: unbounded); NaN is always refused for reals.
+    include_boundaries : "both", "left", "right" or "neither": which bounds are allowed values.
+    allow_none : None passes through unchanged.
+
+    Returns
+    -------
+    The value as a Python ``int`` or ``float`` (others unchanged).
+
+    Raises
+    ------
+    ScalarTypeError (a TypeError and a ValueError) for the wrong type; ValueError out of range.
+    """
+    if x is None and allow_none:
+        return None
+    types = target_type if isinstance(target_type, tuple) else (target_type,)
+    want_int = int in types or np.integer in types
+    want_float = float in types or np.floating in types
+    expected = " or ".join(_TYPE_WORDS.get(t, t.__name__) for t in types) + (" or None" if allow_none else "")
+    if isinstance(x, (bool, np.bool_)) and bool not in types:
+        raise ScalarTypeError(f"{name} must be {expected}, got bool {x!r}")
+    if want_int and isinstance(x, (int, np.integer)):
+        x = int(x)
+    elif want_float and isinstance(x, (int, float, np.integer, np.floating)):
+        x = float(x)
+        if np.isnan(x):
+            raise ValueError(f"{name} must be a number, got nan")
+    elif not isinstance(x, types):
+        raise ScalarTypeError(f"{name} must be {expected}, got {type(x).__name__} {x!r}")
+    if include_boundaries not in ("both", "left", "right", "neither"):
+        raise ValueError(f"include_boundaries must be 'both', 'left', 'right' or 'neither', got {include_boundaries!r}")
+    low_ok = include_boundaries in ("both", "left")
+    high_ok = include_boundaries in ("both", "right")
+    word = " or ".join(_TYPE_WORDS.get(t, t.__name__) for t in types)
+    if min_val is not None and (x < min_val or (x == min_val and not low_ok)):
+        raise ValueError(f"{name} must be {word} {'>=' if low_ok else '>'} {min_val}, got {x!r}")
+    if max_val is not None and (x > max_val or (x == max_val and not high_ok)):
+        raise ValueError(f"{name} must be {word} {'<=' if high_ok else '<'} {max_val}, got {x!r}")
+    return x

@@ -2,8 +2,10 @@
 
 * :mod:`~divopt.robust.sets`: l1 / l2 / linf balls and the k-sparse polyhedral set (with
   protected coordinates) on document embeddings;
-* :mod:`~divopt.robust.oracles`: exact worst-case relevance (dual norms / top-K of |q|) and
-  sound worst-case bounds on pairwise (inner-product or cosine) similarity;
+* :mod:`~divopt.robust.relevance`: worst-case relevance, the report's cosine by default (exact
+  for the l2 ball, sound bounds otherwise) or the inner product (exact: dual norms / top-K of |q|);
+* :mod:`~divopt.robust.oracles`: sound worst-case bounds on pairwise (inner-product or cosine)
+  similarity (re-exports the relevance oracle);
 * :mod:`~divopt.robust.models`: Pyomo builders of the robust sparsity-penalty model (compact
   MILPs; LP-dual form of the budgeted set; the cutting-plane master);
 * :mod:`~divopt.robust.cutting_planes`: scenario generation for the k-sparse set, with a log;
@@ -11,6 +13,7 @@
 """
 from .cutting_planes import CuttingPlaneResult, cutting_plane_ksparse
 from .models import (
+    RobustModelInfo,
     add_scenario_cut,
     build_ksparse_lpdual_model,
     build_ksparse_master_model,
@@ -20,6 +23,7 @@ from .models import (
     robust_value,
 )
 from .oracles import (
+    QUERY_SIMILARITIES,
     WorstCaseRelevance,
     average_similarity,
     similarity_upper_bounds,
@@ -31,10 +35,10 @@ from .sets import KSparse, NormBall, make_set, protect_top
 
 __all__ = [
     "NormBall", "KSparse", "make_set", "protect_top",
-    "WorstCaseRelevance", "worst_case_relevance", "similarity_upper_bounds",
+    "QUERY_SIMILARITIES", "WorstCaseRelevance", "worst_case_relevance", "similarity_upper_bounds",
     "worst_case_average_similarity", "average_similarity",
     "build_robust_model", "build_robust_norm_model", "build_nominal_model", "build_ksparse_lpdual_model",
-    "build_ksparse_master_model", "add_scenario_cut", "robust_value",
+    "build_ksparse_master_model", "add_scenario_cut", "robust_value", "RobustModelInfo",
     "CuttingPlaneResult", "cutting_plane_ksparse",
     "ROBUST_MODELS", "MODEL_PARAMETERS", "evaluate_selection",
 ]

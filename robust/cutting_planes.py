@@ -1,25 +1,31 @@
 """Cutting planes for the k-sparse robust model (scenario generation).
 
-Robust problem (see :mod:`divopt.robust.models`)::
+Robust problem (see :mod:`divopt.robust.models`), s_i(delta_i) document i's relevance under
+perturbation delta_i (the report's cosine by default, or q^T (mu_i + delta_i))::
 
-    max_x  min_{delta in U_1 x ... x U_n}  sum_i (s_i + q^T delta_i - lambda) x_i
+    max_x  min_{delta in U_1 x ... x U_n}  sum_i (s_i(delta_i) - lambda) x_i
     s.t.   robust diversity constraint, sum x <= max_size, x binary.
 
 Master over the scenarios delta^(1..L) found so far (:func:`~divopt.robust.models.build_ksparse_master_model`)::
 
-    max t  s.t.  t <= sum_i (s_i + q^T delta_i^(l) - lambda) x_i,  l = 1..L,  (constraints on x).
+    max t  s.t.  t <= sum_i (s_i(delta_i^(l)) - lambda) x_i,  l = 1..L,  (constraints on x).
 
 Fewer scenarios = a weaker adversary, so the master optimum t* (or its proven bound) is an upper
 bound on the robust optimum, and it only decreases as scenarios are added.
 
 Separation: for the master solution x*, the most violated scenario minimizes
-sum_i q^T delta_i x*_i; it separates over the selected documents, each taking
-delta_i = -argmax_{delta in U_i} q^T delta (rho_vec * -sign(q_j) on the attack_budget largest
-free |q_j|, protected coordinates untouched). Its value is the robust value of x*, v(x*) =
-sum_{i in S} (s_i - h_i(q) - lambda): every master solution is feasible for the robust problem
-(the constraints on x are the same), so v(x*) is a lower bound (the incumbent is the best one).
-The violation t* - v(x*) is <= tol exactly when the master's own solution is tol-optimal
-(v(x*) >= t* - tol >= robust optimum - tol); otherwise the new cut excludes (x*, t*).
+sum_i s_i(delta_i) x*_i; it separates over the selected documents, each taking the oracle's
+attack delta_i (:func:`divopt.robust.relevance.worst_case_relevance`). For the inner product it
+is the exact minimizer -argmax_{delta in U_i} q^T delta (rho_vec * -sign(q_j) on the
+attack_budget largest free |q_j|, protected coordinates untouched) and the value of x* is
+v(x*) = sum_{i in S} (s_i - h_i(q) - lambda). For the cosine the attack scores s_i(delta_i) >=
+r_i (the oracle's sound lower bound) and x* is valued with r_i, so v(x*) never overstates x*'s
+robust value. Every master solution is feasible for the robust problem (the constraints on x
+are the same), so v(x*) is a lower bound (the incumbent is the best one). The violation
+t* - v(x*) is <= tol exactly when the master's own solution is tol-optimal; otherwise the new
+cut excludes (x*, t*), unless every selected document already has its attack's cut: then no
+scenario can tighten the master, and the remaining gap is the cosine oracle's (bound vs attack):
+the loop stops with status "oracle_gap" (incumbent, bound and gap reported; never for "inner").
 
 Two masters (:func:`~divopt.robust.models.build_ksparse_master_model`):
 
@@ -49,12 +55,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from divopt.models import Instance
-from divopt.models.validation import check_choice, check_nonnegative
+from divopt.models.runner import solve
+from divopt.models.validation import check_choice, check_nonnegative, check_scalar
 
 from .models import add_scenario_cut, build_ksparse_master_model
-from .oracles import pool_arrays
+from .oracles import pool_arrays, worst_case_relevance
 from .sets import KSparse
 
 __all__ = ["CuttingPlaneResult", "cutting_plane_ksparse"]
@@ -69,12 +77,14 @@ class CuttingPlaneResult:
 
     indices : the incumbent (best robust value found), sorted int64 (may be empty: selecting
         nothing is always feasible, value 0).
-    objective : its robust (worst-case) value sum_{i in S} (s_i - h_i(q) - sparsity_penalty).
+    objective : its robust (worst-case) value sum_{i in S} (r_i - sparsity_penalty) (exact for
+        the inner product; with the cosine r_i is the oracle's sound lower bound).
     bound : the best upper bound proven on the robust optimum (min over masters of their bound).
-    gap : (bound - objective) / max(|objective|, 1e-10) (the convention of divopt.solvers.exact),
+    gap : (bound - objective) / max(|objective|, 1e-10) (the convention of divopt.models.runner),
         ``abs_gap`` = bound - objective.
     status : "optimal" (violation <= tol and the last master proven optimal), "time_limit",
-        "iteration_limit", or the last master's non-optimal status (e.g. "gap_limit").
+        "iteration_limit", "oracle_gap" (no new scenario left, the gap is the cosine oracle's
+        bound-vs-attack gap), or the last master's non-optimal status (e.g. "gap_limit").
     log : one row per master solve (LOG_COLUMNS), a pandas DataFrame.
     perturbation : (n, d) worst-case perturbation of the incumbent (rows of unselected
         documents are zero); protected coordinates are zero.
@@ -125,67 +135,76 @@ def cutting_plane_ksparse(
     cut_support: str = "selected",
     cut_type: str = "multi",
     progress: bool = False,
+    query_similarity: str = "cosine",
 ) -> CuttingPlaneResult:
     """Solve the k-sparse robust model by scenario generation (module docstring).
 
     Parameters as in :func:`divopt.robust.models.build_ksparse_master_model`; ``tol`` is the
     violation t* - v(x*) below which the loop stops; ``time_limit`` covers the whole loop
     (each master gets the time left); ``cut_support`` is "selected" or "pool"; ``cut_type``
-    is "multi" (per-document cuts) or "single" (one aggregated cut per scenario).
+    is "multi" (per-document cuts) or "single" (one aggregated cut per scenario);
+    ``query_similarity`` is "cosine" (the report's, default) or "inner".
     """
-    from divopt.solvers.exact import solve  # the exact-models runner (Gurobi / SCIP / HiGHS)
-
     if not isinstance(uset, KSparse):
         raise TypeError(f"uset must be a KSparse set, got {type(uset).__name__}")
     check_choice(cut_support, "cut_support", ("selected", "pool"))
     check_choice(cut_type, "cut_type", ("multi", "single"))
     tol = check_nonnegative(tol, "tol")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    max_iter = check_scalar(max_iter, "max_iter", int, min_val=1)
     if time_limit is not None:
         time_limit = check_nonnegative(time_limit, "time_limit")
     t0 = time.perf_counter()
-    model = build_ksparse_master_model(inst, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div,
-                                       similarity=similarity, max_size=max_size, cut_type=cut_type)
-    meta = model.robust_meta
-    lam, B, free, shift = meta["sparsity_penalty"], meta["bounds"], meta["free"], meta["shift"]
-    E, q, s = pool_arrays(inst)
+    model, info = build_ksparse_master_model(inst, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div,
+                                             similarity=similarity, max_size=max_size, cut_type=cut_type,
+                                             query_similarity=query_similarity)
+    lam, B = info.sparsity_penalty, info.bounds
+    E, q, _ = pool_arrays(inst)
     n, d = E.shape
-    Q = np.broadcast_to(q, (n, d))
-    worst = -uset.maximizer(Q, free)  # per-document worst perturbation, row i in U_i
-    robust_coef = s - shift - lam  # = s_i + q^T worst_i - lambda
+    wc = worst_case_relevance(inst, uset, query_similarity)
+    s = wc.nominal
+    worst = wc.perturbation  # per-document attack, row i in U_i, scoring wc.attained[i]
+    robust_coef = wc.values - lam  # the oracle's worst case r_i (exact for "inner")
+    change = wc.attained - s  # relevance change of each document under its attack
 
     cut_docs: set[int] = set()  # multi-cut: documents whose worst-case cut is in the master
+    seen: set[tuple] = set()  # single-cut: scenarios (attacked documents) already in the master
     n_cuts = 0
 
-    def add_cut(idx: np.ndarray) -> None:
-        """Separate at the selection idx and add the scenario's cut(s) to the master."""
+    def add_cut(idx: np.ndarray) -> bool:
+        """Separate at the selection idx and add the scenario's cut(s); False if nothing is new."""
         nonlocal n_cuts
         hit = np.arange(n) if cut_support == "pool" else np.asarray(idx, dtype=np.int64)
-        delta = np.zeros((n, d))
-        delta[hit] = worst[hit]
-        qd = delta @ q
-        scenarios.append(qd)
         docs = None
         if cut_type == "multi":
             docs = [int(i) for i in hit if int(i) not in cut_docs]
+            if not docs:
+                return False
             cut_docs.update(docs)
-        n_cuts += add_scenario_cut(model, qd, docs)
+        else:
+            key = tuple(sorted(int(i) for i in hit))
+            if key in seen:
+                return False
+            seen.add(key)
+        qd = np.zeros(n)
+        qd[hit] = change[hit]
+        scenarios.append(qd)
+        n_cuts += add_scenario_cut(model, info, qd, docs)
+        return True
 
     def robust_value(idx: np.ndarray) -> float:
         return float(robust_coef[idx].sum())
 
     def feasible(idx: np.ndarray) -> bool:
-        if meta["max_size"] is not None and idx.size > meta["max_size"]:
+        if info.max_size is not None and idx.size > info.max_size:
             return False
         if idx.size < 2:
             return True
         sub = B[np.ix_(idx, idx)]
         iu = np.triu_indices(idx.size, 1)
-        return float((sub[iu] - meta["rho_div"]).sum()) <= 1e-9
+        return float((sub[iu] - info.rho_div).sum()) <= 1e-9
 
     # First cut: separation at the nominal top-k solution.
-    k0 = meta["max_size"] if meta["max_size"] is not None else inst.k
+    k0 = info.max_size if info.max_size is not None else inst.k
     x0 = np.sort(np.argsort(-s, kind="stable")[:k0])
     scenarios: list[np.ndarray] = []
     add_cut(x0)
@@ -200,7 +219,6 @@ def cutting_plane_ksparse(
     iterations = 0
     bar = None
     if progress:
-        from tqdm.auto import tqdm
         bar = tqdm(total=max_iter, desc="cutting planes", leave=False)
     for it in range(1, max_iter + 1):
         left = None
@@ -210,7 +228,7 @@ def cutting_plane_ksparse(
                 status, message = "time_limit", f"time limit {time_limit} s reached before master {it}"
                 break
         r = solve(model, solver, time_limit=left, mip_gap=mip_gap,
-                  warm_start=inc_idx if inc_idx.size else None)
+                  warm_start=inc_idx if inc_idx.size else None, info=info)
         used_solver = r.solver
         iterations = it
         if r.bound is not None and math.isfinite(r.bound):
@@ -240,7 +258,11 @@ def cutting_plane_ksparse(
         if violation <= tol:
             status = "optimal"
             break
-        add_cut(x)
+        if not add_cut(x):
+            status = "oracle_gap"
+            message = (f"master {it}: every selected document already has its attack's cut; the remaining "
+                       f"violation {violation:.3g} is the {query_similarity} oracle's bound-vs-attack gap")
+            break
     else:
         message = f"no convergence within max_iter={max_iter} master solves"
     if bar is not None:

@@ -11,13 +11,20 @@ The average-similarity constraint is  sum_{i<j} w_ij x_i x_j <= rho_div sum_{i<j
 
 Robust model: the embeddings mu_i may be any mu~_i in mu_i + U_i (independent per document)::
 
-    max_x  min_{delta} sum_i (q^T (mu_i + delta_i) - lambda) x_i
+    max_x  min_{delta} sum_i (s_i(mu~_i) - lambda) x_i
     s.t.   max_{delta} [average pairwise similarity of the mu~_i, i in S] <= rho_div.
+
+``query_similarity="cosine"`` (default, the MIO report's relevance s_i(mu~_i) = q^T mu~_i /
+(||q|| ||mu~_i||)) or ``"inner"`` (divopt's earlier q^T mu~_i, the report's tractable "dot product
+surrogate"). For unit rows and a unit query both equal q^T mu_i at rho_vec = 0.
 
 ``similarity="cosine"`` (default, DESIGN.md: rho_div caps the average pairwise cosine; the
 perturbed embeddings are renormalized) or ``"inner"`` (raw inner products mu~_i^T mu~_j).
-Objective: the minimum separates over documents, so it equals
-``sum_i (s_i - h_i(q) - lambda) x_i`` (worst-case relevance, :mod:`divopt.robust.oracles`).
+Objective: the minimum separates over documents, so it equals ``sum_i (r_i - lambda) x_i``
+with r_i the worst-case relevance of document i (:mod:`divopt.robust.relevance`): for the
+inner product r_i = s_i - h_i(q) (exact); for the cosine r_i is exact for the l2 ball (and a
+nonnegative l1 worst case) and a sound lower bound otherwise, so the model's objective never
+overstates the robust value of a selection (a safe approximation, like the diversity row).
 Constraint: the adversary's problem (a bilinear maximization) is replaced by the SOUND pairwise
 bounds B_ij >= sup similarity(mu~_i, mu~_j) of :func:`~divopt.robust.oracles.similarity_upper_bounds`;
 ``sum_{i<j} (B_ij - rho_div) y_ij <= 0`` implies the robust constraint (mean of sups >= sup of
@@ -30,12 +37,14 @@ pairs with a_ij < 0 get ``y_ij <= x_i, y_ij <= x_j`` (again a_ij y_ij >= a_ij x_
 and pairs with a_ij = 0 are dropped. Hence ``sum a_ij x_i x_j <= sum a_ij y_ij <= 0`` for every
 feasible (x, y), and y = x x^T is feasible whenever x is: the projection on x is exact.
 
-Builders return a ConcreteModel with binary ``model.x`` (indexed by range(n)) and a maximized
-``model.obj`` and never call a solver; solve with :func:`divopt.solvers.exact.solve`.
-``model.robust_meta`` holds the scores, shifts and bounds used (plain numpy, for records).
+Builders return a :class:`~divopt.models.mip_common.BuiltModel`: a ConcreteModel with binary
+``model.x`` (indexed by range(n)) and a maximized ``model.obj``, and its :class:`RobustModelInfo`
+(the scores, shifts and bounds used, plain numpy, for records and cuts). They never call a
+solver; solve with :func:`divopt.models.runner.solve`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,13 +52,15 @@ import pyomo.environ as pe
 from pyomo.core.util import quicksum
 
 from divopt.models import Instance
+from divopt.models.mip_common import BuiltModel, ModelInfo
 from divopt.models.mip_diversity import check_rho_div
 from divopt.models.validation import check_choice, check_k, check_nonnegative
 
-from .oracles import SIMILARITIES, pool_arrays, similarity_upper_bounds, worst_case_relevance
+from .oracles import QUERY_SIMILARITIES, SIMILARITIES, pool_arrays, similarity_upper_bounds, worst_case_relevance
 from .sets import KSparse, NormBall, UncertaintySet
 
 __all__ = [
+    "RobustModelInfo",
     "build_nominal_model",
     "build_robust_norm_model",
     "build_ksparse_lpdual_model",
@@ -60,12 +71,14 @@ __all__ = [
 ]
 
 
-def _check_common(inst: Instance, sparsity_penalty: Any, rho_div: Any, similarity: str, max_size: Any):
+def _check_common(inst: Instance, sparsity_penalty: Any, rho_div: Any, similarity: str, max_size: Any,
+                  query_similarity: str = "cosine"):
     if not isinstance(inst, Instance):
         raise TypeError(f"instance must be a divopt.models.Instance, got {type(inst).__name__}")
     lam = check_nonnegative(sparsity_penalty, "sparsity_penalty")
     rd = check_rho_div(rho_div)
     check_choice(similarity, "similarity", SIMILARITIES)
+    check_choice(query_similarity, "query_similarity", QUERY_SIMILARITIES)
     ms = None if max_size is None else check_k(max_size, inst.n, "max_size")
     return lam, rd, ms
 
@@ -93,8 +106,33 @@ def _selection_model(name: str, n: int, B: np.ndarray, rho_div: float, max_size:
     return m
 
 
-def _meta(m, **kw) -> None:
-    m.robust_meta = kw
+@dataclass(frozen=True, kw_only=True, eq=False)
+class RobustModelInfo(ModelInfo):
+    """:class:`~divopt.models.mip_common.ModelInfo` of a robust builder, with the data it used.
+
+    scores : nominal relevance s_i (cosine or q^T mu_i); shift : worst-case relevance loss
+    s_i - r_i per document (h_i(q) for the inner product); bounds : the sound pairwise
+    similarity bounds B; free : the coordinates the adversary may change (n x d mask);
+    sparsity_penalty, rho_div, similarity, max_size, query_similarity : the validated
+    parameters; uset : the set's ``describe()`` (None: nominal model); cut_type : "multi" or
+    "single" for the cutting-plane master, else None.
+    """
+
+    scores: np.ndarray
+    shift: np.ndarray
+    bounds: np.ndarray
+    free: np.ndarray
+    sparsity_penalty: float
+    rho_div: float
+    similarity: str
+    max_size: int | None
+    uset: dict | None
+    cut_type: str | None = None
+    query_similarity: str = "cosine"
+
+
+def _built(m, **kw) -> BuiltModel:
+    return BuiltModel(m, RobustModelInfo(kind=m.name, n_items=len(m.x), **kw))
 
 
 def build_robust_model(
@@ -105,30 +143,34 @@ def build_robust_model(
     rho_div: float,
     similarity: str = "cosine",
     max_size: int | None = None,
-) -> pe.ConcreteModel:
-    """Compact robust MILP for any set, with the oracle's exact worst-case relevance.
+    query_similarity: str = "cosine",
+) -> BuiltModel:
+    """Compact robust MILP for any set, with the oracle's worst-case relevance r_i.
 
-    max sum_i (s_i - h_i(q) - sparsity_penalty) x_i
+    max sum_i (r_i - sparsity_penalty) x_i
     s.t. sum_{i<j} (B_ij - rho_div) y_ij <= 0 (McCormick), sum x <= max_size, x binary,
-    with h_i(q) = rho_vec ||q||_{p*} for an l_p ball (the same for every document) or
-    rho_vec * (sum of the attack_budget largest |q_j| outside P_i) for the k-sparse set, and B
-    the sound worst-case pairwise similarity bounds (module docstring). ``uset=None`` is the
-    nominal model. n binaries, at most n(n-1)/2 continuous y, at most n(n-1) + 2 constraints.
+    with r_i the worst-case cosine of document i (``query_similarity="cosine"``: exact for the
+    l2 ball, a sound lower bound otherwise) or s_i - h_i(q) (``"inner"``: h_i(q) = rho_vec
+    ||q||_{p*} for an l_p ball, rho_vec * (sum of the attack_budget largest |q_j| outside P_i)
+    for the k-sparse set), and B the sound worst-case pairwise similarity bounds (module
+    docstring). ``uset=None`` is the nominal model. ``max_size=None`` (default) leaves the set
+    size to the sparsity penalty. n binaries, at most n(n-1)/2 continuous y, at most
+    n(n-1) + 2 constraints.
     """
-    lam, rd, ms = _check_common(inst, sparsity_penalty, rho_div, similarity, max_size)
+    lam, rd, ms = _check_common(inst, sparsity_penalty, rho_div, similarity, max_size, query_similarity)
     if uset is not None and not isinstance(uset, (NormBall, KSparse)):
         raise TypeError(f"uset must be a NormBall, a KSparse set or None, got {type(uset).__name__}")
     E, q, s = pool_arrays(inst)
     ball = uset if uset is not None else NormBall(2, 0.0)
     free = ball.free_mask(E, q)
-    shift = ball.support(np.broadcast_to(q, E.shape), free)
+    wc = worst_case_relevance(inst, ball, query_similarity)
     B = similarity_upper_bounds(E, ball, similarity, q=q, free=free)
     m = _selection_model(f"robust_{ball.name}" if uset is not None else "nominal_sparsity", inst.n, B, rd, ms)
-    coef = s - shift - lam
+    coef = wc.values - lam
     m.obj = pe.Objective(expr=quicksum(float(coef[i]) * m.x[i] for i in range(inst.n)), sense=pe.maximize)
-    _meta(m, scores=s, shift=shift, bounds=B, free=free, sparsity_penalty=lam, rho_div=rd,
-          similarity=similarity, max_size=ms, uset=None if uset is None else uset.describe())
-    return m
+    return _built(m, scores=wc.nominal, shift=wc.shift, bounds=B, free=free, sparsity_penalty=lam, rho_div=rd,
+                  similarity=similarity, max_size=ms, uset=None if uset is None else uset.describe(),
+                  query_similarity=query_similarity)
 
 
 def build_robust_norm_model(
@@ -139,24 +181,27 @@ def build_robust_norm_model(
     rho_div: float,
     similarity: str = "cosine",
     max_size: int | None = None,
-) -> pe.ConcreteModel:
+    query_similarity: str = "cosine",
+) -> BuiltModel:
     """Compact robust MILP for an l_p ball (p in {1, 2, inf}); ``uset=None`` is the nominal model.
 
-    max sum_i (s_i - rho_vec ||q||_{p*} - sparsity_penalty) x_i subject to the robust
-    diversity constraint and the size cap: :func:`build_robust_model` restricted to norm balls.
+    max sum_i (r_i - sparsity_penalty) x_i subject to the robust diversity constraint and the
+    size cap (r_i: worst-case cosine, or s_i - rho_vec ||q||_{p*} for ``query_similarity="inner"``):
+    :func:`build_robust_model` restricted to norm balls.
     """
     if uset is not None and not isinstance(uset, NormBall):
         raise TypeError(f"uset must be a NormBall or None, got {type(uset).__name__} "
                         f"(use build_ksparse_lpdual_model or build_robust_model for the k-sparse set)")
     return build_robust_model(inst, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div,
-                              similarity=similarity, max_size=max_size)
+                              similarity=similarity, max_size=max_size, query_similarity=query_similarity)
 
 
 def build_nominal_model(inst: Instance, *, sparsity_penalty: float, rho_div: float,
-                        similarity: str = "cosine", max_size: int | None = None) -> pe.ConcreteModel:
+                        similarity: str = "cosine", max_size: int | None = None,
+                        query_similarity: str = "cosine") -> BuiltModel:
     """The nominal sparsity-penalty model (rho_vec = 0): see the module docstring."""
     return build_robust_norm_model(inst, None, sparsity_penalty=sparsity_penalty, rho_div=rho_div,
-                                   similarity=similarity, max_size=max_size)
+                                   similarity=similarity, max_size=max_size, query_similarity=query_similarity)
 
 
 def _candidate_coords(absq: np.ndarray, free: np.ndarray, K: int) -> list[np.ndarray]:
@@ -184,8 +229,13 @@ def build_ksparse_lpdual_model(
     rho_div: float,
     similarity: str = "cosine",
     max_size: int | None = None,
-) -> pe.ConcreteModel:
-    """Compact LP-dual (Bertsimas-Sim style) MILP for the k-sparse set.
+    query_similarity: str = "inner",
+) -> BuiltModel:
+    """Compact LP-dual (Bertsimas-Sim style) MILP for the k-sparse set, linear relevance q^T mu~_i.
+
+    The LP dual reformulates the worst case of the LINEAR score q^T mu~_i only (the report's
+    tractable "dot product surrogate"), so ``query_similarity`` must be "inner" here; the
+    report's cosine has no LP dual (use :func:`build_robust_model` or the cutting plane).
 
     For document i with free coordinates F_i and K = attack_budget, the adversary's worst
     relevance loss is the LP (totally unimodular, so equal to the combinatorial value
@@ -206,7 +256,11 @@ def build_ksparse_lpdual_model(
     are kept (see :func:`_candidate_coords`). The relevance part does NOT use the oracle, so
     comparing this model with the cutting plane (which does) is an independent cross-check.
     """
-    lam, rd, ms = _check_common(inst, sparsity_penalty, rho_div, similarity, max_size)
+    lam, rd, ms = _check_common(inst, sparsity_penalty, rho_div, similarity, max_size, query_similarity)
+    if query_similarity != "inner":
+        raise ValueError("query_similarity must be 'inner' for the LP-dual model (it dualizes the linear score "
+                         f"q^T mu~_i; the cosine has no LP dual), got {query_similarity!r}: use build_robust_model "
+                         "or cutting_plane_ksparse for the cosine relevance")
     if not isinstance(uset, KSparse):
         raise TypeError(f"uset must be a KSparse set, got {type(uset).__name__}")
     E, q, s = pool_arrays(inst)
@@ -231,9 +285,9 @@ def build_ksparse_lpdual_model(
         m.pi[i].setub(cap)
     for p in idx:
         m.sigma[p].setub(cap)
-    _meta(m, scores=s, shift=uset.support(np.broadcast_to(q, E.shape), free), bounds=B, free=free,
-          sparsity_penalty=lam, rho_div=rd, similarity=similarity, max_size=ms, uset=uset.describe())
-    return m
+    return _built(m, scores=s, shift=uset.support(np.broadcast_to(q, E.shape), free), bounds=B, free=free,
+                  sparsity_penalty=lam, rho_div=rd, similarity=similarity, max_size=ms, uset=uset.describe(),
+                  query_similarity="inner")
 
 
 def build_ksparse_master_model(
@@ -245,35 +299,42 @@ def build_ksparse_master_model(
     similarity: str = "cosine",
     max_size: int | None = None,
     cut_type: str = "multi",
-) -> pe.ConcreteModel:
+    query_similarity: str = "cosine",
+) -> BuiltModel:
     """Cutting-plane master for the k-sparse set, with no adversarial scenario yet.
+
+    s_i(delta_i) is document i's relevance under perturbation delta_i: the cosine
+    q^T (mu_i + delta_i) / (||q|| ||mu_i + delta_i||) (default) or q^T (mu_i + delta_i)
+    (``query_similarity="inner"``); s_i = s_i(0) and r_i <= s_i(delta_i) the oracle's worst case
+    (a sound lower bound for the cosine).
 
     ``cut_type="single"`` (one epigraph variable, aggregated cuts)::
 
-        max t  s.t.  t <= sum_i (s_i + q^T delta_i^(l) - lambda) x_i   for each scenario l
+        max t  s.t.  t <= sum_i (s_i(delta_i^(l)) - lambda) x_i   for each scenario l
 
-    t is bounded by [sum_i min(0, s_i - h_i(q) - lambda) - 1, sum_i max(0, s_i - lambda) + 1],
-    which contains every scenario's value since q^T delta_i >= -h_i(q) for delta_i in U_i.
+    t is bounded by [sum_i min(0, r_i - lambda) - 1, sum_i max(0, s_i - lambda) + 1],
+    which contains every scenario's value since s_i(delta_i) >= r_i for delta_i in U_i.
 
     ``cut_type="multi"`` (one epigraph variable per document; valid because the uncertainty set
     is a product U_1 x ... x U_n, so the worst case separates over documents)::
 
-        max sum_i t_i  s.t.  t_i <= (s_i + q^T delta_i^(l) - lambda) x_i   for each cut (i, l),
+        max sum_i t_i  s.t.  t_i <= (s_i(delta_i^(l)) - lambda) x_i   for each cut (i, l),
 
     starting with the zero-perturbation cut t_i <= (s_i - lambda) x_i of every document (it
-    forces t_i <= 0 when x_i = 0); t_i in [min(0, s_i - h_i(q) - lambda) - 1, max(0, s_i - lambda)].
+    forces t_i <= 0 when x_i = 0); t_i in [min(0, r_i - lambda) - 1, max(0, s_i - lambda)].
     Either way: robust diversity constraint, size cap, x binary, and any set of scenarios gives
     an upper bound on the robust optimum (a weaker adversary). Cuts: :func:`add_scenario_cut`.
     """
-    lam, rd, ms = _check_common(inst, sparsity_penalty, rho_div, similarity, max_size)
+    lam, rd, ms = _check_common(inst, sparsity_penalty, rho_div, similarity, max_size, query_similarity)
     if not isinstance(uset, KSparse):
         raise TypeError(f"uset must be a KSparse set, got {type(uset).__name__}")
     check_choice(cut_type, "cut_type", ("multi", "single"))
-    E, q, s = pool_arrays(inst)
+    E, q, _ = pool_arrays(inst)
     n = inst.n
     free = uset.free_mask(E, q)
     B = similarity_upper_bounds(E, uset, similarity, q=q, free=free)
-    shift = uset.support(np.broadcast_to(q, E.shape), free)
+    wc = worst_case_relevance(inst, uset, query_similarity)
+    s, shift = wc.nominal, wc.shift
     m = _selection_model(f"robust_ksparse_master_{cut_type}", n, B, rd, ms)
     m.cuts = pe.ConstraintList()
     if cut_type == "single":
@@ -288,26 +349,27 @@ def build_ksparse_master_model(
         m.obj = pe.Objective(expr=quicksum(m.t[i] for i in range(n)), sense=pe.maximize)
         for i in range(n):
             m.cuts.add(m.t[i] <= float(s[i] - lam) * m.x[i])
-    _meta(m, scores=s, shift=shift, bounds=B, free=free, sparsity_penalty=lam, rho_div=rd,
-          similarity=similarity, max_size=ms, uset=uset.describe(), cut_type=cut_type)
-    return m
+    return _built(m, scores=s, shift=shift, bounds=B, free=free, sparsity_penalty=lam, rho_div=rd,
+                  similarity=similarity, max_size=ms, uset=uset.describe(), cut_type=cut_type,
+                  query_similarity=query_similarity)
 
 
-def add_scenario_cut(model: pe.ConcreteModel, q_delta: Any, docs: Any = None) -> int:
-    """Add the cut(s) of one scenario; returns how many constraints were added.
+def add_scenario_cut(model: pe.ConcreteModel, info: RobustModelInfo, q_delta: Any, docs: Any = None) -> int:
+    """Add the cut(s) of one scenario to a master (``model, info`` from
+    :func:`build_ksparse_master_model`); returns how many constraints were added.
 
-    ``q_delta[i] = q^T delta_i`` is the relevance change of document i in the scenario.
+    ``q_delta[i] = s_i(delta_i) - s_i`` is the relevance change of document i in the scenario
+    (q^T delta_i for the inner product; the change of the cosine for ``query_similarity="cosine"``).
     Single-cut master: ``t <= sum_i (s_i + q_delta_i - lambda) x_i``. Multi-cut master:
     ``t_i <= (s_i + q_delta_i - lambda) x_i`` for each i in ``docs`` (default: the documents
     the scenario perturbs, q_delta_i != 0).
     """
-    meta = model.robust_meta
-    s, lam = meta["scores"], meta["sparsity_penalty"]
+    s, lam = info.scores, info.sparsity_penalty
     qd = np.asarray(q_delta, dtype=np.float64).reshape(-1)
     if qd.shape != s.shape:
         raise ValueError(f"q_delta must have length {s.size} (the pool size n), got {qd.size}")
     coef = s + qd - lam
-    if meta["cut_type"] == "single":
+    if info.cut_type == "single":
         model.cuts.add(model.t <= quicksum(float(coef[i]) * model.x[i] for i in range(s.size)))
         return 1
     docs = np.flatnonzero(qd != 0) if docs is None else np.asarray(docs, dtype=np.int64)
@@ -316,12 +378,11 @@ def add_scenario_cut(model: pe.ConcreteModel, q_delta: Any, docs: Any = None) ->
     return int(len(docs))
 
 
-def robust_value(inst: Instance, uset: UncertaintySet | None, indices: Any, sparsity_penalty: float) -> float:
-    """Worst-case objective sum_{i in S} (s_i - h_i(q) - sparsity_penalty) of a selection (exact)."""
+def robust_value(inst: Instance, uset: UncertaintySet | None, indices: Any, sparsity_penalty: float,
+                 query_similarity: str = "cosine") -> float:
+    """Worst-case objective sum_{i in S} (r_i - sparsity_penalty) of a selection: exact for the
+    inner product (r_i = s_i - h_i(q)) and the l2 ball, a sound lower bound for the cosine otherwise."""
     idx = np.asarray(indices, dtype=np.int64)
-    if uset is None:
-        _, _, s = pool_arrays(inst)
-        return float((s[idx] - sparsity_penalty).sum())
-    wc = worst_case_relevance(inst, uset)
+    wc = worst_case_relevance(inst, uset if uset is not None else NormBall(2, 0.0), query_similarity)
     return float((wc.values[idx] - sparsity_penalty).sum())
 

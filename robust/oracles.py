@@ -3,12 +3,11 @@
 Notation: mu_i is row i of E (unit norm), q the query, s_i = q^T mu_i the nominal relevance,
 U_i the uncertainty set of document i (:mod:`divopt.robust.sets`), h_i its support function.
 
-Worst-case relevance (exact, attained by :func:`worst_case_relevance`'s perturbation)::
-
-    min_{delta_i in U_i} q^T (mu_i + delta_i) = s_i - h_i(q)
-
-which is ``s_i - rho_vec ||q||_{p*}`` for an l_p ball and
-``s_i - rho_vec * (sum of the attack_budget largest |q_j| outside P_i)`` for the k-sparse set.
+Worst-case relevance lives in :mod:`divopt.robust.relevance` (re-exported here): the report's
+cosine q^T mu~_i / (||q|| ||mu~_i||) by default (exact for the l2 ball, a sound lower bound for
+the l1, l_inf and k-sparse sets, each derived there), or the inner product q^T mu~_i, whose
+worst case ``s_i - h_i(q)`` is exact (``s_i - rho_vec ||q||_{p*}`` for an l_p ball,
+``s_i - rho_vec * (sum of the attack_budget largest |q_j| outside P_i)`` for the k-sparse set).
 
 Worst-case inner-product similarity (sound upper bound)::
 
@@ -38,18 +37,20 @@ S; its worst case is at most the mean of the pairwise bounds (sup of a sum <= su
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from divopt.models import Instance
+from divopt.models.ccbqp import mean_pairwise, mean_pairwise_cosine
 from divopt.models.validation import check_choice, check_indices
 
-from .sets import KSparse, NormBall, UncertaintySet
+from .relevance import QUERY_SIMILARITIES, WorstCaseRelevance, check_set, pool_arrays, worst_case_relevance
+from .sets import UncertaintySet
 
 __all__ = [
     "pool_arrays",
+    "QUERY_SIMILARITIES",
     "WorstCaseRelevance",
     "worst_case_relevance",
     "similarity_upper_bounds",
@@ -59,61 +60,6 @@ __all__ = [
 ]
 
 SIMILARITIES = ("inner", "cosine")
-
-
-def pool_arrays(inst: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(E, q, s) in float64 numpy with s = E q, the nominal relevance the robust models use.
-
-    The robust scores are defined from the query (s_i = q^T mu_i), so an Instance built from
-    user-supplied relevance alone is refused.
-    """
-    if not isinstance(inst, Instance):
-        raise TypeError(f"instance must be a divopt.models.Instance, got {type(inst).__name__}")
-    if inst.q is None:
-        raise ValueError(
-            "robust models need the query vector q (scores are s_i = q^T mu_i); "
-            "the instance was built from relevance scores only"
-        )
-    E = inst.E.detach().to("cpu").double().numpy()
-    q = inst.q.detach().to("cpu").double().numpy()
-    return E, q, E @ q
-
-
-def _check_set(uset: Any) -> UncertaintySet:
-    if not isinstance(uset, (NormBall, KSparse)):
-        raise TypeError(f"uset must be a NormBall or KSparse uncertainty set, got {type(uset).__name__}")
-    return uset
-
-
-@dataclass
-class WorstCaseRelevance:
-    """Worst-case relevance of every document and the perturbation that attains it.
-
-    values[i] = min_{delta in U_i} q^T (mu_i + delta) = nominal[i] - shift[i];
-    perturbation[i] attains it (q^T perturbation[i] = -shift[i]) and lies in U_i.
-    """
-
-    values: np.ndarray
-    nominal: np.ndarray
-    shift: np.ndarray
-    perturbation: np.ndarray
-    free: np.ndarray | None
-
-
-def worst_case_relevance(inst: Instance, uset: UncertaintySet) -> WorstCaseRelevance:
-    """Exact worst case of the linear score q^T mu~_i over U_i for every document i.
-
-    ``s_i - h_i(q)`` with h_i(q) = rho_vec ||q||_{p*} (norm balls) or rho_vec times the sum of
-    the attack_budget largest |q_j| over unprotected j (k-sparse); the perturbation is
-    ``-argmax_{delta in U_i} q^T delta`` (symmetric sets). Cost O(n d).
-    """
-    uset = _check_set(uset)
-    E, q, s = pool_arrays(inst)
-    free = uset.free_mask(E, q)
-    Q = np.broadcast_to(q, E.shape)
-    shift = uset.support(Q, free)
-    delta = -uset.maximizer(Q, free)
-    return WorstCaseRelevance(values=s - shift, nominal=s, shift=shift, perturbation=delta, free=free)
 
 
 def _pair_support(uset: UncertaintySet, E: np.ndarray, free: np.ndarray | None) -> np.ndarray:
@@ -139,7 +85,7 @@ def similarity_upper_bounds(
     k-sparse set protects the top-m coordinates of |q * mu_i|; ``free`` overrides the mask.
     Cost O(m^2 d) for the k-sparse set (pair-dependent free sets), O(m^2 + m d) otherwise.
     """
-    uset = _check_set(uset)
+    uset = check_set(uset)
     check_choice(similarity, "similarity", SIMILARITIES)
     E = np.asarray(E, dtype=np.float64)
     m, d = E.shape
@@ -167,14 +113,6 @@ def similarity_upper_bounds(
     return B
 
 
-def _mean_pairs(B: np.ndarray) -> float:
-    m = B.shape[0]
-    if m < 2:
-        return float("nan")
-    iu = np.triu_indices(m, 1)
-    return float(B[iu].mean())
-
-
 def worst_case_average_similarity(
     inst: Instance, indices: Any, uset: UncertaintySet, similarity: str = "cosine"
 ) -> float:
@@ -186,10 +124,10 @@ def worst_case_average_similarity(
     """
     E, q, _ = pool_arrays(inst)
     idx = check_indices(indices, inst.n)
-    uset = _check_set(uset)
+    uset = check_set(uset)
     free = uset.free_mask(E, q)
     sub_free = None if free is None else free[idx]
-    return _mean_pairs(similarity_upper_bounds(E[idx], uset, similarity, q=q, free=sub_free))
+    return mean_pairwise(similarity_upper_bounds(E[idx], uset, similarity, q=q, free=sub_free))
 
 
 def average_similarity(E: Any, indices: Any | None = None, similarity: str = "cosine") -> float:
@@ -201,6 +139,4 @@ def average_similarity(E: Any, indices: Any | None = None, similarity: str = "co
     X = np.asarray(E, dtype=np.float64)
     if indices is not None:
         X = X[check_indices(indices, X.shape[0])]
-    if similarity == "cosine":
-        X = X / np.linalg.norm(X, axis=1, keepdims=True)
-    return _mean_pairs(X @ X.T)
+    return mean_pairwise_cosine(X, normalize=similarity == "cosine")

@@ -6,17 +6,20 @@ the grid parameters its signature names (so ``attack_budget`` multiplies k-spars
 
 Every function
 
-1. restricts the instance to its ``candidates`` most relevant documents (nominal s_i = q^T mu_i;
-   the MILPs have n(n-1)/2 pair variables, so the candidate pool is a modeling choice, not an
-   exact reduction), and caps the selection at ``max_size`` ("k": the instance's k; None: no cap);
-2. builds the robust model (:mod:`divopt.robust.models`) and solves it with
-   :func:`divopt.solvers.exact.solve` (or runs the cutting plane);
+1. works on the whole instance pool, as the report does, unless ``candidates`` restricts it to
+   the ``candidates`` most relevant documents (nominal s_i = q^T mu_i; the MILPs have n(n-1)/2
+   pair variables, so a restriction is a modeling choice for speed, not an exact reduction), and
+   lets the sparsity penalty size the set ("rather than fixing k a priori"): ``max_size=None``
+   (default) is no cap, ``"k"`` caps at the instance's k, an int at that size;
+2. builds the robust model (:mod:`divopt.robust.models`) with the report's cosine relevance
+   (``query_similarity="cosine"``, default) or divopt's inner product (``"inner"``) and solves it
+   with :func:`divopt.models.runner.solve` (or runs the cutting plane);
 3. returns a flat record: the parameters, ``status`` / ``proven_optimal``, ``objective`` (the
-   model's worst-case objective sum_{i in S}(s_i - h_i(q) - sparsity_penalty)), ``bound``, ``gap``,
-   ``seconds``, ``indices`` (rows of the given instance), ``n_selected``, worst-case and nominal
-   mean relevance of the selection, the sound worst-case and the nominal average pairwise
-   similarity, the CCBQP objective of the selection (to compare with fast selectors), and
-   ``iterations`` / ``cuts`` for the cutting plane.
+   model's worst-case objective sum_{i in S}(r_i - sparsity_penalty), r_i the oracle's
+   worst-case relevance), ``bound``, ``gap``, ``seconds``, ``indices`` (rows of the given
+   instance), ``n_selected``, worst-case, attacked and nominal mean relevance of the selection,
+   the sound worst-case and the nominal average pairwise similarity, the CCBQP objective of the
+   selection (to compare with fast selectors), and ``iterations`` / ``cuts`` for the cutting plane.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from divopt.models import Instance, ccbqp_objective
+from divopt.models.runner import DEFAULT_TIME_LIMIT, solve
 from divopt.models.validation import check_k
 
 from .cutting_planes import cutting_plane_ksparse
@@ -47,8 +51,8 @@ __all__ = [
     "evaluate_selection",
 ]
 
-DEFAULT_CANDIDATES = 20
-DEFAULT_TIME_LIMIT = 60.0
+DEFAULT_CANDIDATES = None  # the whole instance pool (the report's model); an int restricts it
+DEFAULT_MAX_SIZE = None  # the sparsity penalty sizes the set; "k" or an int caps it
 
 
 def _candidates(inst: Instance, candidates: int | None) -> tuple[Instance, np.ndarray]:
@@ -71,28 +75,34 @@ def _max_size(inst: Instance, max_size: Any, n_cand: int) -> int | None:
 
 
 def evaluate_selection(inst: Instance, indices: Any, uset: UncertaintySet | None, *,
-                       sparsity_penalty: float, similarity: str = "cosine") -> dict[str, Any]:
+                       sparsity_penalty: float, similarity: str = "cosine",
+                       query_similarity: str = "cosine") -> dict[str, Any]:
     """Worst-case and nominal quality of a selection (rows of ``inst``), as record fields.
 
-    worst_case_relevance: mean over S of min_{delta in U_i} q^T mu~_i (exact);
-    robust_objective: sum over S of (worst-case relevance - sparsity_penalty) (exact);
+    worst_case_relevance: mean over S of the oracle's worst-case relevance r_i (exact for the
+    inner product and the l2 ball; a sound lower bound for the cosine otherwise);
+    attacked_relevance: mean over S of the relevance under the oracle's attack (>= the true
+    worst case, so the two bracket it; equal where r_i is exact);
+    robust_objective: sum over S of (r_i - sparsity_penalty);
     worst_case_avg_similarity: the sound upper bound on the worst average pairwise similarity
     (NaN for |S| < 2); nominal_*: the same without perturbation.
     """
     idx = np.asarray(indices, dtype=np.int64)
     E, q, s = pool_arrays(inst)
-    wc = s if uset is None else worst_case_relevance(inst, uset).values
+    res = worst_case_relevance(inst, uset if uset is not None else NormBall(2, 0.0), query_similarity)
+    wc, att, s = res.values, res.attained, res.nominal
     empty = idx.size == 0
     return {
         "n_selected": int(idx.size),
         "worst_case_relevance": float("nan") if empty else float(wc[idx].mean()),
+        "attacked_relevance": float("nan") if empty else float(att[idx].mean()),
         "nominal_relevance": float("nan") if empty else float(s[idx].mean()),
         "worst_case_avg_similarity": (average_similarity(E, idx, similarity) if uset is None
                                       else worst_case_average_similarity(inst, idx, uset, similarity)),
         "nominal_avg_similarity": average_similarity(E, idx, similarity),
         "nominal_objective": float((s[idx] - sparsity_penalty).sum()),
         "robust_objective": float((wc[idx] - sparsity_penalty).sum()),
-        "ccbqp_objective": ccbqp_objective(inst, idx) if not empty else 0.0,
+        "ccbqp_objective": ccbqp_objective(inst, idx, any_size=True) if not empty else 0.0,
     }
 
 
@@ -123,7 +133,7 @@ def _record(model: str, inst: Instance, rows: np.ndarray, sub_indices: np.ndarra
         rec["selected_ids"] = [str(x) for x in inst.ids[indices]]
     sub = inst.subset(rows)
     rec.update(evaluate_selection(sub, sub_indices, uset, sparsity_penalty=params["sparsity_penalty"],
-                                  similarity=params["similarity"]))
+                                  similarity=params["similarity"], query_similarity=params["query_similarity"]))
     # The objective is re-evaluated exactly from the oracle (the solver's value is rounded).
     if objective is not None:
         rec["solver_objective"] = float(objective)
@@ -134,44 +144,51 @@ def _record(model: str, inst: Instance, rows: np.ndarray, sub_indices: np.ndarra
 
 
 def _solve_compact(model_name: str, build: Callable, inst: Instance, uset, *, sparsity_penalty, rho_div,
-                   similarity, max_size, candidates, solver, time_limit, mip_gap, extra: dict) -> dict:
-    from divopt.solvers.exact import solve
-
+                   similarity, max_size, candidates, solver, time_limit, mip_gap, extra: dict,
+                   query_similarity: str = "cosine") -> dict:
     t0 = time.perf_counter()
     sub, rows = _candidates(inst, candidates)
     ms = _max_size(inst, max_size, sub.n)
     params = dict(sparsity_penalty=float(sparsity_penalty), rho_div=float(rho_div), similarity=similarity,
-                  max_size=ms, candidates=candidates, time_limit=time_limit, **extra)
-    model = build(sub, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity, max_size=ms)
-    r = solve(model, solver, time_limit=time_limit, mip_gap=mip_gap)
+                  query_similarity=query_similarity, max_size=ms, candidates=candidates, time_limit=time_limit,
+                  **extra)
+    model = build(sub, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity, max_size=ms,
+                  query_similarity=query_similarity)
+    # started=t0: the time limit is wall clock for the record, building the model included
+    r = solve(model, solver, time_limit=time_limit, mip_gap=mip_gap, started=t0)
     return _record(model_name, inst, rows, r.indices, uset, params=params, status=r.status,
                    objective=r.objective, bound=r.bound, gap=r.gap, seconds=time.perf_counter() - t0,
                    solver=r.solver, message=r.message)
 
 
 def nominal(instance: Instance, *, sparsity_penalty: float, rho_div: float, similarity: str = "cosine",
-            max_size: int | str | None = "k", candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
+            query_similarity: str = "cosine", max_size: int | str | None = DEFAULT_MAX_SIZE,
+            candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
             time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
     """Nominal sparsity model: max sum (s_i - sparsity_penalty) x_i, average similarity <= rho_div."""
     return _solve_compact("nominal_sparsity", build_robust_model, instance, None, sparsity_penalty=sparsity_penalty,
                           rho_div=rho_div, similarity=similarity, max_size=max_size, candidates=candidates,
-                          solver=solver, time_limit=time_limit, mip_gap=mip_gap, extra={})
+                          solver=solver, time_limit=time_limit, mip_gap=mip_gap, extra={},
+                          query_similarity=query_similarity)
 
 
 def _norm_record(p: Any, name: str):
     def fn(instance: Instance, *, rho_vec: float, sparsity_penalty: float, rho_div: float,
-           similarity: str = "cosine", max_size: int | str | None = "k",
-           candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
-           time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
+           similarity: str = "cosine", query_similarity: str = "cosine",
+           max_size: int | str | None = DEFAULT_MAX_SIZE, candidates: int | None = DEFAULT_CANDIDATES,
+           solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
+           mip_gap: float | None = None) -> dict:
         return _solve_compact(name, build_robust_model, instance, NormBall(p, rho_vec),
                               sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity,
                               max_size=max_size, candidates=candidates, solver=solver,
-                              time_limit=time_limit, mip_gap=mip_gap, extra={})
+                              time_limit=time_limit, mip_gap=mip_gap, extra={}, query_similarity=query_similarity)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = (f"Robust model, {name[7:]} ball of radius rho_vec: "
-                  f"max sum (s_i - rho_vec ||q||_* - sparsity_penalty) x_i, sound worst-case average "
-                  f"similarity <= rho_div (compact MILP, :func:`divopt.robust.models.build_robust_model`).")
+    fn.__doc__ = (f"Robust model, {name[7:]} ball of radius rho_vec: max sum (r_i - sparsity_penalty) x_i "
+                  f"with r_i the worst-case cosine to the query (the report's; "
+                  f"{'exact' if p == 2 else 'a sound lower bound'}) or, with query_similarity='inner', "
+                  f"s_i - rho_vec ||q||_*; sound worst-case average similarity <= rho_div (compact MILP, "
+                  f":func:`divopt.robust.models.build_robust_model`).")
     return fn
 
 
@@ -182,37 +199,42 @@ robust_linf = _norm_record(math.inf, "robust_linf")
 
 def robust_ksparse(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
                    rho_div: float, protected: int | None = None, similarity: str = "cosine",
-                   max_size: int | str | None = "k", candidates: int | None = DEFAULT_CANDIDATES,
-                   solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
-                   mip_gap: float | None = None) -> dict:
-    """k-sparse robust model, compact form with the oracle's exact worst-case relevance
-    s_i - rho_vec * (sum of the attack_budget largest |q_j| outside the top-``protected``
-    coordinates of |q * mu_i|). n binaries: fits the size-limited Gurobi license."""
+                   query_similarity: str = "cosine", max_size: int | str | None = DEFAULT_MAX_SIZE,
+                   candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
+                   time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
+    """k-sparse robust model, compact form with the oracle's worst-case relevance: the cosine's
+    sound lower bound (default) or, with query_similarity="inner", the exact s_i - rho_vec * (sum
+    of the attack_budget largest |q_j| outside the top-``protected`` coordinates of |q * mu_i|).
+    n binaries: fits the size-limited Gurobi license."""
     return _solve_compact("robust_ksparse", build_robust_model, instance, KSparse(rho_vec, attack_budget, protected),
                           sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity,
                           max_size=max_size, candidates=candidates, solver=solver, time_limit=time_limit,
-                          mip_gap=mip_gap, extra={})
+                          mip_gap=mip_gap, extra={}, query_similarity=query_similarity)
 
 
 def robust_ksparse_lpdual(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
                           rho_div: float, protected: int | None = None, similarity: str = "cosine",
-                          max_size: int | str | None = "k", candidates: int | None = DEFAULT_CANDIDATES,
-                          solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
-                          mip_gap: float | None = None) -> dict:
+                          query_similarity: str = "inner", max_size: int | str | None = DEFAULT_MAX_SIZE,
+                          candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
+                          time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
     """k-sparse robust model, compact LP-dual (Bertsimas-Sim) reformulation of the budgeted set
-    (:func:`divopt.robust.models.build_ksparse_lpdual_model`); same optimum as robust_ksparse."""
+    (:func:`divopt.robust.models.build_ksparse_lpdual_model`). The LP dual exists for the linear
+    score q^T mu~_i only, so this record's relevance is the inner product (query_similarity="inner",
+    the report's dot-product surrogate); same optimum as robust_ksparse with query_similarity="inner"."""
     return _solve_compact("robust_ksparse_lpdual", build_ksparse_lpdual_model, instance,
                           KSparse(rho_vec, attack_budget, protected), sparsity_penalty=sparsity_penalty,
                           rho_div=rho_div, similarity=similarity, max_size=max_size, candidates=candidates,
-                          solver=solver, time_limit=time_limit, mip_gap=mip_gap, extra={})
+                          solver=solver, time_limit=time_limit, mip_gap=mip_gap, extra={},
+                          query_similarity=query_similarity)
 
 
 def robust_ksparse_cp(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
                       rho_div: float, protected: int | None = None, similarity: str = "cosine",
-                      max_size: int | str | None = "k", candidates: int | None = DEFAULT_CANDIDATES,
-                      solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
-                      mip_gap: float | None = None, tol: float = 1e-6, max_iter: int = 200,
-                      cut_support: str = "selected", cut_type: str = "multi") -> dict:
+                      query_similarity: str = "cosine", max_size: int | str | None = DEFAULT_MAX_SIZE,
+                      candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
+                      time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None,
+                      tol: float = 1e-6, max_iter: int = 200, cut_support: str = "selected",
+                      cut_type: str = "multi") -> dict:
     """k-sparse robust model by cutting planes (:func:`divopt.robust.cutting_planes.cutting_plane_ksparse`);
     ``time_limit`` covers the whole loop. Adds ``iterations`` and ``cuts``."""
     t0 = time.perf_counter()
@@ -222,10 +244,10 @@ def robust_ksparse_cp(instance: Instance, *, rho_vec: float, attack_budget: int,
     cp = cutting_plane_ksparse(sub, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div,
                                similarity=similarity, max_size=ms, tol=tol, max_iter=max_iter,
                                time_limit=time_limit, solver=solver, mip_gap=mip_gap, cut_support=cut_support,
-                               cut_type=cut_type)
+                               cut_type=cut_type, query_similarity=query_similarity)
     params = dict(sparsity_penalty=float(sparsity_penalty), rho_div=float(rho_div), similarity=similarity,
-                  max_size=ms, candidates=candidates, time_limit=time_limit, tol=tol, cut_support=cut_support,
-                  cut_type=cut_type)
+                  query_similarity=query_similarity, max_size=ms, candidates=candidates, time_limit=time_limit,
+                  tol=tol, cut_support=cut_support, cut_type=cut_type)
     return _record("robust_ksparse_cp", instance, rows, cp.indices, uset, params=params, status=cp.status,
                    objective=cp.objective, bound=cp.bound if math.isfinite(cp.bound) else None, gap=cp.gap,
                    seconds=time.perf_counter() - t0, solver=cp.solver, message=cp.message,
@@ -243,7 +265,8 @@ ROBUST_MODELS: Mapping[str, Callable[..., dict]] = {
     "robust_ksparse_cp": robust_ksparse_cp,
 }
 
-_COMMON = ("sparsity_penalty", "rho_div", "similarity", "max_size", "candidates", "solver", "time_limit", "mip_gap")
+_COMMON = ("sparsity_penalty", "rho_div", "similarity", "query_similarity", "max_size", "candidates", "solver",
+           "time_limit", "mip_gap")
 #: model name -> the parameters it accepts (the sweep runner reads the signatures; this is for humans).
 MODEL_PARAMETERS: Mapping[str, tuple[str, ...]] = {
     "nominal_sparsity": _COMMON,

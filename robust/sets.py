@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from divopt.models.validation import check_nonnegative
+from divopt.models.validation import check_nonnegative, check_scalar
 
 __all__ = ["NormBall", "KSparse", "UncertaintySet", "protect_top", "make_set"]
 
@@ -128,9 +128,7 @@ def protect_top(E: Any, q: Any, m: int) -> np.ndarray:
     E = _as_2d(E)
     q = np.asarray(q, dtype=np.float64).reshape(-1)
     n, d = E.shape
-    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 0:
-        raise ValueError(f"protected (top-m) must be an integer m >= 0, got {m!r}")
-    m = min(int(m), d)
+    m = min(check_scalar(m, "protected (top-m) m", int, min_val=0), d)
     mask = np.zeros((n, d), dtype=bool)
     if m:
         top = np.argpartition(-np.abs(E * q[None, :]), m - 1, axis=1)[:, :m]

@@ -1,11 +1,25 @@
-"""divopt.solvers: Frank-Wolfe, greedy baselines, exact-solver runners, local search.
+"""divopt.solvers: Frank-Wolfe, greedy baselines, local search, the exact CCBQP.
 
-``select(instance, method, **params)`` runs any fast selector named in ``METHODS``.
+``select(instance, method, **params)`` runs any fast selector named in ``METHODS``;
+``solve_exact(instance, solver=...)`` solves the CCBQP exactly through the model runner
+(:mod:`divopt.models.runner`, whose ``Result``, ``solve`` and ``available_solvers`` are
+re-exported here). Those exact-solver names load on first use (they need Pyomo; the fast
+selectors do not), so ``import divopt.solvers`` works on a machine with torch only.
 """
-from .selection import DEFAULT_METHOD, METHODS, Selection, get_selector, register, select
-from . import dartboard, dpp, frank_wolfe, greedy  # noqa: F401  (register the selectors)
-from . import local_search, multistart  # noqa: F401  (registers "fw_ls", "fw_ms", "<greedy>_ls")
+import importlib
 
-__all__ = ["METHODS", "DEFAULT_METHOD", "Selection", "select", "register", "get_selector"]
-from .exact import Result, available_solvers, solve, solve_exact  # noqa: E402  (exact MIP runners)
-__all__ += ["Result", "solve", "solve_exact", "available_solvers"]
+from .selection import DEFAULT_METHOD, METHOD_NEEDS, METHODS, Selection, get_selector, instance_methods, register, select
+from . import cross_encoder_baselines, dartboard, dartboard_ce, dpp, frank_wolfe, greedy  # noqa: F401  (register the selectors)
+from . import lazy_mmr, local_search, multistart, ws_multistart  # noqa: F401  (registers "mmr_lazy", "fw_ls", "fw_ms", "fw_ws_ms", "<greedy>_ls")
+
+__all__ = ["METHODS", "METHOD_NEEDS", "instance_methods", "DEFAULT_METHOD", "Selection", "select", "register",
+           "get_selector", "Result", "solve", "solve_exact", "available_solvers"]
+
+_EXACT = ("Result", "available_solvers", "solve", "solve_exact")
+
+
+def __getattr__(name: str):
+    # PEP 562: ``from divopt.solvers import solve_exact`` imports the exact module (and Pyomo) then
+    if name in _EXACT:
+        return getattr(importlib.import_module(".exact", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

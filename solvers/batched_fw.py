@@ -9,7 +9,7 @@ gradients of all active problems come from ONE matrix-matrix product
 instead of B matrix-vector products: E is read once per iteration for the whole batch. Every
 other step (top-k oracle, gap, line search, update of v) is the per-column version of
 :func:`divopt.solvers.frank_wolfe.fw_relaxation`, and a column that stops at a fractional point
-is rounded with :func:`round_pairwise` and resumes, exactly as the "fw" selector does; so each
+is rounded with :func:`round_pairwise` and resumes, exactly as the "fw_topk" selector does; so each
 column follows the single run's iterates and ends at the same k-set (up to floating-point
 summation order inside the GEMM).
 """
@@ -21,18 +21,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt.models import Instance, objective_scale
+from divopt.models import Instance
+from divopt.models.ccbqp import ccbqp_objective, curvature, line_search, linear_term
 from divopt.models.kernels import matmul
 from divopt.models.validation import check_nonnegative, check_theta
 
-from .frank_wolfe import round_pairwise, working_set_size
+from .frank_wolfe import fw_tolerance, round_pairwise, working_set_size
 
 __all__ = ["BatchResult", "fw_batched", "fw_batched_ws", "fw_sweep"]
 
 
 @dataclass
 class BatchResult:
-    """One row per problem b: k-set indices[b] (sorted by decreasing x, like "fw"), f value, iterations."""
+    """One row per problem b: k-set indices[b] (sorted by decreasing x, like "fw_topk"), f value, iterations."""
 
     indices: torch.Tensor  # (B, k) int64
     objectives: np.ndarray  # (B,) float64 CCBQP objective
@@ -76,7 +77,7 @@ def fw_batched(
     tol: float | None = None,
     x0: Any = None,
 ) -> BatchResult:
-    """Run plain full-pool "fw" (working_set=0) on B problems at once: problem b is
+    """Run divopt's full-pool FW ("fw_topk") on B problems at once: problem b is
     (relevance[b], thetas[b]) on inst.E.
 
     relevance : (B, n) relevance vectors (e.g. ``Q @ E.T`` for B queries).
@@ -97,10 +98,10 @@ def fw_batched(
     if init not in ("topk", "uniform"):
         raise ValueError(f"init must be one of ['topk', 'uniform'], got {init!r}")
     lam = check_nonnegative(relax_penalty, "relax_penalty")
-    tol = 1e-6 * objective_scale(k) if tol is None else check_nonnegative(tol, "tol")
+    tol = fw_tolerance(k, tol)
     max_iter = int(max_iter)
     a_np = 2.0 * (1.0 - th_np)  # per problem
-    Lin = C * torch.as_tensor(th_np * (k - 1), dtype=acc, device=dev)[:, None]  # B x n
+    Lin = linear_term(C, torch.as_tensor(th_np, dtype=acc, device=dev)[:, None], k)  # B x n
     cols = [_column_instance(inst, C[b], float(th_np[b])) for b in range(B)]
     if x0 is not None:
         X = torch.as_tensor(x0).to(device=dev, dtype=acc).clone()
@@ -154,7 +155,7 @@ def fw_batched(
                 rounds[b] += 1
                 local_it[b] = 0
                 sync(np.array([r]))
-                if lam < 2:  # not tight: stop at the rounded vertex, as the "fw" selector does
+                if lam < 2:  # not tight: stop at the rounded vertex, as the "fw_topk" selector does
                     converged[b], done[r] = True, True
         mv = np.flatnonzero(~stop)
         if mv.size:
@@ -165,9 +166,7 @@ def fw_batched(
             Vm = Vw if allm else Vw.index_select(0, mvt)
             Ed = E.index_select(0, Sm.reshape(-1)).to(acc).reshape(mv.size, k, -1).sum(1) - Vm
             dd = xx[M] + k - 2.0 * xs[mv]
-            curv = a_np[M] * (lam * dd - (Ed.double() ** 2).sum(1).cpu().numpy())
-            with np.errstate(divide="ignore", invalid="ignore"):
-                gamma = np.where(curv >= 0, 1.0, np.minimum(1.0, -gap[mv] / curv))
+            gamma = line_search(gap[mv], curvature(th_np[M], lam, dd, (Ed.double() ** 2).sum(1).cpu().numpy()))
             lins = (Lw if allm else Lw.index_select(0, mvt)).gather(1, Sm).double().sum(1).cpu().numpy()
             g_t = torch.as_tensor(gamma, dtype=acc, device=dev)[:, None]
             Xm = Xw if allm else Xw.index_select(0, mvt)
@@ -203,8 +202,6 @@ def fw_batched(
     if Xw is X:
         V = Vw
     idx = torch.topk(X, k, dim=1).indices  # B x k
-    from divopt.models import ccbqp_objective
-
     objs = np.array([ccbqp_objective(cols[b], idx[b].cpu().numpy()) for b in range(B)])
     return BatchResult(idx, objs, iters, converged, th_np, rounds, X)
 
@@ -243,7 +240,7 @@ def fw_batched_ws(
     (:func:`fw_batched`) runs on E_P; then ONE full-pool GEMM gives every problem's full
     gradient and FW gap at its result. A problem is accepted only when that full-pool gap is
     <= tol (a certified FW-stationary point of the full problem: the stopping rule of plain FW,
-    as in the "fw" selector's working-set variant); otherwise its best outside items join P and
+    as in the "fw_ws" selector); otherwise its best outside items join P and
     the problems still open continue from their current points. ``working_set="auto"`` uses
     M = max(4096, 16 k, n / 32); when the union exceeds n / 2 this is plain :func:`fw_batched`.
     Paths differ from the single runs' (their working sets differ), the stopping rule does not.
@@ -255,7 +252,7 @@ def fw_batched_ws(
     M = working_set_size(n, k) if working_set == "auto" else int(working_set)
     if M < k:
         raise ValueError(f"working_set must be >= k = {k}, got {working_set}")
-    tol_ = 1e-6 * objective_scale(k) if tol is None else check_nonnegative(tol, "tol")
+    tol_ = fw_tolerance(k, tol)
     lam = check_nonnegative(relax_penalty, "relax_penalty")
     in_P = torch.zeros(n, dtype=torch.bool, device=dev)
     in_P[torch.topk(C, min(M, n), dim=1).indices.reshape(-1)] = True
@@ -268,7 +265,7 @@ def fw_batched_ws(
     converged = np.zeros(B, dtype=bool)
     open_ = np.arange(B)
     a_t = torch.as_tensor(2.0 * (1.0 - th_np), dtype=acc, device=dev)[:, None]
-    lin_t = torch.as_tensor(th_np * (k - 1), dtype=acc, device=dev)[:, None]
+    th_t = torch.as_tensor(th_np, dtype=acc, device=dev)[:, None]
     for _ in range(int(max_rounds)):
         P = in_P.nonzero().flatten()
         ot = torch.as_tensor(open_, device=dev)
@@ -283,7 +280,7 @@ def fw_batched_ws(
         rounds[open_] += r.roundings
         # certify on the full pool: one GEMM for every open problem's full gradient
         Vo = _rows_times_E(Xo[:, P], sub.E)
-        G = lin_t[open_] * Co - a_t[open_] * _V_times_Et(Vo, E).sub_(Xo, alpha=lam)
+        G = linear_term(Co, th_t[open_], k) - a_t[open_] * _V_times_Et(Vo, E).sub_(Xo, alpha=lam)
         gap = (torch.topk(G, k, dim=1).values.double().sum(1) - (G.double() * Xo.double()).sum(1)).cpu().numpy()
         ok = (gap <= tol_) | ~r.converged  # an iteration cap ends the problem, not certified
         converged[open_[ok]] = r.converged[ok] & (gap[ok] <= tol_)
@@ -295,8 +292,6 @@ def fw_batched_ws(
         in_P[add.reshape(-1)] = True
         open_ = open_[bad]
     idx = torch.topk(X, k, dim=1).indices
-    from divopt.models import ccbqp_objective
-
     objs = np.array([ccbqp_objective(_column_instance(inst, C[b], float(th_np[b])), idx[b].cpu().numpy())
                      for b in range(B)])
     return BatchResult(idx, objs, iters, converged, th_np, rounds, X)
@@ -313,7 +308,7 @@ def fw_sweep(
     """FW for every (query, theta) pair in one batch: Q queries x T thetas -> B = Q T problems.
 
     queries : (Q, d) unit-norm query vectors (relevance E q) or a (Q, n) relevance matrix.
-    working_set : 0 (default) for :func:`fw_batched` (equals the single full-pool "fw" runs),
+    working_set : 0 (default) for :func:`fw_batched` (equals the single "fw_topk" runs),
         "auto" or an int M for :func:`fw_batched_ws` (shared working set, certified).
     Returns (result, query_index (B,), theta (B,)); problem b is query b // T at thetas[b % T].
     """

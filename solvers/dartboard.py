@@ -1,14 +1,29 @@
-"""Dartboard (Pickett et al. 2024, "Better RAG using relevant information gain").
+"""Dartboard (Pickett et al. 2024, "Better RAG using Relevant Information Gain", arXiv 2407.12101).
 
-Score of a set G: s(G) = log sum_{t in A} N(q, t) max_{g in G} N(g, t), where A is the triaged
-pool (top-K by relevance), N(a, b) = exp(-dist(a, b)^2 / (2 sigma^2)) / (sigma sqrt(2 pi)) and
-dist = (1 - cos) / 2 in [0, 1]. Greedy in log space: first pick the most relevant; then add
-argmax_g logsumexp_t [log N(q, t) + max(M_t, log N(g, t))], M_t = max_{g in G} log N(g, t).
-Work is O(K^2) per step on the K x K triaged pool (K = ``triage``), never n x n.
-Variants: "cosine" (query distances from q^T e, or from the relevance when no q is given) and
-"hybrid" (query distances from external relevance scores, e.g. a cross-encoder or BM25: the
-scores are min-max rescaled to [-1, 1] over the triaged pool and mapped like cosines).
-theta is ignored; sigma sets the trade-off.
+The relevant information gain of a set G over the candidate set A is
+    s(G, q, A, sigma) = sum_{t in A} P(T = t | q, sigma) max_{g in G} P(T = t | g, sigma),
+a dart thrown at the query q lands on target t; every guess g in G covers t with probability
+P(T = t | g). The paper maximizes s greedily in log space: G starts with the item closest to the
+query; each step adds
+    argmax_g logsumexp_t [ log P(t | q) + max(M_t, log P(t | g)) ],   M_t = max_{h in G} log P(t | h),
+which is O(K^2) per step on the K x K triaged pool (divopt compares the equivalent marginal
+gains, see :func:`greedy_dartboard`). A (the triage) is the top-K passages by KNN cosine to the
+query, K = 100 in the paper.
+
+This module holds the shared pieces (KNN triage, the log-space greedy, the Gaussian) and two
+selectors on embeddings alone:
+
+* ``dartboard`` — the paper's cosine Dartboard: log P(t | x) = log N(D(x, t); 0, sigma^2) with
+  D(a, b) = (1 - cos(a, b)) / 2 clipped to [0, 1], for the query and for passage pairs.
+* ``dartboard_minmax`` — divopt's earlier "hybrid" (not the paper's): see its docstring.
+
+The cross-encoder variants (``dartboard_hybrid``, ``dartboard_cc``) live in
+:mod:`divopt.solvers.dartboard_ce`, the cross-encoder baselines in
+:mod:`divopt.solvers.cross_encoder_baselines`.
+
+Precision: every log-probability, the K x K cosines and the greedy's sums are float64 whatever
+the storage dtype of E (the triaged rows are upcast, O(K d)). In float32 the squared distances
+over 2 sigma^2 (200 D^2 at sigma = 0.05) lose enough digits to change picks; see tests.
 """
 from __future__ import annotations
 
@@ -17,12 +32,18 @@ import math
 import torch
 
 from divopt.models import Instance
-from divopt.models.kernels import gather_rows
-from divopt.models.validation import check_choice, check_nonnegative, check_vector
+from divopt.models.kernels import matvec
+from divopt.models.validation import check_k, check_nonnegative, check_vector
 
 from .selection import register
 
-__all__ = ["dartboard", "log_gaussian"]
+__all__ = ["dartboard", "dartboard_minmax", "log_gaussian", "greedy_dartboard", "knn_triage",
+           "cosine_distance", "PAPER_SIGMA", "PAPER_TRIAGE"]
+
+#: The paper's sigma for the cosine Dartboard (its best value on RGB).
+PAPER_SIGMA = 0.096
+#: The paper's triage: the top-100 passages by KNN cosine.
+PAPER_TRIAGE = 100
 
 
 def log_gaussian(dist: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -30,44 +51,131 @@ def log_gaussian(dist: torch.Tensor, sigma: float) -> torch.Tensor:
     return -math.log(sigma) - 0.5 * math.log(2 * math.pi) - dist * dist / (2 * sigma * sigma)
 
 
-@register("dartboard")
-def dartboard(inst: Instance, *, sigma: float = 0.1, triage: int | None = None, variant: str = "cosine", scores=None):
-    """Greedy Dartboard over the triaged top-``triage`` pool (default max(4k, 100), capped at n).
+def cosine_distance(cos: torch.Tensor) -> torch.Tensor:
+    """The paper's distance D = 1 - (cos + 1)/2 = (1 - cos)/2, clipped to [0, 1]."""
+    return ((1.0 - cos) / 2.0).clamp(0.0, 1.0)
 
-    ``scores`` (hybrid variant only): external relevance scores of all n items; defaults to
-    ``inst.relevance``. Returns the selection and ``info["score"]``, the final log s(G).
+
+def triage_size(triage: int | None, n: int, k: int) -> int:
+    """K = ``triage`` (default: the paper's 100, raised to k when k > 100), checked k <= K <= n."""
+    if triage is None:
+        return min(n, max(PAPER_TRIAGE, k))
+    K = check_k(triage, n, "triage")
+    if K < k:
+        raise ValueError(f"triage must satisfy k = {k} <= triage <= n = {n}, got triage = {K}")
+    return K
+
+
+def _stable_top(values: torch.Tensor, K: int) -> torch.Tensor:
+    """Indices of the K largest values, ties to the lower index (a stable descending sort)."""
+    order = torch.sort(values, descending=True, stable=True).indices
+    return order[:K]
+
+
+def knn_triage(inst: Instance, K: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The paper's triage: the top-K items by cosine to the query, in decreasing cosine.
+
+    Returns (pool, F, qcos): pool indices (int64, length K), F = E[pool] in float64 (K x d)
+    and the float64 cosines q^T e of the pool. Ties go to the lower index. The cosine is
+    q^T e (the instance's relevance is not used when q is given: it may be external scores);
+    without a query vector the relevance is taken as the cosine.
+
+    The full-pool ranking runs in the accumulation dtype (one GEMV); for non-float64 storage a
+    shortlist of the top-2K is re-ranked in float64, so membership and order are those of a
+    float64 evaluation (unless more than K items tie within float32 rounding).
     """
-    sigma = check_nonnegative(sigma, "sigma", allow_zero=False)
-    check_choice(variant, "variant", ("cosine", "hybrid"))
-    n, k = inst.n, inst.k
-    K = min(n, max(4 * k, 100)) if triage is None else int(triage)
-    if K < k or K > n:
-        raise ValueError(f"triage must satisfy k = {k} <= triage <= n = {n}, got {triage}")
-    ext = inst.relevance if scores is None else check_vector(scores, "scores", n, " (the pool size n)").to(inst.device, inst.acc_dtype)
-    rank_by = ext if variant == "hybrid" else inst.relevance
-    pool = torch.topk(rank_by, K).indices
-    F = gather_rows(inst.E, pool)
-    if variant == "cosine":
-        qcos = F @ inst.q if inst.q is not None else inst.relevance[pool]
-    else:
-        s = ext[pool]
-        lo, hi = float(s.min()), float(s.max())
-        qcos = 2 * (s - lo) / (hi - lo) - 1 if hi > lo else torch.ones_like(s)
-    q_logp = log_gaussian((1 - qcos) / 2, sigma)  # (K,)
-    doc_logp = log_gaussian((1 - F @ F.T) / 2, sigma)  # (K, K), row g = candidate
-    taken = torch.zeros(K, dtype=torch.bool, device=inst.device)
+    c = matvec(inst.E, inst.q) if inst.q is not None else inst.relevance
+    exact = c.dtype == torch.float64 or inst.q is None  # nothing finer to recompute
+    M = K if exact else min(inst.n, 2 * K)
+    thr = torch.topk(c, M).values[-1]
+    short = torch.nonzero(c >= thr).squeeze(1)  # ascending; every tie at the threshold is kept
+    F = inst.E.index_select(0, short).to(torch.float64)
+    cos = c.index_select(0, short).to(torch.float64) if exact else F @ inst.q.to(torch.float64)
+    keep = _stable_top(cos, K)  # short is ascending, so a stable sort sends ties to the lower index
+    return short[keep], F[keep], cos[keep]
+
+
+def greedy_dartboard(q_logp: torch.Tensor, pair_logp: torch.Tensor, k: int) -> tuple[list[int], float]:
+    """The paper's greedy on log-probabilities (float64 in, positions of the pool out).
+
+    q_logp[t] = log P(T = t | q) (any additive constant), pair_logp[g, t] = log P(T = t | g).
+    First pick argmax_t q_logp; then argmax_g s(G + g). The argmax is taken over the marginal
+    gain, which has the same argmax:
+        s(G + g) - s(G) = sum_t P(t | q) (P(t | g) - C_t)_+,   C_t = max_{h in G} P(t | h),
+    evaluated as logsumexp_t [log P(t | q) + a + log(-expm1(b - a))] over the t with
+    a = log P(t | g) > b = log C_t. Comparing log s(G + g) directly fails once the covered mass is
+    near all of s (e.g. the hybrid's peaked softmax at small sigma): every candidate's log s then
+    equals log s(G) to the last bit and the pick is rounding noise; the gain keeps full relative
+    precision. Ties go to the lower position. Returns (picks, log s(G)) in the units of q_logp.
+    """
+    K = q_logp.shape[0]
+    taken = torch.zeros(K, dtype=torch.bool, device=q_logp.device)
     first = int(torch.argmax(q_logp))
     picks = [first]
     taken[first] = True
-    best = doc_logp[first].clone()
-    score_val = float(torch.logsumexp(q_logp + best, 0))
+    cover = pair_logp[first].clone()  # log C_t
+    log_s = torch.logsumexp(q_logp + cover, 0)
     for _ in range(k - 1):
-        upd = torch.maximum(best.unsqueeze(0), doc_logp)  # (K, K): candidate g x target t
-        gain = torch.logsumexp(upd + q_logp.unsqueeze(0), dim=1)
-        gain[taken] = -float("inf")
+        diff = cover.unsqueeze(0) - pair_logp  # (K, K): candidate g x target t, b - a
+        inc = torch.where(diff < 0, pair_logp + torch.log(-torch.expm1(diff)), -math.inf)  # NaN-free where used
+        gain = torch.logsumexp(inc + q_logp.unsqueeze(0), dim=1)  # log of the marginal gain
+        gain[taken] = -math.inf
         g = int(torch.argmax(gain))
+        if taken[g]:  # every remaining candidate adds nothing (exact duplicates): next in pool order
+            g = int(torch.nonzero(~taken)[0])
         picks.append(g)
         taken[g] = True
-        best = upd[g]
-        score_val = float(gain[g])
-    return pool[torch.tensor(picks, device=inst.device)], k, {"score": score_val, "triage": K, "variant": variant, "sigma": sigma}
+        cover = torch.maximum(cover, pair_logp[g])
+        log_s = torch.logaddexp(log_s, gain[g])
+    return picks, float(log_s)
+
+
+@register("dartboard")
+def dartboard(inst: Instance, *, sigma: float = PAPER_SIGMA, triage: int | None = None):
+    """Dartboard with cosine distances, as published (Pickett et al. 2024).
+
+    Triage: the top-``triage`` items by cosine to the query (default the paper's 100; k when
+    k > 100). On that pool, log P(t | x) = log N(D(x, t); 0, sigma^2) with D = (1 - cos)/2 in
+    [0, 1] for the query x = q and for passages x = g; then the log-space greedy
+    (:func:`greedy_dartboard`). ``sigma`` (default 0.096, the paper's value for this variant)
+    sets the trade-off: small sigma tends to KNN. theta is ignored.
+
+    Without a query vector the instance's relevance is taken as the query cosine.
+    ``info["score"]`` is the final log sum_t N(q, t) max_{g in G} N(g, t) over the triaged pool.
+    """
+    sigma = check_nonnegative(sigma, "sigma", allow_zero=False)
+    K = triage_size(triage, inst.n, inst.k)
+    pool, F, qcos = knn_triage(inst, K)
+    q_logp = log_gaussian(cosine_distance(qcos), sigma)
+    pair_logp = log_gaussian(cosine_distance(F @ F.T), sigma)
+    picks, score = greedy_dartboard(q_logp, pair_logp, inst.k)
+    return pool[torch.tensor(picks, device=pool.device)], inst.k, {"score": score, "triage": K, "sigma": sigma}
+
+
+@register("dartboard_minmax")
+def dartboard_minmax(inst: Instance, *, sigma: float = 0.1, triage: int | None = None, scores=None):
+    """divopt's earlier Dartboard "hybrid" — NOT the paper's ``dartboard_hybrid``.
+
+    Differences from the paper's hybrid: the triage is the top-``triage`` items by the external
+    ``scores`` (default: the instance's relevance; default size max(4k, 100)), not by KNN cosine;
+    the scores are min-max rescaled to [-1, 1] over the triaged pool and used as query cosines
+    in the Gaussian log N((1 - s)/2; 0, sigma^2), instead of the paper's softmax(score / sigma);
+    passage pairs use the Gaussian on (1 - cos)/2 instead of the paper's log(1 - dist).
+    Default sigma 0.1. Greedy and precision as in :func:`dartboard`.
+    """
+    sigma = check_nonnegative(sigma, "sigma", allow_zero=False)
+    n, k = inst.n, inst.k
+    K = min(n, max(4 * k, 100)) if triage is None else triage_size(triage, n, k)
+    ext = inst.relevance if scores is None else check_vector(scores, "scores", n, " (the pool size n)")
+    ext = ext.to(device=inst.device)
+    short = torch.nonzero(ext >= torch.topk(ext, K).values[-1]).squeeze(1)
+    pool = short[_stable_top(ext[short].to(torch.float64), K)]
+    ext = ext.to(torch.float64)
+    F = inst.E.index_select(0, pool).to(torch.float64)
+    s = ext[pool]
+    lo, hi = float(s.min()), float(s.max())
+    qcos = 2 * (s - lo) / (hi - lo) - 1 if hi > lo else torch.ones_like(s)
+    q_logp = log_gaussian(cosine_distance(qcos), sigma)
+    pair_logp = log_gaussian(cosine_distance(F @ F.T), sigma)
+    picks, score = greedy_dartboard(q_logp, pair_logp, k)
+    return pool[torch.tensor(picks, device=pool.device)], k, {"score": score, "triage": K, "sigma": sigma}

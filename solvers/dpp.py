@@ -7,6 +7,9 @@ Since L_S = D_S K_S D_S, d_i^2(L) = r_i^2 d_i^2(K): we run Chen et al.'s update 
 overflows even when alpha is large. Per step: one GEMV (K_j. = E e_j) plus O(n t) for the
 Cholesky rows; memory k x n floats, no n x n matrix.
 theta = 1 gives alpha = inf, i.e. pure relevance (top-k); theta = 0 gives the plain K-DPP.
+With float32 (or half) storage, near-tied picks are re-decided in float64 from a fresh Cholesky
+of the selected rows (:func:`divopt.solvers.greedy.decide`). Checked against the paper's
+Algorithm 1 run on L itself in tests/test_paper_baselines.py.
 """
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ import torch
 
 from divopt.models import Instance
 from divopt.models.kernels import gather_rows, matvec
+from divopt.models.validation import check_nonnegative
 
+from .greedy import decide, exact_relevance, exact_rows
 from .selection import register
 
 __all__ = ["dpp_greedy"]
@@ -25,9 +30,10 @@ __all__ = ["dpp_greedy"]
 @register("dpp")
 def dpp_greedy(inst: Instance, *, eps: float = 1e-10):
     """Greedy MAP of the quality-diversity DPP. If every remaining item has
-    d_i^2(K) <= eps (the selected rows already span the rest), the remaining picks are filled by
-    relevance and ``info["filled_by_relevance"]`` counts them."""
+    d_i^2(K) <= eps, or d items are picked (rank(E E^T) <= d: the selected rows span the rest), the
+    remaining picks are filled by relevance and ``info["filled_by_relevance"]`` counts them."""
     c, k, th, n = inst.relevance, inst.k, inst.theta, inst.n
+    eps = check_nonnegative(eps, "eps")
     if th >= 1.0:
         return torch.topk(c, k).indices, k, {"alpha": math.inf}
     alpha = th / (2 * (1 - th))
@@ -36,7 +42,21 @@ def dpp_greedy(inst: Instance, *, eps: float = 1e-10):
     chol = torch.empty(k, n, dtype=inst.acc_dtype, device=inst.device)
     taken = torch.zeros(n, dtype=torch.bool, device=inst.device)
     picks: list[int] = []
-    j = int(torch.argmax(quality))
+
+    def exact(rows: torch.Tensor, picks: list[int]) -> torch.Tensor:
+        """2 alpha c_i + log d_i^2(K) in float64 on unit rows: d_i^2 = 1 - ||C_S^{-1} K_{S,i}||^2."""
+        q64 = (2 * alpha) * exact_relevance(inst, rows)
+        if not picks:
+            return q64
+        X = exact_rows(inst, torch.tensor(picks))
+        L, info = torch.linalg.cholesky_ex(X @ X.T)
+        if int(info) != 0:  # S is numerically dependent in float64: keep the storage-precision pick
+            return None
+        C = torch.linalg.solve_triangular(L, X @ exact_rows(inst, rows).T, upper=False)
+        d2r = 1.0 - (C * C).sum(dim=0)
+        return torch.where(d2r > eps, q64 + torch.log(d2r.clamp_min(1e-300)), torch.full_like(q64, -float("inf")))
+
+    j = decide(quality, None, lambda rows: exact(rows, []))
     filled = 0
     for t in range(k):
         picks.append(j)
@@ -49,12 +69,14 @@ def dpp_greedy(inst: Instance, *, eps: float = 1e-10):
         d2 -= e * e
         score = quality + torch.log(d2.clamp_min(1e-300 if d2.dtype == torch.float64 else 1e-38))
         score[taken | (d2 <= eps)] = -float("inf")
-        if bool(torch.isinf(score).all()):
+        # rank(E E^T) <= d: once d items are picked every residual d_i^2 is exactly 0 (what float32
+        # leaves there is rounding), so the greedy has nothing left to add
+        if len(picks) >= inst.d or bool(torch.isinf(score).all()):
             rest = c.clone()
             rest[taken] = -float("inf")
             extra = torch.topk(rest, k - t - 1).indices.tolist()
             picks.extend(extra)
             filled = len(extra)
             break
-        j = int(torch.argmax(score))
+        j = decide(score, None, lambda rows: exact(rows, picks))
     return torch.tensor(picks), k, {"alpha": alpha, "filled_by_relevance": filled}

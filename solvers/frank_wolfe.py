@@ -1,12 +1,13 @@
 """Frank-Wolfe for the relaxed CCBQP (the fast path of divopt).
 
-Relaxation (see :mod:`divopt.models.objective`), maximized over {0 <= x <= 1, sum x = k}:
-    f_lambda(x) = theta (k-1) c^T x + (1-theta)(k + lambda (||x||^2 - k) - ||E^T x||^2)
-    grad        = theta (k-1) c + 2 (1-theta)(lambda x - E v),     v = E^T x kept up to date
+Relaxation and its terms: :mod:`divopt.models.ccbqp` (``relaxed_objective``,
+``relaxed_gradient``, ``line_search``, ``curvature``), maximized over {0 <= x <= 1, sum x = k}:
+    f_lambda(x) = l^T x + (1-theta)(k + lambda (||x||^2 - k) - ||E^T x||^2),   l = theta (k-1) c
+    grad        = l + 2 (1-theta)(lambda x - E v),     v = E^T x kept up to date
 One iteration: s = top-k indicator of grad (linear oracle), d = s - x, gap = grad^T d;
 E^T d = E^T s - v (gather k rows, O(k d)); curvature C = 2 (1-theta)(lambda ||d||^2 - ||E^T d||^2);
-f_lambda(x + gamma d) = f_lambda(x) + gamma gap + gamma^2 C / 2, so the exact line search is
-gamma = 1 if C >= 0 else min(1, -gap / C). The only O(n d) work per iteration is one GEMV E v.
+exact line search gamma = 1 if C >= 0 else min(1, -gap / C). The only O(n d) work per iteration
+is one GEMV E v.
 """
 from __future__ import annotations
 
@@ -16,13 +17,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt.models import Instance, objective_scale, relaxed_objective
-from divopt.models.kernels import gather_rows, gather_sum, matvec, rmatvec
-from divopt.models.validation import check_choice, check_nonnegative, check_vector
+from divopt.models import Instance
+from divopt.models.ccbqp import curvature, line_search, linear_term, objective_scale, relaxed_gradient, relaxed_objective
+from divopt.models.kernels import gather_rows, gather_sum, rmatvec
+from divopt.models.validation import check_choice, check_nonnegative, check_scalar, check_vector
 
 from .selection import register
 
-__all__ = ["FWResult", "fw_relaxation", "round_pairwise", "frank_wolfe"]
+__all__ = [
+    "FWResult", "fw_relaxation", "round_pairwise", "fw_paper", "frank_wolfe", "fw_topk", "top_k_of", "initial_point",
+    "random_point",
+]
 
 _INITS = ("topk", "uniform", "random")
 
@@ -41,14 +46,20 @@ class FWResult:
     gaps: list[float] = field(default_factory=list)
 
 
-def _default_tol(k: int, tol: float | None) -> float:
+def fw_tolerance(k: int, tol: float | None) -> float:
     """FW stops at gap <= tol; default 1e-6 k (k-1), a normalized gap of 1e-6."""
     return 1e-6 * objective_scale(k) if tol is None else check_nonnegative(tol, "tol")
 
 
-def _gradient(lin: torch.Tensor, E: torch.Tensor, v: torch.Tensor, x: torch.Tensor, theta: float, lam: float) -> torch.Tensor:
-    """theta (k-1) c + 2 (1-theta)(lambda x - E v), with lin = theta (k-1) c; one GEMV."""
-    return torch.add(lin, matvec(E, v).sub_(x, alpha=lam), alpha=-2.0 * (1.0 - theta))
+def random_point(n: int, k: int, seed: int | None) -> np.ndarray:
+    """The "random" start: a Dirichlet(1, 1, 1)-weighted mix of three uniformly random k-subsets
+    of range(n) (float64, sum k; depends only on n, k and the seed)."""
+    rng = np.random.default_rng(seed)
+    w = rng.dirichlet(np.ones(3))
+    x = np.zeros(n)
+    for wi in w:
+        x[rng.choice(n, size=k, replace=False)] += wi
+    return x
 
 
 def initial_point(inst: Instance, init: Any = "topk", seed: int | None = None) -> torch.Tensor:
@@ -66,12 +77,7 @@ def initial_point(inst: Instance, init: Any = "topk", seed: int | None = None) -
             return x
         if init == "uniform":
             return torch.full((n,), k / n, dtype=acc, device=inst.device)
-        rng = np.random.default_rng(seed)
-        w = rng.dirichlet(np.ones(3))
-        x = np.zeros(n)
-        for wi in w:
-            x[rng.choice(n, size=k, replace=False)] += wi
-        return torch.as_tensor(x, dtype=acc, device=inst.device)
+        return torch.as_tensor(random_point(n, k, seed), dtype=acc, device=inst.device)
     x = check_vector(init, "init", n, " (the pool size n)").to(device=inst.device, dtype=acc)
     if bool((x < -1e-6).any()) or bool((x > 1 + 1e-6).any()) or abs(float(x.sum()) - k) > 1e-4 * max(1, k):
         raise ValueError(f"init must satisfy 0 <= x <= 1 and sum(x) = k = {k}, got sum {float(x.sum()):.6g}")
@@ -102,9 +108,10 @@ def fw_relaxation(
     """
     E, k, th = inst.E, inst.k, inst.theta
     lam = check_nonnegative(relax_penalty, "relax_penalty")
-    tol = _default_tol(k, tol)
+    max_iter = check_scalar(max_iter, "max_iter", int, min_val=0)
+    tol = fw_tolerance(k, tol)
     a = 2.0 * (1.0 - th)
-    lin = (th * (k - 1)) * inst.relevance
+    lin = linear_term(inst.relevance, th, k)
     x = x0.clone()
     v = rmatvec(E, x) if v0 is None else v0.clone()
 
@@ -124,7 +131,7 @@ def fw_relaxation(
     converged = False
     it = 0
     while it < max_iter:
-        g = _gradient(lin, E, v, x, th, lam)
+        g = relaxed_gradient(inst, x, relax_penalty=lam, v=v, lin=lin)
         s = torch.topk(g, k).indices
         gs = float(g.index_select(0, s).double().sum())
         xs = float(x.index_select(0, s).double().sum())
@@ -135,8 +142,7 @@ def fw_relaxation(
             break
         Ed = gather_sum(E, s) - v
         dd = xx + k - 2.0 * xs  # ||s - x||^2
-        C = a * (lam * dd - float(Ed.double() @ Ed.double()))
-        gamma = 1.0 if C >= 0 else min(1.0, -gap / C)
+        gamma = line_search(gap, curvature(th, lam, dd, float(Ed.double() @ Ed.double())))
         lins = float(lin.index_select(0, s).double().sum())
         x.mul_(1.0 - gamma)
         x.index_add_(0, s, torch.full((k,), gamma, dtype=x.dtype, device=x.device))
@@ -163,7 +169,7 @@ def round_pairwise(inst: Instance, x: torch.Tensor, v: torch.Tensor, relax_penal
     x = x.clone()
     v = v.clone()
     frac = ((x > eps) & (x < 1 - eps)).nonzero().flatten()
-    lin = (th * (k - 1)) * inst.relevance
+    lin = linear_term(inst.relevance, th, k)
     if frac.numel() >= 2:
         F = gather_rows(inst.E, frac)  # m x d, accumulation dtype
         xf = x[frac].clone()
@@ -172,8 +178,8 @@ def round_pairwise(inst: Instance, x: torch.Tensor, v: torch.Tensor, relax_penal
             i, j = active[0], active[1]
             gi = float(lin[frac[i]] + 2 * (1 - th) * (lam * xf[i] - F[i] @ v))
             gj = float(lin[frac[j]] + 2 * (1 - th) * (lam * xf[j] - F[j] @ v))
-            wij = float(F[i] @ F[j])
-            a = (1 - th) * (2 * lam - 2 + 2 * wij)
+            # phi''(t) / 2 along e_i - e_j: ||e_i - e_j||^2 = 2 - 2 w_ij, ||d||^2 = 2
+            a = curvature(th, lam, 2.0, 2.0 - 2.0 * float(F[i] @ F[j])) / 2
             hi = min(1 - float(xf[i]), float(xf[j]))
             lo = -min(float(xf[i]), 1 - float(xf[j]))
             t = hi if hi * (gi - gj) + a * hi * hi >= lo * (gi - gj) + a * lo * lo else lo
@@ -203,7 +209,7 @@ def _fw_to_vertex(inst, x, v, relax_penalty, max_iter, tol, exact_trace):
             return x, v, res, total, trace, roundings
         x, v = round_pairwise(inst, x, v, relax_penalty)
         roundings += 1
-        trace.append(relaxed_objective(inst, x, relax_penalty, v=v))
+        trace.append(relaxed_objective(inst, x, relax_penalty=relax_penalty, v=v))
         if relax_penalty < 2:
             # Not tight: FW would climb back to the fractional point and cycle; stop at the vertex.
             return x, v, res, total, trace, roundings
@@ -223,6 +229,61 @@ def _auto_working_set(n: int, k: int, theta: float) -> int | None:
 
 
 @register("fw")
+def fw_paper(
+    inst: Instance,
+    *,
+    relax_penalty: float = 2.0,
+    max_iter: int = 200,
+    tol: float | None = None,
+    init: Any = "uniform",
+    seed: int | None = None,
+):
+    """The CCBQP paper's Algorithm 1 (Lu & Sidiropoulos 2026), with its defaults.
+
+    Start from x0 = (k/n) 1 (``init="uniform"``), run at most ``max_iter`` = 200 Frank-Wolfe
+    iterations on the relaxation f_lambda (lambda = ``relax_penalty`` = 2, tight) with the top-k
+    linear oracle and the exact line search of :mod:`divopt.models.ccbqp` (stop early when the FW
+    gap is <= ``tol``, default a normalized gap of 1e-6), and return the top-k of x.
+    No rounding step, no restart, no working set: that is divopt's ``fw_topk`` / ``fw_ws``.
+    The k items are ordered by decreasing x, ties by decreasing relevance.
+
+    info: converged (gap <= tol before the cap), gap, trace (f_lambda per iteration), init,
+    relaxed_value, integral (whether x ended binary).
+    """
+    x0 = initial_point(inst, init, seed)
+    res = fw_relaxation(inst, x0, relax_penalty=relax_penalty, max_iter=max_iter, tol=tol)
+    integral = bool(((res.x < 1e-7) | (res.x > 1 - 1e-7)).all())
+    info = {
+        "converged": res.converged,
+        "gap": res.gap,
+        "trace": res.trace,
+        "init": init if isinstance(init, str) else "array",
+        "relaxed_value": res.value,
+        "integral": integral,
+    }
+    return top_k_of(inst, res.x), res.iterations, info
+
+
+def top_k_of(inst: Instance, x: torch.Tensor) -> torch.Tensor:
+    """The k largest coordinates of x, ordered by decreasing x, ties by decreasing relevance
+    (then lower index): a deterministic order for a set whose x values may tie (e.g. all 1)."""
+    k = inst.k
+    vals, idx = torch.topk(x, k)  # O(n) on x's device; only the k winners and the ties at the
+    kth = vals[-1]                # k-th value are ever ordered on the host
+    tied = (x == kth).nonzero().flatten()
+    inside = int((vals == kth).sum())
+    if tied.numel() > inside:  # ties at the boundary: the most relevant of the tied items win
+        keep = idx[vals > kth]
+        c_tied = inst.relevance.index_select(0, tied).double()
+        order = np.lexsort((tied.cpu().numpy(), -c_tied.cpu().numpy()))[: k - keep.numel()]
+        idx = torch.cat([keep, tied[torch.as_tensor(order, device=tied.device)]])
+    xs = x.index_select(0, idx).double().cpu().numpy()
+    cs = inst.relevance.index_select(0, idx).double().cpu().numpy()
+    ids = idx.cpu().numpy()
+    return idx[torch.as_tensor(np.lexsort((ids, -cs, -xs)), device=idx.device)]
+
+
+@register("fw_ws")
 def frank_wolfe(
     inst: Instance,
     *,
@@ -234,7 +295,14 @@ def frank_wolfe(
     exact_trace: bool = False,
     working_set: Any = "auto",
 ):
-    """Frank-Wolfe on the tight relaxation (relax_penalty >= 2), returning an integral k-set.
+    """divopt's Frank-Wolfe ("fw_ws"): top-k start, pairwise rounding, and a certified working set.
+
+    Differs from the paper's Algorithm 1 (``fw``) in three ways, each keeping FW's stopping
+    rule: (1) it starts from the top-k vertex instead of x0 = (k/n) 1; (2) at a fractional
+    stationary point it rounds pairwise (never lowering f_lambda, the tightness argument) and
+    resumes, so the result is a binary FW-stationary point instead of the top-k of a fractional
+    x; (3) on large pools (``working_set="auto"``) it runs on a working set certified by one
+    full-pool GEMV (below). ``fw_topk`` is this with ``working_set=0`` (full pool).
 
     Iterates FW until the FW gap is <= tol. If it stops at a fractional point, the point is
     rounded pairwise (never lowering f_lambda) and FW resumes from that vertex, so the result
@@ -260,7 +328,7 @@ def frank_wolfe(
     elif not working_set:
         M = None
     else:
-        M = int(working_set)
+        M = check_scalar(working_set, "working_set ('auto', 0, None or an integer M)", int)
         if M < k:
             raise ValueError(f"working_set must be >= k = {k}, got {working_set}")
         if not (isinstance(init, str) and init == "topk"):
@@ -292,8 +360,8 @@ def frank_wolfe(
 def _fw_working_set(inst, x, M, relax_penalty, max_iter, tol, exact_trace):
     n, k, th = inst.n, inst.k, inst.theta
     lam = relax_penalty
-    tol_ = _default_tol(k, tol)
-    lin = (th * (k - 1)) * inst.relevance
+    tol_ = fw_tolerance(k, tol)
+    lin = linear_term(inst.relevance, th, k)
     P = torch.topk(inst.relevance, M).indices
     in_P = torch.zeros(n, dtype=torch.bool, device=inst.device)
     in_P[P] = True
@@ -313,7 +381,7 @@ def _fw_working_set(inst, x, M, relax_penalty, max_iter, tol, exact_trace):
             gap = res.gap
             break
         # certify on the full pool: one GEMV for the full gradient and FW gap
-        g = _gradient(lin, inst.E, v, x, th, lam)
+        g = relaxed_gradient(inst, x, relax_penalty=lam, v=v, lin=lin)
         full += 1
         s = torch.topk(g, k).indices
         gap = float(g.index_select(0, s).double().sum() - (g.double() @ x.double()))
@@ -327,3 +395,22 @@ def _fw_working_set(inst, x, M, relax_penalty, max_iter, tol, exact_trace):
     return x, v, gap, converged, total, trace, roundings, full, int(P.numel())
 
 
+
+
+@register("fw_topk")
+def fw_topk(
+    inst: Instance,
+    *,
+    relax_penalty: float = 2.0,
+    init: Any = "topk",
+    max_iter: int = 1000,
+    tol: float | None = None,
+    seed: int | None = None,
+):
+    """divopt's full-pool Frank-Wolfe: ``fw_ws`` with ``working_set=0``.
+
+    Differs from the paper's ``fw`` by the top-k start and the pairwise rounding + restart
+    (a binary FW-stationary result); runs on the whole pool at every iteration.
+    """
+    return frank_wolfe(inst, relax_penalty=relax_penalty, init=init, max_iter=max_iter, tol=tol, seed=seed,
+                       working_set=0)

@@ -1,17 +1,13 @@
 """Best-improvement 1-swap local search on a binary k-set, plus an iterated (perturbation) phase.
 
 For a k-set S with v = sum_{l in S} e_l and u = E v, swapping i in S out and j not in S in
-changes the CCBQP objective f = theta (k-1) c^T x + (1-theta)(k - ||E^T x||^2) by
+changes the CCBQP objective by the swap gain of :mod:`divopt.models.ccbqp`
+(:func:`~divopt.models.ccbqp.swap_terms`, :func:`~divopt.models.ccbqp.swap_gains`)
 
-    Delta(i, j) = theta (k-1)(c_j - c_i) - 2 (1-theta)(u_j - u_i + 1 - w_ij),   w_ij = e_i^T e_j
+    Delta(i, j) = b_j + a_i + 2 (1-theta) w_ij,     w_ij = e_i^T e_j,
+    b_j = l_j - 2 (1-theta) u_j,   a_i = -l_i + 2 (1-theta)(u_i - 1),   l = theta (k-1) c,
 
-(||v - e_i + e_j||^2 = ||v||^2 + 2 - 2 w_ij + 2 u_j - 2 u_i). Splitting it as
-Delta(i, j) = b_j + a_i + 2 (1-theta) w_ij with
-
-    b_j = theta (k-1) c_j - 2 (1-theta) u_j               (the FW gradient at S, minus 2(1-theta)lambda x)
-    a_i = -theta (k-1) c_i + 2 (1-theta)(u_i - 1)
-
-all n k swap gains come from u (one GEMV, or the row sums of W) and W = E E_S^T (n x k: the
+so all n k swap gains come from u (one GEMV, or the row sums of W) and W = E E_S^T (n x k: the
 pool times the k selected rows), never from an n x n matrix. After a swap only the column of W
 belonging to the swapped position changes: one GEMV per swap.
 
@@ -32,13 +28,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt.models import Instance, objective_scale
+from divopt.models import Instance
+from divopt.models.ccbqp import linear_term, objective, objective_scale, swap_terms
 from divopt.models.kernels import gather_rows, matmul, matvec
 from divopt.models.validation import check_indices, check_nonnegative
 
 from .selection import get_selector, register
 
-__all__ = ["LSResult", "local_search", "swap_gains", "iterated_local_search", "polish", "pool_scan", "ls_tolerance", "two_swap_search"]
+__all__ = [
+    "LSResult", "SwapCertificate", "local_search", "iterated_local_search", "polish", "ls_tolerance", "two_swap_search",
+    "swap_certificate",
+]
 
 # Keep the n x k matrix W in memory up to this many entries (64 MiB in float32).
 _FULL_LIMIT = 1 << 24
@@ -81,32 +81,8 @@ class LSResult:
 
 
 def _objective64(inst: Instance, idx: torch.Tensor) -> float:
-    """f(S) in float64 from the k selected rows (O(k d)); used to accept swaps safely."""
-    rows = gather_rows(inst.E, idx).double()
-    v = rows.sum(0)
-    th = inst.theta
-    return th * (inst.k - 1) * float(inst.relevance.index_select(0, idx).double().sum()) + (1.0 - th) * (
-        idx.numel() - float(v @ v)
-    )
-
-
-def swap_gains(inst: Instance, indices: Any) -> torch.Tensor:
-    """Delta(i, j) for every i in S (columns, in the order of ``indices``) and every j (rows).
-
-    Returns an (n, k) float64 tensor; rows j in S are -inf. O(n k d) time, O(n k) memory: meant
-    for tests and small pools. Delta(i, j) = f(S - i + j) - f(S).
-    """
-    idx = torch.as_tensor(check_indices(indices, inst.n, "indices", size=inst.k), device=inst.device)
-    R = gather_rows(inst.E, idx)
-    W = matmul(inst.E, R.T).double()
-    u = W.sum(1)
-    th, k = inst.theta, inst.k
-    c = inst.relevance.double()
-    b = th * (k - 1) * c - 2 * (1 - th) * u
-    a = -th * (k - 1) * c[idx] + 2 * (1 - th) * (u[idx] - 1)
-    D = b[:, None] + a[None, :] + 2 * (1 - th) * W
-    D[idx] = -torch.inf
-    return D
+    """f(S) in float64 (O(k d)), unvalidated: used to accept swaps safely."""
+    return objective(inst, idx, check=False)
 
 
 def local_search(
@@ -155,7 +131,7 @@ def local_search(
     if k == n:
         return LSResult(idx, f, 0, True, f, trace, mode)
     E = inst.E
-    lin = (th * (k - 1)) * inst.relevance
+    lin = linear_term(inst.relevance, th, k)
     two = 2.0 * (1.0 - th)
     swaps = scans = 0
     first = True
@@ -170,11 +146,11 @@ def local_search(
             c = inst.relevance.index_fill(0, idx, -torch.inf)
             P = torch.cat([idx, torch.topk(c, m).indices])
         else:
-            j_best, u, best, prune = _full_scan(E, R, idx, lin, two, prune)
+            j_best, u, best, prune = _full_scan(E, R, idx, lin, th, prune)
             scans += 1
             if best <= tol:
                 return LSResult(idx, f, swaps, True, trace[0], trace, mode, scans, u)
-            b = (lin - two * u).index_fill_(0, idx, -torch.inf)
+            b = swap_terms(lin, u, th)[0].index_fill_(0, idx, -torch.inf)
             C = torch.topk(b, m).indices
             if not bool((C == j_best).any()):
                 C = torch.cat([C, torch.tensor([j_best], device=C.device)])
@@ -204,8 +180,8 @@ def _search_on(inst, P, R, idx, f, swaps, max_swaps, tol, trace, lin, two):
         if swaps >= max_swaps:
             return idx, f, swaps, moved, True
         uP = WP.sum(1)  # exact u on P (recomputed, so rounding never accumulates)
-        a = -linP[rowS] + two * (uP[rowS] - 1.0)
-        D = (linP - two * uP)[:, None] + a[None, :] + two * WP
+        b, a = swap_terms(linP, uP, inst.theta)
+        D = b[:, None] + a[rowS][None, :] + two * WP
         D[inS] = -torch.inf
         flat = int(torch.argmax(D))
         r, p = divmod(flat, k)
@@ -232,24 +208,13 @@ def ls_tolerance(inst: Instance) -> float:
     return (1e-9 if inst.acc_dtype == torch.float64 else 1e-6) * objective_scale(inst.k)
 
 
-def pool_scan(inst: Instance, indices: Any) -> tuple[int, torch.Tensor, float]:
-    """One pass over the pool at the k-set S: (j of the best swap, u = E v, its gain Delta).
-
-    The best swap is over ALL (i in S, j not in S); a gain <= 0 certifies a 1-swap optimum
-    (j = -1 and gain = -inf when the bound w_ij <= 1 already rules out every swap).
-    """
-    idx = torch.as_tensor(check_indices(indices, inst.n, "indices", size=inst.k), device=inst.device)
-    lin = (inst.theta * (inst.k - 1)) * inst.relevance
-    return _full_scan(inst.E, gather_rows(inst.E, idx), idx, lin, 2.0 * (1.0 - inst.theta))[:3]
-
-
 def _complement(idx: torch.Tensor, n: int) -> torch.Tensor:
     mask = torch.ones(n, dtype=torch.bool, device=idx.device)
     mask[idx] = False
     return mask.nonzero().flatten()
 
 
-def _full_scan(E: torch.Tensor, R: torch.Tensor, idx: torch.Tensor, lin: torch.Tensor, two: float,
+def _full_scan(E: torch.Tensor, R: torch.Tensor, idx: torch.Tensor, lin: torch.Tensor, theta: float,
                prune: bool = True):
     """One pass over the pool, block by block: u = E v and the best swap over all (i, j).
 
@@ -260,14 +225,14 @@ def _full_scan(E: torch.Tensor, R: torch.Tensor, idx: torch.Tensor, lin: torch.T
     Returns (j_best, u, best gain, whether the bound sufficed).
     """
     n, k = E.shape[0], R.shape[0]
+    two = 2.0 * (1.0 - theta)
     block = max(_SCAN_BLOCK, _FULL_LIMIT // max(k, 1))
-    uS = R @ R.sum(0)
-    a = -lin[idx] + two * (uS - 1.0)
+    a = swap_terms(lin[idx], R @ R.sum(0), theta)[1]  # u_i = e_i^T v for i in S
     if prune:
         # w_ij <= 1 gives Delta(i, j) <= b_j + max_i a_i + 2 (1-theta): one GEMV for u = E v finds
         # every entrant that could improve; only those rows are compared with S exactly
         u = matvec(E, R.sum(0))
-        b = torch.add(lin, u, alpha=-two).index_fill_(0, idx, -torch.inf)
+        b = swap_terms(lin, u, theta)[0].index_fill_(0, idx, -torch.inf)
         cand = (b > -(float(a.max()) + two)).nonzero().flatten()
         if cand.numel() == 0:
             return -1, u, -float("inf"), True
@@ -281,7 +246,7 @@ def _full_scan(E: torch.Tensor, R: torch.Tensor, idx: torch.Tensor, lin: torch.T
     for s in range(0, n, block):
         W = matmul(E[s : s + block], R.T)  # n_b x k
         ub = torch.sum(W, 1, out=u[s : s + block])
-        bb = torch.add(lin[s : s + block], ub, alpha=-two)
+        bb = swap_terms(lin[s : s + block], ub, theta)[0]
         W.mul_(two).add_(a).add_(bb.unsqueeze(1))  # Delta(i, j) = b_j + a_i + 2 (1-theta) w_ij
         local = idx[(idx >= s) & (idx < s + W.shape[0])] - s
         W.index_fill_(0, local, -torch.inf)  # j must not be in S
@@ -290,6 +255,72 @@ def _full_scan(E: torch.Tensor, R: torch.Tensor, idx: torch.Tensor, lin: torch.T
         if val > best:
             best, j_best = val, s + flat // k
     return j_best, u, best, False
+
+
+@dataclass
+class SwapCertificate:
+    """One pass over the pool at a k-set S: the best 1-swap gain and the entrants that improve.
+
+    best_gain : the largest Delta(i, j) over i in S and the entrants compared (-inf when the bound
+        excludes every j). When it is <= tol, every entrant was compared or excluded by the bound,
+        so S is 1-swap optimal over the whole pool; otherwise it is the best gain found before the
+        comparison stopped (``compared`` rows, in decreasing order of their bound).
+    entrants : the compared j with max_i Delta(i, j) > tol, by decreasing gain (at most ``max_entrants``).
+    u : E v at S (v the sum of the selected rows), for every item.
+    compared : entrants compared with S exactly; the others were excluded by the bound or not reached.
+    """
+
+    best_gain: float
+    entrants: torch.Tensor
+    u: torch.Tensor
+    compared: int
+
+
+def swap_certificate(
+    inst: Instance, indices: torch.Tensor, tol: float, *, max_entrants: int | None = None,
+    u: torch.Tensor | None = None, block: int = 4096,
+) -> SwapCertificate:
+    """Certify (or refute) 1-swap optimality of the k-set ``indices`` over the whole pool.
+
+    One GEMV gives u = E v; with w_ij <= 1 every gain obeys Delta(i, j) <= b_j + max_i a_i + 2 (1-theta)
+    (:func:`~divopt.models.ccbqp.swap_terms`), so only the entrants passing that bound are compared
+    with S exactly (their rows times the k selected rows), ``block`` rows at a time in decreasing
+    order of the bound; the comparison stops after the first block that holds an improving swap
+    (the certificate has failed, and the best entrants are those of highest bound). O(n d) for
+    the GEMV plus O(m k d) for the m rows compared; device and dtype follow the instance. ``u``
+    (= E v at S) may be passed when already computed, e.g. by one GEMM for a batch of problems.
+    """
+    E, k, th = inst.E, inst.k, inst.theta
+    idx = torch.as_tensor(indices, device=inst.device)
+    two = 2.0 * (1.0 - th)
+    lin = linear_term(inst.relevance, th, k)
+    R = gather_rows(E, idx)
+    if u is None:
+        u = matvec(E, R.sum(0))
+    b, a = swap_terms(lin, u, th)
+    b = b.index_fill_(0, idx, -torch.inf)
+    a = a.index_select(0, idx)
+    cand = (b > tol - (float(a.max()) + two)).nonzero().flatten()
+    if cand.numel() == 0:
+        return SwapCertificate(-float("inf"), cand, u, 0)
+    cand = cand.index_select(0, torch.argsort(b.index_select(0, cand), descending=True, stable=True))
+    best, found, compared = -float("inf"), [], 0
+    for s in range(0, cand.numel(), int(block)):
+        c = cand[s : s + int(block)]
+        gains = (gather_rows(E, c) @ R.T).mul_(two).add_(a).add_(b.index_select(0, c).unsqueeze(1)).amax(1)
+        compared += int(c.numel())
+        best = max(best, float(gains.max()))
+        up = gains > tol
+        if bool(up.any()):
+            found.append((c[up], gains[up]))
+            break
+    if not found:
+        return SwapCertificate(best, cand[:0], u, compared)
+    js, gs = found[0]
+    order = torch.argsort(gs, descending=True, stable=True)
+    if max_entrants is not None:
+        order = order[: int(max_entrants)]
+    return SwapCertificate(best, js.index_select(0, order), u, compared)
 
 
 def iterated_local_search(
@@ -319,7 +350,7 @@ def iterated_local_search(
         idx = best.indices.clone()
         R = gather_rows(inst.E, idx)
         u = matvec(inst.E, R.sum(0))
-        b = (inst.theta * (k - 1)) * inst.relevance - 2 * (1 - inst.theta) * u
+        b = swap_terms(linear_term(inst.relevance, inst.theta, k), u, inst.theta)[0]
         b[idx] = -torch.inf
         cand = torch.topk(b, m).indices.cpu().numpy()
         out_pos = rng.choice(k, size=strength, replace=False)
@@ -358,17 +389,18 @@ def two_swap_search(
     if k < 2 or m < 2:
         return res
     two = 2.0 * (1.0 - th)
-    lin = (th * (k - 1)) * inst.relevance
+    lin = linear_term(inst.relevance, th, k)
     start, swaps, trace = res.start_objective, res.swaps, list(res.trace)
     idx, f = res.indices, res.objective
     for _ in range(int(max_moves)):
         R = gather_rows(inst.E, idx)
         u = matvec(inst.E, R.sum(0))
-        b = (lin - two * u).index_fill(0, idx, -torch.inf)
+        b, a_all = swap_terms(lin, u, th)
+        b = b.index_fill(0, idx, -torch.inf)
         J = torch.topk(b, m).indices
         EJ = gather_rows(inst.E, J)
         W = EJ @ R.T  # m x k
-        a = -lin[idx] + two * (u[idx] - 1.0)
+        a = a_all[idx]
         D1 = b[J][:, None] + a[None, :] + two * W  # m x k single-swap gains
         WJJ, WSS = EJ @ EJ.T, R @ R.T
         D2 = (D1[:, None, :, None] + D1[None, :, None, :]
@@ -408,9 +440,8 @@ def polish(inst: Instance, indices: Any, **ls_params: Any) -> tuple[torch.Tensor
 
 @register("fw_ls")
 def fw_ls(inst: Instance, *, max_swaps: int | None = None, shortlist: int | None = None, **fw_params: Any):
-    """Frank-Wolfe ("fw", any of its parameters) then best-improvement 1-swap local search.
-
-    Never worse than "fw"; the result is a 1-swap optimum over the whole pool.
+    """divopt's Frank-Wolfe ("fw_ws", any of its parameters) then best-improvement 1-swap local
+    search. Never worse than "fw_ws"; the result is a 1-swap optimum over the whole pool.
     """
     from .frank_wolfe import frank_wolfe
 
@@ -427,11 +458,11 @@ def _with_ls_params(base_fn) -> inspect.Signature:
     names = {p.name for p in params}
     for name in ("max_swaps", "shortlist"):
         if name not in names:
-            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None))
+            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation="int | None"))
     return sig.replace(parameters=params)
 
 
-fw_ls.__signature__ = _with_ls_params(get_selector("fw"))
+fw_ls.__signature__ = _with_ls_params(get_selector("fw_ws"))
 
 
 def _polished(base: str):

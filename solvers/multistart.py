@@ -3,7 +3,11 @@
 FW stops at the first stationary point of the relaxation; which one depends on the start. The
 "fw_ms" selector therefore
 
-1. runs "fw_ls" on the full pool: FW (top-k start), then the 1-swap local search, whose last
+divopt's own method (no paper defines it); what it adds to the paper's FW ("fw"): divopt's FW
+variant ("fw_ws": top-k start, pairwise rounding, certified working set), local search,
+restarts and perturbation. It
+
+1. runs "fw_ls" on the full pool: "fw_ws", then the 1-swap local search, whose last
    pass over the pool also gives u = E v at the result;
 2. restricts to a candidate sub-pool P of at most ``pool_size`` items: that set S, then
    alternately the best entrants by the swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j and
@@ -27,10 +31,12 @@ import numpy as np
 import torch
 
 from divopt.models import Instance
+from divopt.models.ccbqp import linear_term, swap_terms
 from divopt.models.kernels import gather_rows, matvec
 from divopt.models.validation import check_theta
 
 from .frank_wolfe import frank_wolfe
+from .gram_search import GramSearch
 from .local_search import local_search, ls_tolerance, single_thread
 from .selection import METHODS, get_selector, register
 
@@ -43,12 +49,12 @@ def ccbqp_greedy(inst: Instance) -> torch.Tensor:
     (Adding j to S changes |S| - ||v||^2 by 1 - (1 + 2 e_j^T v_S).) O(k n d): one GEMV per pick.
     """
     k, th = inst.k, inst.theta
-    lin = (th * (k - 1)) * inst.relevance
+    lin = linear_term(inst.relevance, th, k)
     u = torch.zeros_like(lin)
     taken = torch.zeros(inst.n, dtype=torch.bool, device=inst.device)
     picks = []
     for _ in range(k):
-        score = (lin - 2 * (1 - th) * u).masked_fill(taken, -torch.inf)
+        score = swap_terms(lin, u, th)[0].masked_fill(taken, -torch.inf)  # gain of adding j, up to a constant
         j = int(torch.argmax(score))
         picks.append(j)
         taken[j] = True
@@ -93,8 +99,7 @@ def theta_continuation(
 def _candidate_pool(inst: Instance, idx: torch.Tensor, u: torch.Tensor, pool_size: int) -> torch.Tensor:
     """S, then alternately the best entrants by swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j
     (u = E v at S) and the most relevant items, up to pool_size."""
-    k, th = inst.k, inst.theta
-    b = (th * (k - 1)) * inst.relevance - 2 * (1 - th) * u
+    b = swap_terms(linear_term(inst.relevance, inst.theta, inst.k), u, inst.theta)[0]
     m = min(inst.n, pool_size)
     by_b = torch.topk(b, m).indices.cpu().numpy()
     by_c = torch.topk(inst.relevance, m).indices.cpu().numpy()
@@ -133,6 +138,8 @@ def multistart(
     k, n = inst.k, inst.n
     if pool_size < k:
         raise ValueError(f"pool_size must be >= k = {k}, got {pool_size}")
+    if isinstance(greedy_starts, str) or not all(isinstance(g, str) for g in _iterable(greedy_starts)):
+        raise TypeError(f"greedy_starts must be a sequence of selector names, got {greedy_starts!r}")
     fw_idx, total_iters, fw_info = frank_wolfe(inst, relax_penalty=relax_penalty, max_iter=max_iter, tol=tol)
     # "fw_ls" on the full pool first, so that fw_ms is never worse than fw_ls
     first = local_search(inst, fw_idx)
@@ -167,109 +174,17 @@ def multistart(
     return idx, total_iters + final_swaps, info
 
 
-class _GramSearch:
-    """Local search, perturbation and 2-swaps on a small pool through its Gram matrix G = E E^T.
-
-    For the candidate sub-pool only (p <= pool_size rows, so G is p x p); float64 numpy, where a
-    swap costs a few small vector ops instead of torch kernels. With the true diagonal,
-        Delta(i, j) = theta (k-1)(c_j - c_i) - (1-theta)(G_jj + G_ii - 2 G_ij + 2 u_j - 2 u_i),
-    u = G[:, S].sum(1) (||v - e_i + e_j||^2 expanded), which is DESIGN.md's formula for unit rows.
-    """
-
-    def __init__(self, inst: Instance, tol: float):
-        E = inst.E.to(torch.float64).cpu()
-        self.G = (E @ E.T).numpy()  # torch's BLAS (one thread here), not numpy's thread pool
-        self.diag = np.diag(self.G).copy()
-        self.k, self.th = inst.k, inst.theta
-        self.lin = (inst.theta * (inst.k - 1)) * inst.relevance.double().cpu().numpy()
-        self.tol = tol
-        self.p = self.G.shape[0]
-
-    def f(self, S: np.ndarray) -> float:
-        return float(self.lin[S].sum() + (1 - self.th) * (len(S) - self.G[np.ix_(S, S)].sum()))
-
-    def gains(self, S: np.ndarray) -> np.ndarray:
-        """(p, k) matrix of Delta(S[q] out, j in); rows j in S are -inf."""
-        GS = self.G[:, S]
-        u = GS.sum(1)
-        D = (self.lin[:, None] - self.lin[S][None, :]) - (1 - self.th) * (
-            self.diag[:, None] + self.diag[S][None, :] - 2 * GS + 2 * u[:, None] - 2 * u[S][None, :])
-        D[S, :] = -np.inf
-        return D
-
-    def ls(self, S: np.ndarray, max_swaps: int = 1000) -> tuple[np.ndarray, float]:
-        S = np.array(S, dtype=np.int64)
-        f = self.f(S)
-        for _ in range(max_swaps):
-            D = self.gains(S)
-            j, q = np.unravel_index(int(np.argmax(D)), D.shape)
-            if D[j, q] <= self.tol:
-                break
-            S[q] = j
-            f += float(D[j, q])
-        return S, self.f(S)
-
-    def ils(self, S: np.ndarray, rounds: int, strength: int, seed: int) -> tuple[np.ndarray, float]:
-        """Perturb ``strength`` members of the best set with random entrants among the 3k + 20
-        best by b_j, re-run the local search, keep strict improvements (seeded)."""
-        rng = np.random.default_rng(seed)
-        best, fbest = self.ls(S)
-        k = len(best)
-        m = min(self.p - k, 3 * k + 20)
-        strength = max(1, min(strength, k, m))
-        if m < 1:
-            return best, fbest
-        for _ in range(rounds):
-            u = self.G[:, best].sum(1)
-            b = self.lin - 2 * (1 - self.th) * u
-            b[best] = -np.inf
-            cand = np.argsort(-b, kind="stable")[:m]
-            T = best.copy()
-            T[rng.choice(k, size=strength, replace=False)] = rng.choice(cand, size=strength, replace=False)
-            T, fT = self.ls(T)
-            if fT > fbest + self.tol:
-                best, fbest = T, fT
-        return best, fbest
-
-    def two_swap(self, S: np.ndarray, candidates: int = 48, max_moves: int = 50) -> tuple[np.ndarray, float]:
-        """Best-improvement 2-swaps over the ``candidates`` best entrants, each followed by 1-swaps.
-
-        Removing {S[q1], S[q2]} and adding {j1, j2} changes f by
-        D(q1, j1) + D(q2, j2) - 2 (1-theta)(G_j1j2 + G_i1i2 - G_j1i2 - G_j2i1).
-        """
-        S, f = self.ls(S)
-        k = len(S)
-        m = min(candidates, self.p - k)
-        if k < 2 or m < 2:
-            return S, f
-        two = 2 * (1 - self.th)
-        for _ in range(max_moves):
-            D = self.gains(S)
-            b = D.max(1)
-            J = np.argsort(-b, kind="stable")[:m]
-            D1 = D[J]  # m x k
-            GJS = self.G[np.ix_(J, S)]
-            D2 = (D1[:, None, :, None] + D1[None, :, None, :]
-                  - two * (self.G[np.ix_(J, J)][:, :, None, None] + self.G[np.ix_(S, S)][None, None, :, :]
-                           - GJS[:, None, None, :] - GJS[None, :, :, None]))
-            D2[np.arange(m), np.arange(m)] = -np.inf
-            D2[:, :, np.arange(k), np.arange(k)] = -np.inf
-            j1, j2, q1, q2 = np.unravel_index(int(np.argmax(D2)), D2.shape)
-            if D2[j1, j2, q1, q2] <= self.tol:
-                break
-            T = S.copy()
-            T[q1], T[q2] = J[j1], J[j2]
-            T, fT = self.ls(T)
-            if fT <= f + self.tol:
-                break
-            S, f = T, fT
-        return S, f
+def _iterable(value: Any) -> Any:
+    try:
+        return list(value)
+    except TypeError:
+        return [None]  # not iterable: refused by the caller's check
 
 
 def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts, perturb_rounds, perturb_strength,
                     two_swap, relax_penalty, max_iter, tol, seed):
     """All starts, the perturbation phase and 2-swaps on the (small) sub-pool; returns the best."""
-    gs = _GramSearch(sub, ls_tolerance(sub))
+    gs = GramSearch.from_instance(sub, ls_tolerance(sub))
     total_iters = 0
     starts: dict[str, tuple[float, np.ndarray]] = {}
 

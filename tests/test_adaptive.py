@@ -13,13 +13,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from divopt.data.synthetic import narrow_cone
-from divopt.experiments.adaptive import adaptive_report, adaptive_select, gated_theta, median_gate, oracle_theta, theta_sweep
+from divopt.experiments.adaptive import (
+    adaptive_report,
+    adaptive_select,
+    dfrag_delta,
+    gated_theta,
+    median_gate,
+    oracle_theta,
+    theta_sweep,
+)
 from divopt.experiments.evaluator import (
     CallableEvaluator,
     CoverageEvaluator,
+    DeltaPlanner,
     EvaluatorError,
     MetricEvaluator,
     OpenAIEvaluator,
+    OpenAIJudge,
     OpenAIPlanner,
     QueryContext,
     make_evaluator,
@@ -34,8 +44,8 @@ from divopt.solvers import select
 def test_median_gate_hand_cases():
     th = [0.0, 0.25, 0.5, 0.75, 1.0]
     assert median_gate(th, [1, 3, 3, 3, 2]) == 0.5  # three tied: the middle one
-    assert median_gate(th, [3, 3, 1, 1, 1]) == 0.0  # two tied: the lower middle
-    assert median_gate(th, [3, 3, 1, 1, 1], even="upper") == 0.25
+    assert median_gate(th, [3, 3, 1, 1, 1]) == 0.25  # two tied: the upper middle (DF-RAG's rule)
+    assert median_gate(th, [3, 3, 1, 1, 1], even="lower") == 0.0
     assert median_gate(th, [1, 2, 5, 2, 1]) == 0.5  # a unique best
     assert median_gate(th, [2.95, 3.0, 1, 2.99, 1], atol=0.06) == 0.25  # {0, 0.25, 0.75} within atol
     assert median_gate(th, [np.nan, 1, np.nan, 1, 1]) == 0.75  # NaN scores are not candidates
@@ -60,8 +70,8 @@ def test_median_gate_against_plain_loop(pairs):
         if s == best:
             tied.append(t)
     tied.sort()
-    assert median_gate(thetas, scores) == tied[(len(tied) - 1) // 2]
-    assert median_gate(thetas, scores, even="upper") == tied[len(tied) // 2]
+    assert median_gate(thetas, scores, even="lower") == tied[(len(tied) - 1) // 2]
+    assert median_gate(thetas, scores) == median_gate(thetas, scores, even="upper") == tied[len(tied) // 2]
 
 
 # --------------------------------------------------------------------------------------------
@@ -84,10 +94,11 @@ def _table() -> pd.DataFrame:
 def test_oracle_gate_and_report_by_hand():
     t = _table()
     orc = oracle_theta(t, "m").set_index("query_id")
-    assert orc.loc["q1", "theta_oracle"] == 0.0 and orc.loc["q1", "n_tied_oracle"] == 2  # tie 0 / 0.5: lower middle
+    assert orc.loc["q1", "theta_oracle"] == 0.5 and orc.loc["q1", "n_tied_oracle"] == 2  # tie 0 / 0.5: upper middle
     assert orc.loc["q2", "theta_oracle"] == 1.0 and orc.loc["q2", "m_oracle"] == 0.5
+    assert oracle_theta(t, "m", even="lower").set_index("query_id").loc["q1", "theta_oracle"] == 0.0
     gate = gated_theta(t, "m").set_index("query_id")
-    assert gate.loc["q1", "theta_gate"] == 0.0 and gate.loc["q1", "m_gate"] == 0.6
+    assert gate.loc["q1", "theta_gate"] == 0.5 and gate.loc["q1", "m_gate"] == 0.6
     assert gate.loc["q2", "theta_gate"] == 1.0 and gate.loc["q2", "m_gate"] == 0.5
     per_query, pol = adaptive_report(t, "m")
     pol = pol.set_index("policy")
@@ -127,7 +138,7 @@ def test_adaptive_select_equals_a_plain_loop():
     assert choice.scores == pytest.approx(scores)
     best = max(scores.values())
     tied = sorted(t for t, s in scores.items() if s == best)
-    assert choice.theta == tied[(len(tied) - 1) // 2] and choice.tied == tied
+    assert choice.theta == tied[len(tied) // 2] and choice.tied == tied
     np.testing.assert_array_equal(choice.indices, select(ctx.instance.replace(theta=choice.theta), "mmr").indices)
     # a planner narrows the candidates; it must return a subset
     low = adaptive_select(ctx, thetas, ev, "mmr", planner=lambda c, th: [t for t in th if t <= 0.4])
@@ -167,7 +178,12 @@ def test_evaluators_are_off_by_default_and_validated():
     with pytest.raises(ValueError, match="unknown evaluator"):
         make_evaluator({"name": "gpt"})
     with pytest.raises(ValueError, match="base_url"):
-        OpenAIEvaluator("localhost:8000", "m")
+        OpenAIJudge("localhost:8000", "m")
+    with pytest.raises(ValueError, match="base_url"):
+        make_evaluator("judge_0_10")
+    # the earlier names still work and mean the same variants
+    assert OpenAIEvaluator is OpenAIJudge and OpenAIPlanner is DeltaPlanner
+    assert make_evaluator({"name": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}).name == "judge_0_10:m"
     with pytest.raises(ValueError, match="top"):
         CoverageEvaluator(top=0)
 
@@ -214,7 +230,7 @@ def test_openai_evaluator_against_a_fake_local_server(fake_server):
     ctx = _context(n=12, d=8, k=3)
     ctx.query_text = "what is up?"
     ctx.passages = [f"passage number {i}" for i in range(12)]
-    ev = OpenAIEvaluator(fake_server, "judge-1", api_key="sk-test", timeout=5)
+    ev = OpenAIJudge(fake_server, "judge-1", api_key="sk-test", timeout=5, retries=0)
     _FakeChat.replies = [(200, _chat("7")), (200, _chat("Score: 10/10")), (500, "overloaded"),
                          (200, _chat("no idea")), (200, _chat("42")), (200, "not json")]
     assert ev.score(ctx, [2, 0, 5]) == pytest.approx(0.7)
@@ -241,7 +257,7 @@ def test_openai_evaluator_against_a_fake_local_server(fake_server):
 
 def test_openai_evaluator_needs_texts_and_a_reachable_endpoint():
     ctx = _context(n=12, d=8, k=3)
-    ev = OpenAIEvaluator("http://127.0.0.1:9/v1", "m", timeout=2)
+    ev = OpenAIJudge("http://127.0.0.1:9/v1", "m", timeout=2, retries=0)
     with pytest.raises(EvaluatorError, match="needs the query text"):
         ev.score(ctx, [0, 1, 2])
     ctx.query_text, ctx.passages = "q", ["p"] * 12
@@ -251,7 +267,7 @@ def test_openai_evaluator_needs_texts_and_a_reachable_endpoint():
 
 def test_openai_planner_narrows_thetas_on_a_fake_local_server(fake_server):
     ctx = _context(n=12, d=8, k=3)
-    planner = OpenAIPlanner(fake_server, "planner-1", window=0.25, timeout=5)
+    planner = DeltaPlanner(fake_server, "planner-1", window=0.25, timeout=5)
     with pytest.raises(EvaluatorError, match="query text"):
         planner(ctx, [0.0, 1.0])
     ctx.query_text, ctx.passages = "what does 'bank' mean?", [f"p{i}" for i in range(12)]
@@ -261,11 +277,14 @@ def test_openai_planner_narrows_thetas_on_a_fake_local_server(fake_server):
     assert planner(ctx, thetas) == [0.75, 1.0]  # diversity 0: theta near 1
     with pytest.raises(EvaluatorError, match="outside"):
         planner(ctx, thetas)
-    assert OpenAIPlanner(fake_server, "p", window=0.0)(ctx, thetas) == [0.5]  # none within 0 of 0.6: nearest
+    assert DeltaPlanner(fake_server, "p", window=0.0)(ctx, thetas) == [0.5]  # none within 0 of 0.6: nearest
     body = _FakeChat.requests[0]["body"]
     assert body["model"] == "planner-1" and "bank" in body["messages"][-1]["content"]
-    # planner and judge together (DF-RAG): plan, then score only the planned thetas, then gate
-    judge = OpenAIEvaluator(fake_server, "judge-1", timeout=5)
+    # planner and judge together (dfrag_delta, divopt's earlier variant): plan, score only the
+    # planned thetas, gate by the lower median, MMR as the base
+    judge = OpenAIJudge(fake_server, "judge-1", timeout=5)
     _FakeChat.replies = [(200, _chat("0.8")), (200, _chat("6")), (200, _chat("6"))]
-    choice = adaptive_select(ctx, thetas, judge, "mmr", planner=planner)
+    choice = dfrag_delta(ctx, thetas, planner, judge)
     assert set(choice.scores) == {0.0, 0.25} and choice.theta == 0.0 and choice.tied == [0.0, 0.25]
+    for t in (0.0, 0.25):
+        np.testing.assert_array_equal(choice.selections[t], select(ctx.instance.replace(theta=t), "mmr").indices)

@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 
 from divopt.experiments import certify as C
-from divopt.experiments import screening as S
+from divopt.models.runner import Result
+from divopt.solvers import exact as X
 from divopt.models import Instance, ccbqp_objective
-from divopt.solvers import METHODS
+from divopt.solvers import instance_methods
 
 CFG = dict(dataset="synthetic", n=10, k=3, thetas=(0.4, 0.9), queries=2, corpus_size=120, dim=8,
            methods=("topk", "mmr", "fw"), solver="brute")
@@ -53,14 +54,15 @@ def test_certify_rows_match_brute_force(tmp_path):
 
 def test_unproven_exact_solve_reports_gap_against_bound(tmp_path, monkeypatch):
     """A time-limited exact solve: the gap is an upper bound and never called exact."""
-    real = S.exact_optimum
+    real = X.exact_optimum
 
     def time_limited(inst, solver="auto", time_limit=None, warm_start=None, **kw):
         r = real(inst, "brute")
-        return S.ExactOutcome(np.asarray(warm_start), ccbqp_objective(inst, warm_start), r.objective + 0.5,
-                              False, "time_limit", "fake", 0.0)
+        f = ccbqp_objective(inst, warm_start)
+        return Result(indices=np.asarray(warm_start), objective=f, bound=r.objective + 0.5, gap=math.inf,
+                      status="time_limit", seconds=0.0, solver="fake")
 
-    monkeypatch.setattr(S, "exact_optimum", time_limited)
+    monkeypatch.setattr(X, "exact_optimum", time_limited)
     cfg = C.CertifyConfig(**{**CFG, "queries": 1, "thetas": (0.5,)})
     df, _ = C.run_certify(cfg, tmp_path / "c.parquet", progress=False)
     assert not df.proven_optimal.any()
@@ -107,7 +109,7 @@ def test_cli_runs_every_selector_and_full_scale(tmp_path, capsys):
                "--no-progress"])
     assert rc == 0
     df = pd.read_parquet(out)
-    assert set(df.method) == set(METHODS) | {"exact"}
+    assert set(df.method) == set(instance_methods()) | {"exact"}
     full = pd.read_parquet(tmp_path / "cli_fullscale.parquet")
     assert len(full) == 1 and full.upper_bound.iloc[0] >= full.incumbent_objective.iloc[0] - 1e-9
     # the pool optimum can never beat a certified full-scale optimum

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from divopt.data import DataFormatError, load_wordnet
-from divopt.data.wordnet import find_wordnet_dir, read_synset
+from divopt.data.wordnet import find_wordnet_dir, load_wordnet_glosses, read_synset, read_synsets
 
 try:
     WN = find_wordnet_dir()
@@ -109,3 +109,43 @@ def test_fixture_malformed_names_file_offset_and_field(tmp_path):
 def test_missing_database_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="apt-get install wordnet-base"):
         load_wordnet(["bank"], wordnet_dir=tmp_path)
+
+
+def test_read_synsets_walks_the_file_like_read_synset(tmp_path):
+    offsets = _write_fixture(tmp_path)
+    every = list(read_synsets(tmp_path / "data.noun"))
+    assert [s["offset"] for s in every] == [offsets[k] for k in ("club", "animal", "hypo")]
+    with open(tmp_path / "data.noun", "rb") as fh:
+        assert every == [read_synset(fh, s["offset"], tmp_path / "data.noun") for s in every]
+    assert every[1]["gloss"] == 'nocturnal mouselike mammal; "bats use echolocation"; "a bat flew by"'
+    assert every[2]["lemmas"] == ["cricket bat", "bat"]
+
+
+def test_distractors_are_unjudged_whole_glosses(tmp_path):
+    offsets = _write_fixture(tmp_path)
+    ds = load_wordnet(["bat"], wordnet_dir=tmp_path, hyponym_depth=0, include_examples=False, distractors=5, seed=3)
+    extra = {p: ds.texts[ds.passage_index(p)] for p in ds.passage_ids if p.endswith(".x")}
+    # every whole gloss differs from the two "lemmas: definition" passages, so all 3 are drawn
+    assert extra == {
+        f"wn{offsets['club']:08d}.x": 'a club used for hitting a ball; "he swung the bat"',
+        f"wn{offsets['animal']:08d}.x": 'nocturnal mouselike mammal; "bats use echolocation"; "a bat flew by"',
+        f"wn{offsets['hypo']:08d}.x": "the flat bat used in cricket",
+    }
+    assert not set(extra) & set(ds.qrels["bat"]) and ds.n_passages == 5
+    one = load_wordnet(["bat"], wordnet_dir=tmp_path, hyponym_depth=0, include_examples=False, distractors=1, seed=3)
+    assert one.passage_ids[-1] in extra and one.n_passages == 3
+
+
+def test_gloss_corpus_one_passage_per_synset(tmp_path):
+    offsets = _write_fixture(tmp_path)
+    # a 4-letter word with the two senses of 'bat' (the corpus keeps words of >= 4 letters)
+    (tmp_path / "index.noun").write_text(f"bats n 2 1 ~ 2 1 {offsets['club']:08d} {offsets['animal']:08d}  \n")
+    ds = load_wordnet_glosses(1, 3, seed=0, min_senses=2, wordnet_dir=tmp_path)
+    c, a, h = (f"wn{offsets[k]:08d}" for k in ("club", "animal", "hypo"))
+    assert ds.query_ids == ["bats"] and ds.passage_ids == [c, a, h]
+    assert ds.texts[0] == 'bat: a club used for hitting a ball; "he swung the bat"'
+    assert ds.texts[2] == "cricket bat, bat: the flat bat used in cricket"
+    assert ds.qrels == {"bats": {c: 1, a: 1}} and ds.subtopics_for("bats") == {c: "bats#n#1", a: "bats#n#2"}
+    assert load_wordnet_glosses(1, 0, seed=0, min_senses=2, wordnet_dir=tmp_path).n_passages == 2
+    with pytest.raises(ValueError, match="n_queries must be <= 1"):
+        load_wordnet_glosses(2, 3, min_senses=2, wordnet_dir=tmp_path)

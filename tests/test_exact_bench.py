@@ -58,11 +58,3 @@ def test_bench_bad_flags(tmp_path, monkeypatch):
         bench.run(_args(tmp_path, solvers=["cplex"]))
     with pytest.raises(ValueError, match="--time-limit"):
         bench.run(_args(tmp_path, time_limit=0))
-
-
-def test_noun_gloss_parser(tmp_path):
-    f = tmp_path / "data.noun"
-    f.write_text("  1 This software and database is being provided\n"
-                 "00001740 03 n 01 entity 0 003 ~ 00001930 n 0000 | that which is perceived\n"
-                 "00001930 03 n 01 physical_entity 0 000 | an entity that has physical existence  \n")
-    assert bench._noun_glosses(f) == ["that which is perceived", "an entity that has physical existence"]

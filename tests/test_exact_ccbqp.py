@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from divopt.models import Instance, ccbqp_objective
-from divopt.models.mip_ccbqp import build_ccbqp_milp, build_ccbqp_miqp, build_ccbqp_miqp_lowrank, gram_factor
+from divopt.models.mip_ccbqp import build_ccbqp, build_ccbqp_milp, build_ccbqp_miqp, build_ccbqp_miqp_lowrank, gram_factor
 from divopt.models.mip_common import as_gram
 from divopt.solvers import Result, available_solvers, solve, solve_exact
-from divopt.solvers.exact import DEFAULT_FORMULATION, _ccbqp_fits
+from divopt.models.runner import model_size, solver_refusal
+from divopt.solvers.exact import DEFAULT_FORMULATION
 
 SOLVERS = available_solvers()
 # (solver, formulation) pairs each installed solver accepts (size permitting).
@@ -20,7 +21,8 @@ DEFAULTS = [(s, DEFAULT_FORMULATION[s]) for s in SOLVERS]
 
 
 def pairs_for(inst, pairs=PAIRS):
-    return [(s, f) for s, f in pairs if _ccbqp_fits(s, inst, f) is None]
+    """The pairs whose solver takes the built model (measured, as solve_exact does)."""
+    return [(s, f) for s, f in pairs if solver_refusal(s, model_size(build_ccbqp(inst, f).model)) is None]
 
 
 def _pool(n, d, seed, duplicates=False):
@@ -98,7 +100,7 @@ def test_milp_and_miqp_same_optimum_and_objective_identity():
     """Both models evaluate to f on any binary point, and share the optimum."""
     E, q = _pool(16, 6, 11, True)
     inst = Instance(E, q, k=5, theta=0.4)
-    miqp, milp = build_ccbqp_miqp(inst), build_ccbqp_milp(inst)
+    miqp, milp = build_ccbqp_miqp(inst).model, build_ccbqp_milp(inst).model
     rng = np.random.default_rng(0)
     for _ in range(5):
         S = set(rng.choice(16, 5, replace=False).tolist())
@@ -116,10 +118,12 @@ def test_milp_and_miqp_same_optimum_and_objective_identity():
     inst2 = Instance(E2, q2, k=3, theta=0.3)
     for case, T in ((inst, S), (inst2, [1, 4, 6])):
         for shift in (True, False):
-            lowrank = build_ccbqp_miqp_lowrank(case, shift=shift)
-            gram = build_ccbqp_miqp(case, shift=shift)
-            assert lowrank.shift == gram.shift and (lowrank.shift > 0) == (shift and case is inst2)
-            F = gram_factor(as_gram(case) - lowrank.shift * np.eye(case.n))
+            lowrank, lr_info = build_ccbqp_miqp_lowrank(case, shift=shift)
+            gram, gram_info = build_ccbqp_miqp(case, shift=shift)
+            u = lr_info.details["shift"]
+            assert u == gram_info.details["shift"] and (u > 0) == (shift and case is inst2)
+            assert lr_info.kind == "ccbqp_miqp_lowrank" and lr_info.n_items == case.n
+            F = gram_factor(as_gram(case) - u * np.eye(case.n))
             for i in range(case.n):
                 lowrank.x[i].set_value(float(i in T))
                 gram.x[i].set_value(float(i in T))
@@ -131,7 +135,7 @@ def test_milp_and_miqp_same_optimum_and_objective_identity():
     xs = np.full(inst2.n, inst2.k / inst2.n)
     vals = []
     for shift in (True, False):
-        gram = build_ccbqp_miqp(inst2, shift=shift)
+        gram = build_ccbqp_miqp(inst2, shift=shift).model
         for i in range(inst2.n):
             gram.x[i].set_value(float(xs[i]))
         vals.append(gram.obj.expr())

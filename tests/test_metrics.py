@@ -151,3 +151,81 @@ def test_consistency_between_two_runs():
     assert len(out) == 2  # q2 / q3 are in one table only
     with pytest.raises(ValueError, match="several rows"):
         M.consistency(pd.concat([a, a]), b)
+
+
+def test_vrsd_win_matches_plain_loops():
+    rng = np.random.default_rng(7)
+    for _ in range(10):
+        E = rng.normal(size=(15, 6))
+        E /= np.linalg.norm(E, axis=1, keepdims=True)
+        q = rng.normal(size=6)
+        A = rng.choice(15, size=int(rng.integers(1, 6)), replace=False).tolist()
+        B = rng.choice(15, size=int(rng.integers(2, 6)), replace=False).tolist()
+
+        def sim(S):  # cos(sum of the selected vectors, q), written out
+            v = [sum(E[i][t] for i in S) for t in range(6)]
+            return sum(v[t] * q[t] for t in range(6)) / (math.sqrt(sum(x * x for x in v)) * math.sqrt(sum(x * x for x in q)))
+
+        def div(S):  # mean over unordered pairs of 1 - cosine
+            pairs = [(i, j) for i in S for j in S if i < j]
+            if not pairs:
+                return float("nan")
+            return sum(1 - float(E[i] @ E[j]) for i, j in pairs) / len(pairs)
+
+        out = M.vrsd_win(E, q, A, B)
+        assert out["similarity_a"] == pytest.approx(sim(A)) and out["similarity_b"] == pytest.approx(sim(B))
+        assert out["similarity_win"] == float(sim(A) > sim(B))
+        if len(A) < 2:
+            assert math.isnan(out["diversity_a"]) and math.isnan(out["diversity_win"])
+        else:
+            assert out["diversity_a"] == pytest.approx(div(A))
+            assert out["diversity_win"] == float(div(A) > div(B))
+    same = M.vrsd_win(E, q, [0, 1], [1, 0])  # the same set: a tie on both, no win
+    assert same["similarity_win"] == 0.0 and same["similarity_tie"] == 1.0 and same["diversity_tie"] == 1.0
+
+
+def test_win_rates_match_plain_loops_on_a_tidy_table():
+    import pandas as pd
+
+    rng = np.random.default_rng(8)
+    rows = []
+    for theta in (0.3, 0.7):
+        for qi in range(25):
+            for m in ("vrsd", "mmr", "fw"):
+                if m == "mmr" and qi == 3:
+                    continue  # a query the baseline lacks: left out of the comparison
+                sim = float(np.round(rng.random(), 1))  # coarse values make ties happen
+                div = float("nan") if (m == "vrsd" and qi == 5) else float(np.round(rng.random(), 1))
+                rows.append({"query_id": f"q{qi}", "theta": theta, "method": m, "vrsd": sim, "ilad": div})
+    table = pd.DataFrame(rows)
+    out = M.win_rates(table, "vrsd", "mmr", by=("theta",))
+    assert list(out.columns[:3]) == ["theta", "a", "b"] and len(out) == 2
+    for theta in (0.3, 0.7):
+        wins_s = wins_d = ties_s = n_s = n_d = 0
+        for qi in range(25):
+            ra = [r for r in rows if r["theta"] == theta and r["query_id"] == f"q{qi}" and r["method"] == "vrsd"]
+            rb = [r for r in rows if r["theta"] == theta and r["query_id"] == f"q{qi}" and r["method"] == "mmr"]
+            if not ra or not rb:
+                continue
+            n_s += 1
+            wins_s += ra[0]["vrsd"] > rb[0]["vrsd"]
+            ties_s += ra[0]["vrsd"] == rb[0]["vrsd"]
+            if not (math.isnan(ra[0]["ilad"]) or math.isnan(rb[0]["ilad"])):
+                n_d += 1
+                wins_d += ra[0]["ilad"] > rb[0]["ilad"]
+        row = out[out["theta"] == theta].iloc[0]
+        assert row["n_queries"] == n_s == 24
+        assert row["similarity_win_rate"] == pytest.approx(wins_s / n_s)
+        assert row["similarity_tie_rate"] == pytest.approx(ties_s / n_s)
+        assert row["diversity_win_rate"] == pytest.approx(wins_d / n_d)
+    per_q = M.win_rates(table, "vrsd", "mmr", by=("theta",), per_query=True)
+    assert len(per_q) == 48 and {"similarity_win", "diversity_tie", "similarity_a", "diversity_b"} <= set(per_q.columns)
+    one = M.win_rates(table[table["theta"] == 0.3], "vrsd", "mmr")  # no grouping: one row
+    assert len(one) == 1 and one["n_queries"].iloc[0] == 24
+    assert one["similarity_win_rate"].iloc[0] == pytest.approx(out["similarity_win_rate"].iloc[0])
+    with pytest.raises(ValueError, match="several rows"):
+        M.win_rates(table, "vrsd", "mmr")  # two thetas per query and no `by`
+    with pytest.raises(ValueError, match="no row"):
+        M.win_rates(table, "vrsd", "dpp", by=("theta",))
+    with pytest.raises(ValueError, match="lacks column"):
+        M.win_rates(table.drop(columns="ilad"), "vrsd", "mmr", by=("theta",))

@@ -56,7 +56,7 @@ def test_ccbqp_greedy_matches_plain_loop():
     inst = Instance(random_unit(25, 6, 4), unit_query(6, 4), k=5, theta=0.6)
     S = []
     for _ in range(5):  # plain loop: add the item that increases f(S) the most
-        gains = [ccbqp_objective(inst, S + [j]) if j not in S else -np.inf for j in range(25)]
+        gains = [ccbqp_objective(inst, S + [j], any_size=True) if j not in S else -np.inf for j in range(25)]
         S.append(int(np.argmax(gains)))
     assert ccbqp_greedy(inst).tolist() == S
 

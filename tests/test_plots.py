@@ -67,9 +67,9 @@ def test_gap_plot_marks_upper_bounds(tmp_path):
     })
     fig, data = P.plot_gaps(df)
     m1 = data[data.method == "m1"].iloc[0]
-    assert m1.mean_gap == pytest.approx(0.1) and m1.upper_bound_only == 1 and m1.hit_rate == 1.0
+    assert m1.mean_gap == pytest.approx(0.1) and m1.unproven == 1 and m1.hit_rate == 1.0 and m1.rows == 2
     m2 = data[data.method == "m2"].iloc[0]
-    assert m2.hit_rate == 0.0 and m2.upper_bound_only == 0
+    assert m2.hit_rate == 0.0 and m2.unproven == 0 and m2.p95_gap == pytest.approx(0.1 + 0.95 * 0.2)
     assert "exact" not in set(data.method)
     _check_files(P.save_figure(fig, tmp_path, "gaps"))
 

@@ -17,6 +17,7 @@ from divopt.robust.models import (
     build_robust_norm_model,
 )
 from divopt.robust.oracles import similarity_upper_bounds
+from divopt.robust.relevance import worst_case_relevance
 from divopt.robust.sets import KSparse, NormBall
 from divopt.solvers.exact import solve
 
@@ -66,10 +67,19 @@ def _vertex_shift(uset, q, free_row, d):
     return best
 
 
-def _brute_force(inst, uset, *, sparsity_penalty, rho_div, similarity="cosine", max_size=None):
-    """Enumerate every subset: robust value sum(s_i - h_i - lambda), feasibility from the bounds.
+def _l2_worst_cosine(E, q, rho):
+    """The l2 ball's worst-case cosine, written out: cos(min(pi, angle(q, mu) + arcsin(rho)))."""
+    phi = np.arccos(np.clip(E @ q, -1.0, 1.0))
+    return np.cos(np.minimum(math.pi, phi + math.asin(min(rho, 1.0))))
 
-    With uset None the similarities are the plain nominal ones (cosine or inner products).
+
+def _brute_force(inst, uset, *, sparsity_penalty, rho_div, similarity="cosine", max_size=None,
+                 query_similarity="inner", relevance=None):
+    """Enumerate every subset: robust value sum(r_i - lambda), feasibility from the bounds.
+
+    r_i: s_i - h_i(q) by vertex enumeration ("inner"), the written-out l2 cap formula ("cosine",
+    l2 ball), or the given ``relevance``. With uset None the similarities are the plain nominal
+    ones (cosine or inner products).
     """
     E, q = inst.E.double().numpy(), inst.q.double().numpy()
     n, d = E.shape
@@ -80,7 +90,13 @@ def _brute_force(inst, uset, *, sparsity_penalty, rho_div, similarity="cosine", 
         B = Xn @ Xn.T
     else:
         free = uset.free_mask(E, q)
-        shift = np.array([_vertex_shift(uset, q, None if free is None else free[i], d) for i in range(n)])
+        if relevance is not None:
+            shift = s - relevance
+        elif query_similarity == "inner":
+            shift = np.array([_vertex_shift(uset, q, None if free is None else free[i], d) for i in range(n)])
+        else:
+            assert isinstance(uset, NormBall) and uset.p == 2
+            shift = s - _l2_worst_cosine(E, q, uset.rho_vec)
         B = similarity_upper_bounds(E, uset, similarity, q=q)
     best, best_set = 0.0, ()
     cap = n if max_size is None else max_size
@@ -121,15 +137,68 @@ SETS = [NormBall(1, 0.05), NormBall(2, 0.03), NormBall("inf", 0.01), KSparse(0.0
 
 @pytest.mark.parametrize("uset", SETS, ids=lambda u: str(u.describe()))
 def test_compact_robust_models_equal_brute_force(uset):
+    """Inner-product relevance (exact oracle): model optimum = brute force; LP dual agrees."""
     for seed in (3, 4):
         inst = _instance(seed)
         kw = _params(inst, seed)
         truth, truth_set = _brute_force(inst, uset, **kw)
-        r = _solve(build_robust_model(inst, uset, **kw))
+        r = _solve(build_robust_model(inst, uset, **kw, query_similarity="inner"))
         assert r.objective == pytest.approx(truth, abs=1e-6)
         if isinstance(uset, KSparse):
             r2 = _solve(build_ksparse_lpdual_model(inst, uset, **kw))
             assert r2.objective == pytest.approx(truth, abs=1e-6)
+
+
+def test_cosine_l2_model_equals_brute_force_with_the_written_out_worst_cosine():
+    for seed in (3, 4, 5):
+        inst = _instance(seed)
+        kw = _params(inst, seed)
+        for rho in (0.03, 0.1):
+            truth, _ = _brute_force(inst, NormBall(2, rho), **kw, query_similarity="cosine")
+            r = _solve(build_robust_model(inst, NormBall(2, rho), **kw))
+            assert r.objective == pytest.approx(truth, abs=1e-6)
+
+
+@pytest.mark.parametrize("uset", [NormBall(1, 0.05), NormBall("inf", 0.01), KSparse(0.04, 2, None), KSparse(0.05, 3, 2)],
+                         ids=lambda u: str(u.describe()))
+def test_cosine_polytope_models_solve_the_bound_problem_and_never_overstate(uset):
+    """The model maximizes sum(r_i - lambda) with the oracle's sound r_i: brute force with those r_i
+    equals the MILP; brute force with the (larger) vertex-minimum cosines bounds it from above."""
+    inst = _instance(6)
+    kw = _params(inst, 6)
+    E, q = inst.E.double().numpy(), inst.q.double().numpy()
+    wc = worst_case_relevance(inst, uset)
+    r = _solve(build_robust_model(inst, uset, **kw))
+    truth, _ = _brute_force(inst, uset, **kw, relevance=wc.values)
+    assert r.objective == pytest.approx(truth, abs=1e-6)
+    free = uset.free_mask(E, q)
+    vmin = np.array([min(float(q @ (E[i] + v)) / np.linalg.norm(E[i] + v) for v in _vertex_iter(uset, inst.d, None if free is None else free[i]))
+                     for i in range(inst.n)])
+    assert np.all(wc.values <= vmin + 1e-12)
+    upper, _ = _brute_force(inst, uset, **kw, relevance=vmin)
+    assert r.objective <= upper + 1e-9
+    assert upper - r.objective <= inst.n * max(0.0, float((vmin - wc.values)[vmin >= 0].max(initial=0.0))) + 1e-6
+
+
+def _vertex_iter(uset, d, free_row):
+    rho = uset.rho_vec
+    if isinstance(uset, NormBall) and uset.p == 1:
+        for j in range(d):
+            for sgn in (-1.0, 1.0):
+                v = np.zeros(d)
+                v[j] = sgn * rho
+                yield v
+    elif isinstance(uset, NormBall):
+        for signs in itertools.product((-1.0, 1.0), repeat=d):
+            yield rho * np.array(signs)
+    else:
+        coords = [j for j in range(d) if free_row is None or free_row[j]]
+        for size in range(min(uset.attack_budget, len(coords)) + 1):
+            for J in itertools.combinations(coords, size):
+                for signs in itertools.product((-1.0, 1.0), repeat=size):
+                    v = np.zeros(d)
+                    v[list(J)] = rho * np.array(signs)
+                    yield v
 
 
 def test_inner_product_similarity_model_equals_brute_force():
@@ -137,7 +206,7 @@ def test_inner_product_similarity_model_equals_brute_force():
     kw = _params(inst, 5)
     for uset in (NormBall(2, 0.05), KSparse(0.05, 2, 1)):
         truth, _ = _brute_force(inst, uset, **kw, similarity="inner")
-        r = _solve(build_robust_model(inst, uset, **kw, similarity="inner"))
+        r = _solve(build_robust_model(inst, uset, **kw, similarity="inner", query_similarity="inner"))
         assert r.objective == pytest.approx(truth, abs=1e-6)
 
 
@@ -149,7 +218,7 @@ def test_cutting_plane_optimum_equals_lp_dual_compact(seed, cut_type, cut_suppor
     U = KSparse(0.06, 2, 1)
     compact = _solve(build_ksparse_lpdual_model(inst, U, **kw, max_size=5))
     cp = cutting_plane_ksparse(inst, U, **kw, max_size=5, solver=SOLVER, cut_support=cut_support,
-                               cut_type=cut_type)
+                               cut_type=cut_type, query_similarity="inner")
     assert cp.status == "optimal" and cp.proven_optimal
     assert cp.objective == pytest.approx(compact.objective, abs=1e-6)
     assert cp.bound >= cp.objective - 1e-9 and cp.abs_gap <= 1e-4 * max(1.0, abs(cp.objective)) + 1e-6
@@ -164,11 +233,30 @@ def test_cutting_plane_optimum_equals_lp_dual_compact(seed, cut_type, cut_suppor
     assert cp.log["violation"].iloc[-1] <= 1e-6
 
 
+@pytest.mark.parametrize("seed", [6, 7])
+@pytest.mark.parametrize("cut_type", ["multi", "single"])
+def test_cosine_cutting_plane_brackets_the_compact_cosine_model(seed, cut_type):
+    """Cuts come from real attacks (cosine >= the oracle bound), incumbents are valued by the bound:
+    compact optimum (max of the bound objective) <= CP bound, and CP incumbent <= compact optimum."""
+    inst = _instance(seed, n=10)
+    kw = _params(inst, seed)
+    U = KSparse(0.06, 2, 1)
+    compact = _solve(build_robust_model(inst, U, **kw, max_size=5))
+    cp = cutting_plane_ksparse(inst, U, **kw, max_size=5, solver=SOLVER, cut_type=cut_type)
+    assert cp.status in ("optimal", "oracle_gap")
+    assert cp.objective <= compact.objective + 1e-6
+    assert cp.bound >= compact.objective - 1e-6
+    wc = worst_case_relevance(inst, U)
+    gap_cap = float((wc.attained - wc.values).max()) * 5 + 1e-6  # at most max_size documents
+    assert cp.abs_gap <= gap_cap
+    assert cp.objective == pytest.approx(float((wc.values[cp.indices] - kw["sparsity_penalty"]).sum()), abs=1e-12)
+
+
 def test_cutting_plane_perturbation_is_feasible_and_leaves_protected_coordinates_alone():
     inst = _instance(9, n=10, d=7)
     kw = _params(inst, 9)
     U = KSparse(0.08, 3, 2)  # the top-2 coordinates of |q * mu_i| are protected
-    cp = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, progress=True)
+    cp = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, progress=True, query_similarity="inner")
     E, q = inst.E.double().numpy(), inst.q.double().numpy()
     assert cp.indices.size >= 1
     for i in range(inst.n):
@@ -204,11 +292,12 @@ def test_statuses_are_honest_at_iteration_and_time_limits():
     inst = _instance(11, n=10)
     kw = _params(inst, 11)
     U = KSparse(0.06, 2, None)
-    full = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, cut_type="single")
+    full = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, cut_type="single", query_similarity="inner")
     assert full.status == "optimal"
     assert full.iterations > 1  # this instance needs several rounds
     if full.iterations > 1:
-        one = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, max_iter=1, cut_type="single")
+        one = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, max_iter=1, cut_type="single",
+                                    query_similarity="inner")
         assert one.status == "iteration_limit" and not one.proven_optimal
         assert one.bound >= full.objective - 1e-9 >= one.objective - 1e-9
         assert one.gap > 0 or one.objective == pytest.approx(full.objective)
@@ -238,9 +327,13 @@ def test_time_limited_exact_solve_is_not_called_optimal():
 
 def test_builders_return_models_without_solving_and_validate_inputs():
     inst = _instance(0)
-    m = build_robust_model(inst, NormBall(2, 0.1), sparsity_penalty=0.3, rho_div=0.5)
+    m, info = build_robust_model(inst, NormBall(2, 0.1), sparsity_penalty=0.3, rho_div=0.5)
     assert all(m.x[i].value is None for i in m.x)  # nothing was solved
-    assert len(m.x) == inst.n
+    assert len(m.x) == inst.n == info.n_items
+    assert not hasattr(m, "robust_meta")  # builder data travels in the info, not on the model
+    assert info.kind == m.name and info.sparsity_penalty == 0.3 and info.bounds.shape == (inst.n, inst.n)
+    assert info.query_similarity == "cosine"  # the report's relevance by default
+    assert build_ksparse_lpdual_model(inst, KSparse(0.1, 2), sparsity_penalty=0.1, rho_div=0.5).info.query_similarity == "inner"
     with pytest.raises(ValueError, match="sparsity_penalty"):
         build_robust_model(inst, NormBall(2, 0.1), sparsity_penalty=-1, rho_div=0.5)
     with pytest.raises(TypeError, match="rho_div"):
@@ -249,6 +342,10 @@ def test_builders_return_models_without_solving_and_validate_inputs():
         build_robust_model(inst, NormBall(2, 0.1), sparsity_penalty=0.1, rho_div=0.5, max_size=0)
     with pytest.raises(TypeError, match="KSparse"):
         build_ksparse_lpdual_model(inst, NormBall(2, 0.1), sparsity_penalty=0.1, rho_div=0.5)
+    with pytest.raises(ValueError, match="LP-dual"):
+        build_ksparse_lpdual_model(inst, KSparse(0.1, 2), sparsity_penalty=0.1, rho_div=0.5, query_similarity="cosine")
+    with pytest.raises(ValueError, match="query_similarity"):
+        build_robust_model(inst, NormBall(2, 0.1), sparsity_penalty=0.1, rho_div=0.5, query_similarity="dot")
     with pytest.raises(TypeError, match="NormBall"):
         build_robust_norm_model(inst, KSparse(0.1, 2), sparsity_penalty=0.1, rho_div=0.5)
     with pytest.raises(ValueError, match="cut_support"):

@@ -60,9 +60,10 @@ POLY_SETS = [NormBall(1, 0.1), NormBall("inf", 0.05), KSparse(0.1, 0, None), KSp
 
 @pytest.mark.parametrize("uset", POLY_SETS, ids=lambda u: str(u.describe()))
 def test_worst_case_relevance_equals_brute_force_over_vertices(uset):
+    """The inner-product relevance q^T mu~_i (divopt's earlier form): exact, attained at a vertex."""
     inst = _instance(seed=1)
     E, q = inst.E.double().numpy(), inst.q.double().numpy()
-    wc = worst_case_relevance(inst, uset)
+    wc = worst_case_relevance(inst, uset, "inner")
     free = uset.free_mask(E, q)
     for i in range(inst.n):
         row = None if free is None else free[i]
@@ -110,7 +111,7 @@ def test_protected_top_m_coordinates_are_never_perturbed():
     inst = _instance(n=9, d=8, seed=3)
     E, q = inst.E.double().numpy(), inst.q.double().numpy()
     U = KSparse(0.1, 5, 3)
-    wc = worst_case_relevance(inst, U)
+    wc = worst_case_relevance(inst, U, "inner")
     for i in range(inst.n):
         contrib = np.abs(q * E[i])
         top3 = sorted(range(inst.d), key=lambda j: -contrib[j])[:3]  # plain loop
@@ -211,7 +212,7 @@ def test_dual_norm_shifts_per_ball():
     inst = _instance(seed=8)
     q = inst.q.double().numpy()
     for p, pstar in ((1, np.inf), (2, 2), (np.inf, 1)):
-        wc = worst_case_relevance(inst, NormBall(p, 0.03))
+        wc = worst_case_relevance(inst, NormBall(p, 0.03), "inner")
         assert np.allclose(wc.shift, 0.03 * np.linalg.norm(q, pstar))
 
 
@@ -233,6 +234,8 @@ def test_bad_inputs_name_the_problem():
     inst = Instance(E, relevance=np.ones(4), k=2, theta=0.5)
     with pytest.raises(ValueError, match="query vector q"):
         worst_case_relevance(inst, NormBall(2, 0.1))
+    with pytest.raises(ValueError, match="query_similarity"):
+        worst_case_relevance(Instance(E, _unit(np.ones(3)), k=2, theta=0.5), NormBall(2, 0.1), "dot")
     with pytest.raises(ValueError, match="similarity"):
         similarity_upper_bounds(E, NormBall(2, 0.1), "euclid")
     with pytest.raises(ValueError, match="protected mask must have shape"):

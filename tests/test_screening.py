@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from divopt.experiments import screening as S
+from divopt.models.runner import Result
+from divopt.solvers import bounds, certificates, exact, screening
 from divopt.models import Instance, ccbqp_objective
 
 
@@ -44,7 +45,7 @@ def _all_optima(inst, atol=1e-9):
 @pytest.mark.parametrize("exact_below", [10_000, 0])  # exact cosines / cheap geometric bounds
 def test_screening_never_removes_an_optimal_item(rule, exact_below):
     rng = np.random.default_rng(12345)
-    screen = S.safe_screen if rule == "per_item" else S.design_screen
+    screen = screening.safe_screen if rule == "per_item" else screening.design_screen
     removed_total = 0
     for trial in range(60):
         inst = _random_instance(rng, with_query=trial % 4 != 0)
@@ -61,8 +62,8 @@ def test_per_item_rule_dominates_design_rule_on_exact_cosines():
     rng = np.random.default_rng(7)
     for _ in range(20):
         inst = _random_instance(rng)
-        a = S.safe_screen(inst).n_survivors
-        b = S.design_screen(inst).n_survivors
+        a = screening.safe_screen(inst).n_survivors
+        b = screening.design_screen(inst).n_survivors
         assert a <= b
 
 
@@ -71,7 +72,7 @@ def test_upper_bounds_bound_the_brute_force_optimum():
     for trial in range(25):
         inst = _random_instance(rng, with_query=trial % 3 != 0)
         best, _ = _all_optima(inst)
-        ub, info = S.upper_bound(inst, exact_below=10_000 if trial % 2 else 0)
+        ub, info = bounds.upper_bound(inst, exact_below=10_000 if trial % 2 else 0)
         assert info["concave_bound"] >= best - 1e-9
         assert info["item_bound"] >= best - 1e-9
         assert ub == pytest.approx(min(info["concave_bound"], info["item_bound"]))
@@ -82,11 +83,11 @@ def test_brute_force_matches_plain_enumeration():
     for _ in range(5):
         inst = _random_instance(rng)
         best, optima = _all_optima(inst)
-        idx, val, allopt = S.brute_force(inst, return_all=True)
+        idx, val, allopt = exact.brute_force(inst, return_all=True)
         assert val == pytest.approx(best, abs=1e-9)
         assert {tuple(sorted(o)) for o in allopt} == {tuple(o) for o in optima}
     with pytest.raises(ValueError, match="max_sets"):
-        S.brute_force(Instance(_unit(np.ones((30, 2)) + np.eye(30, 2)), relevance=np.zeros(30), k=10, theta=0.5),
+        exact.brute_force(Instance(_unit(np.ones((30, 2)) + np.eye(30, 2)), relevance=np.zeros(30), k=10, theta=0.5),
                       max_sets=10)
 
 
@@ -100,7 +101,7 @@ def test_certify_full_scale_against_brute_force():
         q = _unit(base + 0.3 * rng.standard_normal(d))
         inst = Instance(E, q, k=k, theta=float(rng.choice([0.5, 0.8, 0.95])))
         best, optima = _all_optima(inst)
-        cert = S.certify_full_scale(inst, max_exact=14, exact_solver="brute")
+        cert = certificates.certify_full_scale(inst, max_exact=14, exact_solver="brute")
         assert cert.upper_bound >= best - 1e-9
         assert cert.incumbent_objective <= best + 1e-9
         assert ccbqp_objective(inst, cert.incumbent) == pytest.approx(cert.incumbent_objective)
@@ -120,7 +121,7 @@ def test_screening_keeps_low_precision_storage_safe():
         inst64 = _random_instance(rng)
         inst = inst64.to(dtype=torch.float16)
         best, optima = _all_optima(inst)
-        keep = set(S.safe_screen(inst, exact_below=0).survivors.tolist())
+        keep = set(screening.safe_screen(inst, exact_below=0).survivors.tolist())
         assert all(set(o) <= keep for o in optima)
 
 
@@ -130,17 +131,32 @@ def test_pair_bound_and_incumbent_screening_against_brute_force():
     for trial in range(40):
         inst = _random_instance(rng, with_query=trial % 3 != 0)
         best, optima = _all_optima(inst)
-        UB = S.pair_bounds(inst).numpy()
+        UB = screening.pair_bounds(inst).numpy()
         # UB_i bounds every k-set containing i: check all sets, not only the optima
         for s_ in itertools.combinations(range(inst.n), inst.k):
             f = ccbqp_objective(inst, list(s_))
             assert all(UB[i] >= f - 1e-9 for i in s_)
         # the strongest legitimate lower bound (OPT itself) must never remove an optimal item
-        res, ub = S.incumbent_screen(inst, best)
+        res, ub = screening.incumbent_screen(inst, best)
         assert ub >= best - 1e-9
         keep = set(res.survivors.tolist())
         assert all(set(o) <= keep for o in optima)
         removed += inst.n - res.n_survivors
     assert removed > 0
     with pytest.raises(ValueError, match="not an incumbent"):
-        S.incumbent_screen(inst, best + 1e6)
+        screening.incumbent_screen(inst, best + 1e6)
+
+
+def test_exact_optimum_is_one_result_type_for_enumeration_and_mip():
+    """Enumeration and a MIP solver return the same Result type and agree with plain enumeration."""
+    rng = np.random.default_rng(8)
+    inst = _random_instance(rng)
+    best, optima = _all_optima(inst)
+    brute = exact.exact_optimum(inst, "brute")
+    mip = exact.exact_optimum(inst, "highs")
+    for r in (brute, mip):
+        assert isinstance(r, Result) and r.proven_optimal and r.objective == pytest.approx(best, abs=1e-6)
+        assert r.bound >= best - 1e-6 and r.seconds > 0
+    assert brute.solver == "brute" and brute.gap == 0.0 and tuple(brute.indices) in {tuple(o) for o in optima}
+    assert mip.solver == "highs" and mip.info["solve_seconds"] <= mip.seconds
+    assert exact.exact_optimum(inst).solver == "brute"  # "auto" enumerates small pools

@@ -13,10 +13,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
+from divopt.data import EmbeddedDataset, register_dataset
+from divopt.data import load as load_dataset
 from divopt.data.synthetic import narrow_cone, synthetic_dataset
+from divopt.experiments import harness, runs
 from divopt.experiments import sweep as sw
+from divopt.experiments.methods import register_method
 from divopt.experiments.grid import SweepConfig, canonical_params, derive_seed, expand_grid, run_key
 from divopt.models import Instance, ccbqp_objective
 from divopt.solvers import select
@@ -56,7 +59,7 @@ def test_run_key_is_canonical_and_distinguishes_runs():
     assert derive_seed(0, a) == derive_seed(0, a) != derive_seed(1, a)
     with pytest.raises(ValueError, match="theta"):
         canonical_params({"theta": 1.5})
-    with pytest.raises(ValueError, match="k must be a positive integer"):
+    with pytest.raises(ValueError, match="k must be an integer >= 1"):
         canonical_params({"k": 0})
 
 
@@ -112,7 +115,7 @@ def test_rows_match_direct_selector_calls(tmp_path):
         ds, E, q = synthetic_dataset(60, 16, seed=5 + j)
         labels = [int(lab[1:]) for lab in ds.subtopics_for("q0").values()]
         relevant = set(ds.meta["relevant_clusters"])
-        inst = Instance(E, q, k=4, theta=float(row["theta"]), normalize=True)
+        inst = Instance(E, q, k=4, theta=float(row["theta"]))  # the generated pool, as the sweep runs it
         sel = select(inst, row["method"], **({"seed": int(row["seed"])} if row["method"] == "fw" else {}))  # only fw takes a seed
         assert list(row["selected"]) == [f"q{j}-d{i}" for i in sel.indices]
         assert row["objective"] == pytest.approx(sel.objective, rel=1e-6, abs=1e-6)
@@ -138,10 +141,19 @@ def test_same_seed_same_table_and_resume_skips_finished(tmp_path):
     parts = sorted((tmp_path / "a" / "parts").glob("*.parquet"))
     for p in parts[::2]:
         p.unlink()
-    (tmp_path / "a" / "parts" / ".junk.parquet.123.tmp").write_bytes(b"PAR1 half written")
+    # a half-written part of a killed writer (a pid of this host that no longer exists) goes;
+    # one of a live writer, or of an unknown name pattern, stays: it may be a write in flight
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    tag = harness._host_tag()
+    stale = tmp_path / "a" / "parts" / f".junk.parquet.{dead}-{tag}-0123abcd.tmp"
+    live = tmp_path / "a" / "parts" / f".busy.parquet.{os.getpid()}-{tag}-0123abcd.tmp"
+    foreign = tmp_path / "a" / "parts" / ".junk.parquet.123.tmp"
+    for p in (stale, live, foreign):
+        p.write_bytes(b"PAR1 half written")
     res = sw.run_sweep(cfg, tmp_path / "a", n_workers=0, progress=False)
     assert res.n_executed == len(parts[::2]) and res.n_skipped == len(parts) - len(parts[::2])
-    assert not list((tmp_path / "a" / "parts").glob(".*.tmp"))
+    assert sorted((tmp_path / "a" / "parts").glob(".*.tmp")) == sorted([live, foreign])
     pd.testing.assert_frame_equal(_comparable(res.table), _comparable(a))
     again = sw.run_sweep(cfg, tmp_path / "a", n_workers=0, progress=False)
     assert again.n_executed == 0 and len(again.table) == len(a)
@@ -150,7 +162,7 @@ def test_same_seed_same_table_and_resume_skips_finished(tmp_path):
 def test_error_rows_are_recorded_and_retried(tmp_path):
     calls = {"n": 0}
 
-    @sw.register_method("_flaky_test_method")
+    @register_method("_flaky_test_method")
     def flaky(inst, **params):
         calls["n"] += 1
         if calls["n"] <= 3:
@@ -169,7 +181,7 @@ def test_error_rows_are_recorded_and_retried(tmp_path):
     # the default objective of an extra method is the CCBQP objective of its indices
     E, q, _ = narrow_cone(60, 16, seed=5)
     assert res3.table["objective"].iloc[0] == pytest.approx(
-        ccbqp_objective(Instance(E, q, k=3, theta=0.5, normalize=True), np.arange(3)), rel=1e-6)
+        ccbqp_objective(Instance(E, q, k=3, theta=0.5), np.arange(3)), rel=1e-6)
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,7 +192,7 @@ PLUGIN = textwrap.dedent(
     """Test plugin: a slow top-k (so a sweep can be killed midway)."""
     import time
     import numpy as np
-    from divopt.experiments.sweep import register_method
+    from divopt.experiments.methods import register_method
 
     @register_method("slow_topk")
     def slow_topk(inst, *, delay=0.15):
@@ -247,16 +259,59 @@ def test_kill_midway_and_resume_with_the_same_command(tmp_path):
 @pytest.mark.slow
 def test_ray_backend_matches_local(tmp_path):
     ray = pytest.importorskip("ray")
+    psutil = pytest.importorskip("psutil")
+    from divopt.experiments.backends import LOOPBACK, ray_addresses, start_local_ray
+
     cfg = _config(methods={"fw": {}, "mmr": {}, "dpp": {}})
     local = sw.run_sweep(cfg, tmp_path / "local", n_workers=0, progress=False).table
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    start_local_ray(ray, 1)  # what run_sweep(backend="ray") starts when no Ray is running
     try:
+        # the local cluster listens on loopback only: the addresses Ray reports, and the
+        # listening sockets of every process it started (GCS, raylet, workers)
+        assert ray_addresses(ray) and set(ray_addresses(ray)) == {LOOPBACK}
+        listening = [c.laddr.ip for p in psutil.Process().children(recursive=True)
+                     for c in _connections(p) if c.status == psutil.CONN_LISTEN]
+        assert listening and set(listening) <= {LOOPBACK, "::ffff:127.0.0.1", "::1"}, listening
         res = sw.run_sweep(cfg, tmp_path / "ray", backend="ray", chunk_size=6, progress=False)
         assert ray.is_initialized()  # an existing cluster is used as it is, not shut down
     finally:
         ray.shutdown()
     assert res.n_executed == len(local) and res.n_errors == 0
     pd.testing.assert_frame_equal(_comparable(res.table), _comparable(local))
+
+
+def _connections(proc):
+    import psutil
+
+    try:
+        return proc.net_connections(kind="inet")
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return []
+
+
+def test_ray_backend_starts_its_own_cluster_on_loopback(monkeypatch):
+    """Without a running Ray and without --address, run_ray starts the loopback-only cluster
+    (start_local_ray) and shuts it down; with an address it connects there (a fake ray module
+    records the calls: no cluster is started)."""
+    import types
+
+    from divopt.experiments import backends
+
+    calls = []
+    fake = types.SimpleNamespace(
+        is_initialized=lambda: False,
+        init=lambda **kw: calls.append(("init", kw)),
+        shutdown=lambda: calls.append(("shutdown", {})),
+        put=lambda x: x, wait=None, get=None, cancel=None, remote=lambda **kw: (lambda fn: fn),
+    )
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setattr(backends, "start_local_ray", lambda ray, n: calls.append(("local", {"num_cpus": n})))
+    data = load_dataset(TINY)
+    backends.run_ray([], data, None, 3, _config(), lambda rows: None)
+    assert calls == [("local", {"num_cpus": 3}), ("shutdown", {})]
+    calls.clear()
+    backends.run_ray([], data, "ray://trusted-head:10001", 3, _config(), lambda rows: None)
+    assert calls == [("init", {"address": "ray://trusted-head:10001", "log_to_driver": False}), ("shutdown", {})]
 
 
 def test_cli_flags_override_config(tmp_path, capsys):
@@ -284,9 +339,9 @@ def test_text_dataset_adapter_qrels_texts_and_evaluator(tmp_path):
     E = rng.standard_normal((len(ds.passage_ids), 8))
     Q = rng.standard_normal((1, 8))
 
-    @sw.register_dataset("_toy_random_test")
+    @register_dataset("_toy_random_test")
     def loader():
-        return sw.from_dataset(ds, E, Q)
+        return EmbeddedDataset.from_dataset(ds, E, Q)
 
     cfg = SweepConfig.from_dict({
         "dataset": {"name": "_toy_random_test"}, "methods": ["topk"], "grid": {"k": [5], "theta": [1.0]},
@@ -301,8 +356,9 @@ def test_text_dataset_adapter_qrels_texts_and_evaluator(tmp_path):
     assert list(row["selected"]) == ids
     assert row["recall"] == pytest.approx(len(relevant & set(ids)) / len(relevant))
     assert row["eval_score"] == row["recall"] and row["eval_name"] == "metric:recall"
-    data = sw.prepare_data({"name": "_toy_random_test"}, tmp_path / "data")  # the cached copy
-    ctx = sw.query_context(data, 0)
+    data = load_dataset({"name": "_toy_random_test"}, cache_dir=tmp_path / "data")  # the sweep's cached copy
+    assert data.key == row["dataset"] and isinstance(data.E, np.memmap)
+    ctx = runs.query_context(data, 0)
     assert ctx.query_text == ds.queries[0] and list(ctx.passages) == list(ds.texts)
     assert ctx.subtopics == ds.subtopics_for("q0")
 
@@ -311,19 +367,24 @@ def test_robust_models_in_the_grid_match_direct_record_calls(tmp_path):
     from divopt.robust import ROBUST_MODELS
 
     grid = {"k": [4], "theta": [0.5], "rho_vec": [0.0, 0.05], "sparsity_penalty": [0.1], "rho_div": [0.9],
-            "candidates": [10], "attack_budget": [2]}
+            "candidates": [10]}
+    # a parameter that none of the chosen methods takes is refused, never silently dropped
+    unused = SweepConfig.from_dict({"dataset": {**TINY, "n_queries": 1}, "methods": ["robust_l2", "mmr"],
+                                    "grid": {**grid, "attack_budget": [2]}})
+    with pytest.raises(ValueError, match=r"grid parameter 'attack_budget' is taken by none of the methods"):
+        sw.run_sweep(unused, tmp_path / "unused", n_workers=0, progress=False)
     cfg = SweepConfig.from_dict({"dataset": {**TINY, "n_queries": 1}, "methods": ["robust_l2", "mmr"], "grid": grid})
     t = sw.run_sweep(cfg, tmp_path, n_workers=0, progress=False).table
-    # rho_vec, sparsity_penalty, ... expand only the robust model; attack_budget expands neither
-    assert sorted(t["method"]) == ["mmr", "robust_l2", "robust_l2"] and "attack_budget" not in t
+    # rho_vec, sparsity_penalty, ... expand only the robust model
+    assert sorted(t["method"]) == ["mmr", "robust_l2", "robust_l2"]
     assert (t["status"] == "ok").all(), t["error"].tolist()
     ds, E, q = synthetic_dataset(60, 16, seed=5)
-    inst = Instance(E, q, k=4, theta=0.5, normalize=True)
+    inst = Instance(E, q, k=4, theta=0.5)
     for _, row in t[t["method"] == "robust_l2"].iterrows():
         rec = ROBUST_MODELS["robust_l2"](inst, rho_vec=row["rho_vec"], sparsity_penalty=0.1, rho_div=0.9, candidates=10)
         assert list(row["selected"]) == [f"q0-d{i}" for i in rec["indices"]]
         assert row["model_objective"] == pytest.approx(rec["objective"], rel=1e-6, abs=1e-6)
-        assert row["objective"] == pytest.approx(ccbqp_objective(inst, rec["indices"]), rel=1e-6, abs=1e-6)
+        assert row["objective"] == pytest.approx(ccbqp_objective(inst, rec["indices"], any_size=True), rel=1e-6, abs=1e-6)
         assert row["info_status"] == rec["status"]
     with pytest.warns(sw.MissingParameterWarning, match=r"needs parameter\(s\) \['rho_div'"):
         bad = sw.run_sweep(SweepConfig.from_dict({"dataset": {**TINY, "n_queries": 1}, "methods": ["robust_l2"],

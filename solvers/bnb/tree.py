@@ -97,11 +97,11 @@ class _Node:
 class _Search:
     def __init__(self, inst: Instance, *, time_limit, mip_gap, abs_gap, node_limit, root_iterations,
                  node_iterations, chunk, stall, screening, fixing, use_local_search, max_warm, callback,
-                 progress, heuristic, cuts, node_sdp=True, branching="largest_fractional"):
+                 progress, heuristic, cuts, node_sdp=True, branching="largest_fractional", started=None):
         self.inst = inst
         self.k = inst.k
         self.problem = CardinalityQP.from_instance(inst)
-        self.t0 = time.perf_counter()
+        self.t0 = time.perf_counter() if started is None else float(started)
         self.deadline = math.inf if time_limit is None else self.t0 + time_limit
         self.mip_gap, self.abs_gap = mip_gap, abs_gap
         self.node_limit = node_limit
@@ -409,6 +409,7 @@ def branch_and_bound(
     heuristic: str | None = "fw_ms",
     cuts: bool = True,
     node_sdp: bool = True,
+    started: float | None = None,
 ) -> BnBOutcome:
     """Solve the CCBQP of ``inst`` exactly (module docstring for the method).
 
@@ -427,6 +428,8 @@ def branch_and_bound(
         only (the classic QCR branch-and-bound: one SDP per instance).
     max_warm : children inherit the ADMM iterates only while fewer nodes are open (memory).
     callback : called with each node-log row (dict); progress : show a tqdm bar.
+    started : ``time.perf_counter()`` at which the time budget began (default: this call), so a
+        caller's own work counts against ``time_limit`` and ``seconds``.
     """
     if not isinstance(inst, Instance):
         raise TypeError(f"inst must be a divopt.models.Instance, got {type(inst).__name__}")
@@ -451,6 +454,6 @@ def branch_and_bound(
                      root_iterations=int(root_iterations), node_iterations=int(node_iterations), chunk=int(chunk),
                      stall=float(stall), screening=screening, fixing=fixing, use_local_search=local_search,
                      max_warm=int(max_warm), callback=callback, progress=progress, heuristic=heuristic, cuts=cuts,
-                     node_sdp=node_sdp)
+                     node_sdp=node_sdp, started=started)
     with threadpool_limits(limits=1):
         return search.run(warm)

@@ -1,0 +1,336 @@
+"""The experiment harness: what every experiment shares, written once.
+
+* **Quality against an exact solve** (:func:`gap_record`, :func:`best_known`,
+  :func:`quality_summary`): the one definition of the normalized gap and of an exact hit, used
+  by ``divopt certify``, ``divopt bench quality``, the plots and the notebooks. The rule:
+
+  - the reference value is the best feasible value known, ``optimum = max(exact incumbent,
+    every method's value)`` (:func:`best_known`). It is a lower bound on OPT; a MIP solver's
+    "optimal" is proven only within its relative gap, so a fast method may beat its incumbent
+    by a hair, and OPT is then at least that method's value;
+  - when the exact solve is **proven** optimal, ``gap = (optimum - f) / (k (k-1))``
+    (:func:`divopt.models.ccbqp.normalized_gap`), ``gap_kind = "exact"`` and
+    ``exact_hit = gap <= tol`` (:func:`divopt.models.ccbqp.exact_hit`);
+  - when it is **not** proven (time limit), the gap is measured against the solver's proven
+    upper bound, ``gap = (bound - f) / (k (k-1))``, and labelled ``gap_kind = "upper_bound"``:
+    an upper bound on the true gap, never called exact. ``exact_hit`` is then True only when
+    f meets the bound (provably optimal) and otherwise unknown (``<NA>``), never False;
+  - ``gap_to_bound = (bound - f) / (k (k-1))`` on every row: a valid upper bound on the true gap
+    even when "proven" means proven within the solver's relative gap.
+
+  Gaps are clipped at 0 (values within rounding of the reference).
+* **Atomic writes** (:func:`write_parquet`, :func:`write_text`): a hidden temporary sibling
+  private to the writer (``.<name>.<pid>-<host>-<random>.tmp``), fsync'ed, then
+  ``os.replace``'d, so a file is either complete or absent, whatever kills the process
+  (checkpoints and resumable sweeps rely on this), and two writers never share a temporary
+  file. :func:`remove_stale_temporaries` deletes only those whose writer is provably gone (a
+  process of this host that no longer exists).
+* **Output folders** (:func:`output_lock`, :func:`check_output_path`): a run that writes a
+  folder holds an advisory lock on ``<folder>/.divopt.lock`` (``fcntl.flock``: released by the
+  OS when the process dies, so a lock is never stale) with the holder's pid, host, start time
+  and command in the file; a second run on the same folder is refused with
+  :class:`OutputLocked` naming the holder. Output paths are checked (a folder, writable) before
+  any work starts.
+* **Run ids** (:func:`run_id`): a hash of the configuration, so the same configuration gives the
+  same id (and a resumed run finds its checkpoints); hashes come from
+  :func:`divopt.data.stable_hash` (sha256 of the canonical JSON).
+* **Query instances** (:func:`query_instance`): query ``i`` of an
+  :class:`~divopt.data.EmbeddedDataset` as a :class:`~divopt.models.Instance` over its pool.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import json
+import math
+import os
+import re
+import socket
+import sys
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the harness imports, output_lock refuses
+    fcntl = None
+
+from divopt.data import EmbeddedDataset, stable_hash
+from divopt.models import Instance
+from divopt.models.ccbqp import EXACT_HIT_TOL, exact_hit, normalized_gap, objective_scale
+
+__all__ = [
+    "best_known",
+    "gap_record",
+    "quality_summary",
+    "write_parquet",
+    "write_text",
+    "remove_stale_temporaries",
+    "output_lock",
+    "OutputLocked",
+    "LOCK_NAME",
+    "check_output_path",
+    "run_id",
+    "query_instance",
+]
+
+_RUN_ID_LENGTH = 12
+
+
+# --------------------------------------------------------------------------------------------
+# quality against an exact solve
+# --------------------------------------------------------------------------------------------
+def best_known(exact_value: float | None, values: Iterable[float | None] = ()) -> float:
+    """The best feasible value known: max of the exact incumbent and every method's value
+    (None / NaN ignored; -inf when none is known)."""
+    vals = [float(v) for v in (exact_value, *values) if v is not None and not math.isnan(float(v))]
+    return max(vals, default=-math.inf)
+
+
+def gap_record(value: float | None, *, optimum: float, bound: float | None, proven: bool, k: int,
+               tol: float = EXACT_HIT_TOL) -> dict[str, Any]:
+    """``gap``, ``gap_kind``, ``gap_to_bound`` and ``exact_hit`` of a selection of value f =
+    ``value`` (the rule is in the module docstring).
+
+    optimum : best feasible value known (:func:`best_known`); bound : proven upper bound on OPT
+    (None: none known); proven : whether the exact solve proved optimality; tol : normalized gap
+    still counted as a hit (default :data:`divopt.models.ccbqp.EXACT_HIT_TOL`). A missing value
+    (a failed method) gives NaN gaps, an empty kind and an unknown hit.
+    """
+    if value is None or math.isnan(float(value)):
+        return {"gap": math.nan, "gap_kind": "", "gap_to_bound": math.nan, "exact_hit": pd.NA}
+    f = float(value)
+    ub = math.inf if bound is None or math.isnan(float(bound)) else float(bound)
+    to_bound = max(0.0, (ub - f) / objective_scale(k))
+    if proven:
+        return {"gap": max(0.0, normalized_gap(optimum, f, k)), "gap_kind": "exact", "gap_to_bound": to_bound,
+                "exact_hit": exact_hit(optimum, f, k, tol)}
+    return {"gap": to_bound, "gap_kind": "upper_bound", "gap_to_bound": to_bound,
+            "exact_hit": True if to_bound <= tol else pd.NA}
+
+
+def quality_summary(df: pd.DataFrame, by: str | list[str] = "method") -> pd.DataFrame:
+    """Per group of ``by``: rows, unproven rows (gap only an upper bound), exact-hit rate (over
+    the rows whose hit is known), mean / p95 / max normalized gap and, with a ``seconds``
+    column, mean / median seconds. Reads the columns :func:`gap_record` writes."""
+    keys = [by] if isinstance(by, str) else list(by)
+    g = df.groupby(keys, sort=True)
+    cols = {
+        "rows": g.size(),
+        "unproven": g["gap_kind"].apply(lambda s: int((s == "upper_bound").sum())),
+        "hit_rate": g["exact_hit"].apply(lambda s: float(s.astype("Float64").mean()) if s.notna().any() else math.nan),
+        "mean_gap": g["gap"].mean(),
+        "p95_gap": g["gap"].quantile(0.95),
+        "max_gap": g["gap"].max(),
+    }
+    if "seconds" in df:
+        cols.update(mean_seconds=g["seconds"].mean(), median_seconds=g["seconds"].median())
+    return pd.DataFrame(cols).reset_index()
+
+
+# --------------------------------------------------------------------------------------------
+# atomic writes and run ids
+# --------------------------------------------------------------------------------------------
+def _host_tag() -> str:
+    """8 hex digits naming this host in temporary file names (a hash: host names hold dots)."""
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+# .<target name>.<pid>-<host tag>-<random>.tmp
+_TMP_NAME = re.compile(r"^\.(?P<target>.+)\.(?P<pid>\d+)-(?P<host>[0-9a-f]{8})-[0-9a-f]{8}\.tmp$")
+
+
+def _temporary_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}-{_host_tag()}-{uuid.uuid4().hex[:8]}.tmp")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files of :func:`write_parquet` / :func:`write_text` in ``folder``
+    whose writer is provably gone: written on this host by a process that no longer exists.
+
+    A temporary file of a live writer, of another host (its process cannot be probed from
+    here) or of an unknown name pattern is kept: deleting it could break a write in flight.
+    (A recycled pid only keeps a dead writer's file longer, never deletes a live one's.)
+    Returns the deleted paths.
+    """
+    folder = Path(folder)
+    removed: list[Path] = []
+    if not folder.is_dir():
+        return removed
+    host = _host_tag()
+    for p in folder.glob(".*.tmp"):
+        m = _TMP_NAME.match(p.name)
+        if m is None or m["host"] != host or _pid_alive(int(m["pid"])):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+            removed.append(p)
+    return removed
+
+
+def _replace_atomically(path: Path, write) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary_name(path)  # private to this writer: a concurrent writer never touches it
+    try:
+        write(tmp)
+        with open(tmp, "rb") as fh:  # the bytes reach the disk before the name appears
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_parquet(table: pd.DataFrame | pa.Table, path: str | os.PathLike) -> Path:
+    """Write a table (pandas frame without its index, or an Arrow table) to ``path`` atomically."""
+    if isinstance(table, pd.DataFrame):
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    return _replace_atomically(Path(path), lambda tmp: pq.write_table(table, tmp))
+
+
+def write_text(text: str, path: str | os.PathLike) -> Path:
+    """Write ``text`` to ``path`` atomically (configs, JSON reports, caches)."""
+    return _replace_atomically(Path(path), lambda tmp: Path(tmp).write_text(text))
+
+
+#: The lock file of an output folder (see :func:`output_lock`).
+LOCK_NAME = ".divopt.lock"
+
+
+class OutputLocked(OSError):
+    """Another run holds the output folder (:func:`output_lock`); the message names it.
+
+    ``holder``: the lock file's record (pid, host, started, command), empty if unreadable."""
+
+    def __init__(self, folder: Path, holder: Mapping[str, Any]) -> None:
+        who = (f"pid {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}: "
+               f"{holder.get('command')}") if holder else "a process that has not written its record yet"
+        super().__init__(f"output folder {folder} is in use by another run ({who}); wait for it to finish "
+                         f"or choose another output folder")
+        self.folder, self.holder = folder, dict(holder)
+
+
+@contextlib.contextmanager
+def output_lock(folder: str | os.PathLike, command: str | None = None) -> Iterator[dict[str, Any]]:
+    """Hold the advisory lock of output folder ``folder`` for the duration of the block.
+
+    The lock is ``fcntl.flock`` on ``<folder>/.divopt.lock`` (the mechanism of the filelock
+    package's UnixFileLock): the OS releases it when the holding process dies, however it dies, so a lock is
+    never stale and nothing needs cleaning up after a kill. While held, the file records the
+    holder (pid, host, start time, command line); a second run on the folder gets
+    :class:`OutputLocked` naming it, immediately (no waiting). Works on local file systems and
+    on NFS (Linux maps flock to NFS byte-range locks); POSIX only.
+
+    Yields the holder record written to the lock file.
+    """
+    if fcntl is None:  # pragma: no cover - Windows
+        raise OSError("output folder locks need fcntl (POSIX); this platform has none")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_NAME
+    # no O_TRUNC: a contender that loses must not erase the holder's record
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            holder = json.loads(os.pread(fd, 1 << 16, 0).decode() or "{}")
+        except (ValueError, UnicodeDecodeError):
+            holder = {}
+        os.close(fd)
+        raise OutputLocked(folder, holder) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    record = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": command or " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+    }
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode(), 0)
+        yield record
+    finally:
+        # the file stays (unlinking a lock file lets two processes lock two different inodes)
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def check_output_path(path: str | os.PathLike, kind: str = "dir", name: str = "out") -> Path:
+    """Check, before any work, that ``path`` can be written as a folder (``kind="dir"``) or a
+    file (``kind="file"``): not a file where a folder is wanted (or the reverse), no file among
+    its parents, writable. Creates nothing. ValueError naming ``name`` and the path otherwise."""
+    if kind not in ("dir", "file"):
+        raise ValueError(f"kind must be 'dir' or 'file', got {kind!r}")
+    p = Path(path).expanduser()
+    if p.exists():
+        if kind == "dir" and not p.is_dir():
+            raise ValueError(f"{name} {p}: is a file, expected a folder")
+        if kind == "file" and p.is_dir():
+            raise ValueError(f"{name} {p}: is a folder, expected a file name")
+        target = p
+    else:
+        target = p.parent if kind == "file" else p
+        while not target.exists() and target != target.parent:
+            target = target.parent
+        if not target.is_dir():
+            raise ValueError(f"{name} {p}: {target} is a file, so nothing can be created under it")
+    probe = target if target.is_dir() else target.parent
+    if not os.access(probe, os.W_OK | os.X_OK) or (target.is_file() and not os.access(target, os.W_OK)):
+        raise ValueError(f"{name} {p}: {target} is not writable")
+    return p
+
+
+def run_id(config: Mapping[str, Any], exclude: Iterable[str] = ()) -> str:
+    """The run id of a configuration: a 12-hex-digit hash of its canonical JSON (sorted keys;
+    values that JSON cannot hold are written as ``str``). ``exclude``: keys that do not change
+    the rows (output paths, caches)."""
+    drop = set(exclude)
+    return stable_hash({k: v for k, v in config.items() if k not in drop}, _RUN_ID_LENGTH)
+
+
+# --------------------------------------------------------------------------------------------
+# query instances
+# --------------------------------------------------------------------------------------------
+def query_instance(data: EmbeddedDataset, query_index: int, pool: int | None = None) -> tuple[Instance, np.ndarray]:
+    """Query ``query_index`` of ``data`` as an Instance (k=1, theta=1: set them with ``replace``)
+    over its candidate rows, and those rows of ``data.E``.
+
+    The candidates are the query's pool (``data.pools``) or all of E; ``pool`` keeps the top
+    ``pool`` of them by relevance c = E q (ties by position). The Instance's ids are the doc ids.
+    """
+    rows = data.pools[query_index] if data.pools is not None else np.arange(data.E.shape[0])
+    q = np.array(data.Q[query_index], dtype=np.float32)
+    if data.pools is None and (pool is None or pool >= rows.size):
+        E = np.asarray(data.E, dtype=np.float32)
+        Erows = E if E.flags.writeable else np.array(E)  # torch wants a writable array (not a read-only mmap)
+    else:
+        Erows = np.asarray(data.E[rows], dtype=np.float32)  # fancy indexing copies: a writable array
+    if pool is not None and pool < rows.size:
+        top = np.argsort(-(Erows @ q), kind="stable")[:pool]
+        rows, Erows = rows[top], np.ascontiguousarray(Erows[top])
+    inst = Instance(torch.from_numpy(Erows), torch.from_numpy(q), k=1, theta=1.0, ids=data.doc_ids[rows])
+    return inst, rows

@@ -1,0 +1,117 @@
+"""The one step every RAG adapter shares: choose k of a query's fetched candidates.
+
+A retriever (LangChain, LlamaIndex, a hand-written one) fetches ``fetch_k`` candidates and
+their embedding vectors ``E`` (one row each) for a query vector ``q``. This module turns them
+into a divopt problem and runs any fast selector on it:
+
+    rows and query rescaled to unit norm, relevance c = E q (cosine similarity),
+    maximize  f(x) = theta (k-1) c^T x + (1-theta)(k - ||E^T x||^2)  over  sum(x) = k
+
+(the CCBQP objective, :func:`divopt.models.ccbqp_objective`; each method optimizes or
+approximates it in its own way, see :data:`divopt.solvers.METHODS`). ``theta`` is LangChain's
+``lambda_mult``: 1 is pure relevance, 0 pure diversity.
+
+Vectors are normalized here, whatever the store's metric, so inner-product, cosine and L2
+stores give the same picks for the same vectors.
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from divopt.models import Instance
+from divopt.models.validation import check_choice, check_scalar, check_theta
+from divopt.solvers import DEFAULT_METHOD, METHODS, get_selector, select
+
+__all__ = ["Picks", "select_candidates", "check_method_params", "ORDERS"]
+
+#: How chosen items are listed: as the method returns them, or by decreasing relevance.
+ORDERS = ("selection", "relevance")
+
+
+@dataclass(frozen=True)
+class Picks:
+    """The chosen candidates of one query.
+
+    indices : int64 array, rows of the candidate matrix in the requested order: "selection"
+        is the order :func:`divopt.solvers.select` returns (greedy methods: pick order; set
+        methods such as ``fw``: the solver's order, which carries no meaning), "relevance"
+        sorts the chosen set by decreasing cosine to the query (ties: selection order).
+    relevance : float64 array (n,), cosine similarity of every candidate to the query.
+    objective : CCBQP objective f of the chosen set (NaN when nothing was chosen).
+    method, theta : what chose them.
+    """
+
+    indices: np.ndarray
+    relevance: np.ndarray
+    objective: float
+    method: str
+    theta: float
+
+
+def check_method_params(method: str, params: Mapping[str, Any]) -> None:
+    """``method`` must name a fast selector and ``params`` must be parameters it accepts.
+
+    Checked when an adapter is built, so a typo fails at construction, not at the first query.
+    """
+    check_choice(method, "method", METHODS)
+    if not isinstance(params, Mapping):
+        raise TypeError(f"method_params must be a mapping of parameter names to values, got {type(params).__name__}")
+    try:
+        inspect.signature(get_selector(method)).bind(None, **params)
+    except TypeError as exc:
+        raise TypeError(f"method_params {dict(params)!r} do not fit method {method!r}: {exc}") from None
+
+
+def select_candidates(
+    query_embedding: Any,
+    embeddings: Any,
+    k: int,
+    theta: float,
+    method: str = DEFAULT_METHOD,
+    order: Literal["selection", "relevance"] = "selection",
+    **params: Any,
+) -> Picks:
+    """Choose ``min(k, n)`` of the n candidate rows of ``embeddings`` for ``query_embedding``.
+
+    Parameters
+    ----------
+    query_embedding : (d,) or (1, d) array-like, any nonzero norm.
+    embeddings : (n, d) array-like, one candidate per row, any nonzero norms; n may be 0.
+    k : number to choose (fewer when there are fewer candidates, as in LangChain).
+    theta : relevance-diversity trade-off in [0, 1], 1 = pure relevance.
+    method : any name in :data:`divopt.solvers.METHODS` (default: ``DEFAULT_METHOD``).
+    order : "selection" (as ``select`` returns them) or "relevance" (decreasing cosine).
+    **params : the method's own parameters, passed to :func:`divopt.solvers.select`.
+
+    Raises
+    ------
+    ValueError / TypeError naming the argument: a zero or non-finite vector, a dimension
+    mismatch, ``theta`` outside [0, 1], an unknown method or parameter.
+    """
+    theta = check_theta(theta)
+    check_choice(order, "order", ORDERS)
+    check_method_params(method, params)
+    k = check_scalar(k, "k", int)
+    q = np.asarray(query_embedding, dtype=np.float64)
+    if q.ndim == 2 and q.shape[0] == 1:  # LangChain passes (1, d) as well as (d,)
+        q = q[0]
+    E = np.asarray(embeddings, dtype=np.float64)
+    if E.size == 0 and E.ndim <= 2:
+        E = E.reshape(0, q.shape[-1] if q.ndim else 0)
+    if E.ndim != 2:
+        raise ValueError(f"embeddings must be 2-D of shape (n, d), got shape {E.shape}")
+    n = E.shape[0]
+    if n == 0 or k <= 0:
+        return Picks(np.zeros(0, dtype=np.int64), np.zeros(n), float("nan"), method, theta)
+    inst = Instance(E, q, k=min(int(k), n), theta=theta, normalize=True)
+    sel = select(inst, method, **params)
+    c = inst.relevance.cpu().numpy().astype(np.float64)
+    idx = sel.indices
+    if order == "relevance":
+        idx = idx[np.argsort(-c[idx], kind="stable")]
+    return Picks(idx, c, sel.objective, method, theta)

@@ -1,0 +1,161 @@
+"""The full-scale certificate of one CCBQP instance: screen, bound, and solve exactly when few remain.
+
+:func:`certify_full_scale` chains
+
+1. safe screening (:func:`divopt.solvers.screening.safe_screen` or ``design_screen``): every
+   optimal k-set lies in the survivors P, so OPT over P is OPT over the full pool;
+2. an incumbent: the best of the fast selectors on P (a lower bound on OPT);
+3. incumbent screening and the pair bound (:func:`divopt.solvers.screening.incumbent_screen`);
+4. upper bounds on OPT (:func:`divopt.solvers.bounds.upper_bound`, the pair bound);
+5. an exact solve of P when it is small (:func:`divopt.solvers.exact.exact_optimum`).
+
+The query is certified when the incumbent is proven optimal or meets the upper bound; otherwise
+the certificate reports the bound and the normalized bound gap (UB - f) / (k (k-1)).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from divopt.models import Instance, ccbqp_objective, objective_scale
+from divopt.models.runner import DEFAULT_TIME_LIMIT
+from divopt.models.validation import check_choice
+
+from .bounds import upper_bound
+from .exact import exact_optimum
+from .screening import design_screen, incumbent_screen, safe_screen
+from .selection import METHODS, select
+
+__all__ = ["FullScaleCertificate", "certify_full_scale", "CERTIFIED"]
+
+#: status of a query whose optimum over the full pool is proven
+CERTIFIED = "certified optimal at full scale"
+_BOUND_ONLY = "bound only"
+
+
+@dataclass
+class FullScaleCertificate:
+    """What is proven about one (query, theta) on the full pool.
+
+    status : :data:`CERTIFIED` when the optimum over the full pool is proven (exact solve on the
+        screened pool proved optimal, or the incumbent meets the upper bound), else "bound only".
+    incumbent : indices (rows of the full instance) of the best set found and its objective.
+    upper_bound : certified upper bound on OPT over the full pool.
+    bound_gap : (upper_bound - incumbent_objective) / (k (k-1)), >= 0; 0 up to tolerance when certified.
+    """
+
+    n: int
+    k: int
+    theta: float
+    n_survivors: int
+    screening_rounds: int
+    incumbent: np.ndarray
+    incumbent_objective: float
+    upper_bound: float
+    bound_gap: float
+    status: str
+    how: str
+    seconds: float
+    info: dict = field(default_factory=dict)
+
+    @property
+    def certified(self) -> bool:
+        return self.status == CERTIFIED
+
+    def as_row(self) -> dict:
+        return {
+            "n": self.n, "k": self.k, "theta": self.theta, "n_survivors": self.n_survivors,
+            "screening_rounds": self.screening_rounds, "incumbent_objective": self.incumbent_objective,
+            "upper_bound": self.upper_bound, "bound_gap": self.bound_gap, "status": self.status,
+            "certified": self.certified, "how": self.how, "seconds": self.seconds,
+            "incumbent_ids": [int(i) for i in self.incumbent],
+            "concave_bound": self.info.get("concave_bound", math.nan),
+            "item_bound": self.info.get("item_bound", math.nan),
+            "pair_bound": self.info.get("pair_bound", math.nan),
+            "safe_survivors": self.info.get("safe_survivors", self.n_survivors),
+            "exact_status": self.info.get("exact_status", ""),
+        }
+
+
+def certify_full_scale(
+    inst: Instance,
+    *,
+    max_exact: int = 150,
+    exact_solver: str = "auto",
+    time_limit: float | None = DEFAULT_TIME_LIMIT,
+    incumbent_methods: tuple[str, ...] = ("fw_ls", "mmr_ls", "gmmr_ls", "fw", "mmr"),
+    exact_below: int = 4096,
+    fw_max_iter: int = 500,
+    rule: str = "per_item",
+) -> FullScaleCertificate:
+    """Screen the full pool, bound it, and solve it exactly when the survivors are few.
+
+    1. safe screening (``rule`` "per_item" or "design") -> survivors P (every optimal set lies in P);
+    2. incumbent: the best of the registered ``incumbent_methods`` (and top-k) on P;
+    3. when |P| <= ``exact_below``: incumbent screening (:func:`incumbent_screen`) shrinks P further
+       and gives the pair bound;
+    4. upper bound on OPT(P) = OPT: min(concave FW bound, item bound, pair bound) on P;
+    5. if |P| <= max_exact, solve P exactly (``exact_solver``, ``time_limit``); a proven optimum
+       certifies the query; a time limit only tightens the bound.
+    The query is :data:`CERTIFIED` iff the best incumbent is proven optimal (a MIP solver: within
+    its 1e-4 relative gap) or meets the bound within 1e-6 k(k-1).
+    ``fw_max_iter`` caps the concave FW bound (one GEMV per iteration; the bound is valid at any
+    iteration: measured on 3*10^4 x 384, 2000 instead of 100 iterations tightened it by only ~3e-4
+    of k(k-1) while the gap to the incumbent stayed ~4e-3).
+    """
+    check_choice(rule, "rule", ("per_item", "design"))
+    t0 = time.perf_counter()
+    k = inst.k
+    scr = (safe_screen if rule == "per_item" else design_screen)(inst, exact_below=exact_below)
+    P = scr.survivors
+    sub = inst.subset(P)
+    topk = torch.topk(sub.relevance, k).indices.cpu().numpy()
+    best_idx, best_val = topk, ccbqp_objective(sub, topk)
+    for m in incumbent_methods:
+        if m in METHODS:
+            sel = select(sub, m)
+            if sel.objective > best_val:
+                best_idx, best_val = sel.indices, sel.objective
+    info: dict = {"screening_removed": scr.removed, "safe_survivors": int(P.size)}
+    pair_ub = math.inf
+    rounds = scr.rounds
+    if P.size <= exact_below:
+        inc, pair_ub = incumbent_screen(sub, best_val)
+        keep = inc.survivors
+        info["incumbent_removed"] = inc.removed
+        rounds += inc.rounds
+        pos = {int(p): r for r, p in enumerate(keep)}
+        best_idx = np.array([pos[int(i)] for i in best_idx], dtype=np.int64)  # the incumbent survives
+        P, sub = P[keep], sub.subset(keep)
+    ub, more = upper_bound(sub, max_iter=fw_max_iter, exact_below=exact_below)
+    info.update(more, pair_bound=pair_ub)
+    ub = min(ub, pair_ub)
+    how = "bound"
+    proven = False
+    if P.size <= max_exact:
+        ex = exact_optimum(sub, exact_solver, time_limit=time_limit, warm_start=best_idx)
+        info["exact_status"] = ex.status
+        info["exact_solver"] = ex.solver
+        if ex.objective is not None and ex.objective > best_val:
+            best_idx, best_val = ex.indices, ex.objective
+        if ex.proven_optimal:  # a MIP "optimal" is proven within its 1e-4 relative gap: keep its bound
+            proven = True
+            ub = min(ub, max(ex.bound, ex.objective))
+            how = f"exact ({ex.solver}) on screened pool"
+        elif ex.bound is not None:
+            ub = min(ub, ex.bound)
+    scale = objective_scale(k)
+    if not proven and best_val >= ub - 1e-6 * scale:
+        proven = True
+    ub = max(ub, best_val) if proven else ub
+    status = CERTIFIED if proven else _BOUND_ONLY
+    return FullScaleCertificate(
+        n=inst.n, k=k, theta=inst.theta, n_survivors=int(P.size), screening_rounds=rounds,
+        incumbent=np.sort(P[np.asarray(best_idx, dtype=np.int64)]), incumbent_objective=float(best_val),
+        upper_bound=float(ub), bound_gap=max(0.0, (ub - best_val) / scale), status=status, how=how,
+        seconds=time.perf_counter() - t0, info=info,
+    )

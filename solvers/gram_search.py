@@ -1,0 +1,304 @@
+"""Swap search on small pools through their Gram matrices, for many sets and many problems at once.
+
+For a pool of p rows (p a few hundred: the candidate pool of "fw_ms" / "fw_ws_ms", or a whole
+small pool) the Gram matrix G = E E^T (p x p, float64) turns every swap gain into a few array
+operations. With u = G[:, S].sum(1) the 1-swap gains are those of
+:func:`divopt.models.ccbqp.swap_terms` with the true squared norms G_ii:
+
+    Delta(i, j) = f(S - i + j) - f(S) = b_j + a_i + 2 (1-theta) G_ij,      i in S, j not in S.
+
+A :class:`GramSearch` holds B problems of the same size (p rows, k picks; B = 1 for one
+instance, B = queries x thetas for a sweep), each with its own Gram matrix, relevance and theta.
+Every search runs on many sets at once, each tagged with its problem: the gains of M sets are one
+(M, p, k) array per step, and each set follows exactly the swaps of its own single run, so a
+problem searched alone or inside a batch ends at the same sets. Provided:
+
+* :meth:`ls_batch`  best-improvement 1-swap local search;
+* :meth:`fw`        Frank-Wolfe on the relaxation (the E-form of :mod:`divopt.solvers.frank_wolfe`
+                    with E v = G x) from many starting points, one batched product per iteration;
+* :meth:`greedy`    the greedy on f itself;
+* :meth:`ils` (sequential, the form "fw_ms" uses) and :meth:`ils_batched` (rounds of several
+  perturbations, a patience stop) perturbation search; :meth:`two_swap` best-improvement 2-swaps.
+
+The arrays are float64 numpy on the host: p is a few hundred, so one host copy of the p rows
+(made once) is cheaper than device kernels whose launch cost exceeds their work.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from divopt.models.ccbqp import curvature, gram_objective, line_search, linear_term, swap_terms
+
+__all__ = ["GramSearch"]
+
+
+class GramSearch:
+    """Swap search on B problems of p rows each, through their Gram matrices.
+
+    rows : (p, d) or (B, p, d) tensor/array of the pools' rows; relevance : (p,) or (B, p);
+    theta : a float or (B,) trade-offs; k : picks per problem; tol : minimum accepted gain.
+    """
+
+    def __init__(self, rows: Any, relevance: Any, theta: Any, k: int, tol: float):
+        R = torch.as_tensor(rows).to(torch.float64).cpu()
+        if R.ndim == 2:
+            R = R.unsqueeze(0)
+        self.G = torch.bmm(R, R.transpose(1, 2)).numpy()  # torch's BLAS: one thread inside single_thread()
+        self.B, self.p = self.G.shape[0], self.G.shape[1]
+        self.diag = np.diagonal(self.G, axis1=1, axis2=2).copy()
+        self.th = np.broadcast_to(np.asarray(theta, dtype=np.float64), (self.B,)).copy()
+        self.two = 2.0 * (1.0 - self.th)
+        self.k, self.tol = int(k), float(tol)
+        c = torch.as_tensor(relevance).to(torch.float64).cpu().numpy().reshape(self.B, self.p)
+        self.relevance = c
+        self.lin = linear_term(c, self.th[:, None], self.k)
+
+    @classmethod
+    def from_instance(cls, inst: Any, tol: float) -> "GramSearch":
+        return cls(inst.E, inst.relevance, inst.theta, inst.k, tol)
+
+    def _prob(self, prob: Any, m: int) -> np.ndarray:
+        if prob is None:
+            if self.B != 1:
+                raise ValueError(f"prob (the problem of each set) is required with B = {self.B} problems")
+            return np.zeros(m, dtype=np.int64)
+        return np.broadcast_to(np.asarray(prob, dtype=np.int64), (m,))
+
+    # --- objective and gains --------------------------------------------------------------
+    def f(self, S: Any, prob: int = 0) -> float:
+        """f(S) of problem ``prob`` from its G (float64), :func:`divopt.models.ccbqp.gram_objective`."""
+        return gram_objective(self.lin[prob], self.G[prob], np.asarray(S, dtype=np.int64), self.th[prob])
+
+    def gains(self, S: np.ndarray, prob: int = 0) -> np.ndarray:
+        """(p, k) matrix of Delta(S[q] out, j in) for problem ``prob``; rows j in S are -inf."""
+        G = self.G[prob]
+        GS = G[:, S]
+        b, a = swap_terms(self.lin[prob], GS.sum(1), self.th[prob], self.diag[prob])
+        D = b[:, None] + a[S][None, :] + self.two[prob] * GS
+        D[S, :] = -np.inf
+        return D
+
+    # --- 1-swap local search ----------------------------------------------------------------
+    def ls(self, S: Any, prob: int = 0, max_swaps: int = 1000) -> tuple[np.ndarray, float]:
+        """Best-improvement 1-swaps from one set until no gain exceeds tol; (set, f)."""
+        Sb, fb = self.ls_batch(np.asarray(S, dtype=np.int64)[None, :], np.array([prob]), max_swaps)
+        return Sb[0], float(fb[0])
+
+    def ls_batch(self, S: Any, prob: Any = None, max_swaps: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+        """Best-improvement 1-swap local search on M sets at once: S (M, k), prob (M,) their
+        problems (default: problem 0 when B = 1) -> (sets, f values).
+
+        Each step forms the gains of every still-moving set as one (M', p, k) array (u and the swap
+        terms recomputed from G, so rounding never accumulates) and applies each set's best swap
+        (ties: the first in (entrant, position) order, as a single run would). A set stops when
+        its best gain is <= tol or after ``max_swaps`` swaps.
+        """
+        S = np.array(S, dtype=np.int64, copy=True)
+        if S.ndim != 2 or S.shape[1] != self.k:
+            raise ValueError(f"S must have shape (M, {self.k}), got {S.shape}")
+        pm = self._prob(prob, S.shape[0]).copy()
+        active = np.arange(S.shape[0])
+        GS = self.G[pm[:, None, None], np.arange(self.p)[None, :, None], S[:, None, :]]  # (M, p, k): G[:, S]
+        for _ in range(int(max_swaps)):
+            if active.size == 0:
+                break
+            SA, pa, GA = S[active], pm[active], GS[active]
+            u = GA.sum(2)  # (A, p), recomputed from the exact columns: rounding never accumulates
+            th = self.th[pa][:, None]
+            b = self.lin[pa] - (1.0 - th) * (2 * u + (self.diag[pa] - 1.0))
+            ar = np.arange(active.size)[:, None]
+            a = -self.lin[pa[:, None], SA] + (1.0 - th) * (2 * u[ar, SA] - (self.diag[pa[:, None], SA] + 1.0))
+            D = b[:, :, None] + a[:, None, :] + self.two[pa][:, None, None] * GA
+            D[ar, SA, :] = -np.inf
+            flat = D.reshape(active.size, -1)
+            best = flat.argmax(1)
+            gain = flat[np.arange(active.size), best]
+            move = gain > self.tol
+            if not move.any():
+                break
+            j, q = np.divmod(best[move], self.k)
+            mv = active[move]
+            S[mv, q] = j
+            GS[mv, :, q] = self.G[pm[mv], :, j]
+            active = mv
+        return S, np.array([self.f(s, b_) for s, b_ in zip(S, pm)])
+
+    # --- constructions -----------------------------------------------------------------------
+    def greedy(self) -> np.ndarray:
+        """(B, k): the greedy on f itself for every problem: add the item of largest marginal gain
+        l_j - (1-theta)(2 u_j + G_jj - 1) (the b_j of :func:`swap_terms` at u = G[:, S].sum(1));
+        ties to the lowest index."""
+        u = np.zeros((self.B, self.p))
+        taken = np.zeros((self.B, self.p), dtype=bool)
+        picks = np.empty((self.B, self.k), dtype=np.int64)
+        ar = np.arange(self.B)
+        for t in range(self.k):
+            score = swap_terms(self.lin, u, self.th[:, None], self.diag)[0]
+            score[taken] = -np.inf
+            j = score.argmax(1)
+            picks[:, t] = j
+            taken[ar, j] = True
+            u += self.G[ar, :, j]
+        return picks
+
+    def fw(self, X0: Any, *, theta: Any = None, relax_penalty: float = 2.0, max_iter: int = 1000,
+           tol: float | None = None) -> np.ndarray:
+        """Frank-Wolfe on the relaxation f_lambda from R starting points per problem; (B, R, k).
+
+        X0 : (B, R, p) feasible points (0 <= x <= 1, sum k). theta : optional (B,) trade-offs
+        replacing the problems' own (a continuation path). The iteration is that of
+        :func:`divopt.solvers.frank_wolfe.fw_relaxation` with E v = G x: gradient
+        l + 2 (1-theta)(lambda x - G x) (:func:`~divopt.models.ccbqp.relaxed_gradient`), top-k
+        oracle, gap, curvature C = 2 (1-theta)(lambda ||d||^2 - d^T G d) and the exact step
+        (:func:`~divopt.models.ccbqp.line_search`), until every gap is <= tol (default a
+        normalized gap of 1e-6) or ``max_iter``. Returns the top-k of each final x (ties to the
+        lower index): starting sets for the local search, which makes them 1-swap optimal.
+        """
+        X = np.array(X0, dtype=np.float64, copy=True)
+        B, R, p, k = X.shape[0], X.shape[1], self.p, self.k
+        th = self.th if theta is None else np.broadcast_to(np.asarray(theta, dtype=np.float64), (B,))
+        lin = self.lin if theta is None else linear_term(self.relevance, th[:, None], k)
+        two = (2.0 * (1.0 - th))[:, None, None]
+        tol = 1e-6 * max(k * (k - 1), 1) if tol is None else float(tol)
+        lam = float(relax_penalty)
+        live = np.ones((B, R), dtype=bool)
+        G_t = torch.from_numpy(self.G)
+        for _ in range(int(max_iter)):
+            # (B, R, p): E v for every point, v = E^T x; torch's BLAS (numpy's may start a thread pool)
+            U = torch.matmul(torch.from_numpy(X), G_t).numpy()
+            g = lin[:, None, :] + two * (lam * X - U)
+            s = np.argpartition(-g, k - 1, axis=2)[:, :, :k]  # the top-k oracle
+            Sind = np.zeros_like(X)
+            np.put_along_axis(Sind, s, 1.0, 2)
+            gap = (g * (Sind - X)).sum(2)
+            live &= gap > tol
+            if not live.any():
+                break
+            GS = torch.matmul(torch.from_numpy(Sind), G_t).numpy()  # G s
+            xs = (X * Sind).sum(2)
+            dd = (X * X).sum(2) + k - 2 * xs  # ||s - x||^2
+            dGd = (GS * Sind).sum(2) - 2 * (U * Sind).sum(2) + (X * U).sum(2)  # ||E^T (s - x)||^2
+            gamma = line_search(gap, curvature(th[:, None], lam, dd, dGd))
+            gamma = np.where(live, gamma, 0.0)[:, :, None]
+            X += gamma * (Sind - X)
+        order = np.argsort(-X, axis=2, kind="stable")[:, :, :k]
+        return order
+
+    # --- perturbation ----------------------------------------------------------------------
+    def _entrants(self, S: np.ndarray, m: int, prob: int = 0) -> np.ndarray:
+        """The m best entrants by b_j (the swap score at S), in a stable order."""
+        b = swap_terms(self.lin[prob], self.G[prob][:, S].sum(1), self.th[prob])[0]
+        b[S] = -np.inf
+        return np.argsort(-b, kind="stable")[:m]
+
+    def ils(self, S: Any, rounds: int, strength: int, seed: int) -> tuple[np.ndarray, float]:
+        """Sequential iterated local search on problem 0 (the form "fw_ms" uses): each round swaps
+        ``strength`` random members of the best set for random entrants among the 3k + 20 best
+        by b_j, runs the local search, and keeps the result if it is better by more than tol."""
+        rng = np.random.default_rng(seed)
+        best, fbest = self.ls(S)
+        k = len(best)
+        m = min(self.p - k, 3 * k + 20)
+        strength = max(1, min(strength, k, m))
+        if m < 1:
+            return best, fbest
+        for _ in range(int(rounds)):
+            cand = self._entrants(best, m)
+            T = best.copy()
+            T[rng.choice(k, size=strength, replace=False)] = rng.choice(cand, size=strength, replace=False)
+            T, fT = self.ls(T)
+            if fT > fbest + self.tol:
+                best, fbest = T, fT
+        return best, fbest
+
+    def ils_batched(self, S: Any, f: Any, *, batch: int, strength: int, patience: int, max_rounds: int,
+                    seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Iterated local search in rounds, all problems at once: each round perturbs each
+        problem's best set ``batch`` ways (``strength`` random members out, random entrants among
+        the 3k + 20 best by b_j in), runs the local search on all of them together, and keeps a
+        problem's best result if it gains more than tol. A problem stops after ``patience`` rounds
+        in a row without a gain or ``max_rounds`` rounds.
+
+        S (B, k) 1-swap optimal sets and f (B,) their values -> (sets, values, rounds per
+        problem). Each problem draws from its own generator seeded with ``seed``, so its result
+        does not depend on the other problems of the batch.
+        """
+        S = np.array(S, dtype=np.int64, copy=True)
+        f = np.array(f, dtype=np.float64, copy=True)
+        B, k = S.shape
+        m = min(self.p - k, 3 * k + 20)
+        strength = max(1, min(int(strength), k, m))
+        rounds = np.zeros(B, dtype=np.int64)
+        if m < 1 or batch < 1:
+            return S, f, rounds
+        rngs = [np.random.default_rng(seed) for _ in range(B)]
+        idle = np.zeros(B, dtype=np.int64)
+        while True:
+            act = np.flatnonzero((rounds < max_rounds) & (idle < patience))
+            if act.size == 0:
+                break
+            T = np.repeat(S[act], batch, axis=0)
+            for r, b_ in enumerate(act):
+                cand = self._entrants(S[b_], m, b_)
+                for t in range(batch):
+                    row = r * batch + t
+                    T[row, rngs[b_].choice(k, size=strength, replace=False)] = rngs[b_].choice(
+                        cand, size=strength, replace=False)
+            T, fT = self.ls_batch(T, np.repeat(act, batch))
+            fT = fT.reshape(act.size, batch)
+            i = fT.argmax(1)
+            rounds[act] += 1
+            for r, b_ in enumerate(act):
+                if fT[r, i[r]] > f[b_] + self.tol:
+                    S[b_], f[b_], idle[b_] = T[r * batch + i[r]], fT[r, i[r]], 0
+                else:
+                    idle[b_] += 1
+        return S, f, rounds
+
+    # --- 2-swaps -------------------------------------------------------------------------
+    def two_swap(self, S: Any, candidates: int = 48, max_moves: int = 50, max_out: int | None = None,
+                 prob: int = 0) -> tuple[np.ndarray, float]:
+        """Best-improvement 2-swaps over the ``candidates`` best entrants, each followed by 1-swaps.
+
+        Removing {S[q1], S[q2]} and adding {j1, j2} changes f by
+            D(q1, j1) + D(q2, j2) - 2 (1-theta)(G_j1j2 + G_i1i2 - G_j1i2 - G_j2i1)
+        for the 1-swap gains D; all pairs are one (m, m, r, r) array. ``max_out`` (None: all k)
+        limits the members considered for removal to the r with the largest a_i (those whose
+        removal alone costs least), so the array stays small when k is large.
+        """
+        S, f = self.ls(S, prob)
+        k = len(S)
+        m = min(int(candidates), self.p - k)
+        if k < 2 or m < 2:
+            return S, f
+        G, two = self.G[prob], self.two[prob]
+        for _ in range(int(max_moves)):
+            D = self.gains(S, prob)
+            J = np.argsort(-D.max(1), kind="stable")[:m]
+            if max_out is None or max_out >= k:
+                Q = np.arange(k)
+            else:
+                a = swap_terms(self.lin[prob], G[:, S].sum(1), self.th[prob], self.diag[prob])[1][S]
+                Q = np.sort(np.argsort(-a, kind="stable")[: max(2, int(max_out))])
+            r = Q.size
+            SQ = S[Q]
+            D1 = D[np.ix_(J, Q)]  # m x r
+            GJS = G[np.ix_(J, SQ)]
+            D2 = (D1[:, None, :, None] + D1[None, :, None, :]
+                  - two * (G[np.ix_(J, J)][:, :, None, None] + G[np.ix_(SQ, SQ)][None, None, :, :]
+                           - GJS[:, None, None, :] - GJS[None, :, :, None]))
+            D2[np.arange(m), np.arange(m)] = -np.inf
+            D2[:, :, np.arange(r), np.arange(r)] = -np.inf
+            j1, j2, q1, q2 = np.unravel_index(int(np.argmax(D2)), D2.shape)
+            if D2[j1, j2, q1, q2] <= self.tol:
+                break
+            T = S.copy()
+            T[Q[q1]], T[Q[q2]] = J[j1], J[j2]
+            T, fT = self.ls(T, prob)
+            if fT <= f + self.tol:
+                break
+            S, f = T, fT
+        return S, f

@@ -1,0 +1,469 @@
+"""divopt's default fast method "fw_ws_ms": multistart search on a small pool, certified on the whole pool.
+
+"fw_ms" (divopt.solvers.multistart) finds the exact optimum on nearly every small real pool, but
+at 10^5 items it reads the pool dozens of times (full-pool FW, local-search scans) and runs a
+sub-pool phase whose 2-swaps grow like k^4. "fw_ws_ms" keeps that kind of search but runs it on
+a candidate pool P of ``pool_size`` rows (default max(300, 3k)) through P's Gram matrix, and
+reads the full pool only to choose P and to certify the answer:
+
+1. **Pool.** Where relevance ranks the promising rows, P is the p most relevant rows and no pass
+   is needed. Whether it does is measured on a seeded sample of 4096 rows: the rank correlation
+   between c and the swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j
+   (:func:`divopt.models.ccbqp.swap_terms`) at the reference set "k times the mean row" (the v of
+   the paper's FW start x0 = (k/n) 1). Below 0.8 (low theta on anisotropic embeddings, where
+   the optimum takes rows far from the mean direction, which relevance ranks last) one pass
+   gives u at that reference for every row and P interleaves its best rows by b_j with the most
+   relevant. A pool of at most ``pool_size`` rows is searched whole.
+2. **Search on P** (:class:`divopt.solvers.gram_search.GramSearch`, host float64): starts from
+   the top-k rows, the CCBQP greedy, Frank-Wolfe (on the Gram matrix) from the top-k vertex, from
+   x0 = (k/p) 1 and from seeded random points, and a theta-continuation path, all polished by one
+   batched best-improvement 1-swap local search; then perturbation rounds on the best set
+   (``perturb_batch`` perturbed sets per round, default about 80/k, stopped after ``patience``
+   rounds in a row without a gain) and best-improvement 2-swaps over the 48 best entrants and
+   the ``two_swap_out`` members of cheapest removal (the 2-swap array stays O(48^2 16^2)).
+3. **Certificate (one pass).** :func:`divopt.solvers.local_search.swap_certificate` bounds every
+   1-swap gain over the whole pool from one GEMV and compares only the rows the bound keeps. If
+   no gain exceeds tol the set is a certified 1-swap optimum of the full problem ("fw_ms"'s
+   guarantee) and the method stops. Otherwise P missed part of the landscape: a new pool around
+   the set (its improving entrants, then the best rows by b_j at the set, at the mean row and by
+   relevance) is searched with the set as a start, and certified again (``max_phases`` phases);
+   after the last, each failed certificate adds its improving entrants to the pool and resumes
+   the local search until a certificate holds (every such round strictly increases f).
+
+So the answer is always a 1-swap optimum over ALL swaps of the pool; on pools where relevance
+guides (e.g. theta >= 0.7 on the narrow cone) it costs one pass plus the search on P.
+What it changes from the paper's "fw" (Algorithm 1: x0 = (k/n) 1, <= 200 FW iterations, top-k
+of x): FW is one of several starts on a candidate pool, every start is polished by local search,
+the answer is certified 1-swap optimal over the whole pool. From "fw_ms": a candidate pool
+instead of full-pool FW and full-pool local search, FW on the Gram matrix, restarts batched, no
+MMR/gMMR starts, perturbation with a patience stop, 2-swaps over a bounded member set.
+
+:func:`ws_multistart_batch` runs B problems (queries x thetas) on one pool with the same code:
+the passes become GEMMs (one read of the pool per round for all open problems) and the searches
+run as (problems x sets) arrays; each problem ends at the set of its single run.
+``info["seconds"]`` times every stage.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from divopt.models import Instance
+from divopt.models.ccbqp import ccbqp_objective, linear_term, swap_terms
+from divopt.models.kernels import gather_rows, matmul, matvec
+from divopt.models.validation import check_theta
+
+from .frank_wolfe import random_point
+from .gram_search import GramSearch
+from .local_search import ls_tolerance, single_thread, swap_certificate
+from .selection import register
+
+__all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "default_pool_size", "BatchSelection"]
+
+_SAMPLE_ROWS = 4096  # rows averaged for the mean-row reference set
+
+
+def default_pool_size(k: int) -> int:
+    """max(300, 3k): the candidate pool of "fw_ms" (300 rows), growing with k."""
+    return max(300, 3 * int(k))
+
+
+@dataclass
+class BatchSelection:
+    """One row per problem b of a batch: its k-set, CCBQP value and the run's diagnostics."""
+
+    indices: np.ndarray  # (B, k) int64
+    objectives: np.ndarray  # (B,) float64
+    thetas: np.ndarray  # (B,)
+    info: list = field(default_factory=list)  # per problem: as "fw_ws_ms"'s info
+    seconds: dict = field(default_factory=dict)  # per stage, whole batch
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.secs: dict[str, float] = {}
+        self.t = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        t = time.perf_counter()
+        self.secs[stage] = self.secs.get(stage, 0.0) + t - self.t
+        self.t = t
+
+
+def _search(gs: GramSearch, clock: _Clock, first: np.ndarray | None, *, n_random, continuation_steps, perturb_batch,
+            perturb_strength, patience, perturb_rounds, two_swap, two_swap_out, relax_penalty, max_iter, fw_gap, seed):
+    """Starts, batched local search, perturbation and 2-swaps on every problem of ``gs``;
+    ``first`` (B, k): optional sets (positions in the pools) searched as the first start."""
+    B, p, k = gs.B, gs.p, gs.k
+    fw_tol = fw_gap * max(k * (k - 1), 1)
+    names, starts = ([], []) if first is None else (["previous"], [first])
+    names += ["topk", "greedy"]
+    starts += [np.argsort(-gs.relevance, axis=1, kind="stable")[:, :k], gs.greedy()]
+    X0 = np.zeros((B, 2 + n_random, p))
+    np.put_along_axis(X0[:, 0], starts[names.index("topk")], 1.0, 1)  # FW from the top-k vertex ("fw_topk")
+    X0[:, 1] = k / p  # from the paper's x0 ("uniform")
+    for r in range(n_random):
+        X0[:, 2 + r] = random_point(p, k, seed + r)
+    V = gs.fw(X0, relax_penalty=relax_penalty, max_iter=max_iter, tol=fw_tol)
+    names += ["fw_topk", "uniform"] + [f"random{r}" for r in range(n_random)]
+    starts += [V[:, r] for r in range(V.shape[1])]
+    if continuation_steps > 0:  # theta' = 1 -> theta, each FW warm-started at the previous set
+        path = np.linspace(1.0, gs.th, continuation_steps + 1)[1:]  # (steps, B)
+        S = starts[names.index("topk")]
+        for th_t in path:
+            x = np.zeros((B, 1, p))
+            np.put_along_axis(x[:, 0], S, 1.0, 1)
+            S = gs.fw(x, theta=th_t, relax_penalty=relax_penalty, max_iter=max_iter, tol=fw_tol)[:, 0]
+        names.append("continuation")
+        starts.append(S)
+    clock.lap("starts")
+    R = len(starts)
+    S_all, f_all = gs.ls_batch(np.stack(starts, 1).reshape(B * R, k), np.repeat(np.arange(B), R))
+    S_all, f_all = S_all.reshape(B, R, k), f_all.reshape(B, R)
+    best = f_all.argmax(1)  # the first best start wins ties
+    S, f = S_all[np.arange(B), best].copy(), f_all[np.arange(B), best].copy()
+    phase = np.array(["starts"] * B, dtype=object)
+    clock.lap("ls")
+    rounds = np.zeros(B, dtype=np.int64)
+    if perturb_rounds > 0 and perturb_batch > 0:
+        S2, f2, rounds = gs.ils_batched(S, f, batch=perturb_batch, strength=perturb_strength, patience=patience,
+                                        max_rounds=perturb_rounds, seed=seed)
+        up = f2 > f + gs.tol
+        S[up], f[up], phase[up] = S2[up], f2[up], "+perturb"
+    clock.lap("perturb")
+    if two_swap:
+        for b in range(B):
+            S2, f2 = gs.two_swap(S[b], max_out=two_swap_out, prob=b)
+            if f2 > f[b] + gs.tol:
+                S[b], f[b], phase[b] = S2, f2, "+2swap"
+    clock.lap("two_swap")
+    return S, f, names, f_all, best, phase, rounds
+
+
+def _extend_and_search(inst: Instance, P: np.ndarray, idx: torch.Tensor, cert, tol: float):
+    """A failed certificate: the improving entrants and the best rows by b_j at the current set
+    join P; best-improvement 1-swaps on the larger P. Returns (P, idx)."""
+    n, k, th = inst.n, inst.k, inst.theta
+    in_P = np.zeros(n, dtype=bool)
+    in_P[P] = True
+    b = swap_terms(linear_term(inst.relevance, th, k), cert.u, th)[0]
+    b = b.masked_fill_(torch.as_tensor(in_P, device=b.device), -torch.inf)
+    extra = torch.topk(b, min(max(32, k), int((~in_P).sum()))).indices.cpu().numpy()
+    new = np.concatenate([cert.entrants.cpu().numpy(), extra])
+    new = new[~in_P[new]]
+    P = np.concatenate([P, new[np.sort(np.unique(new, return_index=True)[1])]])
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[P] = np.arange(P.size)
+    rows = torch.as_tensor(P, device=inst.device)
+    gs = GramSearch(gather_rows(inst.E, rows), inst.relevance.index_select(0, rows), th, k, tol)
+    S, _ = gs.ls(pos[idx.cpu().numpy()])
+    return P, torch.as_tensor(P[S], device=inst.device)
+
+
+def _mean_row(inst: Instance, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(k x the mean row of a seeded sample of the pool, the sample): the v of the paper's FW
+    start x0 = (k/n) 1, without a pass over the pool."""
+    gen = torch.Generator().manual_seed(int(seed))
+    sample = torch.randperm(inst.n, generator=gen)[: min(inst.n, _SAMPLE_ROWS)].to(inst.device)
+    return inst.k * gather_rows(inst.E, sample).mean(0), sample
+
+
+def _rank_correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman's rank correlation of the rows of x and y (ties broken by position)."""
+    rx = np.argsort(np.argsort(x, axis=-1), axis=-1).astype(np.float64)
+    ry = np.argsort(np.argsort(y, axis=-1), axis=-1).astype(np.float64)
+    rx -= rx.mean(-1, keepdims=True)
+    ry -= ry.mean(-1, keepdims=True)
+    return (rx * ry).sum(-1) / np.sqrt((rx * rx).sum(-1) * (ry * ry).sum(-1))
+
+
+def _relevance_misleads(inst: Instance, C: torch.Tensor, th: np.ndarray, mean: torch.Tensor,
+                        sample: torch.Tensor) -> np.ndarray:
+    """Per problem: does relevance fail to rank the rows by their swap score b_j at the mean row?
+    Measured on the row sample (rank correlation < 0.8); then phase 1 needs u at the mean row."""
+    u = (gather_rows(inst.E, sample) @ mean).double().cpu().numpy()
+    c = C.index_select(1, sample).double().cpu().numpy()
+    b = swap_terms(linear_term(c, th[:, None], inst.k), u[None, :], th[:, None])[0]
+    return _rank_correlation(b, c) < 0.8
+
+
+def _interleave(first: np.ndarray, lists: list[np.ndarray], size: int) -> np.ndarray:
+    """``first``, then the lists' entries in turn (1st of each, 2nd of each, ...), without repeats."""
+    order = np.concatenate([first, np.stack(lists, 1).ravel()])
+    _, at = np.unique(order, return_index=True)
+    return order[np.sort(at)][:size]
+
+
+def _top_rows(scores: torch.Tensor, size: int) -> np.ndarray:
+    return torch.topk(scores, min(size, scores.numel())).indices.cpu().numpy()
+
+
+def _pool_around(inst: Instance, idx: torch.Tensor, cert, u_mean: torch.Tensor, size: int) -> np.ndarray:
+    """S, its improving entrants, then in turn the best rows by b_j at S, by b_j at the mean row
+    (k x the mean of a sample: the paper's FW start) and by relevance; ``size`` rows in all."""
+    lin = linear_term(inst.relevance, inst.theta, inst.k)
+    lists = [_top_rows(swap_terms(lin, u, inst.theta)[0], size) for u in (cert.u, u_mean)]
+    return _interleave(np.concatenate([idx.cpu().numpy(), cert.entrants.cpu().numpy()]),
+                       lists + [_top_rows(inst.relevance, size)], size)
+
+
+class _Run:
+    """State of one batch: per problem its current set, pool, passes and diagnostics."""
+
+    def __init__(self, inst, problems, C, th, tol, clock, search):
+        self.inst, self.problems, self.C, self.th, self.tol, self.clock = inst, problems, C, th, tol, clock
+        self.params = search
+        B = th.size
+        self.idx: list = [None] * B
+        self.pools: list = [None] * B
+        self.searched: list = [None] * B
+        self.cert: list = [None] * B
+        self.passes = np.zeros(B, dtype=np.int64)
+        self.optimal = np.zeros(B, dtype=bool)
+        self.phase = np.array(["starts"] * B, dtype=object)
+        self.rounds = np.zeros(B, dtype=np.int64)
+        self.names: list[str] = []
+        self.f_all = np.zeros((B, 0))
+        self.best = np.zeros(B, dtype=np.int64)
+        self.f = np.full(B, -np.inf)
+
+    def search(self, probs: np.ndarray, P: np.ndarray, first: np.ndarray | None, phase: str | None = None) -> None:
+        """Gram search of problems ``probs`` on pools P (len(probs), p); keeps a result only if it
+        improves the problem's current set."""
+        inst, k = self.inst, self.inst.k
+        with single_thread():
+            rows = torch.as_tensor(P, device=inst.device)
+            gs = GramSearch(gather_rows(inst.E, rows.reshape(-1)).reshape(len(probs), P.shape[1], -1),
+                            self.C[torch.as_tensor(probs, device=inst.device)].gather(1, rows), self.th[probs], k,
+                            self.tol)
+            self.clock.lap("gram")
+            S, f, names, f_all, best, phase_, rounds = _search(gs, self.clock, first, **self.params)
+        if not self.names:
+            self.names, self.f_all, self.best = names, f_all, best
+        self.changed = np.zeros(self.th.size, dtype=bool)
+        for r, b in enumerate(probs):
+            self.searched[b] = P[r]
+            self.rounds[b] += rounds[r]
+            if self.idx[b] is None or f[r] > self.f[b] + self.tol:
+                self.changed[b] = True
+                self.idx[b] = torch.as_tensor(P[r][S[r]], device=inst.device)
+                self.pools[b], self.f[b] = P[r], f[r]
+                self.phase[b] = phase_[r] if phase is None else phase
+
+    def certify(self, probs: np.ndarray, max_passes: int, extend: bool = True, extra: torch.Tensor | None = None):
+        """Certificate passes (one GEMM per round for all open problems) until each problem's set is
+        1-swap optimal over the whole pool; a failed certificate extends that problem's pool and
+        resumes its local search (``extend``; else the round ends the call). ``extra`` (d,): one
+        more vector whose E-product rides along in the first pass; returns it (or None)."""
+        inst, k = self.inst, self.inst.k
+        open_, u_extra = list(probs), None
+        while open_:
+            Vs = torch.stack([gather_rows(inst.E, self.idx[b]).sum(0) for b in open_]
+                             + ([] if extra is None or u_extra is not None else [extra]))
+            U = matmul(inst.E, Vs.T)  # u_b = E v_b for every open problem: one pass over the pool
+            if extra is not None and u_extra is None:
+                u_extra = U[:, -1]
+            still = []
+            for col, b in enumerate(open_):
+                cert = swap_certificate(self.problems[b], self.idx[b], self.tol, max_entrants=max(16, k), u=U[:, col])
+                self.passes[b] += 1
+                self.cert[b] = cert
+                self.optimal[b] = cert.best_gain <= self.tol
+                if extend and not self.optimal[b] and self.passes[b] < max_passes:
+                    with single_thread():
+                        self.pools[b], self.idx[b] = _extend_and_search(self.problems[b], self.pools[b], self.idx[b],
+                                                                        cert, self.tol)
+                    self.f[b] = ccbqp_objective(self.problems[b], self.idx[b].cpu().numpy())
+                    self.phase[b] = "+pool"
+                    still.append(b)
+            open_ = still
+        self.clock.lap("certify")
+        return u_extra
+
+
+def _check_params(k: int, pool_size, **ints) -> int:
+    p = default_pool_size(k) if pool_size is None else pool_size
+    if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < k:
+        raise ValueError(f"pool_size must be an int >= k = {k}, got {pool_size!r}")
+    for name, val in ints.items():
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {val!r}")
+    return int(p)
+
+
+def ws_multistart_batch(
+    inst: Instance,
+    relevance: Any,
+    thetas: Any,
+    *,
+    pool_size: int | None = None,
+    n_random: int = 4,
+    continuation_steps: int = 4,
+    perturb_batch: int | None = None,
+    perturb_strength: int = 4,
+    patience: int = 10,
+    perturb_rounds: int = 100,
+    two_swap: bool = True,
+    two_swap_out: int = 16,
+    max_passes: int = 50,
+    max_phases: int = 3,
+    relax_penalty: float = 2.0,
+    max_iter: int = 100,
+    fw_gap: float = 1e-6,
+    seed: int = 0,
+) -> BatchSelection:
+    """"fw_ws_ms" on B problems at once: problem b is (relevance[b], thetas[b]) on inst.E, k = inst.k.
+
+    relevance : (B, n) (e.g. ``Q @ E.T`` for B queries); thetas : (B,). The parameters are those
+    of :func:`ws_multistart`. Every pass over the pool serves all open problems (one GEMM) and the
+    searches run as (problems x sets) arrays, so each problem ends where its single run ends
+    (up to the summation order of the pool products). Returns a :class:`BatchSelection`.
+    """
+    n, k = inst.n, inst.k
+    p = _check_params(k, pool_size, n_random=n_random, continuation_steps=continuation_steps,
+                      perturb_batch=1 if perturb_batch is None else perturb_batch, patience=patience,
+                      perturb_rounds=perturb_rounds, max_passes=max_passes, max_phases=max_phases)
+    C = torch.as_tensor(relevance)
+    if C.ndim != 2 or C.shape[1] != n:
+        raise ValueError(f"relevance must have shape (B, {n}) (B problems x pool size n), got {tuple(C.shape)}")
+    th = np.asarray([check_theta(float(t), "thetas") for t in np.asarray(thetas, dtype=np.float64).reshape(-1)])
+    if th.shape != (C.shape[0],):
+        raise ValueError(f"thetas must have shape ({C.shape[0]},) (one per relevance row), got {th.shape}")
+    problems = [inst.replace(relevance=C[b], theta=float(th[b])) for b in range(th.size)]
+    C = torch.stack([pb.relevance for pb in problems])
+    B = th.size
+    tol = ls_tolerance(inst)
+    search = dict(n_random=n_random, continuation_steps=continuation_steps,
+                  perturb_batch=max(1, min(8, round(80 / k))) if perturb_batch is None else perturb_batch,
+                  perturb_strength=perturb_strength, patience=patience, perturb_rounds=perturb_rounds,
+                  two_swap=two_swap, two_swap_out=two_swap_out, relax_penalty=relax_penalty, max_iter=max_iter,
+                  fw_gap=fw_gap, seed=seed)
+    clock = _Clock()
+    whole = n <= p
+    run = _Run(inst, problems, C, th, tol, clock, search)
+    u_mean = None
+    if whole:
+        P = np.tile(np.arange(n), (B, 1))
+    else:
+        # phase 1 pool: the p most relevant rows where relevance ranks the promising rows (checked
+        # on a row sample: rank correlation of b_j at the mean row with c), else one pass for
+        # u at the mean row and its best rows by b_j interleaved with the most relevant
+        mean, sample = _mean_row(inst, seed)
+        guided = _relevance_misleads(inst, C, th, mean, sample)
+        if guided.any():
+            u_mean = matvec(inst.E, mean)
+            run.passes[guided] += 1
+        P = np.empty((B, p), dtype=np.int64)
+        for b in range(B):
+            by_c = _top_rows(C[b], p)
+            if guided[b]:
+                lin = linear_term(problems[b].relevance, th[b], k)
+                P[b] = _interleave(by_c[:0], [_top_rows(swap_terms(lin, u_mean, th[b])[0], p), by_c], p)
+            else:
+                P[b] = by_c
+    clock.lap("shortlist")
+    run.search(np.arange(B), P, None)
+    if not whole:
+        todo = np.arange(B)
+        for _ in range(max_phases - 1):
+            # one pass: the certificate of every set (u at the mean row rides along if not yet
+            # known); where it fails, the pool missed part of the landscape: search again on a
+            # pool around the set, with the set as a start
+            u = run.certify(todo, max_passes, extend=False, extra=mean if u_mean is None else None)
+            u_mean = u if u_mean is None else u_mean
+            again = [b for b in todo if not run.optimal[b]]
+            P2 = [_pool_around(problems[b], run.idx[b], run.cert[b], u_mean, p) for b in again]
+            clock.lap("shortlist")
+            if not again:
+                todo = np.array([], dtype=np.int64)
+                break
+            todo = np.array(again)
+            run.search(todo, np.stack(P2), first=np.tile(np.arange(k), (todo.size, 1)), phase="+repool")
+            todo = todo[run.changed[todo] | ~run.optimal[todo]]
+        if todo.size:  # the last round: certificate passes, extending the pool until one holds
+            run.certify(todo, max_passes)
+    out = np.stack([t.cpu().numpy() for t in run.idx])
+    for b in range(B):  # a set: reported by decreasing relevance, ties to the lower index
+        c = problems[b].relevance.index_select(0, run.idx[b]).double().cpu().numpy()
+        out[b] = out[b][np.lexsort((out[b], -c))]
+    objs = np.array([ccbqp_objective(problems[b], out[b]) for b in range(B)])
+    info = [{
+        "best_start": run.names[int(run.best[b])],
+        "starts": dict(zip(run.names, (float(v) for v in run.f_all[b]))),
+        "phase": str(run.phase[b]),
+        "passes": int(run.passes[b]),
+        "pool": int(run.pools[b].size),
+        "one_swap_optimal": bool(whole or run.optimal[b]),
+        "perturb_rounds": int(run.rounds[b]),
+    } for b in range(B)]
+    return BatchSelection(out, objs, th, info, dict(run.clock.secs))
+
+
+@register("fw_ws_ms")
+def ws_multistart(
+    inst: Instance,
+    *,
+    pool_size: int | None = None,
+    n_random: int = 4,
+    continuation_steps: int = 4,
+    perturb_batch: int | None = None,
+    perturb_strength: int = 4,
+    patience: int = 10,
+    perturb_rounds: int = 100,
+    two_swap: bool = True,
+    two_swap_out: int = 16,
+    max_passes: int = 50,
+    max_phases: int = 3,
+    relax_penalty: float = 2.0,
+    max_iter: int = 100,
+    fw_gap: float = 1e-6,
+    seed: int = 0,
+):
+    """Multistart search on a shortlist, certified 1-swap optimal on the whole pool (module docstring).
+
+    pool_size : rows of the candidate pool P (default max(300, 3k); the whole pool if n <= it).
+    n_random, continuation_steps : seeded random FW starts; thetas on the path 1 -> theta.
+    perturb_batch, perturb_strength, patience, perturb_rounds : perturbation rounds of
+        ``perturb_batch`` sets each, ``perturb_strength`` members swapped, stopped after
+        ``patience`` rounds without a gain or ``perturb_rounds`` rounds (0 disables).
+    two_swap, two_swap_out : 2-swaps over the 48 best entrants and the ``two_swap_out`` members
+        of cheapest removal.
+    max_passes : cap on passes over the pool (each failed certificate strictly improves f, so it
+        is not reached in practice); if hit, ``info["one_swap_optimal"]`` is False.
+    info: best_start, starts (f per start after local search), phase (which phase last improved:
+    "starts", "+perturb", "+2swap", "+pool"), passes (reads of the pool), pool (final |P|),
+    one_swap_optimal, perturb_rounds (run), seconds (per stage: shortlist, gram, starts, ls,
+    perturb, two_swap, certify).
+    """
+    res = ws_multistart_batch(
+        inst, inst.relevance[None, :], [inst.theta], pool_size=pool_size, n_random=n_random,
+        continuation_steps=continuation_steps, perturb_batch=perturb_batch, perturb_strength=perturb_strength,
+        patience=patience, perturb_rounds=perturb_rounds, two_swap=two_swap, two_swap_out=two_swap_out,
+        max_passes=max_passes, max_phases=max_phases, relax_penalty=relax_penalty, max_iter=max_iter, fw_gap=fw_gap, seed=seed)
+    info = {**res.info[0], "seconds": res.seconds}
+    return torch.as_tensor(res.indices[0], device=inst.device), info["passes"], info
+
+
+def ws_multistart_sweep(inst: Instance, queries: Any, thetas: Any, **params: Any) -> tuple[BatchSelection, np.ndarray]:
+    """"fw_ws_ms" for every (query, theta) pair: Q queries x T thetas -> B = Q T problems.
+
+    queries : (Q, d) unit-norm query vectors (relevance E q, one GEMM) or a (Q, n) relevance
+    matrix. Returns (result, query index per problem); problem b is query b // T at thetas[b % T].
+    """
+    Qt = queries if isinstance(queries, torch.Tensor) else torch.as_tensor(np.asarray(queries))
+    if Qt.ndim != 2:
+        raise ValueError(f"queries must be 2-D ((Q, d) vectors or (Q, n) relevance), got shape {tuple(Qt.shape)}")
+    if Qt.shape[1] == inst.d and Qt.shape[1] != inst.n:
+        rel = matmul(inst.E, Qt.to(device=inst.device, dtype=inst.acc_dtype).contiguous().T).T
+    elif Qt.shape[1] == inst.n:
+        rel = Qt
+    else:
+        raise ValueError(f"queries must have {inst.d} (d) or {inst.n} (n) columns, got {Qt.shape[1]}")
+    th = np.asarray(thetas, dtype=np.float64).reshape(-1)
+    Q, T = rel.shape[0], th.size
+    res = ws_multistart_batch(inst, rel.repeat_interleave(T, dim=0), np.tile(th, Q), **params)
+    return res, np.repeat(np.arange(Q), T)

@@ -1,0 +1,148 @@
+"""The generation step against a fake OpenAI-compatible server on 127.0.0.1: the exact prompt
+text each template sends (written out here by hand from the cited sources), the reply cache,
+batching in order, extra context, and the clear error when no endpoint is configured."""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from divopt.experiments.generation import Generator, generate, generate_batch
+from divopt.experiments.llm import LLMNotConfigured, OpenAIChat
+from divopt.experiments.prompts import TEMPLATES, PromptTemplate, get_template
+
+
+class _Chat(BaseHTTPRequestHandler):
+    requests: list = []
+    lock = threading.Lock()
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with type(self).lock:
+            type(self).requests.append(body)
+        user = body["messages"][-1]["content"]
+        # a reply that is a function of the prompt, so order can be checked under concurrency
+        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": f"  re:{user[-30:]}  "}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
+    _Chat.requests = []
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+PASSAGES = ["Facebook bought Instagram in 2012.", "Instagram is a photo app."]
+
+
+def test_rgb_prompt_is_rgbs_instruction(server):
+    gen = Generator(OpenAIChat(server, "m", timeout=5), "rgb")
+    answer = gen.generate("Who acquired Instagram?", PASSAGES)
+    (req,) = _Chat.requests
+    assert req["messages"][0]["role"] == "system"
+    assert req["messages"][0]["content"].startswith("You are an accurate and reliable AI assistant")
+    assert "\u2019I can not answer the question because of the insufficient information in documents.\u2018" in \
+        req["messages"][0]["content"]
+    # RGB's instruction "Document:\n{DOCS} \n\nQuestion:\n{QUERY}" with the documents joined by newlines
+    assert req["messages"][1] == {"role": "user", "content": "Document:\nFacebook bought Instagram in 2012.\n"
+                                  "Instagram is a photo app. \n\nQuestion:\nWho acquired Instagram?"}
+    assert req["max_tokens"] == 256 and req["temperature"] == 0.0
+    assert answer == "re:" + req["messages"][1]["content"][-30:]  # stripped
+
+
+def test_mio_and_longbench_prompts(server):
+    client = OpenAIChat(server, "m", timeout=5)
+    Generator(client, "mio_llama3").generate("Who?", ["first doc", "second doc"])
+    mio = _Chat.requests[-1]
+    assert len(mio["messages"]) == 1 and mio["max_tokens"] == 500
+    content = mio["messages"][0]["content"]
+    assert content.startswith("You are a precise question-answering assistant. Based on the provided documents, "
+                              "answer the question with ONLY the direct answer.")
+    assert "Context Documents:\nDocument 1:\nfirst doc\n\nDocument 2:\nsecond doc\n\nQuestion: Who?\n\nInstructions:\n" \
+        in content and content.endswith("\n\nAnswer:")
+    Generator(client, "longbench_multidoc").generate("Where?", ["c1", "c2"])
+    lb = _Chat.requests[-1]
+    assert lb["messages"][0]["content"] == (
+        "Answer the question based on the given passages. Only give me the answer and do not output any other words."
+        "\n\nThe following are given passages.\nc1\n\nc2\n\nAnswer the question based on the given passages. Only "
+        "give me the answer and do not output any other words.\n\nQuestion: Where?\nAnswer:")
+    assert lb["max_tokens"] == 32
+    Generator(client, "dfrag").generate("Where?", ["c1", "c2"], extra_context=["plan: find X", "X"])
+    df = _Chat.requests[-1]
+    assert df["max_tokens"] == 50
+    assert "\nc1\n\nc2\n\nplan: find X\n\nX\n\nAnswer the question" in df["messages"][0]["content"]
+
+
+def test_alce_layout_with_titles(server):
+    Generator(OpenAIChat(server, "m", timeout=5), "alce_qampari").generate(
+        "Which cars did Autozam make?", [{"title": "Autozam", "text": "The Scrum."}, "The Clef."])
+    content = _Chat.requests[-1]["messages"][0]["content"]
+    assert content.endswith("\n\nQuestion: Which cars did Autozam make?\n\nDocument [1](Title: Autozam): The Scrum.\n"
+                            "Document [2](Title: ): The Clef.\n\nAnswer:")
+    assert content.startswith("Instruction: Provide a list of accurate answers for the given question")
+
+
+def test_cache_answers_repeats_without_requests(server, tmp_path):
+    cache = tmp_path / "replies.sqlite"
+    first = generate("Who acquired Instagram?", PASSAGES, "neutral", client=OpenAIChat(server, "m", cache=cache, timeout=5))
+    again = OpenAIChat(server, "m", cache=cache, timeout=5)  # another run, same cache file
+    assert generate("Who acquired Instagram?", PASSAGES, "neutral", client=again) == first
+    assert again.requests_sent == 0 and len(_Chat.requests) == 1
+    generate("Who acquired Instagram?", PASSAGES[:1], "neutral", client=again)  # a different prompt asks
+    assert again.requests_sent == 1
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_batch_keeps_order(server, workers):
+    questions = [f"question {i}?" for i in range(7)]
+    passages = [[f"passage {i}"] for i in range(7)]
+    client = OpenAIChat(server, "m", timeout=5)
+    got = generate_batch(questions, passages, "neutral", client=client, workers=workers, progress=False)
+    expected = [Generator(client, "neutral").messages(q, p)[-1]["content"][-30:] for q, p in zip(questions, passages)]
+    assert got == ["re:" + e for e in expected] and len(_Chat.requests) == 7
+    with pytest.raises(ValueError, match="one entry per question: got 7, 6"):
+        generate_batch(questions, passages[:6], client=client)
+
+
+def test_no_endpoint_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("DIVOPT_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("DIVOPT_LLM_MODEL", raising=False)
+    with pytest.raises(LLMNotConfigured, match="DIVOPT_LLM_BASE_URL.*DIVOPT_LLM_MODEL"):
+        generate("q", ["p"])
+    with pytest.raises(LLMNotConfigured):
+        Generator(template="rgb")
+
+
+def test_templates_registry_and_rendering_errors():
+    assert {"rgb", "dartboard", "mio_llama3", "longbench_multidoc", "dfrag", "alce_qampari", "alce_asqa", "ccbqp",
+            "neutral"} <= set(TEMPLATES)
+    for t in TEMPLATES.values():
+        assert t.source and "{question}" in t.user and "{passages}" in t.user
+    assert not TEMPLATES["ccbqp"].verbatim and not TEMPLATES["dfrag"].verbatim and TEMPLATES["rgb"].verbatim
+    own = PromptTemplate(name="mine", user="Q={question} P={passages}", passage="<{i}:{title}|{text}>", joiner=";")
+    assert get_template(own) is own
+    assert own.render("x {passages}", ["a", {"text": "b", "title": "T"}]) == [
+        {"role": "user", "content": "Q=x {passages} P=<1:|a>;<2:T|b>"}]  # no re-substitution of user text
+    with pytest.raises(ValueError, match="unknown template 'gpt'"):
+        get_template("gpt")
+    with pytest.raises(TypeError, match="passages must be a list of passages, got one string"):
+        own.render("q", "one string")
+    with pytest.raises(TypeError, match=r"passages\[0\] must be a string or a mapping"):
+        own.render("q", [3])
+    with pytest.raises(ValueError, match="max_tokens must be an integer >= 1"):
+        Generator(OpenAIChat("http://127.0.0.1:9/v1", "m"), max_tokens=0)

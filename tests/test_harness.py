@@ -1,0 +1,122 @@
+"""The experiment harness: gaps and hits against brute-force optima, atomic writes, run ids,
+query instances (checked against plain loops and hand-computed values)."""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from divopt.data import EmbeddedDataset
+from divopt.experiments import harness as H
+from divopt.models import Instance, ccbqp_objective
+
+
+def _instance(seed=0, n=9, d=5, k=3, theta=0.6):
+    rng = np.random.default_rng(seed)
+    E = rng.standard_normal((n, d))
+    q = rng.standard_normal(d)
+    return Instance(E, q, k=k, theta=theta, normalize=True)
+
+
+def test_proven_gap_and_hit_against_brute_force():
+    inst = _instance()
+    values = sorted(ccbqp_objective(inst, list(s)) for s in itertools.combinations(range(inst.n), inst.k))
+    opt, second = values[-1], values[-2]
+    rec = H.gap_record(second, optimum=opt, bound=opt, proven=True, k=3)
+    assert rec["gap"] == pytest.approx((opt - second) / 6, abs=1e-15) and rec["gap_kind"] == "exact"
+    assert rec["exact_hit"] is False and rec["gap_to_bound"] == pytest.approx(rec["gap"], abs=1e-15)
+    top = H.gap_record(opt, optimum=opt, bound=opt, proven=True, k=3)
+    assert top["gap"] == 0.0 and top["exact_hit"] is True
+    # within tol counts as a hit; the tolerance is on the normalized gap
+    assert H.gap_record(opt - 5e-8 * 6, optimum=opt, bound=opt, proven=True, k=3, tol=1e-7)["exact_hit"] is True
+
+
+def test_a_method_beating_the_incumbent_becomes_the_reference():
+    # a MIP "optimal" within its relative gap: the fast method's 10.001 is the best value known
+    best = H.best_known(10.0, [9.0, 10.001, None, float("nan")])
+    assert best == 10.001
+    exact_row = H.gap_record(10.0, optimum=best, bound=10.002, proven=True, k=2)
+    assert exact_row["gap"] == pytest.approx(0.001 / 2) and exact_row["exact_hit"] is False
+    assert H.gap_record(10.001, optimum=best, bound=10.002, proven=True, k=2)["gap"] == 0.0
+    assert H.best_known(None) == -np.inf
+
+
+def test_unproven_gap_is_an_upper_bound_and_the_hit_unknown():
+    rec = H.gap_record(7.0, optimum=7.5, bound=8.2, proven=False, k=3)
+    assert rec["gap_kind"] == "upper_bound" and rec["gap"] == pytest.approx(1.2 / 6)
+    assert rec["gap"] == rec["gap_to_bound"] and rec["exact_hit"] is pd.NA
+    meets = H.gap_record(8.2, optimum=8.2, bound=8.2, proven=False, k=3)
+    assert meets["exact_hit"] is True and meets["gap"] == 0.0
+    assert H.gap_record(8.2, optimum=8.2, bound=None, proven=False, k=3)["gap"] == np.inf
+    failed = H.gap_record(None, optimum=1.0, bound=1.0, proven=True, k=3)
+    assert np.isnan(failed["gap"]) and failed["gap_kind"] == "" and failed["exact_hit"] is pd.NA
+
+
+def test_quality_summary_matches_hand_aggregates():
+    df = pd.DataFrame({
+        "method": ["a", "a", "a", "b", "b"],
+        "gap": [0.0, 0.2, 0.4, 0.1, 0.3],
+        "exact_hit": pd.array([True, pd.NA, False, pd.NA, pd.NA], dtype="boolean"),
+        "gap_kind": ["exact", "upper_bound", "exact", "upper_bound", "upper_bound"],
+        "seconds": [1.0, 2.0, 6.0, 1.0, 1.0],
+    })
+    s = H.quality_summary(df).set_index("method")
+    assert s.loc["a", "hit_rate"] == 0.5  # over the rows whose hit is known
+    assert np.isnan(s.loc["b", "hit_rate"])
+    assert s.loc["a", "mean_gap"] == pytest.approx(0.2) and s.loc["a", "max_gap"] == pytest.approx(0.4)
+    assert s.loc["a", "p95_gap"] == pytest.approx(0.2 + 0.9 * 0.2)  # linear: position 0.95 * (3 - 1) = 1.9
+    assert s.loc["a", "median_seconds"] == 2.0 and s.loc["a", "mean_seconds"] == 3.0
+    assert s.loc["a", "rows"] == 3 and s.loc["a", "unproven"] == 1 and s.loc["b", "unproven"] == 2
+    assert "seconds" not in H.quality_summary(df.drop(columns="seconds")).columns.str.cat()
+
+
+def test_atomic_writes_leave_complete_files_or_none(tmp_path, monkeypatch):
+    df = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})
+    path = H.write_parquet(df, tmp_path / "sub" / "t.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(path), df)
+
+    def broken(table, where):
+        with open(where, "wb") as fh:
+            fh.write(b"PAR1 half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(H.pq, "write_table", broken)
+    with pytest.raises(OSError, match="disk full"):
+        H.write_parquet(pd.DataFrame({"a": [9]}), path)
+    pd.testing.assert_frame_equal(pd.read_parquet(path), df)  # the old file, untouched
+    assert sorted(p.name for p in path.parent.iterdir()) == ["t.parquet"]  # no temporary left
+    H.write_text('{"x": 1}', tmp_path / "c.json")
+    assert json.loads((tmp_path / "c.json").read_text()) == {"x": 1}
+
+
+def test_run_id_is_a_hash_of_the_config():
+    cfg = {"k": 5, "thetas": [0.5, 0.9], "dataset": "synthetic", "out": "/tmp/a"}
+    expected = hashlib.sha256(json.dumps({"dataset": "synthetic", "k": 5, "thetas": [0.5, 0.9]},
+                                         separators=(",", ":")).encode()).hexdigest()[:12]
+    assert H.run_id(cfg, exclude=("out",)) == expected
+    assert H.run_id(dict(reversed(list(cfg.items()))), exclude=["out"]) == expected  # key order is irrelevant
+    assert H.run_id({**cfg, "out": "/elsewhere"}, exclude=("out",)) == expected
+    assert H.run_id({**cfg, "k": 6}, exclude=("out",)) != expected
+
+
+def test_query_instance_pools_and_top_pool():
+    rng = np.random.default_rng(1)
+    E = rng.standard_normal((12, 4)).astype(np.float32)
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    Q = E[[0, 5]] + 0.1
+    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    ids = [f"d{i}" for i in range(12)]
+    data = EmbeddedDataset("t", "", E, Q, ["a", "b"], ids, pools=[np.arange(6), np.arange(6, 12)])
+    inst, rows = H.query_instance(data, 1)
+    assert rows.tolist() == list(range(6, 12)) and inst.ids.tolist() == ids[6:]
+    np.testing.assert_array_equal(inst.E.numpy(), E[6:])
+    inst, rows = H.query_instance(data, 1, pool=3)
+    scores = [(float(E[i] @ Q[1]), i) for i in range(6, 12)]
+    assert rows.tolist() == [i for _, i in sorted(scores, key=lambda t: -t[0])[:3]]
+    whole = EmbeddedDataset("t", "", E, Q, ["a", "b"], ids)
+    inst, rows = H.query_instance(whole, 0)
+    assert rows.tolist() == list(range(12)) and inst.n == 12 and inst.k == 1 and inst.theta == 1.0

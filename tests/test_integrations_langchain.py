@@ -1,0 +1,206 @@
+"""divopt's LangChain retriever and drop-in MMR against independent truths: select() on the
+same vectors computed here by brute force, and LangChain's own MMR (the published library)."""
+import asyncio
+
+import numpy as np
+import pytest
+
+pytest.importorskip("langchain_core")
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+from langchain_core.vectorstores.utils import maximal_marginal_relevance as lc_mmr
+from pydantic import ValidationError
+
+from divopt.integrations.langchain import DivoptRetriever, maximal_marginal_relevance, select_documents
+from divopt.models import Instance
+from divopt.solvers import select
+
+from integration_fakes import QUERY, corpus, cosine, hash_embed
+
+
+class HashEmbedding(Embeddings):
+    """LangChain face of the deterministic fake embedding (tests/integration_fakes.py)."""
+
+    def embed_documents(self, texts):
+        return [hash_embed(t) for t in texts]
+
+    def embed_query(self, text):
+        return hash_embed(text)
+
+
+def make_store(seed=0):
+    texts, meta = corpus(seed)
+    store = InMemoryVectorStore(embedding=HashEmbedding())
+    store.add_texts(texts, metadatas=meta, ids=[f"id{i}" for i in range(len(texts))])
+    return store, texts, meta
+
+
+def expected_texts(texts, query, fetch_k, k, method, theta, keep=None, order="selection"):
+    """Truth written here: cosine by numpy over the whole corpus, top fetch_k, then select()."""
+    emb = HashEmbedding()
+    rows = [i for i in range(len(texts)) if keep is None or keep(i)]
+    E = np.asarray(emb.embed_documents([texts[i] for i in rows]))
+    q = np.asarray(emb.embed_query(query))
+    cos = cosine(E, q)
+    top = np.argsort(-cos)[:fetch_k]
+    assert len(np.unique(np.round(cos[top], 12))) == len(top), "ties would make the fetch order ambiguous"
+    sel = select(Instance(E[top], q, k=min(k, len(top)), theta=theta, normalize=True), method).indices
+    if order == "relevance":
+        sel = sel[np.argsort(-cos[top][sel], kind="stable")]
+    return [texts[rows[top[i]]] for i in sel], cos[top][sel]
+
+
+@pytest.mark.parametrize("method", ["mmr", "fw", "fw_ms", "dpp", "gmmr", "dartboard", "topk"])
+@pytest.mark.parametrize("theta", [0.3, 0.7])
+def test_retriever_picks_equal_select_on_the_same_vectors(method, theta):
+    store, texts, _ = make_store()
+    r = DivoptRetriever(vectorstore=store, k=5, fetch_k=20, method=method, theta=theta)
+    docs = r.invoke(QUERY)
+    want, cos = expected_texts(texts, QUERY, 20, 5, method, theta)
+    assert [d.page_content for d in docs] == want
+    assert [d.metadata["divopt_rank"] for d in docs] == list(range(5))
+    np.testing.assert_allclose([d.metadata["score"] for d in docs], cos, atol=1e-9)
+    assert {d.metadata["divopt_method"] for d in docs} == {method}
+    assert all("topic" in d.metadata for d in docs)  # the store's metadata is kept
+
+
+@pytest.mark.parametrize("theta", [0.0, 0.5, 0.9])
+def test_retriever_mmr_equals_langchain_mmr_search(theta):
+    store, _, _ = make_store(seed=1)
+    ours = DivoptRetriever(vectorstore=store, k=6, fetch_k=25, method="mmr", theta=theta).invoke(QUERY)
+    theirs = store.max_marginal_relevance_search(QUERY, k=6, fetch_k=25, lambda_mult=theta)
+    assert [d.id for d in ours] == [d.id for d in theirs]
+
+
+def test_relevance_order_sorts_the_chosen_set():
+    store, texts, _ = make_store()
+    docs = DivoptRetriever(vectorstore=store, k=5, fetch_k=20, method="fw", theta=0.5, order="relevance").invoke(QUERY)
+    want, cos = expected_texts(texts, QUERY, 20, 5, "fw", 0.5, order="relevance")
+    assert [d.page_content for d in docs] == want
+    assert np.all(np.diff(cos) <= 0)
+
+
+class OpaqueStore(VectorStore):
+    """A store that never hands out vectors (like most remote stores); optionally without
+    similarity_search_by_vector, to exercise the text-search fallback."""
+
+    def __init__(self, inner: InMemoryVectorStore, by_vector: bool = True):
+        self.inner, self.by_vector = inner, by_vector
+
+    @property
+    def embeddings(self):
+        return self.inner.embedding
+
+    def add_texts(self, texts, metadatas=None, **kwargs):
+        return self.inner.add_texts(texts, metadatas, **kwargs)
+
+    @classmethod
+    def from_texts(cls, texts, embedding, metadatas=None, **kwargs):
+        raise NotImplementedError
+
+    def similarity_search(self, query, k=4, **kwargs):
+        return self.inner.similarity_search(query, k=k, **kwargs)
+
+    def similarity_search_by_vector(self, embedding, k=4, **kwargs):
+        if not self.by_vector:
+            raise NotImplementedError
+        return self.inner.similarity_search_by_vector(embedding, k=k, **kwargs)
+
+
+@pytest.mark.parametrize("by_vector", [True, False])
+def test_stores_without_vectors_are_reembedded(by_vector):
+    store, texts, _ = make_store()
+    opaque = OpaqueStore(store, by_vector=by_vector)
+    docs = DivoptRetriever(vectorstore=opaque, k=5, fetch_k=20, method="fw_ms", theta=0.5).invoke(QUERY)
+    assert [d.page_content for d in docs] == expected_texts(texts, QUERY, 20, 5, "fw_ms", 0.5)[0]
+    with pytest.raises(ValidationError, match="does not expose its vectors"):
+        DivoptRetriever(vectorstore=opaque, vectors="store")
+
+
+def test_reembed_equals_stored_vectors_for_a_deterministic_model():
+    store, _, _ = make_store()
+    a = DivoptRetriever(vectorstore=store, k=5, method="dpp", vectors="store").invoke(QUERY)
+    b = DivoptRetriever(vectorstore=store, k=5, method="dpp", vectors="reembed").invoke(QUERY)
+    assert [d.id for d in a] == [d.id for d in b]
+
+
+def test_precomputed_candidates_equal_the_store():
+    store, texts, meta = make_store()
+    docs = [Document(id=f"id{i}", page_content=t, metadata=m) for i, (t, m) in enumerate(zip(texts, meta))]
+    E = np.asarray(HashEmbedding().embed_documents(texts))
+    pre = DivoptRetriever(documents=docs, document_embeddings=E, embedding=HashEmbedding(), k=5, fetch_k=20,
+                          method="gmmr", theta=0.6)
+    via_store = DivoptRetriever(vectorstore=store, k=5, fetch_k=20, method="gmmr", theta=0.6)
+    assert [d.id for d in pre.invoke(QUERY)] == [d.id for d in via_store.invoke(QUERY)]
+    # select_documents on the fetched candidates: same documents, store documents untouched
+    q = HashEmbedding().embed_query(QUERY)
+    picked = select_documents(q, docs, E, k=3, theta=0.6, method="mmr")
+    assert [d.page_content for d in picked] == [texts[i] for i in lc_mmr(np.array(q), list(E), 0.6, 3)]
+    assert "score" not in docs[0].metadata and "score" not in store.store["id0"]["metadata"]
+
+
+def test_search_kwargs_reach_the_store():
+    store, texts, meta = make_store()
+    keep = lambda doc: doc.metadata["topic"] != 0
+    docs = DivoptRetriever(vectorstore=store, k=5, fetch_k=15, method="fw", theta=0.4,
+                           search_kwargs={"filter": keep}).invoke(QUERY)
+    assert all(d.metadata["topic"] != 0 for d in docs)
+    want = expected_texts(texts, QUERY, 15, 5, "fw", 0.4, keep=lambda i: meta[i]["topic"] != 0)[0]
+    assert [d.page_content for d in docs] == want
+
+
+def test_fewer_candidates_than_k_and_async():
+    store = InMemoryVectorStore(embedding=HashEmbedding())
+    store.add_texts(["alpha beta", "gamma delta", "alpha gamma"])
+    r = DivoptRetriever(vectorstore=store, k=5, fetch_k=10, method="fw_ms")
+    assert sorted(d.page_content for d in r.invoke("alpha")) == ["alpha beta", "alpha gamma", "gamma delta"]
+    assert len(asyncio.run(r.ainvoke("alpha"))) == 3
+    assert DivoptRetriever(vectorstore=InMemoryVectorStore(embedding=HashEmbedding())).invoke("x") == []
+
+
+def test_bad_configuration_is_one_clear_error():
+    store, _, _ = make_store()
+    cases = [
+        ({"method": "nope"}, "unknown method 'nope'"),
+        ({"method": "mmr", "method_params": {"max_iter": 3}}, "do not fit method 'mmr'"),
+        ({"theta": 1.5}, r"theta must lie in \[0, 1\]"),
+        ({"k": 5, "fetch_k": 3}, "fetch_k must be >= k = 5"),
+        ({"order": "random"}, "order"),
+        ({"fetch_kk": 3}, "fetch_kk"),  # typos are refused, not ignored
+    ]
+    for kwargs, msg in cases:
+        with pytest.raises(ValidationError, match=msg):
+            DivoptRetriever(vectorstore=store, **kwargs)
+    with pytest.raises(ValidationError, match="exactly one of vectorstore"):
+        DivoptRetriever()
+    with pytest.raises(ValidationError, match=r"document_embeddings must have shape \(2, d\)"):
+        DivoptRetriever(documents=[Document(page_content="a"), Document(page_content="b")],
+                        document_embeddings=np.ones((3, 4)), embedding=HashEmbedding())
+    with pytest.raises(ValidationError, match="no model to embed the query"):
+        DivoptRetriever(documents=[Document(page_content="a")], document_embeddings=np.ones((1, 4)))
+
+
+# --- the drop-in maximal_marginal_relevance ----------------------------------------------------
+@pytest.mark.parametrize("seed", range(12))
+def test_drop_in_equals_langchain_mmr_on_random_cases(seed):
+    rng = np.random.default_rng(seed)
+    n, d = int(rng.integers(1, 40)), int(rng.integers(2, 24))
+    k = int(rng.integers(0, n + 3))  # includes k = 0 and k > n
+    lam = float(rng.choice([0.0, 1.0, rng.uniform()]))
+    # unnormalized vectors with spread norms, as stores hand them over; lists as LangChain takes them
+    E = (rng.standard_normal((n, d)) * rng.uniform(0.1, 5, size=(n, 1))).tolist()
+    q = rng.standard_normal(d) * 3
+    q_arg = q[None, :] if seed % 2 else q  # LangChain accepts (d,) and (1, d)
+    assert maximal_marginal_relevance(q_arg, E, lambda_mult=lam, k=k) == lc_mmr(q_arg, E, lambda_mult=lam, k=k)
+
+
+def test_drop_in_defaults_and_other_methods():
+    rng = np.random.default_rng(7)
+    E, q = rng.standard_normal((30, 8)), rng.standard_normal(8)
+    assert maximal_marginal_relevance(q, list(E)) == lc_mmr(q, list(E))  # lambda 0.5, k 4
+    for method in ["fw", "dpp", "vrsd"]:
+        want = select(Instance(E, q, k=4, theta=0.5, normalize=True), method).indices.tolist()
+        assert maximal_marginal_relevance(q, list(E), 0.5, 4, method=method) == want
+    with pytest.raises(ValueError, match="row 2 is all zeros"):
+        maximal_marginal_relevance(q, [E[0], E[1], np.zeros(8)], 0.5, 2)

@@ -1,0 +1,57 @@
+"""Lazy MMR ("mmr_lazy"): the picks of LangChain's maximal_marginal_relevance and of "mmr"."""
+import numpy as np
+import pytest
+import torch
+
+from conftest import planted_duplicates, random_unit, unit_query
+from divopt.models import Instance
+from divopt.solvers import select
+
+lc = pytest.importorskip("langchain_core.vectorstores.utils")
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("theta", [0.0, 0.3, 0.5, 0.8, 1.0])
+def test_lazy_mmr_equals_langchain(seed, theta):
+    E, q = random_unit(300, 16, seed), unit_query(16, seed)
+    k = 12
+    ours = select(Instance(E, q, k=k, theta=theta), "mmr_lazy")
+    theirs = lc.maximal_marginal_relevance(q, list(E), lambda_mult=theta, k=k)
+    assert ours.indices.tolist() == [int(i) for i in theirs]
+
+
+@pytest.mark.parametrize("block", [1, 7, 64])
+def test_lazy_mmr_equals_eager_on_near_duplicates(block):
+    # clusters of near-duplicates make most bounds stale after each pick
+    for seed in range(3):
+        E = planted_duplicates(30, 8, 24, seed)
+        for theta in (0.2, 0.6, 0.9):
+            inst = Instance(E.astype(np.float32), unit_query(24, seed).astype(np.float32), k=20, theta=theta,
+                            normalize=True)
+            lazy = select(inst, "mmr_lazy", block=block)
+            assert lazy.indices.tolist() == select(inst, "mmr").indices.tolist()
+            assert lazy.info["refreshed"] >= inst.k - 1
+
+
+def test_lazy_mmr_reads_few_rows_and_validates_block():
+    E, q = random_unit(4000, 32, 0), unit_query(32, 0)
+    inst = Instance(E, q, k=30, theta=0.7)
+    sel = select(inst, "mmr_lazy")
+    assert sel.indices.tolist() == select(inst, "mmr").indices.tolist()
+    assert sel.info["refreshed"] < (inst.k - 1) * inst.n / 4  # the eager method reads (k-1) n rows
+    with pytest.raises(ValueError, match="block"):
+        select(inst, "mmr_lazy", block=0)
+
+
+def test_lazy_mmr_whole_pool_and_k1():
+    E, q = random_unit(9, 5, 1), unit_query(5, 1)
+    assert sorted(select(Instance(E, q, k=9, theta=0.4), "mmr_lazy").indices.tolist()) == list(range(9))
+    assert select(Instance(E, q, k=1, theta=0.4), "mmr_lazy").indices.tolist() == [int(np.argmax(E @ q))]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_lazy_mmr_on_cuda_half():
+    E, q = random_unit(2000, 64, 3, dtype=np.float32), unit_query(64, 3).astype(np.float32)
+    inst = Instance(torch.as_tensor(E).cuda().half(), torch.as_tensor(q).cuda(), k=25, theta=0.6, normalize=True)
+    lazy = select(inst, "mmr_lazy")
+    assert lazy.indices.tolist() == select(inst, "mmr").indices.tolist()

@@ -1,0 +1,117 @@
+"""fw_ws_ms (shortlist multistart, certified on the pool) and its Gram search: brute force and
+plain transcriptions are the truth."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import planted_duplicates, random_unit, unit_query
+from divopt.models import Instance, ccbqp_objective
+from divopt.solvers import select
+from divopt.solvers.gram_search import GramSearch
+from divopt.solvers.ws_multistart import ws_multistart_batch, ws_multistart_sweep
+from test_frank_wolfe import algorithm1_transcription
+from test_local_search import brute_best_swap
+
+
+def brute_optimum(inst):
+    return max(ccbqp_objective(inst, list(S)) for S in itertools.combinations(range(inst.n), inst.k))
+
+
+def test_whole_small_pool_is_mostly_optimal_and_one_swap_optimal():
+    hits = total = 0
+    for s in range(2):
+        for E, d in ((random_unit(14, 5, s), 5), (planted_duplicates(4, 4, 6, s), 6)):
+            for th in (0.2, 0.5, 0.8):
+                inst = Instance(E, unit_query(d, s), k=4, theta=th)
+                sel = select(inst, "fw_ws_ms")
+                assert sel.info["passes"] == 0 and sel.info["one_swap_optimal"]
+                assert brute_best_swap(inst, sel.indices) <= 1e-9 * 12
+                opt = brute_optimum(inst)
+                assert sel.objective <= opt + 1e-9
+                hits += sel.objective >= opt - 1e-9
+                total += 1
+    assert hits / total >= 0.9, f"fw_ws_ms hit the brute-force optimum on {hits}/{total} tiny instances"
+
+
+@pytest.mark.parametrize("theta", [0.1, 0.4, 0.8])
+def test_shortlist_path_is_certified_one_swap_optimal_on_the_whole_pool(theta):
+    E = planted_duplicates(30, 6, 8, 2)  # 180 rows, searched through pools of 20
+    inst = Instance(E, unit_query(8, 2), k=5, theta=theta)
+    sel = select(inst, "fw_ws_ms", pool_size=20)
+    assert sel.info["passes"] >= 1 and sel.info["one_swap_optimal"]
+    assert brute_best_swap(inst, sel.indices) <= 1e-9 * 20
+    assert set(sel.info["seconds"]) >= {"shortlist", "gram", "starts", "ls", "perturb", "two_swap", "certify"}
+    again = select(inst, "fw_ws_ms", pool_size=20)
+    assert again.indices.tolist() == sel.indices.tolist()  # deterministic for a seed
+
+
+def test_batch_and_sweep_equal_single_runs():
+    E = planted_duplicates(40, 6, 10, 4)
+    Q = np.stack([unit_query(10, 50 + i) for i in range(3)])
+    thetas = [0.2, 0.5, 0.9]
+    base = Instance(E, Q[0], k=6, theta=0.5)
+    res, qi = ws_multistart_sweep(base, Q, thetas, pool_size=40)
+    assert res.indices.shape == (9, 6) and qi.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    for b in range(9):
+        single = select(Instance(E, Q[qi[b]], k=6, theta=res.thetas[b]), "fw_ws_ms", pool_size=40)
+        assert single.indices.tolist() == res.indices[b].tolist()
+        assert res.objectives[b] == pytest.approx(single.objective, abs=1e-12)
+        assert res.info[b]["passes"] == single.info["passes"]
+    rel = torch.as_tensor(E @ Q.T).T
+    with pytest.raises(ValueError, match=r"relevance must have shape \(B, 240\)"):
+        ws_multistart_batch(base, rel[:, :5], [0.5, 0.5, 0.5])
+    with pytest.raises(ValueError, match="thetas must have shape"):
+        ws_multistart_batch(base, rel, [0.5])
+    with pytest.raises(ValueError, match="pool_size"):
+        select(base, "fw_ws_ms", pool_size=3)
+    with pytest.raises(ValueError, match="patience"):
+        select(base, "fw_ws_ms", patience=-1)
+
+
+def test_gram_local_search_batch_is_one_swap_optimal_per_set():
+    inst = Instance(planted_duplicates(6, 4, 8, 1), unit_query(8, 1), k=4, theta=0.35)
+    gs = GramSearch.from_instance(inst, 1e-12)
+    rng = np.random.default_rng(0)
+    starts = np.stack([rng.choice(inst.n, 4, replace=False) for _ in range(5)])
+    S, f = gs.ls_batch(starts)
+    for s, fs, s0 in zip(S, f, starts):
+        assert fs == pytest.approx(ccbqp_objective(inst, s), abs=1e-12)
+        assert fs >= ccbqp_objective(inst, s0) - 1e-12
+        assert brute_best_swap(inst, s) <= 1e-9
+        single, f1 = gs.ls(s0)  # a set searched alone ends where it ends in the batch
+        assert single.tolist() == s.tolist() and f1 == fs
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_gram_fw_from_uniform_is_algorithm_1(seed):
+    # FW on the Gram matrix follows the paper's iterates: the float64 transcription of Algorithm 1
+    n, k = 40 + 7 * seed, 3 + seed % 4
+    E = random_unit(n, 6, seed)
+    q = unit_query(6, seed)
+    for theta in (0.0, 0.4, 0.9):
+        ref_set, _ = algorithm1_transcription(E, q, k, theta)
+        gs = GramSearch.from_instance(Instance(E, q, k=k, theta=theta), 1e-9)
+        S = gs.fw(np.full((1, 1, n), k / n), max_iter=200)[0, 0]
+        assert set(S.tolist()) == ref_set
+
+
+def test_gram_greedy_matches_plain_loop():
+    inst = Instance(random_unit(25, 6, 4), unit_query(6, 4), k=5, theta=0.6)
+    S = []
+    for _ in range(5):  # plain loop: add the item that increases f(S) the most
+        gains = [ccbqp_objective(inst, S + [j], any_size=True) if j not in S else -np.inf for j in range(25)]
+        S.append(int(np.argmax(gains)))
+    assert GramSearch.from_instance(inst, 1e-12).greedy()[0].tolist() == S
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_fw_ws_ms_on_cuda_half_storage():
+    E = planted_duplicates(200, 10, 32, 5).astype(np.float32)
+    q = unit_query(32, 5).astype(np.float32)
+    cpu = Instance(E, q, k=8, theta=0.5, normalize=True)
+    gpu = cpu.to("cuda", torch.float16)
+    sel = select(gpu, "fw_ws_ms", pool_size=64)
+    assert sel.info["one_swap_optimal"]
+    assert sel.objective >= select(cpu, "fw", ).objective - 1e-3
