@@ -7,7 +7,10 @@
 2. an incumbent: the best of the fast selectors on P (a lower bound on OPT);
 3. incumbent screening and the pair bound (:func:`divopt.solvers.screening.incumbent_screen`);
 4. upper bounds on OPT (:func:`divopt.solvers.bounds.upper_bound`, the pair bound);
-5. an exact solve of P when it is small (:func:`divopt.solvers.exact.exact_optimum`).
+5. an exact solve of P when it is small enough (:func:`divopt.solvers.exact.exact_optimum`):
+   Gurobi when its licence takes P, else divopt's own branch-and-bound (:mod:`divopt.solvers.bnb`),
+   whose root adds the stronger screening: reduced-cost fixing of items from its convexified
+   (QCR/DNN) relaxation, per-item bounds that remove most of a large survivor pool.
 
 The query is certified when the incumbent is proven optimal or meets the upper bound; otherwise
 the certificate reports the bound and the normalized bound gap (UB - f) / (k (k-1)).
@@ -84,7 +87,7 @@ class FullScaleCertificate:
 def certify_full_scale(
     inst: Instance,
     *,
-    max_exact: int = 150,
+    max_exact: int = 1000,
     exact_solver: str = "auto",
     time_limit: float | None = DEFAULT_TIME_LIMIT,
     incumbent_methods: tuple[str, ...] = ("fw_ls", "mmr_ls", "gmmr_ls", "fw", "mmr"),
@@ -99,8 +102,10 @@ def certify_full_scale(
     3. when |P| <= ``exact_below``: incumbent screening (:func:`incumbent_screen`) shrinks P further
        and gives the pair bound;
     4. upper bound on OPT(P) = OPT: min(concave FW bound, item bound, pair bound) on P;
-    5. if |P| <= max_exact, solve P exactly (``exact_solver``, ``time_limit``); a proven optimum
-       certifies the query; a time limit only tightens the bound.
+    5. if |P| <= max_exact, solve P exactly (``exact_solver``, ``time_limit``; "auto" is Gurobi
+       while P fits its licence, else divopt's branch-and-bound, which has no size limit: hence
+       the default 1000, 150 before it existed); a proven optimum certifies the query; a time
+       limit only tightens the bound (the engine's proven bound).
     The query is :data:`CERTIFIED` iff the best incumbent is proven optimal (a MIP solver: within
     its 1e-4 relative gap) or meets the bound within 1e-6 k(k-1).
     ``fw_max_iter`` caps the concave FW bound (one GEMV per iteration; the bound is valid at any

@@ -29,12 +29,14 @@ from divopt.models.runner import (
     ABS_GAP_TOL,
     OPTIMALITY_GAP,
     SOLVERS,
+    ModelSize,
     Result,
     SolveConfig,
     SolverRefused,
     available_solvers,
     relative_gap,
     solve,
+    solver_refusal,
 )
 from divopt.models.validation import check_choice, check_nonnegative
 from divopt.solvers.bnb import branch_and_bound
@@ -86,8 +88,8 @@ def solve_exact(
     solver : "gurobi", "scip", "highs", "bnb" (divopt's own branch-and-bound,
         :mod:`divopt.solvers.bnb`; needs no licence and has no size limit) or "auto". With
         formulation "auto", "auto" is Gurobi when it is installed and its model fits the licence
-        (measured on the built model by the runner, :func:`divopt.models.runner.model_size`;
-        MIQP: n <= 200 with the pip licence), else "bnb" (10x+ faster than SCIP and HiGHS on the
+        (the runner's licence rule, :func:`divopt.models.runner.solver_refusal`, on the Gram
+        MIQP's size: n binaries, one row; MIQP: n <= 200 with the pip licence), else "bnb" (10x+ faster than SCIP and HiGHS on the
         exact benchmark, ``experiments/results/exact/TABLES.md``). With an explicit MIP
         formulation, "auto" is the first installed MIP solver (gurobi -> scip -> highs) that takes
         it. An explicit solver that cannot take the model raises
@@ -121,16 +123,22 @@ def solve_exact(
     if solver == "auto" and formulation in ("auto", "qcr_dnn"):
         solver = "bnb"
         if formulation == "auto" and "gurobi" in avail:
-            # Gurobi when its (measured) model fits the licence: fastest where it may run
-            model = build_ccbqp(instance, DEFAULT_FORMULATION["gurobi"], rlt=rlt)
-            build_seconds = time.perf_counter() - started
-            try:
-                r = solve(model, "gurobi", config=config, warm_start=warm_start, started=started)
-            except SolverRefused as exc:
-                warnings.warn(f"Gurobi skipped: {exc.reason}; using divopt's branch-and-bound (bnb)",
-                              RuntimeWarning, stacklevel=2)
-            else:
-                return _finish(instance, r, DEFAULT_FORMULATION["gurobi"], build_seconds, started)
+            # Gurobi when its model fits the licence (fastest where it may run). The Gram MIQP has n
+            # binaries and one row (mip_ccbqp); the runner's licence rule judges that size before
+            # building it, since building costs O(n^2) Pyomo terms (16 s at n = 1000) that bnb
+            # does not need; the runner measures the built model again and catches Gurobi's own
+            # refusal (second line of defence).
+            why = _gram_refusal("gurobi", instance, DEFAULT_FORMULATION["gurobi"])
+            if why is None:
+                model = build_ccbqp(instance, DEFAULT_FORMULATION["gurobi"], rlt=rlt)
+                build_seconds = time.perf_counter() - started
+                try:
+                    r = solve(model, "gurobi", config=config, warm_start=warm_start, started=started)
+                except SolverRefused as exc:
+                    why = exc.reason
+                else:
+                    return _finish(instance, r, DEFAULT_FORMULATION["gurobi"], build_seconds, started)
+            warnings.warn(f"Gurobi skipped: {why}; using divopt's branch-and-bound (bnb)", RuntimeWarning, stacklevel=2)
     if solver == "bnb":
         return _solve_bnb(instance, config, warm_start=warm_start, started=started)
     if solver == "auto" and not avail:
@@ -141,6 +149,12 @@ def solve_exact(
     refused: dict[str, str] = {}
     for s in avail if solver == "auto" else [solver]:
         form = DEFAULT_FORMULATION[s] if formulation == "auto" else formulation
+        why = _gram_refusal(s, instance, form)
+        if why is not None:  # known before an O(n^2) build (and the QCR SDP)
+            if solver != "auto":
+                raise SolverRefused(s, why, f"use solver 'bnb' (no size limit) or 'scip' / 'highs' (available: {avail})")
+            refused[s] = why
+            continue
         if form not in built:
             t0 = time.perf_counter()
             model = _build(instance, form, rlt)
@@ -161,6 +175,16 @@ def solve_exact(
     if form in QCR_FORMULATIONS:
         r.info["qcr_seconds"] = model.info.details["qcr_seconds"]  # the SDP, part of build_seconds
     return _finish(instance, r, form, build_seconds, started)
+
+
+def _gram_refusal(solver: str, instance: Instance, formulation: str) -> str | None:
+    """The runner's licence rule (:func:`~divopt.models.runner.solver_refusal`) on the size of the
+    Gram-form MIQPs ("miqp", "qcr": n binaries, one row, quadratic when theta < 1), judged before
+    building them; other formulations are measured by the runner once built."""
+    if formulation not in ("miqp", "qcr"):
+        return None
+    quadratic = instance.theta < 1
+    return solver_refusal(solver, ModelSize(instance.n, instance.n, 1, quadratic, quadratic))
 
 
 def _build(instance: Instance, formulation: str, rlt: bool):
