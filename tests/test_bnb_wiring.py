@@ -105,3 +105,11 @@ def test_full_scale_certificate_with_bnb_on_the_survivors(theta):
     assert cert.certified and cert.info["exact_solver"] in ("bnb", "brute", "rule")
     assert cert.incumbent_objective == pytest.approx(opt, abs=1e-7)
     assert cert.upper_bound >= opt - 1e-9
+
+
+def test_fullscale_bench_bad_input_is_exit_code_2(capsys):
+    from divopt.experiments import bench_fullscale
+
+    assert bench_fullscale.main(["--queries", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--queries" in err and "got 0" in err and "Traceback" not in err
