@@ -40,7 +40,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--theta", type=float, nargs="+", default=[0.5, 0.9], help="relevance-diversity trade-offs")
     p.add_argument("--full", action="store_true", help="the full grid n={50,100,200}, k={5,10,20}, theta={.3,.5,.7,.9}")
     p.add_argument("--queries", type=int, default=2, help="number of query words (from the ambiguity benchmark)")
-    p.add_argument("--solvers", nargs="+", default=None, help="solvers to time (default: every installed one)")
+    p.add_argument("--query-offset", type=int, default=0,
+                   help="skip this many query words first (held-out words for reported runs)")
+    p.add_argument("--solvers", nargs="+", default=None,
+                   help="solvers to time, optionally as solver/formulation (e.g. gurobi/qcr); default: every "
+                        "installed one and divopt's bnb")
     p.add_argument("--formulation", default="auto", help="CCBQP formulation for every solver (default: each solver's own)")
     p.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve")
     p.add_argument("--threads", type=int, default=None, help="solver threads (default: solver's own)")
@@ -56,7 +60,8 @@ def load_corpus(n_queries: int, extra: int, seed: int, cache_dir: str | None):
     """(passage embeddings P, query embeddings Q, query words, number of passages)."""
     data = load_dataset({"name": "wordnet", "distractors": extra, "seed": seed, "embed_cache": cache_dir})
     if n_queries > data.n_queries:
-        raise ValueError(f"--queries must be <= {data.n_queries} (the ambiguity benchmark's words), got {n_queries}")
+        raise ValueError(f"--queries (+ --query-offset) must be <= {data.n_queries} (the ambiguity benchmark's "
+                         f"words), got {n_queries}")
     words = data.query_texts[:n_queries]
     return (np.asarray(data.E, dtype=np.float64), np.asarray(data.Q[:n_queries], dtype=np.float64), words,
             data.E.shape[0])
@@ -64,29 +69,35 @@ def load_corpus(n_queries: int, extra: int, seed: int, cache_dir: str | None):
 
 def run(args) -> pd.DataFrame:
     grid = FULL_GRID if args.full else {"n": args.n, "k": args.k, "theta": args.theta}
-    solvers = args.solvers or available_solvers()
-    unknown = sorted(set(solvers) - set(available_solvers()))
+    engines = available_solvers() + ["bnb"]  # divopt's own branch-and-bound needs no licence
+    specs = [tuple(x.split("/", 1)) if "/" in x else (x, args.formulation) for x in (args.solvers or engines)]
+    unknown = sorted({s for s, _ in specs} - set(engines))
     if unknown:
-        raise ValueError(f"--solvers {unknown} not installed; available: {available_solvers()}")
+        raise ValueError(f"--solvers {unknown} not installed; available: {engines}")
     if args.time_limit <= 0:
         raise ValueError(f"--time-limit must be > 0, got {args.time_limit}")
-    P, Q, words, n_pass = load_corpus(args.queries, args.extra_glosses, args.seed, args.cache_dir)
+    offset = getattr(args, "query_offset", 0)
+    if offset < 0:
+        raise ValueError(f"--query-offset must be >= 0, got {offset}")
+    P, Q, words, n_pass = load_corpus(offset + args.queries, args.extra_glosses, args.seed, args.cache_dir)
+    Q, words = Q[offset:], words[offset:]
     run_id = harness.run_id(vars(args), exclude=("out", "log_dir", "cache_dir"))
     machine = f"{platform.processor() or platform.machine()} x{os.cpu_count()} cores"
     jobs = [(qi, n, k, th, s) for qi in range(len(words)) for n in grid["n"] for k in grid["k"]
-            for th in grid["theta"] for s in solvers if k < n]
+            for th in grid["theta"] for s in specs if k < n]
     rows = []
     bar = tqdm(jobs, desc="bench exact", unit="solve")
-    for qi, n, k, th, s in bar:
+    for qi, n, k, th, (s, form) in bar:
         full = Instance(P, Q[qi], k=k, theta=th, normalize=True)
         inst, orig = full.top_n(min(n, full.n))
-        form = DEFAULT_FORMULATION[s] if args.formulation == "auto" else args.formulation
+        form = DEFAULT_FORMULATION[s] if form == "auto" else form
         row = dict(run_id=run_id, dataset=f"wordnet-glosses-{n_pass}", query=words[qi], method=f"{s}/{form}",
                    solver=s, formulation=form, n=n, k=k, theta=th, time_limit=args.time_limit,
-                   threads=args.threads, warm_start=args.warm_start, machine=machine)
+                   threads=args.threads, warm_start=args.warm_start, machine=machine,
+                   load_avg_1min=os.getloadavg()[0])
         bar.set_postfix_str(f"{words[qi]} n={n} k={k} theta={th} {s}")
         warm = select(inst, "fw") if args.warm_start == "fw" else None
-        log = None if args.log_dir is None else str(Path(args.log_dir) / f"{run_id}_{qi}_{n}_{k}_{th}_{s}.log")
+        log = None if args.log_dir is None else str(Path(args.log_dir) / f"{run_id}_{qi}_{n}_{k}_{th}_{s}_{form}.log")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
@@ -100,7 +111,8 @@ def run(args) -> pd.DataFrame:
             "bound": r.bound, "gap": r.gap,
             "normalized_gap": (r.bound - r.objective) / objective_scale(k)
             if r.bound is not None and r.objective is not None else np.nan,
-            "seconds": r.seconds, "build_seconds": r.info.get("build_seconds"),
+            "seconds": r.seconds, "wall_seconds": r.info.get("wall_seconds", r.seconds),
+            "build_seconds": r.info.get("build_seconds"),
             "nodes": r.info.get("nodes"), "n_vars": r.info.get("n_vars"),
             "n_constraints": r.info.get("n_constraints"), "solver_version": r.info.get("solver_version"),
             "selected": " ".join(str(int(orig[i])) for i in r.indices), "message": r.message,
@@ -116,15 +128,17 @@ def run(args) -> pd.DataFrame:
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Median seconds to proof (censored at the time limit) and proof rate per (solver, n, k)."""
+    """Median wall seconds to proof (the whole call, model building and the QCR SDP included;
+    censored at the time limit) and proof rate per (solver, n, k)."""
     d = df[df["status"] != "skipped"].copy()
-    d["seconds_censored"] = np.where(d["proven_optimal"] == True, d["seconds"], np.inf)  # noqa: E712
+    wall = d["wall_seconds"] if "wall_seconds" in d else d["seconds"]
+    d["seconds_censored"] = np.where(d["proven_optimal"] == True, wall, np.inf)  # noqa: E712
     g = d.groupby(["method", "n", "k"])
     return pd.DataFrame({
         "instances": g.size(),
         "proven": g["proven_optimal"].sum().astype(int),
         "median_s": g["seconds_censored"].median(),
-        "max_proven_s": g.apply(lambda x: x.loc[x["proven_optimal"] == True, "seconds"].max()),  # noqa: E712
+        "max_proven_s": g.apply(lambda x: x.loc[x["proven_optimal"] == True, "seconds_censored"].max()),  # noqa: E712
         "median_gap_open": g.apply(lambda x: x.loc[x["proven_optimal"] != True, "gap"].median()),  # noqa: E712
     }).reset_index()
 

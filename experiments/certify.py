@@ -75,7 +75,7 @@ class CertifyConfig:
     model: str | None = None
     cache_dir: str | None = None
     full_scale: bool = False
-    max_exact: int = 150
+    max_exact: int = 1000  # full scale: Gurobi within its licence, else divopt's bnb (no size limit)
     fw_max_iter: int = 500  # full scale: iterations of the concave FW bound
     sigma: float | None = None  # Dartboard score metric (O(n k d) per row); None: skipped
 
@@ -330,7 +330,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dim", type=int, default=64, help="synthetic embedding dimension")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--full-scale", action="store_true", help="also certify each query on the whole corpus")
-    p.add_argument("--max-exact", type=int, default=150, help="full scale: solve exactly when <= this many survive")
+    p.add_argument("--max-exact", type=int, default=1000,
+                   help="full scale: solve the survivors exactly (Gurobi within its licence, else divopt's bnb) "
+                        "when <= this many survive")
     p.add_argument("--fw-max-iter", type=int, default=500, help="full scale: iterations of the concave FW bound")
     p.add_argument("--sigma", type=float, default=None, help="also compute the Dartboard score with this sigma")
     p.add_argument("--out", default="results/certify.parquet", help="output parquet")

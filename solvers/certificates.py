@@ -5,9 +5,14 @@
 1. safe screening (:func:`divopt.solvers.screening.safe_screen` or ``design_screen``): every
    optimal k-set lies in the survivors P, so OPT over P is OPT over the full pool;
 2. an incumbent: the best of the fast selectors on P (a lower bound on OPT);
+   then screening by the concave relaxation's linearization
+   (:func:`divopt.solvers.relaxation_screening.relaxation_screen`: per-item bounds, O(n d));
 3. incumbent screening and the pair bound (:func:`divopt.solvers.screening.incumbent_screen`);
 4. upper bounds on OPT (:func:`divopt.solvers.bounds.upper_bound`, the pair bound);
-5. an exact solve of P when it is small (:func:`divopt.solvers.exact.exact_optimum`).
+5. an exact solve of P when it is small enough (:func:`divopt.solvers.exact.exact_optimum`):
+   Gurobi when its licence takes P, else divopt's own branch-and-bound (:mod:`divopt.solvers.bnb`),
+   whose root adds the stronger screening: reduced-cost fixing of items from its convexified
+   (QCR/DNN) relaxation, per-item bounds that remove most of a large survivor pool.
 
 The query is certified when the incumbent is proven optimal or meets the upper bound; otherwise
 the certificate reports the bound and the normalized bound gap (UB - f) / (k (k-1)).
@@ -27,6 +32,7 @@ from divopt.models.validation import check_choice
 
 from .bounds import upper_bound
 from .exact import exact_optimum
+from .relaxation_screening import relaxation_screen
 from .screening import design_screen, incumbent_screen, safe_screen
 from .selection import METHODS, select
 
@@ -77,6 +83,7 @@ class FullScaleCertificate:
             "item_bound": self.info.get("item_bound", math.nan),
             "pair_bound": self.info.get("pair_bound", math.nan),
             "safe_survivors": self.info.get("safe_survivors", self.n_survivors),
+            "relaxation_survivors": self.info.get("relaxation_survivors", math.nan),
             "exact_status": self.info.get("exact_status", ""),
         }
 
@@ -84,23 +91,28 @@ class FullScaleCertificate:
 def certify_full_scale(
     inst: Instance,
     *,
-    max_exact: int = 150,
+    max_exact: int = 1000,
     exact_solver: str = "auto",
     time_limit: float | None = DEFAULT_TIME_LIMIT,
     incumbent_methods: tuple[str, ...] = ("fw_ls", "mmr_ls", "gmmr_ls", "fw", "mmr"),
     exact_below: int = 4096,
     fw_max_iter: int = 500,
     rule: str = "per_item",
+    relaxation: bool = True,
 ) -> FullScaleCertificate:
     """Screen the full pool, bound it, and solve it exactly when the survivors are few.
 
     1. safe screening (``rule`` "per_item" or "design") -> survivors P (every optimal set lies in P);
-    2. incumbent: the best of the registered ``incumbent_methods`` (and top-k) on P;
+    2. incumbent: the best of the registered ``incumbent_methods`` (and top-k) on P; with
+       ``relaxation``, screening by the concave relaxation's per-item bounds against it
+       (:func:`~divopt.solvers.relaxation_screening.relaxation_screen`);
     3. when |P| <= ``exact_below``: incumbent screening (:func:`incumbent_screen`) shrinks P further
        and gives the pair bound;
     4. upper bound on OPT(P) = OPT: min(concave FW bound, item bound, pair bound) on P;
-    5. if |P| <= max_exact, solve P exactly (``exact_solver``, ``time_limit``); a proven optimum
-       certifies the query; a time limit only tightens the bound.
+    5. if |P| <= max_exact, solve P exactly (``exact_solver``, ``time_limit``; "auto" is Gurobi
+       while P fits its licence, else divopt's branch-and-bound, which has no size limit: hence
+       the default 1000, 150 before it existed); a proven optimum certifies the query; a time
+       limit only tightens the bound (the engine's proven bound).
     The query is :data:`CERTIFIED` iff the best incumbent is proven optimal (a MIP solver: within
     its 1e-4 relative gap) or meets the bound within 1e-6 k(k-1).
     ``fw_max_iter`` caps the concave FW bound (one GEMV per iteration; the bound is valid at any
@@ -120,9 +132,16 @@ def certify_full_scale(
             sel = select(sub, m)
             if sel.objective > best_val:
                 best_idx, best_val = sel.indices, sel.objective
-    info: dict = {"screening_removed": scr.removed, "safe_survivors": int(P.size)}
-    pair_ub = math.inf
     rounds = scr.rounds
+    info: dict = {"screening_removed": scr.removed, "safe_survivors": int(P.size)}
+    if relaxation and P.size > k:
+        rel = relaxation_screen(sub, best_val, tol=1e-6 * objective_scale(k))  # margin: LB may be float32
+        pos = {int(p): r for r, p in enumerate(rel.survivors)}
+        best_idx = np.array([pos[int(i)] for i in best_idx], dtype=np.int64)  # the incumbent survives
+        P, sub = P[rel.survivors], sub.subset(rel.survivors)
+        info.update(relaxation_removed=rel.removed, relaxation_survivors=int(P.size))
+        rounds += rel.rounds
+    pair_ub = math.inf
     if P.size <= exact_below:
         inc, pair_ub = incumbent_screen(sub, best_val)
         keep = inc.survivors

@@ -1,8 +1,9 @@
 """Exact CCBQP optima: a MIP solve (:func:`solve_exact`), enumeration (:func:`brute_force`), and
 :func:`exact_optimum`, which picks between them by pool size.
 
-``solve_exact(instance, ...)`` builds the CCBQP model (:mod:`divopt.models.mip_ccbqp`) and runs
-it through the model runner.
+``solve_exact(instance, ...)`` builds the CCBQP model (:mod:`divopt.models.mip_ccbqp`, or its
+quadratic convex reformulation :mod:`divopt.models.mip_qcr`) and runs it through the model
+runner, or runs divopt's own branch-and-bound (:mod:`divopt.solvers.bnb`, ``solver="bnb"``).
 
 The model runner (``solve(model) -> Result``, solver availability, the Gurobi license sizing)
 lives in :mod:`divopt.models.runner`, where both ``divopt.solvers`` and ``divopt.robust`` can
@@ -23,16 +24,22 @@ import numpy as np
 from divopt.models import Instance, ccbqp_objective
 from divopt.models.ccbqp import gram_objective, linear_term
 from divopt.models.mip_ccbqp import FORMULATIONS, build_ccbqp
+from divopt.models.mip_qcr import QCR_FORMULATIONS, build_ccbqp_qcr
 from divopt.models.runner import (
+    ABS_GAP_TOL,
+    OPTIMALITY_GAP,
     SOLVERS,
+    ModelSize,
     Result,
     SolveConfig,
     SolverRefused,
     available_solvers,
     relative_gap,
     solve,
+    solver_refusal,
 )
-from divopt.models.validation import check_choice
+from divopt.models.validation import check_choice, check_nonnegative
+from divopt.solvers.bnb import branch_and_bound
 from divopt.solvers.selection import K1_RULE, most_relevant
 
 __all__ = [
@@ -40,6 +47,7 @@ __all__ = [
     "brute_force",
     "exact_optimum",
     "DEFAULT_FORMULATION",
+    "EXACT_SOLVERS",
     # the runner's names, re-exported
     "Result",
     "SolveConfig",
@@ -50,8 +58,11 @@ __all__ = [
 
 
 #: Formulation "auto" gives each solver: Gurobi's native (Gram) MIQP, SCIP's factored MIQP
-#: (its outer approximation handles r squares far better than n^2/2 products), HiGHS's MILP.
-DEFAULT_FORMULATION = {"gurobi": "miqp", "scip": "miqp_lowrank", "highs": "milp"}
+#: (its outer approximation handles r squares far better than n^2/2 products), HiGHS's MILP,
+#: divopt's branch-and-bound its DNN/QCR bounds ("qcr_dnn", the only one it takes).
+DEFAULT_FORMULATION = {"gurobi": "miqp", "scip": "miqp_lowrank", "highs": "milp", "bnb": "qcr_dnn"}
+#: Engines of :func:`solve_exact`: the MIP solvers plus divopt's own branch-and-bound (always there).
+EXACT_SOLVERS = SOLVERS + ("bnb",)
 
 
 def solve_exact(
@@ -70,17 +81,25 @@ def solve_exact(
 
     formulation : "miqp" (native convex MIQP in the Gram matrix; Gurobi/SCIP), "miqp_lowrank"
         (factored MIQP, v = F^T x with W = F F^T; Gurobi/SCIP), "milp" (McCormick + RLT
-        linearization; every solver, the only one HiGHS accepts), or "auto":
+        linearization; every solver, the only one HiGHS accepts), "qcr" / "qcr_lowrank" (the
+        Shor-SDP quadratic convex reformulation, :mod:`divopt.models.mip_qcr`; Gurobi/SCIP),
+        "qcr_dnn" (divopt's branch-and-bound, which takes only this), or "auto":
         :data:`DEFAULT_FORMULATION` of the solver.
-    solver : "auto" takes the first installed solver (gurobi -> scip -> highs) that can take its
-        formulation, measured on the built model (:func:`divopt.models.runner.model_size`);
-        Gurobi is skipped with a warning when the model exceeds its size-limited license
-        (MIQP: n > 200). An explicit solver that cannot take it raises
+    solver : "gurobi", "scip", "highs", "bnb" (divopt's own branch-and-bound,
+        :mod:`divopt.solvers.bnb`; needs no licence and has no size limit) or "auto". With
+        formulation "auto", "auto" is Gurobi when it is installed and its model fits the licence
+        (the runner's licence rule, :func:`divopt.models.runner.solver_refusal`, on the Gram
+        MIQP's size: n binaries, one row; MIQP: n <= 200 with the pip licence), else "bnb" (10x+ faster than SCIP and HiGHS on the
+        exact benchmark, ``experiments/results/exact/TABLES.md``). With an explicit MIP
+        formulation, "auto" is the first installed MIP solver (gurobi -> scip -> highs) that takes
+        it. An explicit solver that cannot take the model raises
         :class:`~divopt.models.runner.SolverRefused` (a ValueError) naming the limit and the
         alternatives.
-    time_limit, mip_gap, log_path, threads : the :class:`~divopt.models.runner.SolveConfig`.
+    time_limit, mip_gap, log_path, threads : the :class:`~divopt.models.runner.SolveConfig`
+        (bnb: ``mip_gap`` default 1e-6; ``log_path`` receives its node log as CSV; one thread).
     The returned objective is re-evaluated with :func:`divopt.models.ccbqp_objective` on the
-    selected indices (the solver's own value is kept in ``info["solver_objective"]``).
+    selected indices (the solver's own value is kept in ``info["solver_objective"]``). For "bnb",
+    ``info`` holds "nodes", the node log "log" (DataFrame) and "root_bound".
 
     ``time_limit`` is wall clock for the whole call: building the model counts, and the runner
     gets what is left (``info["wall_seconds"]`` is the whole call; ``seconds`` the runner's).
@@ -89,13 +108,39 @@ def solve_exact(
     """
     if not isinstance(instance, Instance):
         raise TypeError(f"instance must be a divopt.models.Instance, got {type(instance).__name__}")
-    check_choice(formulation, "formulation", ("auto",) + FORMULATIONS)
-    check_choice(solver, "solver", ("auto",) + SOLVERS)
+    check_choice(formulation, "formulation", ("auto",) + FORMULATIONS + tuple(QCR_FORMULATIONS) + ("qcr_dnn",))
+    check_choice(solver, "solver", ("auto",) + EXACT_SOLVERS)
+    if (solver == "bnb" and formulation not in ("auto", "qcr_dnn")) or (
+            formulation == "qcr_dnn" and solver not in ("auto", "bnb")):
+        raise SolverRefused(solver, f"formulation {formulation!r} is not one it takes",
+                            "divopt's branch-and-bound (solver 'bnb') takes only formulation 'qcr_dnn' "
+                            "(or 'auto'), and 'qcr_dnn' is its own")
     config = SolveConfig(time_limit=time_limit, mip_gap=mip_gap, threads=threads, log_path=log_path)
     if instance.k == 1:
         return _k1_result(instance, "rule")
     started = time.perf_counter()
     avail = available_solvers()
+    if solver == "auto" and formulation in ("auto", "qcr_dnn"):
+        solver = "bnb"
+        if formulation == "auto" and "gurobi" in avail:
+            # Gurobi when its model fits the licence (fastest where it may run). The Gram MIQP has n
+            # binaries and one row (mip_ccbqp); the runner's licence rule judges that size before
+            # building it, since building costs O(n^2) Pyomo terms (16 s at n = 1000) that bnb
+            # does not need; the runner measures the built model again and catches Gurobi's own
+            # refusal (second line of defence).
+            why = _gram_refusal("gurobi", instance, DEFAULT_FORMULATION["gurobi"])
+            if why is None:
+                model = build_ccbqp(instance, DEFAULT_FORMULATION["gurobi"], rlt=rlt)
+                build_seconds = time.perf_counter() - started
+                try:
+                    r = solve(model, "gurobi", config=config, warm_start=warm_start, started=started)
+                except SolverRefused as exc:
+                    why = exc.reason
+                else:
+                    return _finish(instance, r, DEFAULT_FORMULATION["gurobi"], build_seconds, started)
+            warnings.warn(f"Gurobi skipped: {why}; using divopt's branch-and-bound (bnb)", RuntimeWarning, stacklevel=2)
+    if solver == "bnb":
+        return _solve_bnb(instance, config, warm_start=warm_start, started=started)
     if solver == "auto" and not avail:
         raise ImportError("no MIP solver installed; install gurobipy, pyscipopt or highspy")
     if solver != "auto" and solver not in avail:
@@ -104,9 +149,15 @@ def solve_exact(
     refused: dict[str, str] = {}
     for s in avail if solver == "auto" else [solver]:
         form = DEFAULT_FORMULATION[s] if formulation == "auto" else formulation
+        why = _gram_refusal(s, instance, form)
+        if why is not None:  # known before an O(n^2) build (and the QCR SDP)
+            if solver != "auto":
+                raise SolverRefused(s, why, f"use solver 'bnb' (no size limit) or 'scip' / 'highs' (available: {avail})")
+            refused[s] = why
+            continue
         if form not in built:
             t0 = time.perf_counter()
-            model = build_ccbqp(instance, form, rlt=rlt)
+            model = _build(instance, form, rlt)
             built[form] = (model, time.perf_counter() - t0)
         model, build_seconds = built[form]
         try:
@@ -121,6 +172,30 @@ def solve_exact(
         raise ImportError(f"no installed solver can take formulation {formulation!r}: {refused}")
     if "gurobi" in refused:
         warnings.warn(f"Gurobi skipped: {refused['gurobi']}; using {s}", RuntimeWarning, stacklevel=2)
+    if form in QCR_FORMULATIONS:
+        r.info["qcr_seconds"] = model.info.details["qcr_seconds"]  # the SDP, part of build_seconds
+    return _finish(instance, r, form, build_seconds, started)
+
+
+def _gram_refusal(solver: str, instance: Instance, formulation: str) -> str | None:
+    """The runner's licence rule (:func:`~divopt.models.runner.solver_refusal`) on the size of the
+    Gram-form MIQPs ("miqp", "qcr": n binaries, one row, quadratic when theta < 1), judged before
+    building them; other formulations are measured by the runner once built."""
+    if formulation not in ("miqp", "qcr"):
+        return None
+    quadratic = instance.theta < 1
+    return solver_refusal(solver, ModelSize(instance.n, instance.n, 1, quadratic, quadratic))
+
+
+def _build(instance: Instance, formulation: str, rlt: bool):
+    """The Pyomo model of a MIP formulation (the QCR ones solve their SDP here: it counts)."""
+    if formulation in QCR_FORMULATIONS:
+        return build_ccbqp_qcr(instance, QCR_FORMULATIONS[formulation])
+    return build_ccbqp(instance, formulation, rlt=rlt)
+
+
+def _finish(instance: Instance, r: Result, form: str, build_seconds: float, started: float) -> Result:
+    """The runner's Result with the formulation, timings and the objective re-evaluated on the set."""
     r.info["formulation"] = form
     r.info["build_seconds"] = build_seconds
     r.info["wall_seconds"] = time.perf_counter() - started
@@ -129,6 +204,34 @@ def solve_exact(
         r.objective = ccbqp_objective(instance, r.indices)
         r.gap = relative_gap(r.objective, r.bound)
     return r
+
+
+def _solve_bnb(instance: Instance, config: SolveConfig, *, warm_start: Any, started: float) -> Result:
+    """divopt's branch-and-bound as a :class:`Result`, with the runner's honesty rules: "optimal"
+    only within :data:`OPTIMALITY_GAP` (or :data:`ABS_GAP_TOL`), a time limit (wall clock from
+    ``started``) gives the incumbent, the bound and the gap; ``log_path`` receives the node log."""
+    kw = {} if config.mip_gap is None else {"mip_gap": check_nonnegative(config.mip_gap, "mip_gap")}
+    out = branch_and_bound(instance, time_limit=config.time_limit, warm_start=warm_start, started=started, **kw)
+    gap = relative_gap(out.objective, out.bound)
+    status, message = out.status, ""
+    if status == "optimal" and not (gap <= OPTIMALITY_GAP or abs(out.bound - out.objective) <= ABS_GAP_TOL):
+        status = "gap_limit"
+        message = f"stopped at relative gap {gap:.3g} (mip_gap={config.mip_gap}); optimality not proven"
+    elif status != "optimal":
+        message = f"{status.replace('_', ' ')} reached: incumbent {out.objective}, bound {out.bound}, gap {gap:.3g}"
+    # the problem it solves: n binaries, one cardinality row, a quadratic objective (theta < 1)
+    n = instance.n
+    size = dict(n_vars=n, n_integer=n, n_constraints=1, quadratic=instance.theta < 1,
+                quadratic_objective=instance.theta < 1)
+    info = dict(out.info, **size, nodes=out.nodes, log=out.log, formulation="qcr_dnn",
+                solver_objective=out.objective, wall_seconds=time.perf_counter() - started)
+    log_path = config.log_path
+    if log_path is not None:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        out.log.to_csv(log_path, index=False)
+    return Result(indices=out.indices, objective=ccbqp_objective(instance, out.indices), bound=out.bound, gap=gap,
+                  status=status, seconds=time.perf_counter() - started, solver="bnb",
+                  log_path=None if log_path is None else str(log_path), message=message, info=info)
 
 
 def brute_force(inst: Instance, max_sets: int = 3_000_000, return_all: bool = False, atol: float = 1e-9):
