@@ -276,6 +276,22 @@ class SwapCertificate:
     compared: int
 
 
+def _dense_gains(E, R, a, b, two, tol, block, best, compared):
+    """max_i Delta(i, j) for every row j of E, in contiguous blocks (E[s:e] R^T, no gather): the
+    rows with a gain > tol as one (rows, gains) pair (empty list if none), the best gain, rows compared."""
+    found_j, found_g = [], []
+    for s in range(0, E.shape[0], block):
+        W = matmul(E[s : s + block], R.T)
+        gains = W.mul_(two).add_(a).add_(b[s : s + block].unsqueeze(1)).amax(1)
+        compared += int(gains.numel())
+        best = max(best, float(gains.max()))
+        up = (gains > tol).nonzero().flatten()
+        if up.numel():
+            found_j.append(up + s)
+            found_g.append(gains.index_select(0, up))
+    return best, ([(torch.cat(found_j), torch.cat(found_g))] if found_j else []), compared
+
+
 def swap_certificate(
     inst: Instance, indices: torch.Tensor, tol: float, *, max_entrants: int | None = None,
     u: torch.Tensor | None = None, block: int = 4096,
@@ -286,7 +302,9 @@ def swap_certificate(
     (:func:`~divopt.models.ccbqp.swap_terms`), so only the entrants passing that bound are compared
     with S exactly (their rows times the k selected rows), ``block`` rows at a time in decreasing
     order of the bound; the comparison stops after the first block that holds an improving swap
-    (the certificate has failed, and the best entrants are those of highest bound). O(n d) for
+    (the certificate has failed, and the best entrants are those of highest bound). When more than
+    n/4 rows survive the first block, the rest is one GEMM over contiguous blocks of E (every row,
+    no gather) and the entrants are all improving rows, by gain. O(n d) for
     the GEMV plus O(m k d) for the m rows compared; device and dtype follow the instance. ``u``
     (= E v at S) may be passed when already computed, e.g. by one GEMM for a batch of problems.
     """
@@ -306,6 +324,11 @@ def swap_certificate(
     cand = cand.index_select(0, torch.argsort(b.index_select(0, cand), descending=True, stable=True))
     best, found, compared = -float("inf"), [], 0
     for s in range(0, cand.numel(), int(block)):
+        if s > 0 and cand.numel() - s > E.shape[0] // 4:
+            # most rows survive the bound (e.g. small k, where max_i a_i + 2 (1-theta) is loose):
+            # one GEMM over contiguous row blocks of E beats gathering them (no copy of E)
+            best, found, compared = _dense_gains(E, R, a, b, two, tol, int(block) * 4, best, compared)
+            break
         c = cand[s : s + int(block)]
         gains = (gather_rows(E, c) @ R.T).mul_(two).add_(a).add_(b.index_select(0, c).unsqueeze(1)).amax(1)
         compared += int(c.numel())
