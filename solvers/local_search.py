@@ -340,7 +340,7 @@ def swap_certificates(
 ) -> list[SwapCertificate]:
     """:func:`swap_certificate` for B problems on one pool (the same E; relevance, theta and set per
     problem). ``U`` (n, B): E v_b for every problem, e.g. from one GEMM. The problems whose
-    comparison goes dense share it: one GEMM E[s:e] [R_1 ... R_B']^T per row block serves all of
+    comparison goes dense share it: one GEMM ``E[s:e] [R_1 ... R_B']^T`` per row block serves all of
     them (the pool is read once, not once per problem). Each certificate is the one
     :func:`swap_certificate` gives for its problem alone.
     """
