@@ -79,8 +79,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", type=int, default=100, help="pool size per query (default 100)")
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--corpus-size", type=int, default=3000, help="WordNet glosses embedded (default 3000)")
+    p.add_argument("--exclude-seeds", type=_ints, default=[],
+                   help="held-out evaluation: leave out every query word that these seeds draw ("
+                        "--exclude-queries words each), e.g. the seeds a method was tuned on (default none)")
+    p.add_argument("--exclude-queries", type=int, default=25,
+                   help="query words per excluded seed (default 25, the size of the tuning runs)")
     p.add_argument("--solver", default="auto", help="exact solver (default auto: Gurobi if the license allows)")
     p.add_argument("--time-limit", type=float, default=120.0, help="exact solver time limit per instance (s)")
+    p.add_argument("--exact-threads", type=int, default=None, help="exact solver threads (default: the solver's)")
     p.add_argument("--mip-gap", type=float, default=1e-7, help="relative MIP gap asked of the exact solver")
     p.add_argument("--hit-tol", type=float, default=1e-7, help="normalized gap counted as a hit (default 1e-7)")
     p.add_argument("--cache-dir", type=Path, default=Path("results/cache"), help="embedding cache")
@@ -111,9 +117,11 @@ def run_small(args, methods: list[str], run_id: str) -> pd.DataFrame:
 
     data = load_dataset({"name": "wordnet_glosses", "n_queries": args.queries, "corpus_size": args.corpus_size,
                          "seed": args.seed, "embed_cache": str(args.cache_dir)})
+    held_out = tuning_words(getattr(args, "exclude_queries", 25), getattr(args, "exclude_seeds", None) or [])
+    todo = [(qi, w) for qi, w in enumerate(data.query_ids) if w not in held_out]
     rows = []
-    bar = tqdm(total=data.n_queries * len(args.theta), desc="quality small pools")
-    for qi, word in enumerate(data.query_ids):
+    bar = tqdm(total=len(todo) * len(args.theta), desc="quality small pools")
+    for qi, word in todo:
         base, _ = harness.query_instance(data, qi)
         pool, _ = base.replace(k=args.k, theta=args.theta[0]).top_n(args.pool)
         for theta in args.theta:
@@ -141,6 +149,14 @@ def run_small(args, methods: list[str], run_id: str) -> pd.DataFrame:
     return df
 
 
+def tuning_words(n_queries: int, seeds) -> set[str]:
+    """The query words that ``wordnet_glosses`` draws for each of ``seeds`` (n_queries words each):
+    the words a held-out run leaves out."""
+    from divopt.data import load_wordnet_glosses
+
+    return {w for s in seeds for w in load_wordnet_glosses(n_queries, 0, seed=int(s)).query_ids}
+
+
 def _exact_cached(inst, args, warm, solve_exact):
     """Exact solve (a runner Result), cached on disk by a hash of (E, relevance, k, theta, solver settings)."""
     import hashlib
@@ -159,7 +175,8 @@ def _exact_cached(inst, args, warm, solve_exact):
                       solver=d["solver"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r = solve_exact(inst, solver=args.solver, time_limit=args.time_limit, mip_gap=args.mip_gap, warm_start=warm)
+        r = solve_exact(inst, solver=args.solver, time_limit=args.time_limit, mip_gap=args.mip_gap, warm_start=warm,
+                        threads=getattr(args, "exact_threads", None))
     out = dict(indices=[int(i) for i in r.indices], objective=r.objective, bound=r.bound, status=r.status,
                seconds=r.seconds, solver=r.solver)
     harness.write_text(json.dumps(out), path)

@@ -37,7 +37,7 @@ from .selection import get_selector, register
 
 __all__ = [
     "LSResult", "SwapCertificate", "local_search", "iterated_local_search", "polish", "ls_tolerance", "two_swap_search",
-    "swap_certificate",
+    "swap_certificate", "swap_certificates",
 ]
 
 # Keep the n x k matrix W in memory up to this many entries (64 MiB in float32).
@@ -276,6 +276,95 @@ class SwapCertificate:
     compared: int
 
 
+@dataclass
+class _CertState:
+    """A certificate under way: the set's rows R, its swap terms, what the bound kept."""
+
+    R: torch.Tensor
+    a: torch.Tensor
+    b: torch.Tensor
+    two: float
+    u: torch.Tensor
+    best: float = -float("inf")
+    compared: int = 0
+    found_j: list = field(default_factory=list)
+    found_g: list = field(default_factory=list)
+
+    def take(self, rows: torch.Tensor, gains: torch.Tensor, tol: float) -> bool:
+        """Record the gains of ``rows``; True when one improves (> tol)."""
+        self.compared += int(gains.numel())
+        self.best = max(self.best, float(gains.max()))
+        up = (gains > tol).nonzero().flatten()
+        if up.numel():
+            self.found_j.append(rows.index_select(0, up))
+            self.found_g.append(gains.index_select(0, up))
+        return bool(up.numel())
+
+    def result(self, max_entrants: int | None) -> SwapCertificate:
+        if not self.found_j:
+            return SwapCertificate(self.best, self.u.new_zeros(0, dtype=torch.long), self.u, self.compared)
+        js, gs = torch.cat(self.found_j), torch.cat(self.found_g)
+        order = torch.argsort(gs, descending=True, stable=True)
+        if max_entrants is not None:
+            order = order[: int(max_entrants)]
+        return SwapCertificate(self.best, js.index_select(0, order), self.u, self.compared)
+
+
+def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor | None, block: int):
+    """The bound, then the surviving rows in decreasing bound order, ``block`` at a time, until a
+    block holds an improving swap. Returns (state, dense): ``dense`` when, after the first block,
+    more than n/4 rows still survive (small k, where max_i a_i + 2 (1-theta) is loose): the rest
+    is then cheaper as one GEMM over contiguous row blocks of E than as gathers."""
+    E, k, th = inst.E, inst.k, inst.theta
+    idx = torch.as_tensor(indices, device=inst.device)
+    R = gather_rows(E, idx)
+    if u is None:
+        u = matvec(E, R.sum(0))
+    b, a = swap_terms(linear_term(inst.relevance, th, k), u, th)
+    st = _CertState(R, a.index_select(0, idx), b.index_fill_(0, idx, -torch.inf), 2.0 * (1.0 - th), u)
+    cand = (st.b > tol - (float(st.a.max()) + st.two)).nonzero().flatten()
+    cand = cand.index_select(0, torch.argsort(st.b.index_select(0, cand), descending=True, stable=True))
+    for s in range(0, cand.numel(), block):
+        if s > 0 and cand.numel() - s > E.shape[0] // 4:
+            return st, True
+        c = cand[s : s + block]
+        gains = (gather_rows(E, c) @ R.T).mul_(st.two).add_(st.a).add_(st.b.index_select(0, c).unsqueeze(1)).amax(1)
+        if st.take(c, gains, tol):
+            break
+    return st, False
+
+
+def swap_certificates(
+    problems: list, sets: list, tol: float, *, max_entrants: int | None = None, U: torch.Tensor | None = None,
+    block: int = 4096,
+) -> list[SwapCertificate]:
+    """:func:`swap_certificate` for B problems on one pool (the same E; relevance, theta and set per
+    problem). ``U`` (n, B): E v_b for every problem, e.g. from one GEMM. The problems whose
+    comparison goes dense share it: one GEMM ``E[s:e] [R_1 ... R_B']^T`` per row block serves all of
+    them (the pool is read once, not once per problem). Each certificate is the one
+    :func:`swap_certificate` gives for its problem alone.
+    """
+    block = int(block)
+    states, dense = [], []
+    for p, (inst, idx) in enumerate(zip(problems, sets)):
+        st, go_dense = _certificate_head(inst, idx, tol, None if U is None else U[:, p], block)
+        states.append(st)
+        if go_dense:
+            dense.append(p)
+    if dense:
+        E, k = problems[0].E, problems[0].k
+        Rcat = torch.cat([states[p].R for p in dense])  # (B' k, d)
+        rows = max(256, min(4 * block, (1 << 24) // Rcat.shape[0]))  # W block <= 16M entries
+        for s in range(0, E.shape[0], rows):
+            W = matmul(E[s : s + rows], Rcat.T)
+            r = torch.arange(s, s + W.shape[0], device=W.device)
+            for col, p in enumerate(dense):
+                st = states[p]
+                gains = (W[:, col * k : (col + 1) * k] * st.two).add_(st.a).add_(st.b[s : s + rows].unsqueeze(1)).amax(1)
+                st.take(r, gains, tol)
+    return [st.result(max_entrants) for st in states]
+
+
 def swap_certificate(
     inst: Instance, indices: torch.Tensor, tol: float, *, max_entrants: int | None = None,
     u: torch.Tensor | None = None, block: int = 4096,
@@ -286,41 +375,15 @@ def swap_certificate(
     (:func:`~divopt.models.ccbqp.swap_terms`), so only the entrants passing that bound are compared
     with S exactly (their rows times the k selected rows), ``block`` rows at a time in decreasing
     order of the bound; the comparison stops after the first block that holds an improving swap
-    (the certificate has failed, and the best entrants are those of highest bound). O(n d) for
-    the GEMV plus O(m k d) for the m rows compared; device and dtype follow the instance. ``u``
-    (= E v at S) may be passed when already computed, e.g. by one GEMM for a batch of problems.
+    (the certificate has failed, and the best entrants are those of highest bound). When more than
+    n/4 rows survive the first block (small k, where the bound is loose), the rest is one GEMM
+    over contiguous blocks of E (every row, no gather) and the entrants are all improving rows.
+    Entrants are returned by decreasing gain. O(n d) for the GEMV plus O(m k d) for the m rows
+    compared; device and dtype follow the instance. ``u`` (= E v at S) may be passed when already
+    computed, e.g. by one GEMM for a batch of problems (see :func:`swap_certificates`).
     """
-    E, k, th = inst.E, inst.k, inst.theta
-    idx = torch.as_tensor(indices, device=inst.device)
-    two = 2.0 * (1.0 - th)
-    lin = linear_term(inst.relevance, th, k)
-    R = gather_rows(E, idx)
-    if u is None:
-        u = matvec(E, R.sum(0))
-    b, a = swap_terms(lin, u, th)
-    b = b.index_fill_(0, idx, -torch.inf)
-    a = a.index_select(0, idx)
-    cand = (b > tol - (float(a.max()) + two)).nonzero().flatten()
-    if cand.numel() == 0:
-        return SwapCertificate(-float("inf"), cand, u, 0)
-    cand = cand.index_select(0, torch.argsort(b.index_select(0, cand), descending=True, stable=True))
-    best, found, compared = -float("inf"), [], 0
-    for s in range(0, cand.numel(), int(block)):
-        c = cand[s : s + int(block)]
-        gains = (gather_rows(E, c) @ R.T).mul_(two).add_(a).add_(b.index_select(0, c).unsqueeze(1)).amax(1)
-        compared += int(c.numel())
-        best = max(best, float(gains.max()))
-        up = gains > tol
-        if bool(up.any()):
-            found.append((c[up], gains[up]))
-            break
-    if not found:
-        return SwapCertificate(best, cand[:0], u, compared)
-    js, gs = found[0]
-    order = torch.argsort(gs, descending=True, stable=True)
-    if max_entrants is not None:
-        order = order[: int(max_entrants)]
-    return SwapCertificate(best, js.index_select(0, order), u, compared)
+    U = None if u is None else torch.as_tensor(u).reshape(-1, 1)
+    return swap_certificates([inst], [indices], tol, max_entrants=max_entrants, U=U, block=block)[0]
 
 
 def iterated_local_search(

@@ -21,7 +21,7 @@ reads the full pool only to choose P and to certify the answer:
    (``perturb_batch`` perturbed sets per round, default about 80/k, stopped after ``patience``
    rounds in a row without a gain) and best-improvement 2-swaps over the 48 best entrants and
    the ``two_swap_out`` members of cheapest removal (the 2-swap array stays O(48^2 16^2)).
-3. **Certificate (one pass).** :func:`divopt.solvers.local_search.swap_certificate` bounds every
+3. **Certificate (one pass).** :func:`divopt.solvers.local_search.swap_certificates` bounds every
    1-swap gain over the whole pool from one GEMV and compares only the rows the bound keeps. If
    no gain exceeds tol the set is a certified 1-swap optimum of the full problem ("fw_ms"'s
    guarantee) and the method stops. Otherwise P missed part of the landscape: a new pool around
@@ -59,7 +59,7 @@ from divopt.models.validation import check_theta
 
 from .frank_wolfe import random_point
 from .gram_search import GramSearch
-from .local_search import ls_tolerance, single_thread, swap_certificate
+from .local_search import ls_tolerance, single_thread, swap_certificates
 from .selection import register
 
 __all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "default_pool_size", "BatchSelection"]
@@ -268,8 +268,10 @@ class _Run:
             if extra is not None and u_extra is None:
                 u_extra = U[:, -1]
             still = []
+            certs = swap_certificates([self.problems[b] for b in open_], [self.idx[b] for b in open_], self.tol,
+                                      max_entrants=max(16, k), U=U[:, : len(open_)])
             for col, b in enumerate(open_):
-                cert = swap_certificate(self.problems[b], self.idx[b], self.tol, max_entrants=max(16, k), u=U[:, col])
+                cert = certs[col]
                 self.passes[b] += 1
                 self.cert[b] = cert
                 self.optimal[b] = cert.best_gain <= self.tol
