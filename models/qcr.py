@@ -107,8 +107,25 @@ def _as_index(idx: Any, p: int, name: str) -> np.ndarray:
     return out
 
 
+class _QuadraticForm:
+    """const + linear^T x - x^T quad x: the value shared by the problem g and its bounds F."""
+
+    const: float
+    linear: np.ndarray
+    quad: np.ndarray
+
+    @property
+    def p(self) -> int:
+        return int(self.linear.size)
+
+    def value(self, x: Any) -> float:
+        """The form at a 0/1 or fractional x of length p (float64)."""
+        x = np.asarray(x, dtype=np.float64)
+        return float(self.const + self.linear @ x - x @ self.quad @ x)
+
+
 @dataclass(frozen=True, eq=False)
-class CardinalityQP:
+class CardinalityQP(_QuadraticForm):
     """max const + linear^T x - x^T quad x over x in {0,1}^p with sum(x) = m (float64 data)."""
 
     const: float
@@ -124,15 +141,6 @@ class CardinalityQP:
         th, k = inst.theta, inst.k
         c = inst.relevance.detach().double().cpu().numpy()
         return cls((1.0 - th) * k, th * (k - 1) * c, (1.0 - th) * as_gram(inst), k)
-
-    @property
-    def p(self) -> int:
-        return int(self.linear.size)
-
-    def value(self, x: Any) -> float:
-        """g(x) (float64) for a 0/1 or fractional x of length p."""
-        x = np.asarray(x, dtype=np.float64)
-        return float(self.const + self.linear @ x - x @ self.quad @ x)
 
     def restrict(self, free: Any, ones: Any) -> "CardinalityQP":
         """The problem on positions ``free`` after fixing ``ones`` to 1 and every other position to 0."""
@@ -239,7 +247,7 @@ def concavity_shift(quad: np.ndarray) -> tuple[float, float]:
 
 
 @dataclass(frozen=True, eq=False)
-class QCRBound:
+class QCRBound(_QuadraticForm):
     """A concave F(x) = const + linear^T x - x^T quad x with F >= g at every feasible binary x.
 
     quad is positive semidefinite on 1-perp (F concave on {sum x = m}); ``exact`` is True when
@@ -257,14 +265,6 @@ class QCRBound:
     shift: float = 0.0
     kind: str = ""
     info: dict = field(default_factory=dict, repr=False)
-
-    @property
-    def p(self) -> int:
-        return int(self.linear.size)
-
-    def value(self, x: Any) -> float:
-        x = np.asarray(x, dtype=np.float64)
-        return float(self.const + self.linear @ x - x @ self.quad @ x)
 
     def restrict(self, free: Any, ones: Any) -> "QCRBound":
         """F on the node that keeps ``free`` free and fixes ``ones`` (positions of this F) to 1.
