@@ -32,30 +32,18 @@ BASE_METHODS = ("topk", "mmr", "mmr_lazy", "gmmr", "dpp", "dartboard", "vrsd", "
 # (every ratio below is to it) and "fw_ws_ms" divopt's default (DEFAULT_METHOD)
 
 
-def _ints(s: str) -> list[int]:
-    out = [float(x) for x in s.split(",") if x]  # "1e6" is a count too
-    bad = [x for x in out if not x.is_integer()]  # inf and nan are not integers either
-    if bad:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}")
-    return [int(x) for x in out]
-
-
-def _floats(s: str) -> list[float]:
-    return [float(x) for x in s.split(",") if x]
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n", type=_ints, default=[100_000], help="pool sizes, comma-separated (default 100000; 1000000 for the paper scale)")
-    p.add_argument("--d", type=_ints, default=[384, 1024], help="embedding dimensions (default 384,1024)")
-    p.add_argument("--k", type=_ints, default=[10, 50, 100], help="selection sizes (default 10,50,100)")
-    p.add_argument("--theta", type=_floats, default=[0.3, 0.5, 0.7, 0.9], help="trade-offs (default 0.3,0.5,0.7,0.9)")
+    p.add_argument("--n", type=harness.int_list, default=[100_000], help="pool sizes, comma-separated (default 100000; 1000000 for the paper scale)")
+    p.add_argument("--d", type=harness.int_list, default=[384, 1024], help="embedding dimensions (default 384,1024)")
+    p.add_argument("--k", type=harness.int_list, default=[10, 50, 100], help="selection sizes (default 10,50,100)")
+    p.add_argument("--theta", type=harness.float_list, default=[0.3, 0.5, 0.7, 0.9], help="trade-offs (default 0.3,0.5,0.7,0.9)")
     p.add_argument("--methods", type=lambda s: s.split(","), default=None,
                    help=f"selectors (default: {','.join(BASE_METHODS)})")
     p.add_argument("--default-method", default=None, help="the method whose targets are checked (default: DEFAULT_METHOD)")
     p.add_argument("--repeats", type=int, default=2, help="timed repeats per cell; the median is reported (default 2)")
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--langchain", type=_ints, default=[10_000, 50], metavar="N,K", help="compare MMR with LangChain's at n,k (d = first --d); '' to skip")
+    p.add_argument("--langchain", type=harness.int_list, default=[10_000, 50], metavar="N,K", help="compare MMR with LangChain's at n,k (d = first --d); '' to skip")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("results/latency"))

@@ -56,30 +56,18 @@ DEFAULT_METHODS = ("fw", "fw_ws", "fw_ls", "fw_ms", "fw_ws_ms", "topk", "mmr", "
 LARGE_METHODS = ("fw", "fw_ws", "fw_ls", "fw_ms", "fw_ws_ms", "mmr", "gmmr", "dpp", "dartboard", "vrsd")
 
 
-def _floats(s: str) -> list[float]:
-    return [float(x) for x in s.split(",") if x]
-
-
-def _strs(s: str) -> list[str]:
-    return [x for x in s.split(",") if x]
-
-
-def _ints(s: str) -> list[int]:
-    return [int(float(x)) for x in s.split(",") if x]
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--parts", type=_strs, default=["small", "large", "batch"], help="small,large,batch (default all)")
-    p.add_argument("--methods", type=_strs, default=None, help=f"selectors (default: {','.join(DEFAULT_METHODS)})")
+    p.add_argument("--parts", type=harness.str_list, default=["small", "large", "batch"], help="small,large,batch (default all)")
+    p.add_argument("--methods", type=harness.str_list, default=None, help=f"selectors (default: {','.join(DEFAULT_METHODS)})")
     p.add_argument("--default-method", default=None,
                    help="the method whose targets are checked (default: divopt.solvers.DEFAULT_METHOD)")
     # small pools
     p.add_argument("--queries", type=int, default=25, help="WordNet query words (default 25)")
-    p.add_argument("--theta", type=_floats, default=[0.3, 0.5, 0.7, 0.9], help="thetas of the small-pool set")
+    p.add_argument("--theta", type=harness.float_list, default=[0.3, 0.5, 0.7, 0.9], help="thetas of the small-pool set")
     p.add_argument("--pool", type=int, default=100, help="pool size per query (default 100)")
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--corpus-size", type=int, default=3000, help="WordNet glosses embedded (default 3000)")
-    p.add_argument("--exclude-seeds", type=_ints, default=[],
+    p.add_argument("--exclude-seeds", type=harness.int_list, default=[],
                    help="held-out evaluation: leave out every query word that these seeds draw ("
                         "--exclude-queries words each), e.g. the seeds a method was tuned on (default none)")
     p.add_argument("--exclude-queries", type=int, default=25,
@@ -93,16 +81,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # large pools
     p.add_argument("--large-n", type=int, default=100_000)
     p.add_argument("--large-d", type=int, default=384)
-    p.add_argument("--large-k", type=_ints, default=[10], help="selection sizes of the large part (default 10)")
+    p.add_argument("--large-k", type=harness.int_list, default=[10], help="selection sizes of the large part (default 10)")
     p.add_argument("--large-queries", type=int, default=2)
-    p.add_argument("--large-theta", type=_floats, default=[0.3, 0.5, 0.7, 0.9])
-    p.add_argument("--large-methods", type=_strs, default=list(LARGE_METHODS),
+    p.add_argument("--large-theta", type=harness.float_list, default=[0.3, 0.5, 0.7, 0.9])
+    p.add_argument("--large-methods", type=harness.str_list, default=list(LARGE_METHODS),
                    help="methods timed on the large pools; fw = the paper's Algorithm 1, the ratios are to it")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per large-pool cell (median)")
     # batch
     p.add_argument("--batch-n", type=int, default=100_000)
     p.add_argument("--batch-queries", type=int, default=16)
-    p.add_argument("--batch-thetas", type=_floats, default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    p.add_argument("--batch-thetas", type=harness.float_list, default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (default 1: on a loaded 2-core machine small kernels are 10x slower "
                         "with 2; 0 = torch's choice)")

@@ -39,6 +39,7 @@
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import hashlib
@@ -75,6 +76,9 @@ __all__ = [
     "write_parquet",
     "write_text",
     "remove_stale_temporaries",
+    "int_list",
+    "float_list",
+    "str_list",
     "output_lock",
     "OutputLocked",
     "LOCK_NAME",
@@ -278,6 +282,28 @@ def output_lock(folder: str | os.PathLike, command: str | None = None) -> Iterat
             os.ftruncate(fd, 0)
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def int_list(text: str) -> list[int]:
+    """argparse type: comma-separated integers ("1e6" is a count too); anything else (1.5, inf,
+    nan, words) is an argparse error naming the text, so the CLI exits 2."""
+    try:
+        values = [float(x) for x in text.split(",") if x]
+    except ValueError:
+        values = [math.nan]
+    if not all(v.is_integer() for v in values):  # inf and nan are not integers either
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+    return [int(v) for v in values]
+
+
+def float_list(text: str) -> list[float]:
+    """argparse type: comma-separated floats (empty items skipped)."""
+    return [float(x) for x in text.split(",") if x]
+
+
+def str_list(text: str) -> list[str]:
+    """argparse type: comma-separated names (empty items skipped)."""
+    return [x for x in text.split(",") if x]
 
 
 def check_output_path(path: str | os.PathLike, kind: str = "dir", name: str = "out") -> Path:

@@ -198,6 +198,18 @@ def test_an_unknown_command_or_flag_is_argparses_exit_2(capsys):
     assert e.value.code == 2 and "unrecognized arguments: --nope" in capsys.readouterr().err
 
 
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "quality", "--exclude-seeds", "inf"],  # was an internal error (OverflowError), exit 1
+    ["bench", "quality", "--large-k", "1.5"],  # was read as k = 1
+    ["bench", "latency", "--k", "10,x"],
+])
+def test_benchmark_integer_lists_are_integers_or_argparses_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "expected comma-separated integers" in err and "Traceback" not in err
+
 # ---- the one error policy: bugs, --debug, Ctrl-C, warnings -------------------------------------
 def test_bugs_exit_1_in_one_line_and_debug_shows_the_traceback(monkeypatch, capsys, tmp_path):
     from divopt.experiments import demo
