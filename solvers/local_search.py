@@ -37,7 +37,7 @@ from .selection import get_selector, register
 
 __all__ = [
     "LSResult", "SwapCertificate", "local_search", "iterated_local_search", "polish", "ls_tolerance", "two_swap_search",
-    "swap_certificate", "swap_certificates",
+    "swap_certificate", "swap_certificates", "dense_share",
 ]
 
 # Keep the n x k matrix W in memory up to this many entries (64 MiB in float32).
@@ -334,33 +334,89 @@ def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor 
     return st, False
 
 
+def dense_share(problems: list, sets: list, tol: float, rows: torch.Tensor) -> np.ndarray:
+    """Per problem: the share of the sample ``rows`` that the certificate's bound keeps at its set.
+
+    The bound of :func:`swap_certificate` keeps j when b_j + max_i a_i + 2 (1-theta) > tol; on the
+    sample, u_j is the row sum of E_rows E_S^T and u_i (i in S) that of E_S E_S^T, so the estimate
+    costs one small GEMM (|rows| x B k), no pass over the pool. Above 1/4 (small k, low theta) the
+    certificate compares nearly every row anyway, and one GEMM E E_S^T, whose row sums are u, is
+    cheaper than a GEMV for u followed by that GEMM (``dense`` in :func:`swap_certificates`).
+    """
+    if not problems:
+        return np.zeros(0)
+    E, k = problems[0].E, problems[0].k
+    rows = torch.as_tensor(rows, device=E.device)
+    Rs = [gather_rows(E, torch.as_tensor(idx, device=E.device)) for idx in sets]
+    W = gather_rows(E, rows) @ torch.cat(Rs).T  # (|rows|, B k)
+    out = np.empty(len(problems))
+    for p, (inst, idx, R) in enumerate(zip(problems, sets, Rs)):
+        th, two = inst.theta, 2.0 * (1.0 - inst.theta)
+        idx = torch.as_tensor(idx, device=E.device)
+        a = swap_terms(linear_term(inst.relevance.index_select(0, idx), th, k), (R @ R.T).sum(1), th)[1]
+        b = swap_terms(linear_term(inst.relevance.index_select(0, rows), th, k), W[:, p * k:(p + 1) * k].sum(1), th)[0]
+        keep = (b > tol - (float(a.max()) + two)) & ~torch.isin(rows, idx)
+        out[p] = float(keep.double().mean())
+    return out
+
+
+def _dense_state(inst: Instance, idx: Any) -> _CertState:
+    """A certificate that compares every row from the start: a_i from E_S E_S^T; u and b are filled
+    block by block from the rows of the shared GEMM (u_j = sum_i w_ij)."""
+    th = inst.theta
+    idx = torch.as_tensor(idx, device=inst.device)
+    R = gather_rows(inst.E, idx)
+    a = swap_terms(linear_term(inst.relevance.index_select(0, idx), th, inst.k), (R @ R.T).sum(1), th)[1]
+    u = torch.empty(inst.n, dtype=R.dtype, device=inst.device)
+    return _CertState(R, a, torch.empty_like(u), 2.0 * (1.0 - th), u)
+
+
 def swap_certificates(
-    problems: list, sets: list, tol: float, *, max_entrants: int | None = None, U: torch.Tensor | None = None,
-    block: int = 4096,
+    problems: list, sets: list, tol: float, *, max_entrants: int | None = None, U: Any = None,
+    block: int = 4096, dense: Any = None,
 ) -> list[SwapCertificate]:
     """:func:`swap_certificate` for B problems on one pool (the same E; relevance, theta and set per
-    problem). ``U`` (n, B): E v_b for every problem, e.g. from one GEMM. The problems whose
-    comparison goes dense share it: one GEMM ``E[s:e] [R_1 ... R_B']^T`` per row block serves all of
-    them (the pool is read once, not once per problem). Each certificate is the one
-    :func:`swap_certificate` gives for its problem alone.
+    problem). ``U``: E v_b per problem, as an (n, B) tensor or a list of (n,) tensors / None (e.g.
+    from one GEMM); a missing one costs a GEMV. The problems whose comparison goes dense share it:
+    one GEMM ``E[s:e] [R_1 ... R_B']^T`` per row block serves all of them (the pool is read once,
+    not once per problem). ``dense`` (B,) bools: problems compared with every row from the start,
+    without the GEMV and the bound (their U entry is not read; u is the row sums of the block
+    products, see :func:`dense_share`). Each certificate is the one :func:`swap_certificate` gives
+    for its problem alone (up to the summation order of u).
     """
     block = int(block)
-    states, dense = [], []
+    fused = [False] * len(problems) if dense is None else [bool(x) for x in dense]
+    if len(fused) != len(problems):
+        raise ValueError(f"dense must have one entry per problem ({len(problems)}), got {len(fused)}")
+    states, go = [], []
     for p, (inst, idx) in enumerate(zip(problems, sets)):
-        st, go_dense = _certificate_head(inst, idx, tol, None if U is None else U[:, p], block)
+        if fused[p]:
+            states.append(_dense_state(inst, idx))
+            go.append(p)
+            continue
+        u = None if U is None else (U[:, p] if isinstance(U, torch.Tensor) else U[p])
+        st, go_dense = _certificate_head(inst, idx, tol, u, block)
         states.append(st)
         if go_dense:
-            dense.append(p)
-    if dense:
+            go.append(p)
+    if go:
         E, k = problems[0].E, problems[0].k
-        Rcat = torch.cat([states[p].R for p in dense])  # (B' k, d)
+        Rcat = torch.cat([states[p].R for p in go])  # (B' k, d)
+        lin = {p: linear_term(problems[p].relevance, problems[p].theta, k) for p in go if fused[p]}
+        members = {p: torch.as_tensor(sets[p], device=E.device) for p in go if fused[p]}
         rows = max(256, min(4 * block, (1 << 24) // Rcat.shape[0]))  # W block <= 16M entries
         for s in range(0, E.shape[0], rows):
             W = matmul(E[s : s + rows], Rcat.T)
-            r = torch.arange(s, s + W.shape[0], device=W.device)
-            for col, p in enumerate(dense):
-                st = states[p]
-                gains = (W[:, col * k : (col + 1) * k] * st.two).add_(st.a).add_(st.b[s : s + rows].unsqueeze(1)).amax(1)
+            e = s + W.shape[0]
+            r = torch.arange(s, e, device=W.device)
+            for col, p in enumerate(go):
+                st, Wp = states[p], W[:, col * k : (col + 1) * k]
+                if fused[p]:  # u and b of this block from its products with S
+                    st.u[s:e] = Wp.sum(1)
+                    st.b[s:e] = swap_terms(lin[p][s:e], st.u[s:e], problems[p].theta)[0]
+                    mine = members[p]
+                    st.b[s:e].index_fill_(0, mine[(mine >= s) & (mine < e)] - s, -torch.inf)
+                gains = (Wp * st.two).add_(st.a).add_(st.b[s:e].unsqueeze(1)).amax(1)
                 st.take(r, gains, tol)
     return [st.result(max_entrants) for st in states]
 
@@ -382,8 +438,8 @@ def swap_certificate(
     compared; device and dtype follow the instance. ``u`` (= E v at S) may be passed when already
     computed, e.g. by one GEMM for a batch of problems (see :func:`swap_certificates`).
     """
-    U = None if u is None else torch.as_tensor(u).reshape(-1, 1)
-    return swap_certificates([inst], [indices], tol, max_entrants=max_entrants, U=U, block=block)[0]
+    return swap_certificates([inst], [indices], tol, max_entrants=max_entrants,
+                             U=None if u is None else [torch.as_tensor(u).reshape(-1)], block=block)[0]
 
 
 def iterated_local_search(

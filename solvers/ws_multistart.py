@@ -22,8 +22,10 @@ reads the full pool only to choose P and to certify the answer:
    rounds in a row without a gain) and best-improvement 2-swaps over the 48 best entrants and
    the ``two_swap_out`` members of cheapest removal (the 2-swap array stays O(48^2 16^2)).
 3. **Certificate (one pass).** :func:`divopt.solvers.local_search.swap_certificates` bounds every
-   1-swap gain over the whole pool from one GEMV and compares only the rows the bound keeps. If
-   no gain exceeds tol the set is a certified 1-swap optimum of the full problem ("fw_ms"'s
+   1-swap gain over the whole pool from one GEMV and compares only the rows the bound keeps
+   (where the bound keeps more than a quarter of a 4096-row sample, as at small k and low
+   theta, the GEMV is skipped: one GEMM E E_S^T gives u as its row sums and every comparison;
+   :func:`~divopt.solvers.local_search.dense_share`). If no gain exceeds tol the set is a certified 1-swap optimum of the full problem ("fw_ms"'s
    guarantee) and the method stops. Otherwise P missed part of the landscape: a new pool around
    the set (its improving entrants, then the best rows by b_j at the set, at the mean row and by
    relevance) is searched with the set as a start, and certified again (``max_phases`` phases);
@@ -59,7 +61,7 @@ from divopt.models.validation import check_theta
 
 from .frank_wolfe import random_point
 from .gram_search import GramSearch
-from .local_search import ls_tolerance, single_thread, swap_certificates
+from .local_search import dense_share, ls_tolerance, single_thread, swap_certificates
 from .selection import register
 
 __all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "default_pool_size", "BatchSelection"]
@@ -230,6 +232,7 @@ class _Run:
         self.f_all = np.zeros((B, 0))
         self.best = np.zeros(B, dtype=np.int64)
         self.f = np.full(B, -np.inf)
+        self.sample: torch.Tensor | None = None  # rows on which a certificate's bound is estimated
 
     def search(self, probs: np.ndarray, P: np.ndarray, first: np.ndarray | None, phase: str | None = None) -> None:
         """Gram search of problems ``probs`` on pools P (len(probs), p); keeps a result only if it
@@ -262,14 +265,20 @@ class _Run:
         inst, k = self.inst, self.inst.k
         open_, u_extra = list(probs), None
         while open_:
-            Vs = torch.stack([gather_rows(inst.E, self.idx[b]).sum(0) for b in open_]
-                             + ([] if extra is None or u_extra is not None else [extra]))
-            U = matmul(inst.E, Vs.T)  # u_b = E v_b for every open problem: one pass over the pool
+            # sets whose bound keeps > 1/4 of a row sample skip the GEMV: one GEMM E E_S^T gives
+            # u (its row sums) and every exact comparison (small k, low theta)
+            dense = dense_share([self.problems[b] for b in open_], [self.idx[b] for b in open_], self.tol,
+                                self.sample) > 0.25
+            Vs = [gather_rows(inst.E, self.idx[b]).sum(0) for b, de in zip(open_, dense) if not de]
+            Vs += [] if extra is None or u_extra is not None else [extra]
+            U = matmul(inst.E, torch.stack(Vs).T) if Vs else None  # u_b = E v_b: one pass for all
             if extra is not None and u_extra is None:
                 u_extra = U[:, -1]
+            cols = iter(range(len(Vs)))
             still = []
             certs = swap_certificates([self.problems[b] for b in open_], [self.idx[b] for b in open_], self.tol,
-                                      max_entrants=max(16, k), U=U[:, : len(open_)])
+                                      max_entrants=max(16, k), U=[None if de else U[:, next(cols)] for de in dense],
+                                      dense=dense)
             for col, b in enumerate(open_):
                 cert = certs[col]
                 self.passes[b] += 1
@@ -355,6 +364,7 @@ def ws_multistart_batch(
         # on a row sample: rank correlation of b_j at the mean row with c), else one pass for
         # u at the mean row and its best rows by b_j interleaved with the most relevant
         mean, sample = _mean_row(inst, seed)
+        run.sample = sample
         guided = _relevance_misleads(inst, C, th, mean, sample)
         if guided.any():
             u_mean = matvec(inst.E, mean)
@@ -400,6 +410,7 @@ def ws_multistart_batch(
         "passes": int(run.passes[b]),
         "pool": int(run.pools[b].size),
         "one_swap_optimal": bool(whole or run.optimal[b]),
+        "compared": None if run.cert[b] is None else int(run.cert[b].compared),
         "perturb_rounds": int(run.rounds[b]),
     } for b in range(B)]
     return BatchSelection(out, objs, th, info, dict(run.clock.secs))
@@ -438,7 +449,8 @@ def ws_multistart(
         is not reached in practice); if hit, ``info["one_swap_optimal"]`` is False.
     info: best_start, starts (f per start after local search), phase (which phase last improved:
     "starts", "+perturb", "+2swap", "+pool"), passes (reads of the pool), pool (final |P|),
-    one_swap_optimal, perturb_rounds (run), seconds (per stage: shortlist, gram, starts, ls,
+    one_swap_optimal, compared (rows the last certificate compared exactly; None when the pool was
+    searched whole), perturb_rounds (run), seconds (per stage: shortlist, gram, starts, ls,
     perturb, two_swap, certify).
     """
     res = ws_multistart_batch(

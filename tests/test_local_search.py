@@ -168,3 +168,60 @@ def test_swap_certificates_batch_equals_single_and_brute_force():
             assert cert.best_gain == pytest.approx(brute, abs=1e-5)
             assert set(cert.entrants.tolist()) == {j for j, g in gain_j.items() if g > tol}
     assert dense >= 2  # the shared-GEMM path ran
+
+
+def test_dense_certificates_compare_every_row_and_match_brute_force():
+    """``dense``: no GEMV and no bound, u from the row sums of the shared GEMM; every improving
+    entrant is found (plain evaluation of f) and the certificate holds iff no swap improves, for
+    problems mixed with ones that take the bound path in the same call."""
+    from divopt.solvers.local_search import ls_tolerance, swap_certificate, swap_certificates
+
+    E = random_unit(90, 5, 7)
+    rng = np.random.default_rng(1)
+    probs, sets = [], []
+    for s, th in enumerate((0.1, 0.5, 0.95)):
+        inst = Instance(E, unit_query(5, 20 + s), k=4, theta=th)
+        probs += [inst, inst]
+        sets += [rng.choice(90, 4, replace=False), local_search(inst, [0, 1, 2, 3]).indices.numpy()]
+    tol = ls_tolerance(probs[0])
+    dense = [True, False] * 3
+    certs = swap_certificates(probs, [torch.as_tensor(S) for S in sets], tol, block=8, dense=dense)
+    for inst, S, cert, de in zip(probs, sets, certs, dense):
+        f0 = ccbqp_objective(inst, list(S))
+        gain_j = {j: max(ccbqp_objective(inst, [j if x == i else x for x in S]) - f0 for i in S)
+                  for j in range(inst.n) if j not in S}
+        brute = max(gain_j.values())
+        assert (cert.best_gain <= tol) == (brute <= tol)
+        v = E[list(S)].astype(np.float64).sum(0)
+        np.testing.assert_allclose(cert.u.double().numpy(), E.astype(np.float64) @ v, atol=1e-5)
+        if de:
+            assert cert.best_gain == pytest.approx(brute, abs=1e-5)
+            assert cert.entrants.tolist() == sorted((j for j, g in gain_j.items() if g > tol), key=lambda j: -gain_j[j])
+        else:
+            single = swap_certificate(inst, torch.as_tensor(S), tol, block=8)
+            assert cert.entrants.tolist() == single.entrants.tolist()
+    with pytest.raises(ValueError, match="dense must have one entry per problem"):
+        swap_certificates(probs, sets, tol, dense=[True])
+
+
+def test_dense_share_is_the_share_of_rows_the_bound_keeps():
+    """On the whole pool as the sample, the estimate equals the share of rows j not in S with
+    b_j + max_i a_i + 2 (1-theta) > tol, written out in float64 from u = E v."""
+    from divopt.solvers.local_search import dense_share, ls_tolerance
+
+    E = random_unit(200, 6, 4)
+    E64 = E.astype(np.float64)
+    probs, sets, want = [], [], []
+    for s, th in enumerate((0.1, 0.4, 0.8)):
+        q = unit_query(6, 30 + s)
+        inst = Instance(E, q, k=5, theta=th)
+        S = np.arange(5 * s, 5 * s + 5)
+        lin = th * 4 * (E64 @ q.astype(np.float64))
+        u = E64 @ E64[S].sum(0)
+        b, a = lin - 2 * (1 - th) * u, -lin + 2 * (1 - th) * (u - 1)
+        keep = b > ls_tolerance(inst) - (a[S].max() + 2 * (1 - th))
+        keep[S] = False
+        probs.append(inst), sets.append(torch.as_tensor(S)), want.append(keep.mean())
+    got = dense_share(probs, sets, ls_tolerance(probs[0]), torch.arange(200))
+    np.testing.assert_allclose(got, want, atol=1.5 / 200)  # a row at the bound's edge may flip in float32
+    assert 0 < min(want) and max(want) < 1  # the cases are not trivial
