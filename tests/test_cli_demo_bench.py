@@ -113,6 +113,14 @@ def test_bench_latency_tiny_grid(tmp_path):
     ratios = pd.read_csv(tmp_path / "latency_ratios.csv")
     np.testing.assert_allclose(ratios["fw_ws_ms/fw"], ratios["fw_ws_ms_ms"] / ratios["fw_ms"])
     assert meta["env"]["cpu_count"] >= 1 and "load_average" in meta["env"]
+    # the one-pass floor: a GEMV where the default's last certificate compared < n/4 rows, else the
+    # pass that compares every row, over MMR's time in the same cell
+    d = df[df.method == "fw_ws_ms"].set_index("theta")
+    assert (df["dense_pass_seconds"] > 0).all() and (d["compared"] >= 0).all()
+    floor = np.where(d["compared"] >= 3000 / 4, d["dense_pass_seconds"], d["gemv_seconds"])
+    mmr = df[df.method == "mmr"].set_index("theta")["seconds"]
+    np.testing.assert_allclose(ratios.set_index("theta")["one_pass/mmr"], floor / mmr.loc[d.index].to_numpy())
+    assert meta["targets"]["one_pass/mmr"]["cells"] == 2
 
 
 def test_unknown_command_exits_with_usage(capsys):
