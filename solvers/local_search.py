@@ -334,7 +334,8 @@ def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor 
     return st, False
 
 
-def dense_share(problems: list, sets: list, tol: float, rows: torch.Tensor) -> np.ndarray:
+def dense_share(problems: list, sets: list, tol: float, rows: torch.Tensor,
+                E_rows: torch.Tensor | None = None) -> np.ndarray:
     """Per problem: the share of the sample ``rows`` that the certificate's bound keeps at its set.
 
     The bound of :func:`swap_certificate` keeps j when b_j + max_i a_i + 2 (1-theta) > tol; on the
@@ -342,13 +343,14 @@ def dense_share(problems: list, sets: list, tol: float, rows: torch.Tensor) -> n
     costs one small GEMM (|rows| x B k), no pass over the pool. Above 1/4 (small k, low theta) the
     certificate compares nearly every row anyway, and one GEMM E E_S^T, whose row sums are u, is
     cheaper than a GEMV for u followed by that GEMM (``dense`` in :func:`swap_certificates`).
+    ``E_rows``: the sample's rows of E when the caller keeps them (saves the gather).
     """
     if not problems:
         return np.zeros(0)
     E, k = problems[0].E, problems[0].k
     rows = torch.as_tensor(rows, device=E.device)
     Rs = [gather_rows(E, torch.as_tensor(idx, device=E.device)) for idx in sets]
-    W = gather_rows(E, rows) @ torch.cat(Rs).T  # (|rows|, B k)
+    W = (gather_rows(E, rows) if E_rows is None else E_rows) @ torch.cat(Rs).T  # (|rows|, B k)
     out = np.empty(len(problems))
     for p, (inst, idx, R) in enumerate(zip(problems, sets, Rs)):
         th, two = inst.theta, 2.0 * (1.0 - inst.theta)
@@ -397,7 +399,8 @@ def swap_certificates(
         u = None if U is None else (U[:, p] if isinstance(U, torch.Tensor) else U[p])
         st, go_dense = _certificate_head(inst, idx, tol, u, block)
         states.append(st)
-        if go_dense:
+        if go_dense:  # the shared GEMM compares every row again: forget the head's rows
+            st.found_j, st.found_g, st.compared = [], [], 0
             go.append(p)
     if go:
         E, k = problems[0].E, problems[0].k

@@ -23,7 +23,7 @@ reads the full pool only to choose P and to certify the answer:
    the ``two_swap_out`` members of cheapest removal (the 2-swap array stays O(48^2 16^2)).
 3. **Certificate (one pass).** :func:`divopt.solvers.local_search.swap_certificates` bounds every
    1-swap gain over the whole pool from one GEMV and compares only the rows the bound keeps
-   (where the bound keeps more than a quarter of a 4096-row sample, as at small k and low
+   (where the bound keeps more than a quarter of a 1024-row sample, as at small k and low
    theta, the GEMV is skipped: one GEMM E E_S^T gives u as its row sums and every comparison;
    :func:`~divopt.solvers.local_search.dense_share`). If no gain exceeds tol the set is a certified 1-swap optimum of the full problem ("fw_ms"'s
    guarantee) and the method stops. Otherwise P missed part of the landscape: a new pool around
@@ -67,6 +67,7 @@ from .selection import register
 __all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "default_pool_size", "BatchSelection"]
 
 _SAMPLE_ROWS = 4096  # rows averaged for the mean-row reference set
+_BOUND_ROWS = 1024  # of them, rows on which a certificate's bound is estimated (share vs 1/4: +-1.4 %)
 
 
 def default_pool_size(k: int) -> int:
@@ -232,7 +233,7 @@ class _Run:
         self.f_all = np.zeros((B, 0))
         self.best = np.zeros(B, dtype=np.int64)
         self.f = np.full(B, -np.inf)
-        self.sample: torch.Tensor | None = None  # rows on which a certificate's bound is estimated
+        self.sample: tuple = ()  # (rows, their embeddings) on which a certificate's bound is estimated
 
     def search(self, probs: np.ndarray, P: np.ndarray, first: np.ndarray | None, phase: str | None = None) -> None:
         """Gram search of problems ``probs`` on pools P (len(probs), p); keeps a result only if it
@@ -268,7 +269,7 @@ class _Run:
             # sets whose bound keeps > 1/4 of a row sample skip the GEMV: one GEMM E E_S^T gives
             # u (its row sums) and every exact comparison (small k, low theta)
             dense = dense_share([self.problems[b] for b in open_], [self.idx[b] for b in open_], self.tol,
-                                self.sample) > 0.25
+                                *self.sample) > 0.25
             Vs = [gather_rows(inst.E, self.idx[b]).sum(0) for b, de in zip(open_, dense) if not de]
             Vs += [] if extra is None or u_extra is not None else [extra]
             U = matmul(inst.E, torch.stack(Vs).T) if Vs else None  # u_b = E v_b: one pass for all
@@ -364,7 +365,8 @@ def ws_multistart_batch(
         # on a row sample: rank correlation of b_j at the mean row with c), else one pass for
         # u at the mean row and its best rows by b_j interleaved with the most relevant
         mean, sample = _mean_row(inst, seed)
-        run.sample = sample
+        rows = sample[:_BOUND_ROWS]
+        run.sample = (rows, gather_rows(inst.E, rows))
         guided = _relevance_misleads(inst, C, th, mean, sample)
         if guided.any():
             u_mean = matvec(inst.E, mean)
