@@ -15,10 +15,8 @@ rounding slack of the storage dtype). Each step:
 1. j = argmax u (ties to the lowest index, as ``argmax`` and LangChain's strict ``>`` do);
 2. if j is fresh (refreshed against the whole current S), its score is exact and no other item
    can beat it: pick j;
-3. else refresh the ``block`` stale items of largest u (m_i = max(m_i, max over the picks they
-   have not seen of w_ij): one (rows, new picks) x d product); from then on their best score s
-   is exact, so only the stale items with u_i >= s can still win: refresh them all in one
-   product, and repeat from 1 (ties need another round).
+3. else refresh the B items of largest u (m_i = max(m_i, max over the picks they have not
+   seen of w_ij): one (B, new picks) x d product), double B, and repeat.
 
 Items whose bound is already below the best exact score are never read again, so after the first
 steps a pick typically refreshes a few hundred rows instead of the pool. The picks equal MMR's
@@ -43,8 +41,7 @@ _FIRST_BLOCK = 64
 def mmr_lazy(inst: Instance, *, block: int = _FIRST_BLOCK):
     """MMR with lazily refreshed upper bounds (module docstring); the same picks as "mmr".
 
-    block : rows refreshed in the first round of each step (later rounds refresh every stale row
-        whose bound reaches the best exact score of the step).
+    block : rows refreshed in the first round of each step (doubled each further round).
     info: refreshed (row refreshes in all, against any number of new picks), rounds.
     """
     if isinstance(block, bool) or not isinstance(block, int) or block < 1:
@@ -62,19 +59,16 @@ def mmr_lazy(inst: Instance, *, block: int = _FIRST_BLOCK):
     refreshed = rounds = 0
     while len(picks) < k:
         t = len(picks)
-        best = None  # the best exact score of this step so far
+        size = block
         while True:
             j = int(torch.argmax(bound))
             rounds += 1
             if int(seen[j]) == t:
                 break
-            if best is None:  # first round: the ``block`` rows of largest bound
-                top = torch.topk(bound, min(block, n)).indices
-                top = top[seen.index_select(0, top) < t]  # stale rows only
-                if top.numel() == 0:  # j tied with fresh rows that topk returned instead
-                    top = torch.tensor([j], device=dev)
-            else:  # then every stale row whose bound reaches the best exact score (j among them)
-                top = ((bound >= best) & (seen < t)).nonzero().flatten()
+            top = torch.topk(bound, min(size, n)).indices
+            top = top[seen.index_select(0, top) < t]  # stale rows only
+            if top.numel() == 0:  # j tied with fresh rows that topk returned instead
+                top = torch.tensor([j], device=dev)
             first = int(seen.index_select(0, top).min())
             W = gather_rows(E, top) @ R[first:].T  # (rows, picks they may not have seen)
             mt = torch.maximum(m.index_select(0, top), W.amax(1))
@@ -82,8 +76,7 @@ def mmr_lazy(inst: Instance, *, block: int = _FIRST_BLOCK):
             bound.index_copy_(0, top, th * c.index_select(0, top) - (1 - th) * mt)
             seen.index_fill_(0, top, t)
             refreshed += int(top.numel())
-            top_best = float(bound.index_select(0, top).max())  # exact scores now
-            best = top_best if best is None else max(best, top_best)
+            size *= 2
         picks.append(j)
         bound[j] = -torch.inf
         seen[j] = k
