@@ -137,19 +137,32 @@ def test_two_swap_search_is_two_swap_optimal():
         assert brute_best_two_swap(inst, S) <= 1e-9 * 12
 
 
+def _certificate_cases(n, d, k, thetas, seed, query_seed):
+    """Per theta, one query's problem twice: at a random k-set and at a 1-swap optimum."""
+    E = random_unit(n, d, seed)
+    rng = np.random.default_rng(seed)
+    probs, sets = [], []
+    for s, th in enumerate(thetas):
+        inst = Instance(E, unit_query(d, query_seed + s), k=k, theta=th)
+        probs += [inst, inst]
+        sets += [rng.choice(n, k, replace=False), local_search(inst, list(range(k))).indices.numpy()]
+    return E, probs, sets
+
+
+def _gain_by_entrant(inst, S):
+    """max over i in S of f(S - i + j) - f(S) for every j not in S, by plain evaluation of f."""
+    f0 = ccbqp_objective(inst, list(S))
+    return {j: max(ccbqp_objective(inst, [j if x == i else x for x in S]) - f0 for i in S)
+            for j in range(inst.n) if j not in S}
+
+
 def test_swap_certificates_batch_equals_single_and_brute_force():
     """The batched certificate (dense comparisons of all problems sharing one GEMM) gives each
     problem the certificate it gets alone, and both agree with plain evaluation of f: the best
     gain when every row is compared, the improving entrants, and 'holds' iff no swap improves."""
     from divopt.solvers.local_search import ls_tolerance, swap_certificate, swap_certificates
 
-    E = random_unit(120, 6, 3)
-    rng = np.random.default_rng(0)
-    probs, sets = [], []
-    for s, th in enumerate((0.3, 0.6, 0.9)):
-        inst = Instance(E, unit_query(6, 10 + s), k=3, theta=th)
-        probs += [inst, inst]
-        sets += [rng.choice(120, 3, replace=False), local_search(inst, [0, 1, 2]).indices.numpy()]
+    E, probs, sets = _certificate_cases(120, 6, 3, (0.3, 0.6, 0.9), seed=3, query_seed=10)
     tol = ls_tolerance(probs[0])
     batch = swap_certificates(probs, [torch.as_tensor(S) for S in sets], tol, block=8)
     dense = 0
@@ -159,9 +172,7 @@ def test_swap_certificates_batch_equals_single_and_brute_force():
         assert cert.best_gain == pytest.approx(single.best_gain, abs=1e-12)
         brute = brute_best_swap(inst, S)
         assert (cert.best_gain <= tol) == (brute <= tol)
-        f0 = ccbqp_objective(inst, list(S))
-        gain_j = {j: max(ccbqp_objective(inst, [j if x == i else x for x in S]) - f0 for i in S)
-                  for j in range(inst.n) if j not in S}
+        gain_j = _gain_by_entrant(inst, S)
         assert set(cert.entrants.tolist()) <= {j for j, g in gain_j.items() if g > tol}
         if cert.compared >= inst.n:  # went dense: every row compared, every improving entrant found
             dense += 1
@@ -176,20 +187,12 @@ def test_dense_certificates_compare_every_row_and_match_brute_force():
     problems mixed with ones that take the bound path in the same call."""
     from divopt.solvers.local_search import ls_tolerance, swap_certificate, swap_certificates
 
-    E = random_unit(90, 5, 7)
-    rng = np.random.default_rng(1)
-    probs, sets = [], []
-    for s, th in enumerate((0.1, 0.5, 0.95)):
-        inst = Instance(E, unit_query(5, 20 + s), k=4, theta=th)
-        probs += [inst, inst]
-        sets += [rng.choice(90, 4, replace=False), local_search(inst, [0, 1, 2, 3]).indices.numpy()]
+    E, probs, sets = _certificate_cases(90, 5, 4, (0.1, 0.5, 0.95), seed=7, query_seed=20)
     tol = ls_tolerance(probs[0])
     dense = [True, False] * 3
     certs = swap_certificates(probs, [torch.as_tensor(S) for S in sets], tol, block=8, dense=dense)
     for inst, S, cert, de in zip(probs, sets, certs, dense):
-        f0 = ccbqp_objective(inst, list(S))
-        gain_j = {j: max(ccbqp_objective(inst, [j if x == i else x for x in S]) - f0 for i in S)
-                  for j in range(inst.n) if j not in S}
+        gain_j = _gain_by_entrant(inst, S)
         brute = max(gain_j.values())
         assert (cert.best_gain <= tol) == (brute <= tol)
         v = E[list(S)].astype(np.float64).sum(0)
