@@ -25,10 +25,10 @@ reads the full pool only to choose P and to certify the answer:
    1-swap gain over the whole pool from one GEMV and compares only the rows the bound keeps
    (where the bound keeps more than a quarter of a 1024-row sample, as at small k and low
    theta, the GEMV is skipped: one GEMM E E_S^T gives u as its row sums and every comparison;
-   :func:`~divopt.solvers.local_search.dense_share`). If no gain exceeds tol the set is a certified 1-swap optimum of the full problem ("fw_ms"'s
-   guarantee) and the method stops. Otherwise P missed part of the landscape: a new pool around
-   the set (its improving entrants, then the best rows by b_j at the set, at the mean row and by
-   relevance) is searched with the set as a start, and certified again (``max_phases`` phases);
+   :func:`~divopt.solvers.local_search.dense_share`). If no gain exceeds tol the set is a
+   certified 1-swap optimum of the full problem ("fw_ms"'s guarantee) and the method stops.
+   Otherwise P missed part of the landscape: a new pool around the set (its improving entrants,
+   then the best rows by b_j at the set, at the mean row and by relevance) is searched with the set as a start, and certified again (``max_phases`` phases);
    after the last, each failed certificate adds its improving entrants to the pool and resumes
    the local search until a certificate holds (every such round strictly increases f).
 
