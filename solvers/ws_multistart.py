@@ -28,9 +28,10 @@ reads the full pool only to choose P and to certify the answer:
    :func:`~divopt.solvers.local_search.dense_share`). If no gain exceeds tol the set is a
    certified 1-swap optimum of the full problem ("fw_ms"'s guarantee) and the method stops.
    Otherwise P missed part of the landscape: a new pool around the set (its improving entrants,
-   then the best rows by b_j at the set, at the mean row and by relevance) is searched with the set as a start, and certified again (``max_phases`` phases);
-   after the last, each failed certificate adds its improving entrants to the pool and resumes
-   the local search until a certificate holds (every such round strictly increases f).
+   then the best rows by b_j at the set, at the mean row and by relevance) is searched with the
+   set as a start, and certified again (``max_phases`` phases); after the last, each failed
+   certificate adds its improving entrants to the pool and resumes the local search until a
+   certificate holds (every such round strictly increases f).
 
 So the answer is always a 1-swap optimum over ALL swaps of the pool; on pools where relevance
 guides (e.g. theta >= 0.7 on the narrow cone) it costs one pass plus the search on P.
