@@ -251,6 +251,8 @@ def check_targets(df: pd.DataFrame, extra: dict, default_method: str = "fw_ws_ms
 
 def ratio_table(df: pd.DataFrame, default_method: str) -> pd.DataFrame | None:
     """Per (n, d, k, theta): ms of the paper's fw, the default method and MMR, and the ratios."""
+    from divopt.solvers.local_search import DENSE_SHARE
+
     piv = df.pivot_table(index=["n", "d", "k", "theta"], columns="method", values="seconds")
     if default_method not in piv.columns:
         return None
@@ -263,7 +265,7 @@ def ratio_table(df: pd.DataFrame, default_method: str) -> pd.DataFrame | None:
         # one certificate pass at the default's answer: a GEMV when its bound pruned (it compared
         # < n/4 rows), else the pass that compares every row: the least that certifying that
         # answer costs with this bound, even when the search itself is free
-        dense = cells["compared"] >= cells.index.get_level_values("n") / 4
+        dense = cells["compared"] >= DENSE_SHARE * cells.index.get_level_values("n")
         floor = cells["dense_pass_seconds"].where(dense, cells["gemv_seconds"])
         out["compared"] = cells["compared"]
         out["one_pass/mmr"] = floor / piv["mmr"]

@@ -37,9 +37,11 @@ from .selection import get_selector, register
 
 __all__ = [
     "LSResult", "SwapCertificate", "local_search", "iterated_local_search", "polish", "ls_tolerance", "two_swap_search",
-    "swap_certificate", "swap_certificates", "dense_share",
+    "swap_certificate", "swap_certificates", "dense_share", "DENSE_SHARE",
 ]
 
+# A certificate compares every row in one GEMM once its bound keeps more than this share of the pool.
+DENSE_SHARE = 0.25
 # Keep the n x k matrix W in memory up to this many entries (64 MiB in float32).
 _FULL_LIMIT = 1 << 24
 _SCAN_BLOCK = 1 << 14
@@ -310,6 +312,17 @@ class _CertState:
         return SwapCertificate(self.best, js.index_select(0, order), self.u, self.compared)
 
 
+def _bound_keeps(b: torch.Tensor, a: torch.Tensor, two: float, tol: float) -> torch.Tensor:
+    """Rows j the certificate's bound cannot exclude: b_j + max_i a_i + 2 (1-theta) > tol (w_ij <= 1)."""
+    return b > tol - (float(a.max()) + two)
+
+
+def _member_terms(inst: Instance, idx: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
+    """a_i for the members i of S (rows R = E_S), with u_i = row sums of E_S E_S^T: no pass over E."""
+    lin = linear_term(inst.relevance.index_select(0, idx), inst.theta, inst.k)
+    return swap_terms(lin, (R @ R.T).sum(1), inst.theta)[1]
+
+
 def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor | None, block: int):
     """The bound, then the surviving rows in decreasing bound order, ``block`` at a time, until a
     block holds an improving swap. Returns (state, dense): ``dense`` when, after the first block,
@@ -322,10 +335,10 @@ def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor 
         u = matvec(E, R.sum(0))
     b, a = swap_terms(linear_term(inst.relevance, th, k), u, th)
     st = _CertState(R, a.index_select(0, idx), b.index_fill_(0, idx, -torch.inf), 2.0 * (1.0 - th), u)
-    cand = (st.b > tol - (float(st.a.max()) + st.two)).nonzero().flatten()
+    cand = _bound_keeps(st.b, st.a, st.two, tol).nonzero().flatten()
     cand = cand.index_select(0, torch.argsort(st.b.index_select(0, cand), descending=True, stable=True))
     for s in range(0, cand.numel(), block):
-        if s > 0 and cand.numel() - s > E.shape[0] // 4:
+        if s > 0 and cand.numel() - s > DENSE_SHARE * E.shape[0]:
             return st, True
         c = cand[s : s + block]
         gains = (gather_rows(E, c) @ R.T).mul_(st.two).add_(st.a).add_(st.b.index_select(0, c).unsqueeze(1)).amax(1)
@@ -340,9 +353,10 @@ def dense_share(problems: list, sets: list, tol: float, rows: torch.Tensor,
 
     The bound of :func:`swap_certificate` keeps j when b_j + max_i a_i + 2 (1-theta) > tol; on the
     sample, u_j is the row sum of E_rows E_S^T and u_i (i in S) that of E_S E_S^T, so the estimate
-    costs one small GEMM (|rows| x B k), no pass over the pool. Above 1/4 (small k, low theta) the
-    certificate compares nearly every row anyway, and one GEMM E E_S^T, whose row sums are u, is
-    cheaper than a GEMV for u followed by that GEMM (``dense`` in :func:`swap_certificates`).
+    costs one small GEMM (|rows| x B k), no pass over the pool. Above ``DENSE_SHARE`` (small k, low
+    theta) the certificate compares nearly every row anyway, and one GEMM E E_S^T, whose row sums
+    are u, is cheaper than a GEMV for u followed by that GEMM (``dense`` in
+    :func:`swap_certificates`).
     ``E_rows``: the sample's rows of E when the caller keeps them (saves the gather).
     """
     if not problems:
@@ -353,11 +367,10 @@ def dense_share(problems: list, sets: list, tol: float, rows: torch.Tensor,
     W = (gather_rows(E, rows) if E_rows is None else E_rows) @ torch.cat(Rs).T  # (|rows|, B k)
     out = np.empty(len(problems))
     for p, (inst, idx, R) in enumerate(zip(problems, sets, Rs)):
-        th, two = inst.theta, 2.0 * (1.0 - inst.theta)
+        th = inst.theta
         idx = torch.as_tensor(idx, device=E.device)
-        a = swap_terms(linear_term(inst.relevance.index_select(0, idx), th, k), (R @ R.T).sum(1), th)[1]
         b = swap_terms(linear_term(inst.relevance.index_select(0, rows), th, k), W[:, p * k:(p + 1) * k].sum(1), th)[0]
-        keep = (b > tol - (float(a.max()) + two)) & ~torch.isin(rows, idx)
+        keep = _bound_keeps(b, _member_terms(inst, idx, R), 2.0 * (1.0 - th), tol) & ~torch.isin(rows, idx)
         out[p] = float(keep.double().mean())
     return out
 
@@ -365,12 +378,10 @@ def dense_share(problems: list, sets: list, tol: float, rows: torch.Tensor,
 def _dense_state(inst: Instance, idx: Any) -> _CertState:
     """A certificate that compares every row from the start: a_i from E_S E_S^T; u and b are filled
     block by block from the rows of the shared GEMM (u_j = sum_i w_ij)."""
-    th = inst.theta
     idx = torch.as_tensor(idx, device=inst.device)
     R = gather_rows(inst.E, idx)
-    a = swap_terms(linear_term(inst.relevance.index_select(0, idx), th, inst.k), (R @ R.T).sum(1), th)[1]
     u = torch.empty(inst.n, dtype=R.dtype, device=inst.device)
-    return _CertState(R, a, torch.empty_like(u), 2.0 * (1.0 - th), u)
+    return _CertState(R, _member_terms(inst, idx, R), torch.empty_like(u), 2.0 * (1.0 - inst.theta), u)
 
 
 def swap_certificates(

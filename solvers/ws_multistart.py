@@ -62,7 +62,7 @@ from divopt.models.validation import check_theta
 
 from .frank_wolfe import random_point
 from .gram_search import GramSearch
-from .local_search import dense_share, ls_tolerance, single_thread, swap_certificates
+from .local_search import DENSE_SHARE, dense_share, ls_tolerance, single_thread, swap_certificates
 from .selection import register
 
 __all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "default_pool_size", "BatchSelection"]
@@ -270,7 +270,7 @@ class _Run:
             # sets whose bound keeps > 1/4 of a row sample skip the GEMV: one GEMM E E_S^T gives
             # u (its row sums) and every exact comparison (small k, low theta)
             dense = dense_share([self.problems[b] for b in open_], [self.idx[b] for b in open_], self.tol,
-                                *self.sample) > 0.25
+                                *self.sample) > DENSE_SHARE
             Vs = [gather_rows(inst.E, self.idx[b]).sum(0) for b, de in zip(open_, dense) if not de]
             Vs += [] if extra is None or u_extra is not None else [extra]
             U = matmul(inst.E, torch.stack(Vs).T) if Vs else None  # u_b = E v_b: one pass for all
