@@ -107,7 +107,8 @@ def _dense_pass_time(inst, repeats: int, device: torch.device) -> float:
     """One certificate pass that compares every row (:func:`swap_certificates` with ``dense``: one
     GEMM E E_S^T, u its row sums, every 1-swap gain), at the top-k set: what certifying a k-set costs
     when the bound prunes nothing (small k, low theta)."""
-    from divopt.solvers.local_search import ls_tolerance, swap_certificates
+    from divopt.solvers.local_search import ls_tolerance
+    from divopt.solvers.swap_certificate import swap_certificates
 
     top = torch.topk(inst.relevance, inst.k).indices
     return _median_time(lambda: swap_certificates([inst], [top], ls_tolerance(inst), dense=[True]), repeats, device)
@@ -251,7 +252,7 @@ def check_targets(df: pd.DataFrame, extra: dict, default_method: str = "fw_ws_ms
 
 def ratio_table(df: pd.DataFrame, default_method: str) -> pd.DataFrame | None:
     """Per (n, d, k, theta): ms of the paper's fw, the default method and MMR, and the ratios."""
-    from divopt.solvers.local_search import DENSE_SHARE
+    from divopt.solvers.swap_certificate import DENSE_SHARE
 
     piv = df.pivot_table(index=["n", "d", "k", "theta"], columns="method", values="seconds")
     if default_method not in piv.columns:

@@ -21,11 +21,11 @@ reads the full pool only to choose P and to certify the answer:
    (``perturb_batch`` perturbed sets per round, default about 80/k, stopped after ``patience``
    rounds in a row without a gain) and best-improvement 2-swaps over the 48 best entrants and
    the ``two_swap_out`` members of cheapest removal (the 2-swap array stays O(48^2 16^2)).
-3. **Certificate (one pass).** :func:`divopt.solvers.local_search.swap_certificates` bounds every
+3. **Certificate (one pass).** :func:`divopt.solvers.swap_certificate.swap_certificates` bounds every
    1-swap gain over the whole pool from one GEMV and compares only the rows the bound keeps
    (where the bound keeps more than a quarter of a 1024-row sample, as at small k and low
    theta, the GEMV is skipped: one GEMM E E_S^T gives u as its row sums and every comparison;
-   :func:`~divopt.solvers.local_search.dense_share`). If no gain exceeds tol the set is a
+   :func:`~divopt.solvers.swap_certificate.dense_share`). If no gain exceeds tol the set is a
    certified 1-swap optimum of the full problem ("fw_ms"'s guarantee) and the method stops.
    Otherwise P missed part of the landscape: a new pool around the set (its improving entrants,
    then the best rows by b_j at the set, at the mean row and by relevance) is searched with the
@@ -62,7 +62,8 @@ from divopt.models.validation import check_theta
 
 from .frank_wolfe import random_point
 from .gram_search import GramSearch
-from .local_search import DENSE_SHARE, dense_share, ls_tolerance, single_thread, swap_certificates
+from .local_search import ls_tolerance, single_thread
+from .swap_certificate import DENSE_SHARE, dense_share, swap_certificates
 from .selection import register
 
 __all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "default_pool_size", "BatchSelection"]

@@ -160,7 +160,8 @@ def test_swap_certificates_batch_equals_single_and_brute_force():
     """The batched certificate (dense comparisons of all problems sharing one GEMM) gives each
     problem the certificate it gets alone, and both agree with plain evaluation of f: the best
     gain when every row is compared, the improving entrants, and 'holds' iff no swap improves."""
-    from divopt.solvers.local_search import ls_tolerance, swap_certificate, swap_certificates
+    from divopt.solvers.local_search import ls_tolerance
+    from divopt.solvers.swap_certificate import swap_certificate, swap_certificates
 
     E, probs, sets = _certificate_cases(120, 6, 3, (0.3, 0.6, 0.9), seed=3, query_seed=10)
     tol = ls_tolerance(probs[0])
@@ -185,7 +186,8 @@ def test_dense_certificates_compare_every_row_and_match_brute_force():
     """``dense``: no GEMV and no bound, u from the row sums of the shared GEMM; every improving
     entrant is found (plain evaluation of f) and the certificate holds iff no swap improves, for
     problems mixed with ones that take the bound path in the same call."""
-    from divopt.solvers.local_search import ls_tolerance, swap_certificate, swap_certificates
+    from divopt.solvers.local_search import ls_tolerance
+    from divopt.solvers.swap_certificate import swap_certificate, swap_certificates
 
     E, probs, sets = _certificate_cases(90, 5, 4, (0.1, 0.5, 0.95), seed=7, query_seed=20)
     tol = ls_tolerance(probs[0])
@@ -210,7 +212,8 @@ def test_dense_certificates_compare_every_row_and_match_brute_force():
 def test_dense_share_is_the_share_of_rows_the_bound_keeps():
     """On the whole pool as the sample, the estimate equals the share of rows j not in S with
     b_j + max_i a_i + 2 (1-theta) > tol, written out in float64 from u = E v."""
-    from divopt.solvers.local_search import dense_share, ls_tolerance
+    from divopt.solvers.local_search import ls_tolerance
+    from divopt.solvers.swap_certificate import dense_share
 
     E = random_unit(200, 6, 4)
     E64 = E.astype(np.float64)

@@ -1,0 +1,222 @@
+"""One-pass certificate of 1-swap optimality over a whole pool (the check behind "fw_ws_ms").
+
+For a k-set S, with u = E v and the swap terms of :func:`divopt.models.ccbqp.swap_terms`, every
+swap gain is Delta(i, j) = b_j + a_i + 2 (1-theta) w_ij. Since w_ij <= 1, a row j whose
+b_j + max_i a_i + 2 (1-theta) <= tol cannot improve S. One GEMV gives u and the bound; only the
+rows the bound keeps are compared with S exactly. Where it keeps most rows (small k, low theta),
+one GEMM E E_S^T gives u as its row sums and every comparison at once. B problems on one pool
+share their GEMMs (:func:`swap_certificates`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from divopt.models import Instance
+from divopt.models.ccbqp import linear_term, swap_terms
+from divopt.models.kernels import gather_rows, matmul, matvec
+
+__all__ = ["SwapCertificate", "swap_certificate", "swap_certificates", "dense_share", "DENSE_SHARE"]
+
+# A certificate compares every row in one GEMM once its bound keeps more than this share of the pool.
+DENSE_SHARE = 0.25
+
+
+@dataclass
+class SwapCertificate:
+    """One pass over the pool at a k-set S: the best 1-swap gain and the entrants that improve.
+
+    best_gain : the largest Delta(i, j) over i in S and the entrants compared (-inf when the bound
+        excludes every j). When it is <= tol, every entrant was compared or excluded by the bound,
+        so S is 1-swap optimal over the whole pool; otherwise it is the best gain found before the
+        comparison stopped (``compared`` rows, in decreasing order of their bound).
+    entrants : the compared j with max_i Delta(i, j) > tol, by decreasing gain (at most ``max_entrants``).
+    u : E v at S (v the sum of the selected rows), for every item.
+    compared : entrants compared with S exactly; the others were excluded by the bound or not reached.
+    """
+
+    best_gain: float
+    entrants: torch.Tensor
+    u: torch.Tensor
+    compared: int
+
+
+@dataclass
+class _CertState:
+    """A certificate under way: the set's rows R, its swap terms, what the bound kept."""
+
+    R: torch.Tensor
+    a: torch.Tensor
+    b: torch.Tensor
+    two: float
+    u: torch.Tensor
+    best: float = -float("inf")
+    compared: int = 0
+    found_j: list = field(default_factory=list)
+    found_g: list = field(default_factory=list)
+
+    def take(self, rows: torch.Tensor, gains: torch.Tensor, tol: float) -> bool:
+        """Record the gains of ``rows``; True when one improves (> tol)."""
+        self.compared += int(gains.numel())
+        self.best = max(self.best, float(gains.max()))
+        up = (gains > tol).nonzero().flatten()
+        if up.numel():
+            self.found_j.append(rows.index_select(0, up))
+            self.found_g.append(gains.index_select(0, up))
+        return bool(up.numel())
+
+    def result(self, max_entrants: int | None) -> SwapCertificate:
+        if not self.found_j:
+            return SwapCertificate(self.best, self.u.new_zeros(0, dtype=torch.long), self.u, self.compared)
+        js, gs = torch.cat(self.found_j), torch.cat(self.found_g)
+        order = torch.argsort(gs, descending=True, stable=True)
+        if max_entrants is not None:
+            order = order[: int(max_entrants)]
+        return SwapCertificate(self.best, js.index_select(0, order), self.u, self.compared)
+
+
+def _bound_keeps(b: torch.Tensor, a: torch.Tensor, two: float, tol: float) -> torch.Tensor:
+    """Rows j the certificate's bound cannot exclude: b_j + max_i a_i + 2 (1-theta) > tol (w_ij <= 1)."""
+    return b > tol - (float(a.max()) + two)
+
+
+def _member_terms(inst: Instance, idx: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
+    """a_i for the members i of S (rows R = E_S), with u_i = row sums of E_S E_S^T: no pass over E."""
+    lin = linear_term(inst.relevance.index_select(0, idx), inst.theta, inst.k)
+    return swap_terms(lin, (R @ R.T).sum(1), inst.theta)[1]
+
+
+def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor | None, block: int):
+    """The bound, then the surviving rows in decreasing bound order, ``block`` at a time, until a
+    block holds an improving swap. Returns (state, dense): ``dense`` when, after the first block,
+    more than n/4 rows still survive (small k, where max_i a_i + 2 (1-theta) is loose): the rest
+    is then cheaper as one GEMM over contiguous row blocks of E than as gathers."""
+    E, k, th = inst.E, inst.k, inst.theta
+    idx = torch.as_tensor(indices, device=inst.device)
+    R = gather_rows(E, idx)
+    if u is None:
+        u = matvec(E, R.sum(0))
+    b, a = swap_terms(linear_term(inst.relevance, th, k), u, th)
+    st = _CertState(R, a.index_select(0, idx), b.index_fill_(0, idx, -torch.inf), 2.0 * (1.0 - th), u)
+    cand = _bound_keeps(st.b, st.a, st.two, tol).nonzero().flatten()
+    cand = cand.index_select(0, torch.argsort(st.b.index_select(0, cand), descending=True, stable=True))
+    for s in range(0, cand.numel(), block):
+        if s > 0 and cand.numel() - s > DENSE_SHARE * E.shape[0]:
+            return st, True
+        c = cand[s : s + block]
+        gains = (gather_rows(E, c) @ R.T).mul_(st.two).add_(st.a).add_(st.b.index_select(0, c).unsqueeze(1)).amax(1)
+        if st.take(c, gains, tol):
+            break
+    return st, False
+
+
+def dense_share(problems: list, sets: list, tol: float, rows: torch.Tensor,
+                E_rows: torch.Tensor | None = None) -> np.ndarray:
+    """Per problem: the share of the sample ``rows`` that the certificate's bound keeps at its set.
+
+    The bound of :func:`swap_certificate` keeps j when b_j + max_i a_i + 2 (1-theta) > tol; on the
+    sample, u_j is the row sum of E_rows E_S^T and u_i (i in S) that of E_S E_S^T, so the estimate
+    costs one small GEMM (|rows| x B k), no pass over the pool. Above ``DENSE_SHARE`` (small k, low
+    theta) the certificate compares nearly every row anyway, and one GEMM E E_S^T, whose row sums
+    are u, is cheaper than a GEMV for u followed by that GEMM (``dense`` in
+    :func:`swap_certificates`).
+    ``E_rows``: the sample's rows of E when the caller keeps them (saves the gather).
+    """
+    if not problems:
+        return np.zeros(0)
+    E, k = problems[0].E, problems[0].k
+    rows = torch.as_tensor(rows, device=E.device)
+    Rs = [gather_rows(E, torch.as_tensor(idx, device=E.device)) for idx in sets]
+    W = (gather_rows(E, rows) if E_rows is None else E_rows) @ torch.cat(Rs).T  # (|rows|, B k)
+    out = np.empty(len(problems))
+    for p, (inst, idx, R) in enumerate(zip(problems, sets, Rs)):
+        th = inst.theta
+        idx = torch.as_tensor(idx, device=E.device)
+        b = swap_terms(linear_term(inst.relevance.index_select(0, rows), th, k), W[:, p * k:(p + 1) * k].sum(1), th)[0]
+        keep = _bound_keeps(b, _member_terms(inst, idx, R), 2.0 * (1.0 - th), tol) & ~torch.isin(rows, idx)
+        out[p] = float(keep.double().mean())
+    return out
+
+
+def _dense_state(inst: Instance, idx: Any) -> _CertState:
+    """A certificate that compares every row from the start: a_i from E_S E_S^T; u and b are filled
+    block by block from the rows of the shared GEMM (u_j = sum_i w_ij)."""
+    idx = torch.as_tensor(idx, device=inst.device)
+    R = gather_rows(inst.E, idx)
+    u = torch.empty(inst.n, dtype=R.dtype, device=inst.device)
+    return _CertState(R, _member_terms(inst, idx, R), torch.empty_like(u), 2.0 * (1.0 - inst.theta), u)
+
+
+def swap_certificates(
+    problems: list, sets: list, tol: float, *, max_entrants: int | None = None, U: Any = None,
+    block: int = 4096, dense: Any = None,
+) -> list[SwapCertificate]:
+    """:func:`swap_certificate` for B problems on one pool (the same E; relevance, theta and set per
+    problem). ``U``: E v_b per problem, as an (n, B) tensor or a list of (n,) tensors / None (e.g.
+    from one GEMM); a missing one costs a GEMV. The problems whose comparison goes dense share it:
+    one GEMM ``E[s:e] [R_1 ... R_B']^T`` per row block serves all of them (the pool is read once,
+    not once per problem). ``dense`` (B,) bools: problems compared with every row from the start,
+    without the GEMV and the bound (their U entry is not read; u is the row sums of the block
+    products, see :func:`dense_share`). Each certificate is the one :func:`swap_certificate` gives
+    for its problem alone (up to the summation order of u).
+    """
+    block = int(block)
+    fused = [False] * len(problems) if dense is None else [bool(x) for x in dense]
+    if len(fused) != len(problems):
+        raise ValueError(f"dense must have one entry per problem ({len(problems)}), got {len(fused)}")
+    states, go = [], []
+    for p, (inst, idx) in enumerate(zip(problems, sets)):
+        if fused[p]:
+            states.append(_dense_state(inst, idx))
+            go.append(p)
+            continue
+        u = None if U is None else (U[:, p] if isinstance(U, torch.Tensor) else U[p])
+        st, go_dense = _certificate_head(inst, idx, tol, u, block)
+        states.append(st)
+        if go_dense:  # the shared GEMM compares every row again: forget the head's rows
+            st.found_j, st.found_g, st.compared = [], [], 0
+            go.append(p)
+    if go:
+        E, k = problems[0].E, problems[0].k
+        Rcat = torch.cat([states[p].R for p in go])  # (B' k, d)
+        lin = {p: linear_term(problems[p].relevance, problems[p].theta, k) for p in go if fused[p]}
+        members = {p: torch.as_tensor(sets[p], device=E.device) for p in go if fused[p]}
+        rows = max(256, min(4 * block, (1 << 24) // Rcat.shape[0]))  # W block <= 16M entries
+        for s in range(0, E.shape[0], rows):
+            W = matmul(E[s : s + rows], Rcat.T)
+            e = s + W.shape[0]
+            r = torch.arange(s, e, device=W.device)
+            for col, p in enumerate(go):
+                st, Wp = states[p], W[:, col * k : (col + 1) * k]
+                if fused[p]:  # u and b of this block from its products with S
+                    st.u[s:e] = Wp.sum(1)
+                    st.b[s:e] = swap_terms(lin[p][s:e], st.u[s:e], problems[p].theta)[0]
+                    mine = members[p]
+                    st.b[s:e].index_fill_(0, mine[(mine >= s) & (mine < e)] - s, -torch.inf)
+                gains = (Wp * st.two).add_(st.a).add_(st.b[s:e].unsqueeze(1)).amax(1)
+                st.take(r, gains, tol)
+    return [st.result(max_entrants) for st in states]
+
+
+def swap_certificate(
+    inst: Instance, indices: torch.Tensor, tol: float, *, max_entrants: int | None = None,
+    u: torch.Tensor | None = None, block: int = 4096,
+) -> SwapCertificate:
+    """Certify (or refute) 1-swap optimality of the k-set ``indices`` over the whole pool.
+
+    One GEMV gives u = E v; with w_ij <= 1 every gain obeys Delta(i, j) <= b_j + max_i a_i + 2 (1-theta)
+    (:func:`~divopt.models.ccbqp.swap_terms`), so only the entrants passing that bound are compared
+    with S exactly (their rows times the k selected rows), ``block`` rows at a time in decreasing
+    order of the bound; the comparison stops after the first block that holds an improving swap
+    (the certificate has failed, and the best entrants are those of highest bound). When more than
+    n/4 rows survive the first block (small k, where the bound is loose), the rest is one GEMM
+    over contiguous blocks of E (every row, no gather) and the entrants are all improving rows.
+    Entrants are returned by decreasing gain. O(n d) for the GEMV plus O(m k d) for the m rows
+    compared; device and dtype follow the instance. ``u`` (= E v at S) may be passed when already
+    computed, e.g. by one GEMM for a batch of problems (see :func:`swap_certificates`).
+    """
+    return swap_certificates([inst], [indices], tol, max_entrants=max_entrants,
+                             U=None if u is None else [torch.as_tensor(u).reshape(-1)], block=block)[0]
