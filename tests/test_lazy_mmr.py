@@ -8,15 +8,16 @@ from divopt.models import Instance
 from divopt.solvers import select
 
 
+@pytest.mark.parametrize("dense_share", [1 / 64, 0.3, 2.0])  # default, some rounds dense, never dense
 @pytest.mark.parametrize("block", [1, 7, 64])
-def test_lazy_mmr_equals_eager_on_near_duplicates(block):
+def test_lazy_mmr_equals_eager_on_near_duplicates(block, dense_share):
     # clusters of near-duplicates make most bounds stale after each pick
     for seed in range(3):
         E = planted_duplicates(30, 8, 24, seed)
         for theta in (0.2, 0.6, 0.9):
             inst = Instance(E.astype(np.float32), unit_query(24, seed).astype(np.float32), k=20, theta=theta,
                             normalize=True)
-            lazy = select(inst, "mmr_lazy", block=block)
+            lazy = select(inst, "mmr_lazy", block=block, dense_share=dense_share)
             assert lazy.indices.tolist() == select(inst, "mmr").indices.tolist()
             assert lazy.info["refreshed"] >= inst.k - 1
 
@@ -24,11 +25,30 @@ def test_lazy_mmr_equals_eager_on_near_duplicates(block):
 def test_lazy_mmr_reads_few_rows_and_validates_block():
     E, q = random_unit(4000, 32, 0), unit_query(32, 0)
     inst = Instance(E, q, k=30, theta=0.7)
-    sel = select(inst, "mmr_lazy")
-    assert sel.indices.tolist() == select(inst, "mmr").indices.tolist()
+    eager = select(inst, "mmr").indices.tolist()
+    sel = select(inst, "mmr_lazy", dense_share=2.0)  # bounds only, no whole-pool refresh
+    assert sel.indices.tolist() == eager
     assert sel.info["refreshed"] < (inst.k - 1) * inst.n / 4  # the eager method reads (k-1) n rows
+    every = select(inst, "mmr_lazy", dense_share=1e-9)  # every step refreshes the whole pool
+    assert every.indices.tolist() == eager and every.info["rounds"] == inst.k - 1
     with pytest.raises(ValueError, match="block"):
         select(inst, "mmr_lazy", block=0)
+    for bad in (0, -0.5, True, "1/64"):
+        with pytest.raises(ValueError, match="dense_share"):
+            select(inst, "mmr_lazy", dense_share=bad)
+
+
+@pytest.mark.parametrize("dense_share", [1 / 64, 2.0])
+def test_lazy_mmr_breaks_exact_ties_like_langchain(dense_share):
+    # rows repeated exactly: equal scores at every step; LangChain's strict ">" keeps the lowest index
+    lc = pytest.importorskip("langchain_core.vectorstores.utils")
+    base = random_unit(40, 12, 5)
+    E = np.concatenate([base, base, base[:20]])[np.random.default_rng(5).permutation(100)]
+    q = unit_query(12, 5)
+    for theta in (0.3, 0.6, 0.9):
+        ours = select(Instance(E, q, k=15, theta=theta), "mmr_lazy", block=4, dense_share=dense_share)
+        theirs = lc.maximal_marginal_relevance(q, list(E), lambda_mult=theta, k=15)
+        assert ours.indices.tolist() == [int(i) for i in theirs]
 
 
 def test_lazy_mmr_whole_pool_and_k1():
