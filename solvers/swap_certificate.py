@@ -19,7 +19,7 @@ from divopt.models import Instance
 from divopt.models.ccbqp import linear_term, swap_terms
 from divopt.models.kernels import gather_rows, matmul, matvec
 
-__all__ = ["SwapCertificate", "swap_certificate", "swap_certificates", "dense_share", "DENSE_SHARE"]
+__all__ = ["SwapCertificate", "swap_certificate", "swap_certificates", "dense_share", "go_dense", "DENSE_SHARE"]
 
 # A certificate compares every row in one GEMM once its bound keeps more than this share of the pool.
 DENSE_SHARE = 0.25
@@ -113,32 +113,57 @@ def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor 
     return st, False
 
 
+def _on_sample(problems: list, sets: list, tol: float, rows: Any, E_rows: torch.Tensor | None):
+    """Per problem, on the sample ``rows``: (share the bound keeps, whether a sample row improves S).
+
+    u_j is the row sum of E_rows E_S^T and u_i (i in S) that of E_S E_S^T, and the same products
+    give every gain Delta(i, j) of a sample row: one small GEMM (|rows| x B k), no pass over E."""
+    E, k = problems[0].E, problems[0].k
+    rows = torch.as_tensor(rows, device=E.device)
+    Rs = [gather_rows(E, torch.as_tensor(idx, device=E.device)) for idx in sets]
+    W = (gather_rows(E, rows) if E_rows is None else E_rows) @ torch.cat(Rs).T  # (|rows|, B k)
+    share, improves = np.empty(len(problems)), np.empty(len(problems), dtype=bool)
+    for p, (inst, idx, R) in enumerate(zip(problems, sets, Rs)):
+        th, two = inst.theta, 2.0 * (1.0 - inst.theta)
+        idx = torch.as_tensor(idx, device=E.device)
+        Wp = W[:, p * k:(p + 1) * k]
+        b = swap_terms(linear_term(inst.relevance.index_select(0, rows), th, k), Wp.sum(1), th)[0]
+        a = _member_terms(inst, idx, R)
+        out = ~torch.isin(rows, idx)
+        share[p] = float((_bound_keeps(b, a, two, tol) & out).double().mean())
+        gains = (Wp * two).add_(a).add_(b.unsqueeze(1)).amax(1)
+        improves[p] = bool((gains[out] > tol).any())
+    return share, improves
+
+
 def dense_share(problems: list, sets: list, tol: float, rows: torch.Tensor,
                 E_rows: torch.Tensor | None = None) -> np.ndarray:
     """Per problem: the share of the sample ``rows`` that the certificate's bound keeps at its set.
 
     The bound of :func:`swap_certificate` keeps j when b_j + max_i a_i + 2 (1-theta) > tol; on the
     sample, u_j is the row sum of E_rows E_S^T and u_i (i in S) that of E_S E_S^T, so the estimate
-    costs one small GEMM (|rows| x B k), no pass over the pool. Above ``DENSE_SHARE`` (small k, low
-    theta) the certificate compares nearly every row anyway, and one GEMM E E_S^T, whose row sums
-    are u, is cheaper than a GEMV for u followed by that GEMM (``dense`` in
-    :func:`swap_certificates`).
+    costs one small GEMM (|rows| x B k), no pass over the pool.
     ``E_rows``: the sample's rows of E when the caller keeps them (saves the gather).
     """
     if not problems:
         return np.zeros(0)
-    E, k = problems[0].E, problems[0].k
-    rows = torch.as_tensor(rows, device=E.device)
-    Rs = [gather_rows(E, torch.as_tensor(idx, device=E.device)) for idx in sets]
-    W = (gather_rows(E, rows) if E_rows is None else E_rows) @ torch.cat(Rs).T  # (|rows|, B k)
-    out = np.empty(len(problems))
-    for p, (inst, idx, R) in enumerate(zip(problems, sets, Rs)):
-        th = inst.theta
-        idx = torch.as_tensor(idx, device=E.device)
-        b = swap_terms(linear_term(inst.relevance.index_select(0, rows), th, k), W[:, p * k:(p + 1) * k].sum(1), th)[0]
-        keep = _bound_keeps(b, _member_terms(inst, idx, R), 2.0 * (1.0 - th), tol) & ~torch.isin(rows, idx)
-        out[p] = float(keep.double().mean())
-    return out
+    return _on_sample(problems, sets, tol, rows, E_rows)[0]
+
+
+def go_dense(problems: list, sets: list, tol: float, rows: torch.Tensor,
+             E_rows: torch.Tensor | None = None) -> np.ndarray:
+    """Per problem: should its certificate compare every row in one GEMM (``dense`` in
+    :func:`swap_certificates`)? Yes where the bound keeps more than ``DENSE_SHARE`` of the sample
+    (:func:`dense_share`; small k, low theta) and no sample row improves S. A certificate that
+    holds then compares nearly every row anyway, and one GEMM E E_S^T, whose row sums are u, is
+    cheaper than a GEMV for u followed by that GEMM. An improving sample row means the certificate
+    fails, and the GEMV path stops at its first block of improving rows instead (a set far from
+    a 1-swap optimum, e.g. the first one searched, costs a GEMV rather than a k-column GEMM).
+    """
+    if not problems:
+        return np.zeros(0, dtype=bool)
+    share, improves = _on_sample(problems, sets, tol, rows, E_rows)
+    return (share > DENSE_SHARE) & ~improves
 
 
 def _dense_state(inst: Instance, idx: Any) -> _CertState:
@@ -160,7 +185,7 @@ def swap_certificates(
     one GEMM ``E[s:e] [R_1 ... R_B']^T`` per row block serves all of them (the pool is read once,
     not once per problem). ``dense`` (B,) bools: problems compared with every row from the start,
     without the GEMV and the bound (their U entry is not read; u is the row sums of the block
-    products, see :func:`dense_share`). Each certificate is the one :func:`swap_certificate` gives
+    products; :func:`go_dense` decides). Each certificate is the one :func:`swap_certificate` gives
     for its problem alone (up to the summation order of u).
     """
     block = int(block)

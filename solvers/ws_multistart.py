@@ -23,9 +23,10 @@ reads the full pool only to choose P and to certify the answer:
    the ``two_swap_out`` members of cheapest removal (the 2-swap array stays O(48^2 16^2)).
 3. **Certificate (one pass).** :func:`divopt.solvers.swap_certificate.swap_certificates` bounds every
    1-swap gain over the whole pool from one GEMV and compares only the rows the bound keeps
-   (where the bound keeps more than a quarter of a 1024-row sample, as at small k and low
-   theta, the GEMV is skipped: one GEMM E E_S^T gives u as its row sums and every comparison;
-   :func:`~divopt.solvers.swap_certificate.dense_share`). If no gain exceeds tol the set is a
+   (where the bound keeps more than a quarter of a 1024-row sample and no sample row improves
+   the set, as at small k and low theta, the GEMV is skipped: one GEMM E E_S^T gives u as its
+   row sums and every comparison; :func:`~divopt.solvers.swap_certificate.go_dense`). If no
+   gain exceeds tol the set is a
    certified 1-swap optimum of the full problem ("fw_ms"'s guarantee) and the method stops.
    Otherwise P missed part of the landscape: a new pool around the set (its improving entrants,
    then the best rows by b_j at the set, at the mean row and by relevance) is searched with the
@@ -63,7 +64,7 @@ from divopt.models.validation import check_theta
 from .frank_wolfe import random_point
 from .gram_search import GramSearch
 from .local_search import ls_tolerance, single_thread
-from .swap_certificate import DENSE_SHARE, dense_share, swap_certificates
+from .swap_certificate import go_dense, swap_certificates
 from .selection import register
 
 __all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "default_pool_size", "BatchSelection"]
@@ -268,10 +269,10 @@ class _Run:
         inst, k = self.inst, self.inst.k
         open_, u_extra = list(probs), None
         while open_:
-            # sets whose bound keeps > 1/4 of a row sample skip the GEMV: one GEMM E E_S^T gives
-            # u (its row sums) and every exact comparison (small k, low theta)
-            dense = dense_share([self.problems[b] for b in open_], [self.idx[b] for b in open_], self.tol,
-                                *self.sample) > DENSE_SHARE
+            # sets whose bound keeps > 1/4 of a row sample, none of which improves them, skip the
+            # GEMV: one GEMM E E_S^T gives u (its row sums) and every exact comparison
+            dense = go_dense([self.problems[b] for b in open_], [self.idx[b] for b in open_], self.tol,
+                             *self.sample)
             Vs = [gather_rows(inst.E, self.idx[b]).sum(0) for b, de in zip(open_, dense) if not de]
             Vs += [] if extra is None or u_extra is not None else [extra]
             U = matmul(inst.E, torch.stack(Vs).T) if Vs else None  # u_b = E v_b: one pass for all

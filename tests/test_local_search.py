@@ -231,3 +231,23 @@ def test_dense_share_is_the_share_of_rows_the_bound_keeps():
     got = dense_share(probs, sets, ls_tolerance(probs[0]), torch.arange(200))
     np.testing.assert_allclose(got, want, atol=1.5 / 200)  # a row at the bound's edge may flip in float32
     assert 0 < min(want) and max(want) < 1  # the cases are not trivial
+
+
+def test_go_dense_only_where_the_bound_is_loose_and_no_sample_row_improves():
+    """``go_dense`` on a sample of rows: True iff the bound keeps more than DENSE_SHARE of it
+    (dense_share) and no sample row j improves S, checked by plain evaluation of f; a random set
+    (improvable) never goes dense, a 1-swap optimum with a loose bound does."""
+    from divopt.solvers.local_search import ls_tolerance
+    from divopt.solvers.swap_certificate import DENSE_SHARE, dense_share, go_dense
+
+    E, probs, sets = _certificate_cases(90, 5, 4, (0.1, 0.3, 0.95), seed=7, query_seed=20)
+    tol = ls_tolerance(probs[0])
+    rows = torch.arange(0, 90, 2)
+    got = go_dense(probs, [torch.as_tensor(S) for S in sets], tol, rows)
+    share = dense_share(probs, [torch.as_tensor(S) for S in sets], tol, rows)
+    for inst, S, g, sh in zip(probs, sets, got, share):
+        gain_j = _gain_by_entrant(inst, S)
+        improves = any(gain_j[j] > tol for j in rows.tolist() if j in gain_j)
+        assert g == (sh > DENSE_SHARE and not improves)
+    assert not got[0::2].any()  # the random sets: a sample row improves each of them
+    assert got[1::2].any() and share[0::2].max() > DENSE_SHARE  # both branches are reached
