@@ -182,7 +182,7 @@ def swap_certificates(
     """:func:`swap_certificate` for B problems on one pool (the same E; relevance, theta and set per
     problem). ``U``: E v_b per problem, as an (n, B) tensor or a list of (n,) tensors / None (e.g.
     from one GEMM); a missing one costs a GEMV. The problems whose comparison goes dense share it:
-    one GEMM ``E[s:e] [R_1 ... R_B']^T`` per row block serves all of them (the pool is read once,
+    one GEMM ``E[s:e] R_U^T`` per row block, R_U the union of their selected rows, serves all of them (the pool is read once,
     not once per problem). ``dense`` (B,) bools: problems compared with every row from the start,
     without the GEMV and the bound (their U entry is not read; u is the row sums of the block
     products; :func:`go_dense` decides). Each certificate is the one :func:`swap_certificate` gives
@@ -206,16 +206,22 @@ def swap_certificates(
             go.append(p)
     if go:
         E, k = problems[0].E, problems[0].k
-        Rcat = torch.cat([states[p].R for p in go])  # (B' k, d)
+        # the problems of a sweep share most selected rows: the GEMM runs over their union once
+        # (without shared rows, over the sets in order, and each problem's columns are a view)
+        cat = torch.cat([torch.as_tensor(sets[p], device=E.device) for p in go])
+        union, col = torch.unique(cat, return_inverse=True)
+        shared = union.numel() < cat.numel()
+        Ru = gather_rows(E, union) if shared else torch.cat([states[p].R for p in go])  # (<= B' k, d)
         lin = {p: linear_term(problems[p].relevance, problems[p].theta, k) for p in go if fused[p]}
         members = {p: torch.as_tensor(sets[p], device=E.device) for p in go if fused[p]}
-        rows = max(256, min(4 * block, (1 << 24) // Rcat.shape[0]))  # W block <= 16M entries
+        rows = max(256, min(4 * block, (1 << 24) // (len(go) * k)))  # W block <= 16M entries
         for s in range(0, E.shape[0], rows):
-            W = matmul(E[s : s + rows], Rcat.T)
+            W = matmul(E[s : s + rows], Ru.T)
             e = s + W.shape[0]
             r = torch.arange(s, e, device=W.device)
-            for col, p in enumerate(go):
-                st, Wp = states[p], W[:, col * k : (col + 1) * k]
+            for i, p in enumerate(go):
+                st = states[p]
+                Wp = W.index_select(1, col[i * k : (i + 1) * k]) if shared else W[:, i * k : (i + 1) * k]
                 if fused[p]:  # u and b of this block from its products with S
                     st.u[s:e] = Wp.sum(1)
                     st.b[s:e] = swap_terms(lin[p][s:e], st.u[s:e], problems[p].theta)[0]

@@ -209,6 +209,28 @@ def test_dense_certificates_compare_every_row_and_match_brute_force():
         swap_certificates(probs, sets, tol, dense=[True])
 
 
+def test_dense_certificates_of_problems_sharing_rows_equal_their_single_ones():
+    """Problems whose sets share rows (a sweep: one query, several thetas) run the shared GEMM over
+    the union of their rows; each gets the certificate it gets alone, checked against plain f."""
+    from divopt.solvers.local_search import ls_tolerance
+    from divopt.solvers.swap_certificate import swap_certificate, swap_certificates
+
+    E = random_unit(80, 5, 11)
+    q = unit_query(5, 12)
+    S = local_search(Instance(E, q, k=4, theta=0.5), list(range(4))).indices.numpy()
+    probs = [Instance(E, q, k=4, theta=th) for th in (0.2, 0.5, 0.8)]
+    sets = [S, S[::-1].copy(), np.r_[S[:2], [j for j in range(80) if j not in S][:2]]]  # all share rows
+    tol = ls_tolerance(probs[0])
+    certs = swap_certificates(probs, [torch.as_tensor(x) for x in sets], tol, block=8, dense=[True] * 3)
+    for inst, x, cert in zip(probs, sets, certs):
+        single = swap_certificate(inst, torch.as_tensor(x), tol, block=8)
+        gain_j = _gain_by_entrant(inst, x)
+        assert cert.compared == inst.n  # every row (members count, at gain -inf)
+        assert cert.best_gain == pytest.approx(max(gain_j.values()), abs=1e-5)
+        assert cert.entrants.tolist() == sorted((j for j, g in gain_j.items() if g > tol), key=lambda j: -gain_j[j])
+        assert (cert.best_gain <= tol) == (single.best_gain <= tol)
+
+
 def test_dense_share_is_the_share_of_rows_the_bound_keeps():
     """On the whole pool as the sample, the estimate equals the share of rows j not in S with
     b_j + max_i a_i + 2 (1-theta) > tol, written out in float64 from u = E v."""

@@ -47,7 +47,12 @@ def test_shortlist_path_is_certified_one_swap_optimal_on_the_whole_pool(theta):
     assert again.indices.tolist() == sel.indices.tolist()  # deterministic for a seed
 
 
-def test_batch_and_sweep_equal_single_runs():
+@pytest.mark.parametrize("chunk", [None, 2])  # problems per chunk of the Gram search (None: one chunk)
+def test_batch_and_sweep_equal_single_runs(chunk, monkeypatch):
+    from divopt.solvers import ws_multistart
+
+    if chunk is not None:
+        monkeypatch.setattr(ws_multistart, "_CHUNK_BYTES", chunk * 8 * 40**2)
     E = planted_duplicates(40, 6, 10, 4)
     Q = np.stack([unit_query(10, 50 + i) for i in range(3)])
     thetas = [0.2, 0.5, 0.9]
