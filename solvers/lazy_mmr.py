@@ -72,11 +72,12 @@ def mmr_lazy(inst: Instance, *, block: int = _FIRST_BLOCK, dense_share: float = 
         while True:
             if size >= n * dense_share:  # one product over the whole pool refreshes every stale row
                 stale = seen < t
-                first = int(seen[stale].min())
-                m = torch.where(stale, torch.maximum(m, matmul(E, R[first:].T).amax(1)), m)
-                bound = torch.where(stale, th * c - (1 - th) * m, bound)
-                seen = seen.masked_fill_(stale, t)
-                refreshed += int(stale.sum())
+                if bool(stale.any()):  # (earlier rounds may have refreshed all of them)
+                    first = int(seen[stale].min())
+                    m = torch.where(stale, torch.maximum(m, matmul(E, R[first:].T).amax(1)), m)
+                    bound = torch.where(stale, th * c - (1 - th) * m, bound)
+                    seen = seen.masked_fill_(stale, t)
+                    refreshed += int(stale.sum())
                 rounds += 1
                 j = int(torch.argmax(bound))  # every row is fresh; ties go to the lowest index
                 break

@@ -182,8 +182,8 @@ def swap_certificates(
     """:func:`swap_certificate` for B problems on one pool (the same E; relevance, theta and set per
     problem). ``U``: E v_b per problem, as an (n, B) tensor or a list of (n,) tensors / None (e.g.
     from one GEMM); a missing one costs a GEMV. The problems whose comparison goes dense share it:
-    one GEMM ``E[s:e] R_U^T`` per row block, R_U the union of their selected rows, serves all of them (the pool is read once,
-    not once per problem). ``dense`` (B,) bools: problems compared with every row from the start,
+    one GEMM ``E[s:e] R_U^T`` per row block, R_U the union of their selected rows, serves all of
+    them (the pool is read once, not once per problem). ``dense`` (B,) bools: problems compared with every row from the start,
     without the GEMV and the bound (their U entry is not read; u is the row sums of the block
     products; :func:`go_dense` decides). Each certificate is the one :func:`swap_certificate` gives
     for its problem alone (up to the summation order of u).

@@ -73,7 +73,7 @@ __all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "defau
 
 _SAMPLE_ROWS = 4096  # rows averaged for the mean-row reference set
 _BOUND_ROWS = 1024  # of them, rows on which a certificate's bound is estimated (share vs 1/4: +-1.4 %)
-_CHUNK_BYTES = 4 << 20  # Gram matrices searched at once in a batch (1 / 4 / 16 MiB: 4.9 / 4.6 / 5.2 s, pool seed 0)
+_CHUNK_BYTES = 4 << 20  # Gram matrices searched at once in a batch (1 / 4 / 16 MiB: 4.9 / 4.6 / 5.2 s)
 
 
 def default_pool_size(k: int) -> int:

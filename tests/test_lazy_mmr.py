@@ -38,23 +38,29 @@ def test_lazy_mmr_reads_few_rows_and_validates_block():
             select(inst, "mmr_lazy", dense_share=bad)
 
 
-@pytest.mark.parametrize("dense_share", [1 / 64, 2.0])
-def test_lazy_mmr_breaks_exact_ties_like_langchain(dense_share):
-    # rows repeated exactly: equal scores at every step; LangChain's strict ">" keeps the lowest index
+def _exact_tie_pool(n, d, seed):
+    """Unit rows and query with four entries of +-1/2: every product is a sum of +-1/4, exact in
+    any summation order, so scores tie exactly (many equal rows and equal relevance)."""
+    rng = np.random.default_rng(seed)
+    X = np.zeros((n + 1, d))
+    for row in X:
+        row[rng.choice(d, 4, replace=False)] = rng.choice([-0.5, 0.5], 4)
+    X[rng.integers(1, n + 1, n // 3)] = X[rng.integers(1, n + 1, n // 3)]  # exact duplicates
+    return X[1:], X[0]
+
+
+@pytest.mark.parametrize("block, dense_share", [(4, 1 / 64), (4, 2.0), (1, 0.9), (1, 2.0), (7, 0.3)])
+def test_lazy_mmr_breaks_exact_ties_like_langchain(block, dense_share):
+    # products exact in any order: equal scores at every step, in whatever round or block a row is
+    # refreshed; LangChain's strict ">" (and argmax) keep the lowest index
     lc = pytest.importorskip("langchain_core.vectorstores.utils")
-    base = random_unit(40, 12, 5)
-    E = np.concatenate([base, base, base[:20]])[np.random.default_rng(5).permutation(100)]
-    q = unit_query(12, 5)
-    for theta in (0.3, 0.6, 0.9):
-        ours = select(Instance(E, q, k=15, theta=theta), "mmr_lazy", block=4, dense_share=dense_share)
-        theirs = lc.maximal_marginal_relevance(q, list(E), lambda_mult=theta, k=15)
-        assert ours.indices.tolist() == [int(i) for i in theirs]
-
-
-def test_lazy_mmr_whole_pool_and_k1():
-    E, q = random_unit(9, 5, 1), unit_query(5, 1)
-    assert sorted(select(Instance(E, q, k=9, theta=0.4), "mmr_lazy").indices.tolist()) == list(range(9))
-    assert select(Instance(E, q, k=1, theta=0.4), "mmr_lazy").indices.tolist() == [int(np.argmax(E @ q))]
+    for seed in range(3):
+        E, q = _exact_tie_pool(100, 12, seed)
+        for theta in (0.3, 0.6, 0.9):
+            inst = Instance(E, q, k=15, theta=theta)
+            ours = select(inst, "mmr_lazy", block=block, dense_share=dense_share).indices.tolist()
+            assert ours == [int(i) for i in lc.maximal_marginal_relevance(q, list(E), lambda_mult=theta, k=15)]
+            assert ours == select(inst, "mmr").indices.tolist()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
