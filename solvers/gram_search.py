@@ -72,6 +72,13 @@ class GramSearch:
         """f(S) of problem ``prob`` from its G (float64), :func:`divopt.models.ccbqp.gram_objective`."""
         return gram_objective(self.lin[prob], self.G[prob], np.asarray(S, dtype=np.int64), self.th[prob])
 
+    def f_many(self, S: np.ndarray, prob: np.ndarray) -> np.ndarray:
+        """f of each set S[m] (M, k) under problem prob[m]: :meth:`f` as one array expression (the
+        same sums in the same order, so equal to it bit for bit)."""
+        th = self.th[prob]
+        GSS = self.G[prob[:, None, None], S[:, :, None], S[:, None, :]]  # (M, k, k)
+        return self.lin[prob[:, None], S].sum(1) + (1 - th) * (S.shape[1] - GSS.sum((1, 2)))
+
     def gains(self, S: np.ndarray, prob: int = 0) -> np.ndarray:
         """(p, k) matrix of Delta(S[q] out, j in) for problem ``prob``; rows j in S are -inf."""
         G = self.G[prob]
@@ -101,11 +108,12 @@ class GramSearch:
             raise ValueError(f"S must have shape (M, {self.k}), got {S.shape}")
         pm = self._prob(prob, S.shape[0]).copy()
         active = np.arange(S.shape[0])
-        GS = self.G[pm[:, None, None], np.arange(self.p)[None, :, None], S[:, None, :]]  # (M, p, k): G[:, S]
+        # (A, p, k): G[:, S] of the still-moving sets, compacted as sets stop
+        GA = self.G[pm[:, None, None], np.arange(self.p)[None, :, None], S[:, None, :]]
         for _ in range(int(max_swaps)):
             if active.size == 0:
                 break
-            SA, pa, GA = S[active], pm[active], GS[active]
+            SA, pa = S[active], pm[active]
             u = GA.sum(2)  # (A, p), recomputed from the exact columns: rounding never accumulates
             th = self.th[pa][:, None]
             b = self.lin[pa] - (1.0 - th) * (2 * u + (self.diag[pa] - 1.0))
@@ -122,9 +130,11 @@ class GramSearch:
             j, q = np.divmod(best[move], self.k)
             mv = active[move]
             S[mv, q] = j
-            GS[mv, :, q] = self.G[pm[mv], :, j]
+            if not move.all():
+                GA = GA[move]
+            GA[np.arange(mv.size), :, q] = self.G[pm[mv], :, j]
             active = mv
-        return S, np.array([self.f(s, b_) for s, b_ in zip(S, pm)])
+        return S, self.f_many(S, pm)
 
     # --- constructions -----------------------------------------------------------------------
     def greedy(self) -> np.ndarray:

@@ -89,6 +89,20 @@ def test_gram_local_search_batch_is_one_swap_optimal_per_set():
         assert single.tolist() == s.tolist() and f1 == fs
 
 
+def test_gram_f_many_equals_f_per_set_and_the_objective():
+    # three problems (thetas) on one pool's Gram matrix; sets of every problem in one call
+    E, qs = random_unit(50, 6, 3), [unit_query(6, 40 + i) for i in range(3)]
+    insts = [Instance(E, q, k=7, theta=th) for q, th in zip(qs, (0.2, 0.6, 0.9))]
+    gs = GramSearch(np.stack([E] * 3), np.stack([inst.relevance.numpy() for inst in insts]), [0.2, 0.6, 0.9], 7,
+                    1e-12)
+    rng = np.random.default_rng(1)
+    S = np.stack([rng.choice(50, 7, replace=False) for _ in range(12)])
+    prob = np.arange(12) % 3
+    got = gs.f_many(S, prob)
+    assert got.tolist() == [gs.f(s, b) for s, b in zip(S, prob)]  # bit for bit
+    np.testing.assert_allclose(got, [ccbqp_objective(insts[b], s) for s, b in zip(S, prob)], atol=1e-12)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_gram_fw_from_uniform_is_algorithm_1(seed):
     # FW on the Gram matrix follows the paper's iterates: the float64 transcription of Algorithm 1
