@@ -4,8 +4,10 @@ For a k-set S, with u = E v and the swap terms of :func:`divopt.models.ccbqp.swa
 swap gain is Delta(i, j) = b_j + a_i + 2 (1-theta) w_ij. Since w_ij <= 1, a row j whose
 b_j + max_i a_i + 2 (1-theta) <= tol cannot improve S. One GEMV gives u and the bound; only the
 rows the bound keeps are compared with S exactly. Where it keeps most rows (small k, low theta),
-one GEMM E E_S^T gives u as its row sums and every comparison at once. B problems on one pool
-share their GEMMs (:func:`swap_certificates`).
+one GEMM E E_S^T gives u as its row sums and every comparison at once; once it has found an
+improving row, it stops comparing at the next check block and computes only u for the rest
+(the certificate has failed; the rest would cost k columns per row, u one). B problems on one
+pool share their GEMMs (:func:`swap_certificates`).
 """
 from __future__ import annotations
 
@@ -175,6 +177,51 @@ def _dense_state(inst: Instance, idx: Any) -> _CertState:
     return _CertState(R, _member_terms(inst, idx, R), torch.empty_like(u), 2.0 * (1.0 - inst.theta), u)
 
 
+def _compare_every_row(problems: list, sets: list, states: list, go: list, fused: list, tol: float,
+                       check: int) -> None:
+    """The dense comparison of the problems ``go``: one GEMM per row block over the union of their
+    selected rows (a sweep's problems share most of them), in storage order. At every ``check``
+    rows a problem that has found an improving row stops comparing: its certificate has failed.
+    A fused one (no GEMV, u from the row sums) still needs u for the rest of the pool, so its v
+    rides along in the GEMM from there on. ``check`` does not depend on the batch, so each
+    problem stops where it stops alone."""
+    E, k, n = problems[0].E, problems[0].k, problems[0].E.shape[0]
+    lin = {p: linear_term(problems[p].relevance, problems[p].theta, k) for p in go if fused[p]}
+    members = {p: torch.as_tensor(sets[p], device=E.device) for p in go if fused[p]}
+    active, tail = list(go), []  # comparing; failed fused ones that need only u
+    for c in range(0, n, check):
+        if not (active or tail):
+            break
+        cat = torch.cat([torch.as_tensor(sets[p], device=E.device) for p in active]) if active else None
+        union, col = torch.unique(cat, return_inverse=True) if active else (None, None)
+        shared = active and union.numel() < cat.numel()  # else the sets in order: columns are views
+        R = [gather_rows(E, union) if shared else torch.cat([states[p].R for p in active])] if active else []
+        V = R + [torch.stack([states[p].R.sum(0) for p in tail])] if tail else R
+        V = torch.cat(V)  # (|union| + |tail|, d)
+        rows = check
+        while rows > 256 and rows * V.shape[0] > (1 << 24):  # W block <= 16M entries; blocks tile check
+            rows //= 2
+        for s in range(c, min(c + check, n), rows):
+            W = matmul(E[s : min(s + rows, c + check, n)], V.T)
+            e = s + W.shape[0]
+            r = torch.arange(s, e, device=W.device)
+            for i, p in enumerate(active):
+                st = states[p]
+                Wp = W.index_select(1, col[i * k : (i + 1) * k]) if shared else W[:, i * k : (i + 1) * k]
+                if fused[p]:  # u and b of this block from its products with S
+                    st.u[s:e] = Wp.sum(1)
+                    st.b[s:e] = swap_terms(lin[p][s:e], st.u[s:e], problems[p].theta)[0]
+                    mine = members[p]
+                    st.b[s:e].index_fill_(0, mine[(mine >= s) & (mine < e)] - s, -torch.inf)
+                gains = (Wp * st.two).add_(st.a).add_(st.b[s:e].unsqueeze(1)).amax(1)
+                st.take(r, gains, tol)
+            for t, p in enumerate(tail):
+                states[p].u[s:e] = W[:, V.shape[0] - len(tail) + t]
+        failed = [p for p in active if states[p].found_j]
+        active = [p for p in active if not states[p].found_j]
+        tail += [p for p in failed if fused[p]]
+
+
 def swap_certificates(
     problems: list, sets: list, tol: float, *, max_entrants: int | None = None, U: Any = None,
     block: int = 4096, dense: Any = None,
@@ -183,10 +230,11 @@ def swap_certificates(
     problem). ``U``: E v_b per problem, as an (n, B) tensor or a list of (n,) tensors / None (e.g.
     from one GEMM); a missing one costs a GEMV. The problems whose comparison goes dense share it:
     one GEMM ``E[s:e] R_U^T`` per row block, R_U the union of their selected rows, serves all of
-    them (the pool is read once, not once per problem). ``dense`` (B,) bools: problems compared with every row from the start,
-    without the GEMV and the bound (their U entry is not read; u is the row sums of the block
-    products; :func:`go_dense` decides). Each certificate is the one :func:`swap_certificate` gives
-    for its problem alone (up to the summation order of u).
+    them (the pool is read once, not once per problem); a dense comparison that has found an
+    improving row stops at the next multiple of ``4 block`` rows. ``dense`` (B,) bools: problems
+    compared with every row from the start, without the GEMV and the bound (their U entry is not
+    read; u is the row sums of the block products; :func:`go_dense` decides). Each certificate is
+    the one :func:`swap_certificate` gives for its problem alone (up to the summation order of u).
     """
     block = int(block)
     fused = [False] * len(problems) if dense is None else [bool(x) for x in dense]
@@ -205,30 +253,7 @@ def swap_certificates(
             st.found_j, st.found_g, st.compared = [], [], 0
             go.append(p)
     if go:
-        E, k = problems[0].E, problems[0].k
-        # the problems of a sweep share most selected rows: the GEMM runs over their union once
-        # (without shared rows, over the sets in order, and each problem's columns are a view)
-        cat = torch.cat([torch.as_tensor(sets[p], device=E.device) for p in go])
-        union, col = torch.unique(cat, return_inverse=True)
-        shared = union.numel() < cat.numel()
-        Ru = gather_rows(E, union) if shared else torch.cat([states[p].R for p in go])  # (<= B' k, d)
-        lin = {p: linear_term(problems[p].relevance, problems[p].theta, k) for p in go if fused[p]}
-        members = {p: torch.as_tensor(sets[p], device=E.device) for p in go if fused[p]}
-        rows = max(256, min(4 * block, (1 << 24) // (len(go) * k)))  # W block <= 16M entries
-        for s in range(0, E.shape[0], rows):
-            W = matmul(E[s : s + rows], Ru.T)
-            e = s + W.shape[0]
-            r = torch.arange(s, e, device=W.device)
-            for i, p in enumerate(go):
-                st = states[p]
-                Wp = W.index_select(1, col[i * k : (i + 1) * k]) if shared else W[:, i * k : (i + 1) * k]
-                if fused[p]:  # u and b of this block from its products with S
-                    st.u[s:e] = Wp.sum(1)
-                    st.b[s:e] = swap_terms(lin[p][s:e], st.u[s:e], problems[p].theta)[0]
-                    mine = members[p]
-                    st.b[s:e].index_fill_(0, mine[(mine >= s) & (mine < e)] - s, -torch.inf)
-                gains = (Wp * st.two).add_(st.a).add_(st.b[s:e].unsqueeze(1)).amax(1)
-                st.take(r, gains, tol)
+        _compare_every_row(problems, sets, states, go, fused, tol, 4 * block)
     return [st.result(max_entrants) for st in states]
 
 
@@ -243,9 +268,10 @@ def swap_certificate(
     with S exactly (their rows times the k selected rows), ``block`` rows at a time in decreasing
     order of the bound; the comparison stops after the first block that holds an improving swap
     (the certificate has failed, and the best entrants are those of highest bound). When more than
-    n/4 rows survive the first block (small k, where the bound is loose), the rest is one GEMM
-    over contiguous blocks of E (every row, no gather) and the entrants are all improving rows.
-    Entrants are returned by decreasing gain. O(n d) for the GEMV plus O(m k d) for the m rows
+    n/4 rows survive the first block (small k, where the bound is loose), every row is compared
+    in storage order by one GEMM over contiguous blocks of E (no gather), up to the end of the
+    check block of 4 ``block`` rows in which it finds an improving row (the entrants are then
+    the improving rows among those compared). Entrants are returned by decreasing gain. O(n d) for the GEMV plus O(m k d) for the m rows
     compared; device and dtype follow the instance. ``u`` (= E v at S) may be passed when already
     computed, e.g. by one GEMM for a batch of problems (see :func:`swap_certificates`).
     """

@@ -149,6 +149,18 @@ def _certificate_cases(n, d, k, thetas, seed, query_seed):
     return E, probs, sets
 
 
+def _check_storage_order(cert, gain_j, tol, n, check):
+    """A dense comparison reads rows in storage order and stops at the first multiple of ``check``
+    rows after an improving one: it compared the first ``compared`` rows, found every improving
+    row among them (by decreasing gain) and had found none before its last check block."""
+    m = cert.compared
+    assert m == n or (m % check == 0 and cert.best_gain > tol)
+    seen = [j for j in range(m) if j in gain_j]
+    assert cert.entrants.tolist() == sorted((j for j in seen if gain_j[j] > tol), key=lambda j: -gain_j[j])
+    assert cert.best_gain == pytest.approx(max(gain_j[j] for j in seen), abs=1e-5)
+    assert all(gain_j[j] <= tol for j in seen if j < m - check)
+
+
 def _gain_by_entrant(inst, S):
     """max over i in S of f(S - i + j) - f(S) for every j not in S, by plain evaluation of f."""
     f0 = ccbqp_objective(inst, list(S))
@@ -175,7 +187,7 @@ def test_swap_certificates_batch_equals_single_and_brute_force():
         assert (cert.best_gain <= tol) == (brute <= tol)
         gain_j = _gain_by_entrant(inst, S)
         assert set(cert.entrants.tolist()) <= {j for j, g in gain_j.items() if g > tol}
-        if cert.compared >= inst.n:  # went dense: every row compared, every improving entrant found
+        if cert.compared >= inst.n:  # went dense and held, or failed only in the last check block
             dense += 1
             assert cert.best_gain == pytest.approx(brute, abs=1e-5)
             assert set(cert.entrants.tolist()) == {j for j, g in gain_j.items() if g > tol}
@@ -198,10 +210,9 @@ def test_dense_certificates_compare_every_row_and_match_brute_force():
         brute = max(gain_j.values())
         assert (cert.best_gain <= tol) == (brute <= tol)
         v = E[list(S)].astype(np.float64).sum(0)
-        np.testing.assert_allclose(cert.u.double().numpy(), E.astype(np.float64) @ v, atol=1e-5)
+        np.testing.assert_allclose(cert.u.double().numpy(), E.astype(np.float64) @ v, atol=1e-5)  # every row
         if de:
-            assert cert.best_gain == pytest.approx(brute, abs=1e-5)
-            assert cert.entrants.tolist() == sorted((j for j, g in gain_j.items() if g > tol), key=lambda j: -gain_j[j])
+            _check_storage_order(cert, gain_j, tol, inst.n, 4 * 8)
         else:
             single = swap_certificate(inst, torch.as_tensor(S), tol, block=8)
             assert cert.entrants.tolist() == single.entrants.tolist()
@@ -223,12 +234,13 @@ def test_dense_certificates_of_problems_sharing_rows_equal_their_single_ones():
     tol = ls_tolerance(probs[0])
     certs = swap_certificates(probs, [torch.as_tensor(x) for x in sets], tol, block=8, dense=[True] * 3)
     for inst, x, cert in zip(probs, sets, certs):
-        single = swap_certificate(inst, torch.as_tensor(x), tol, block=8)
+        single = swap_certificates([inst], [torch.as_tensor(x)], tol, block=8, dense=[True])[0]
         gain_j = _gain_by_entrant(inst, x)
-        assert cert.compared == inst.n  # every row (members count, at gain -inf)
-        assert cert.best_gain == pytest.approx(max(gain_j.values()), abs=1e-5)
-        assert cert.entrants.tolist() == sorted((j for j, g in gain_j.items() if g > tol), key=lambda j: -gain_j[j])
-        assert (cert.best_gain <= tol) == (single.best_gain <= tol)
+        _check_storage_order(cert, gain_j, tol, inst.n, 4 * 8)
+        assert cert.entrants.tolist() == single.entrants.tolist() and cert.compared == single.compared
+        v = E[list(x)].astype(np.float64).sum(0)
+        np.testing.assert_allclose(cert.u.double().numpy(), E.astype(np.float64) @ v, atol=1e-5)
+    assert {c.compared for c in certs} != {inst.n}  # a comparison stopped early
 
 
 def test_dense_share_is_the_share_of_rows_the_bound_keeps():
