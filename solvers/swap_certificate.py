@@ -178,13 +178,13 @@ def _dense_state(inst: Instance, idx: Any) -> _CertState:
 
 
 def _compare_every_row(problems: list, sets: list, states: list, go: list, fused: list, tol: float,
-                       check: int) -> None:
+                       check: int, stop_early: bool) -> None:
     """The dense comparison of the problems ``go``: one GEMM per row block over the union of their
     selected rows (a sweep's problems share most of them), in storage order. At every ``check``
     rows a problem that has found an improving row stops comparing: its certificate has failed.
     A fused one (no GEMV, u from the row sums) still needs u for the rest of the pool, so its v
-    rides along in the GEMM from there on. ``check`` does not depend on the batch, so each
-    problem stops where it stops alone."""
+    rides along in the GEMM from there on (``stop_early`` False: every row is compared).
+    ``check`` does not depend on the batch, so each problem stops where it stops alone."""
     E, k, n = problems[0].E, problems[0].k, problems[0].E.shape[0]
     lin = {p: linear_term(problems[p].relevance, problems[p].theta, k) for p in go if fused[p]}
     members = {p: torch.as_tensor(sets[p], device=E.device) for p in go if fused[p]}
@@ -217,6 +217,8 @@ def _compare_every_row(problems: list, sets: list, states: list, go: list, fused
                 st.take(r, gains, tol)
             for t, p in enumerate(tail):
                 states[p].u[s:e] = W[:, V.shape[0] - len(tail) + t]
+        if not stop_early:
+            continue
         failed = [p for p in active if states[p].found_j]
         active = [p for p in active if not states[p].found_j]
         tail += [p for p in failed if fused[p]]
@@ -224,14 +226,15 @@ def _compare_every_row(problems: list, sets: list, states: list, go: list, fused
 
 def swap_certificates(
     problems: list, sets: list, tol: float, *, max_entrants: int | None = None, U: Any = None,
-    block: int = 4096, dense: Any = None,
+    block: int = 4096, dense: Any = None, stop_early: bool = True,
 ) -> list[SwapCertificate]:
     """:func:`swap_certificate` for B problems on one pool (the same E; relevance, theta and set per
     problem). ``U``: E v_b per problem, as an (n, B) tensor or a list of (n,) tensors / None (e.g.
     from one GEMM); a missing one costs a GEMV. The problems whose comparison goes dense share it:
     one GEMM ``E[s:e] R_U^T`` per row block, R_U the union of their selected rows, serves all of
     them (the pool is read once, not once per problem); a dense comparison that has found an
-    improving row stops at the next multiple of ``4 block`` rows. ``dense`` (B,) bools: problems
+    improving row stops at the next multiple of ``4 block`` rows (``stop_early`` False: it
+    compares every row and lists every improving entrant). ``dense`` (B,) bools: problems
     compared with every row from the start, without the GEMV and the bound (their U entry is not
     read; u is the row sums of the block products; :func:`go_dense` decides). Each certificate is
     the one :func:`swap_certificate` gives for its problem alone (up to the summation order of u).
@@ -253,7 +256,7 @@ def swap_certificates(
             st.found_j, st.found_g, st.compared = [], [], 0
             go.append(p)
     if go:
-        _compare_every_row(problems, sets, states, go, fused, tol, 4 * block)
+        _compare_every_row(problems, sets, states, go, fused, tol, 4 * block, stop_early)
     return [st.result(max_entrants) for st in states]
 
 

@@ -241,6 +241,12 @@ def test_dense_certificates_of_problems_sharing_rows_equal_their_single_ones():
         v = E[list(x)].astype(np.float64).sum(0)
         np.testing.assert_allclose(cert.u.double().numpy(), E.astype(np.float64) @ v, atol=1e-5)
     assert {c.compared for c in certs} != {inst.n}  # a comparison stopped early
+    full = swap_certificates(probs, [torch.as_tensor(x) for x in sets], tol, block=8, dense=[True] * 3,
+                             stop_early=False)
+    for inst, x, cert in zip(probs, sets, full):  # every row compared, every improving entrant
+        gain_j = _gain_by_entrant(inst, x)
+        assert cert.compared == inst.n and cert.best_gain == pytest.approx(max(gain_j.values()), abs=1e-5)
+        assert cert.entrants.tolist() == sorted((j for j, g in gain_j.items() if g > tol), key=lambda j: -gain_j[j])
 
 
 def test_dense_share_is_the_share_of_rows_the_bound_keeps():
