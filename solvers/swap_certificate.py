@@ -192,12 +192,15 @@ def _compare_every_row(problems: list, sets: list, states: list, go: list, fused
     for c in range(0, n, check):
         if not (active or tail):
             break
-        cat = torch.cat([torch.as_tensor(sets[p], device=E.device) for p in active]) if active else None
-        union, col = torch.unique(cat, return_inverse=True) if active else (None, None)
-        shared = active and union.numel() < cat.numel()  # else the sets in order: columns are views
-        R = [gather_rows(E, union) if shared else torch.cat([states[p].R for p in active])] if active else []
-        V = R + [torch.stack([states[p].R.sum(0) for p in tail])] if tail else R
-        V = torch.cat(V)  # (|union| + |tail|, d)
+        cols, shared = [], False
+        if active:
+            cat = torch.cat([torch.as_tensor(sets[p], device=E.device) for p in active])
+            union, col = torch.unique(cat, return_inverse=True)
+            shared = union.numel() < cat.numel()  # else the sets in order: each problem's columns are a view
+            cols.append(gather_rows(E, union) if shared else torch.cat([states[p].R for p in active]))
+        if tail:
+            cols.append(torch.stack([states[p].R.sum(0) for p in tail]))  # their v: u only
+        V = torch.cat(cols)  # (|union| + |tail|, d)
         rows = check
         while rows > 256 and rows * V.shape[0] > (1 << 24):  # W block <= 16M entries; blocks tile check
             rows //= 2
@@ -274,9 +277,10 @@ def swap_certificate(
     n/4 rows survive the first block (small k, where the bound is loose), every row is compared
     in storage order by one GEMM over contiguous blocks of E (no gather), up to the end of the
     check block of 4 ``block`` rows in which it finds an improving row (the entrants are then
-    the improving rows among those compared). Entrants are returned by decreasing gain. O(n d) for the GEMV plus O(m k d) for the m rows
-    compared; device and dtype follow the instance. ``u`` (= E v at S) may be passed when already
-    computed, e.g. by one GEMM for a batch of problems (see :func:`swap_certificates`).
+    the improving rows among those compared). Entrants are returned by decreasing gain. O(n d)
+    for the GEMV plus O(m k d) for the m rows compared; device and dtype follow the instance.
+    ``u`` (= E v at S) may be passed when already computed, e.g. by one GEMM for a batch of
+    problems (see :func:`swap_certificates`).
     """
     return swap_certificates([inst], [indices], tol, max_entrants=max_entrants,
                              U=None if u is None else [torch.as_tensor(u).reshape(-1)], block=block)[0]
