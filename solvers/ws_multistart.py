@@ -26,13 +26,12 @@ reads the full pool only to choose P and to certify the answer:
    (where the bound keeps more than a quarter of a 1024-row sample and no sample row improves
    the set, as at small k and low theta, the GEMV is skipped: one GEMM E E_S^T gives u as its
    row sums and every comparison; :func:`~divopt.solvers.swap_certificate.go_dense`). If no
-   gain exceeds tol the set is a
-   certified 1-swap optimum of the full problem ("fw_ms"'s guarantee) and the method stops.
-   Otherwise P missed part of the landscape: a new pool around the set (its improving entrants,
-   then the best rows by b_j at the set, at the mean row and by relevance) is searched with the
-   set as a start, and certified again (``max_phases`` phases); after the last, each failed
-   certificate adds its improving entrants to the pool and resumes the local search until a
-   certificate holds (every such round strictly increases f).
+   gain exceeds tol the set is a certified 1-swap optimum of the full problem ("fw_ms"'s
+   guarantee) and the method stops. Otherwise P missed part of the landscape: a new pool around
+   the set (its improving entrants, then the best rows by b_j at the set, at the mean row and by
+   relevance) is searched with the set as a start, and certified again (``max_phases`` phases);
+   after the last, each failed certificate adds its improving entrants to the pool and resumes
+   the local search until a certificate holds (every such round strictly increases f).
 
 So the answer is always a 1-swap optimum over ALL swaps of the pool; on pools where relevance
 guides (e.g. theta >= 0.7 on the narrow cone) it costs one pass plus the search on P.
@@ -173,12 +172,13 @@ def _extend_and_search(inst: Instance, P: np.ndarray, idx: torch.Tensor, cert, t
     return P, torch.as_tensor(P[S], device=inst.device)
 
 
-def _mean_row(inst: Instance, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(k x the mean row of a seeded sample of the pool, the sample): the v of the paper's FW
-    start x0 = (k/n) 1, without a pass over the pool."""
+def _mean_row(inst: Instance, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(k x the mean row of a seeded sample of the pool, the sample, its rows of E): the v of the
+    paper's FW start x0 = (k/n) 1, without a pass over the pool."""
     gen = torch.Generator().manual_seed(int(seed))
     sample = torch.randperm(inst.n, generator=gen)[: min(inst.n, _SAMPLE_ROWS)].to(inst.device)
-    return inst.k * gather_rows(inst.E, sample).mean(0), sample
+    E_sample = gather_rows(inst.E, sample)
+    return inst.k * E_sample.mean(0), sample, E_sample
 
 
 def _rank_correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -191,10 +191,10 @@ def _rank_correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _relevance_misleads(inst: Instance, C: torch.Tensor, th: np.ndarray, mean: torch.Tensor,
-                        sample: torch.Tensor) -> np.ndarray:
+                        sample: torch.Tensor, E_sample: torch.Tensor) -> np.ndarray:
     """Per problem: does relevance fail to rank the rows by their swap score b_j at the mean row?
     Measured on the row sample (rank correlation < 0.8); then phase 1 needs u at the mean row."""
-    u = (gather_rows(inst.E, sample) @ mean).double().cpu().numpy()
+    u = (E_sample @ mean).double().cpu().numpy()
     c = C.index_select(1, sample).double().cpu().numpy()
     b = swap_terms(linear_term(c, th[:, None], inst.k), u[None, :], th[:, None])[0]
     return _rank_correlation(b, c) < 0.8
@@ -347,8 +347,8 @@ def ws_multistart_batch(
     relevance : (B, n) (e.g. ``Q @ E.T`` for B queries); thetas : (B,). The parameters are those
     of :func:`ws_multistart`. Every pass over the pool serves all open problems (one GEMM) and the
     searches run as (problems x sets) arrays (in chunks of about 4 MiB of Gram matrices), so
-    each problem ends where its single run ends
-    (up to the summation order of the pool products). Returns a :class:`BatchSelection`.
+    each problem ends where its single run ends (up to the summation order of the pool
+    products). Returns a :class:`BatchSelection`.
     """
     n, k = inst.n, inst.k
     p = _check_params(k, pool_size, n_random=n_random, continuation_steps=continuation_steps,
@@ -379,10 +379,9 @@ def ws_multistart_batch(
         # phase 1 pool: the p most relevant rows where relevance ranks the promising rows (checked
         # on a row sample: rank correlation of b_j at the mean row with c), else one pass for
         # u at the mean row and its best rows by b_j interleaved with the most relevant
-        mean, sample = _mean_row(inst, seed)
-        rows = sample[:_BOUND_ROWS]
-        run.sample = (rows, gather_rows(inst.E, rows))
-        guided = _relevance_misleads(inst, C, th, mean, sample)
+        mean, sample, E_sample = _mean_row(inst, seed)
+        run.sample = (sample[:_BOUND_ROWS], E_sample[:_BOUND_ROWS])
+        guided = _relevance_misleads(inst, C, th, mean, sample, E_sample)
         if guided.any():
             u_mean = matvec(inst.E, mean)
             run.passes[guided] += 1
