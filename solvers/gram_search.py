@@ -18,7 +18,8 @@ problem searched alone or inside a batch ends at the same sets. Provided:
                     with E v = G x) from many starting points, one batched product per iteration;
 * :meth:`greedy`    the greedy on f itself;
 * :meth:`ils` (sequential, the form "fw_ms" uses) and :meth:`ils_batched` (rounds of several
-  perturbations, a patience stop) perturbation search; :meth:`two_swap` best-improvement 2-swaps.
+  perturbations, a patience stop) perturbation search; :meth:`two_swap` best-improvement 2-swaps;
+* :meth:`tabu_batch` 1-swap tabu search (losing swaps allowed, recent moves barred).
 
 The arrays are float64 numpy on the host: p is a few hundred, so one host copy of the p rows
 (made once) is cheaper than device kernels whose launch cost exceeds their work.
@@ -267,6 +268,63 @@ class GramSearch:
                 else:
                     idle[b_] += 1
         return S, f, rounds
+
+    # --- tabu search --------------------------------------------------------------------------
+    def tabu_batch(self, S: Any, f: Any, prob: Any = None, *, iters: int = 100, tenure_in: int = 8,
+                   tenure_out: int = 4) -> tuple[np.ndarray, np.ndarray]:
+        """1-swap tabu search from M sets at once (the classic move of tabu search for the
+        maximum-diversity problem): every step makes the best swap that is not tabu, even a
+        losing one, so the search walks out of the start's basin instead of stopping at its
+        1-swap optimum.
+
+        A row that leaves may not re-enter for ``tenure_in`` steps, a row that enters may not
+        leave for ``tenure_out`` steps; a tabu swap is allowed when it would beat the best set
+        seen (aspiration). Ties go to the first (entrant, position), as in :meth:`ls_batch`;
+        nothing is random, and each set follows its single run whatever the batch. S (M, k)
+        and f (M,) the starts and their values, prob (M,) their problems. Runs ``iters`` steps
+        and returns the best set met by each walk and its f (:meth:`f_many`; the start when no
+        step beat it by more than tol).
+        """
+        S = np.array(S, dtype=np.int64, copy=True)
+        if S.ndim != 2 or S.shape[1] != self.k:
+            raise ValueError(f"S must have shape (M, {self.k}), got {S.shape}")
+        M, k, p = S.shape[0], self.k, self.p
+        pm = self._prob(prob, M).copy()
+        best, fbest = S.copy(), np.array(f, dtype=np.float64, copy=True).reshape(M)
+        cur = fbest.copy()
+        ban_in = np.zeros((M, p), dtype=np.int64)  # step until which row j may not enter
+        ban_out = np.zeros((M, p), dtype=np.int64)  # step until which row i may not leave
+        ar = np.arange(M)
+        GA = self.G[pm[:, None, None], np.arange(p)[None, :, None], S[:, None, :]]  # (M, p, k) = G[:, S]
+        th = self.th[pm][:, None]
+        for it in range(1, int(iters) + 1):
+            u = GA.sum(2)
+            b = self.lin[pm] - (1.0 - th) * (2 * u + (self.diag[pm] - 1.0))
+            a = -self.lin[pm[:, None], S] + (1.0 - th) * (2 * u[ar[:, None], S] - (self.diag[pm[:, None], S] + 1.0))
+            D = b[:, :, None] + a[:, None, :] + self.two[pm][:, None, None] * GA
+            D[ar[:, None], S, :] = -np.inf
+            free = (ban_in[:, :, None] < it) & (ban_out[ar[:, None], S] < it)[:, None, :]
+            D = np.where(free | (D > (fbest - cur + self.tol)[:, None, None]), D, -np.inf)
+            flat = D.reshape(M, -1)
+            pick = flat.argmax(1)
+            gain = flat[ar, pick]
+            ok = np.isfinite(gain)
+            if not ok.any():
+                break
+            j, q = np.divmod(pick[ok], k)
+            m = ar[ok]
+            ban_in[m, S[m, q]] = it + int(tenure_in)
+            ban_out[m, j] = it + int(tenure_out)
+            S[m, q] = j
+            GA[m, :, q] = self.G[pm[m], :, j]
+            cur[m] += gain[ok]
+            up = m[cur[m] > fbest[m] + self.tol]
+            if up.size:  # the running value drifts by rounding: a new best is measured exactly
+                fx = self.f_many(S[up], pm[up])
+                cur[up] = fx
+                better = fx > fbest[up] + self.tol
+                best[up[better]], fbest[up[better]] = S[up[better]], fx[better]
+        return best, fbest
 
     # --- 2-swaps -------------------------------------------------------------------------
     def two_swap(self, S: Any, candidates: int = 48, max_moves: int = 50, max_out: int | None = None,

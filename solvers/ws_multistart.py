@@ -19,8 +19,11 @@ reads the full pool only to choose P and to certify the answer:
    x0 = (k/p) 1 and from seeded random points, and a theta-continuation path, all polished by one
    batched best-improvement 1-swap local search; then perturbation rounds on the best set
    (``perturb_batch`` perturbed sets per round, default about 80/k, stopped after ``patience``
-   rounds in a row without a gain) and best-improvement 2-swaps over the 48 best entrants and
-   the ``two_swap_out`` members of cheapest removal (the 2-swap array stays O(48^2 16^2)).
+   rounds in a row without a gain), best-improvement 2-swaps over the 48 best entrants and
+   the ``two_swap_out`` members of cheapest removal (the 2-swap array stays O(48^2 16^2)), and,
+   where the starts ended in different local optima, a 1-swap tabu search of ``tabu_iters``
+   steps from the best set (:meth:`~divopt.solvers.gram_search.GramSearch.tabu_batch`: it takes
+   losing swaps too, so it crosses into basins that the perturbations miss).
 3. **Certificate (one pass).** :func:`divopt.solvers.swap_certificate.swap_certificates` bounds every
    1-swap gain over the whole pool from one GEMV and compares only the rows the bound keeps
    (where the bound keeps more than a quarter of a 1024-row sample and no sample row improves
@@ -29,7 +32,9 @@ reads the full pool only to choose P and to certify the answer:
    gain exceeds tol the set is a certified 1-swap optimum of the full problem ("fw_ms"'s
    guarantee) and the method stops. Otherwise P missed part of the landscape: a new pool around
    the set (its improving entrants, then the best rows by b_j at the set, at the mean row and by
-   relevance) is searched with the set as a start, and certified again (``max_phases`` phases);
+   relevance) is searched with the set as a start, and certified again (``max_phases`` phases).
+   Where P came from the mean-row estimate, the pool around the set is searched once even when
+   the first certificate holds (u at the set is known by then: no extra pass);
    after the last, each failed certificate adds its improving entrants to the pool and resumes
    the local search until a certificate holds (every such round strictly increases f).
 
@@ -39,7 +44,8 @@ What it changes from the paper's "fw" (Algorithm 1: x0 = (k/n) 1, <= 200 FW iter
 of x): FW is one of several starts on a candidate pool, every start is polished by local search,
 the answer is certified 1-swap optimal over the whole pool. From "fw_ms": a candidate pool
 instead of full-pool FW and full-pool local search, FW on the Gram matrix, restarts batched, no
-MMR/gMMR starts, perturbation with a patience stop, 2-swaps over a bounded member set.
+MMR/gMMR starts, perturbation with a patience stop, 2-swaps over a bounded member set, a tabu
+search.
 
 :func:`ws_multistart_batch` runs B problems (queries x thetas) on one pool with the same code:
 the passes become GEMMs (one read of the pool per round for all open problems; the exact
@@ -103,8 +109,9 @@ class _Clock:
 
 
 def _search(gs: GramSearch, clock: _Clock, first: np.ndarray | None, *, n_random, continuation_steps, perturb_batch,
-            perturb_strength, patience, perturb_rounds, two_swap, two_swap_out, relax_penalty, max_iter, fw_gap, seed):
-    """Starts, batched local search, perturbation and 2-swaps on every problem of ``gs``;
+            perturb_strength, patience, perturb_rounds, two_swap, two_swap_out, tabu_iters, relax_penalty, max_iter,
+            fw_gap, seed):
+    """Starts, batched local search, perturbation, 2-swaps and tabu search on every problem of ``gs``;
     ``first`` (B, k): optional sets (positions in the pools) searched as the first start."""
     B, p, k = gs.B, gs.p, gs.k
     fw_tol = fw_gap * max(k * (k - 1), 1)
@@ -149,6 +156,18 @@ def _search(gs: GramSearch, clock: _Clock, first: np.ndarray | None, *, n_random
             if f2 > f[b] + gs.tol:
                 S[b], f[b], phase[b] = S2, f2, "+2swap"
     clock.lap("two_swap")
+    # where the starts ended in different local optima (a rugged pool), walk on from the best set
+    # through losing swaps to other basins; where they all agree (on the development pools: the
+    # high thetas) the walk found nothing and is skipped
+    rugged = np.flatnonzero(f_all.max(1) - f_all.min(1) > gs.tol)
+    if tabu_iters > 0 and rugged.size:
+        S2, f2 = gs.tabu_batch(S[rugged], f[rugged], rugged, iters=tabu_iters)
+        gained = f2 > f[rugged] + gs.tol
+        if gained.any():
+            up = rugged[gained]
+            S[up], f[up] = gs.ls_batch(S2[gained], up)  # the best of a walk is 1-swap optimal unless it was its last step
+            phase[up] = "+tabu"
+    clock.lap("tabu")
     return S, f, names, f_all, best, phase, rounds
 
 
@@ -335,6 +354,7 @@ def ws_multistart_batch(
     perturb_rounds: int = 100,
     two_swap: bool = True,
     two_swap_out: int = 16,
+    tabu_iters: int = 100,
     max_passes: int = 50,
     max_phases: int = 3,
     relax_penalty: float = 2.0,
@@ -353,7 +373,8 @@ def ws_multistart_batch(
     n, k = inst.n, inst.k
     p = _check_params(k, pool_size, n_random=n_random, continuation_steps=continuation_steps,
                       perturb_batch=1 if perturb_batch is None else perturb_batch, patience=patience,
-                      perturb_rounds=perturb_rounds, max_passes=max_passes, max_phases=max_phases)
+                      perturb_rounds=perturb_rounds, tabu_iters=tabu_iters, max_passes=max_passes,
+                      max_phases=max_phases)
     C = torch.as_tensor(relevance)
     if C.ndim != 2 or C.shape[1] != n:
         raise ValueError(f"relevance must have shape (B, {n}) (B problems x pool size n), got {tuple(C.shape)}")
@@ -367,12 +388,14 @@ def ws_multistart_batch(
     search = dict(n_random=n_random, continuation_steps=continuation_steps,
                   perturb_batch=max(1, min(8, round(80 / k))) if perturb_batch is None else perturb_batch,
                   perturb_strength=perturb_strength, patience=patience, perturb_rounds=perturb_rounds,
-                  two_swap=two_swap, two_swap_out=two_swap_out, relax_penalty=relax_penalty, max_iter=max_iter,
+                  two_swap=two_swap, two_swap_out=two_swap_out, tabu_iters=tabu_iters, relax_penalty=relax_penalty,
+                  max_iter=max_iter,
                   fw_gap=fw_gap, seed=seed)
     clock = _Clock()
     whole = n <= p
     run = _Run(inst, problems, C, th, tol, clock, search)
     u_mean = None
+    guided = np.zeros(B, dtype=bool)  # problems whose first pool came from the mean-row estimate
     if whole:
         P = np.tile(np.arange(n), (B, 1))
     else:
@@ -397,13 +420,15 @@ def ws_multistart_batch(
     run.search(np.arange(B), P, None)
     if not whole:
         todo = np.arange(B)
-        for _ in range(max_phases - 1):
+        for rnd in range(max_phases - 1):
             # one pass: the certificate of every set (u at the mean row rides along if not yet
             # known); where it fails, the pool missed part of the landscape: search again on a
-            # pool around the set, with the set as a start
+            # pool around the set, with the set as a start. Where the first pool came from the
+            # mean-row estimate (guided), the set's own u gives a better pool even when the
+            # certificate holds: it is searched once too (no extra pass: the certificate has u)
             u = run.certify(todo, max_passes, extend=False, extra=mean if u_mean is None else None)
             u_mean = u if u_mean is None else u_mean
-            again = [b for b in todo if not run.optimal[b]]
+            again = [b for b in todo if not run.optimal[b] or (rnd == 0 and guided[b])]
             P2 = [_pool_around(problems[b], run.idx[b], run.cert[b], u_mean, p) for b in again]
             clock.lap("shortlist")
             if not again:
@@ -445,6 +470,7 @@ def ws_multistart(
     perturb_rounds: int = 100,
     two_swap: bool = True,
     two_swap_out: int = 16,
+    tabu_iters: int = 100,
     max_passes: int = 50,
     max_phases: int = 3,
     relax_penalty: float = 2.0,
@@ -461,19 +487,21 @@ def ws_multistart(
         ``patience`` rounds without a gain or ``perturb_rounds`` rounds (0 disables).
     two_swap, two_swap_out : 2-swaps over the 48 best entrants and the ``two_swap_out`` members
         of cheapest removal.
+    tabu_iters : steps of the tabu search from the best set (tenures 8 / 4), run where the starts
+        ended in different local optima (0 disables).
     max_passes : cap on passes over the pool (each failed certificate strictly improves f, so it
         is not reached in practice); if hit, ``info["one_swap_optimal"]`` is False.
     info: best_start, starts (f per start after local search), phase (which phase last improved:
-    "starts", "+perturb", "+2swap", "+pool"), passes (reads of the pool), pool (final |P|),
+    "starts", "+perturb", "+2swap", "+tabu", "+repool", "+pool"), passes (reads of the pool), pool (final |P|),
     one_swap_optimal, compared (rows the last certificate compared exactly; None when the pool was
     searched whole), perturb_rounds (run), seconds (per stage: shortlist, gram, starts, ls,
-    perturb, two_swap, certify).
+    perturb, two_swap, tabu, certify).
     """
     res = ws_multistart_batch(
         inst, inst.relevance[None, :], [inst.theta], pool_size=pool_size, n_random=n_random,
         continuation_steps=continuation_steps, perturb_batch=perturb_batch, perturb_strength=perturb_strength,
         patience=patience, perturb_rounds=perturb_rounds, two_swap=two_swap, two_swap_out=two_swap_out,
-        max_passes=max_passes, max_phases=max_phases, relax_penalty=relax_penalty, max_iter=max_iter, fw_gap=fw_gap, seed=seed)
+        tabu_iters=tabu_iters, max_passes=max_passes, max_phases=max_phases, relax_penalty=relax_penalty, max_iter=max_iter, fw_gap=fw_gap, seed=seed)
     info = {**res.info[0], "seconds": res.seconds}
     return torch.as_tensor(res.indices[0], device=inst.device), info["passes"], info
 

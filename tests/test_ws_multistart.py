@@ -42,7 +42,7 @@ def test_shortlist_path_is_certified_one_swap_optimal_on_the_whole_pool(theta):
     sel = select(inst, "fw_ws_ms", pool_size=20)
     assert sel.info["passes"] >= 1 and sel.info["one_swap_optimal"]
     assert brute_best_swap(inst, sel.indices) <= 1e-9 * 20
-    assert set(sel.info["seconds"]) >= {"shortlist", "gram", "starts", "ls", "perturb", "two_swap", "certify"}
+    assert set(sel.info["seconds"]) >= {"shortlist", "gram", "starts", "ls", "perturb", "two_swap", "tabu", "certify"}
     again = select(inst, "fw_ws_ms", pool_size=20)
     assert again.indices.tolist() == sel.indices.tolist()  # deterministic for a seed
 
@@ -73,6 +73,8 @@ def test_batch_and_sweep_equal_single_runs(chunk, monkeypatch):
         select(base, "fw_ws_ms", pool_size=3)
     with pytest.raises(ValueError, match="patience"):
         select(base, "fw_ws_ms", patience=-1)
+    with pytest.raises(ValueError, match="tabu_iters"):
+        select(base, "fw_ws_ms", tabu_iters=2.5)
 
 
 def test_gram_local_search_batch_is_one_swap_optimal_per_set():
@@ -123,6 +125,73 @@ def test_gram_greedy_matches_plain_loop():
         gains = [ccbqp_objective(inst, S + [j], any_size=True) if j not in S else -np.inf for j in range(25)]
         S.append(int(np.argmax(gains)))
     assert GramSearch.from_instance(inst, 1e-12).greedy()[0].tolist() == S
+
+
+def tabu_transcription(inst, S, iters, tenure_in, tenure_out, tol):
+    """Plain float64 tabu search: every swap's value by the objective itself; the best non-tabu
+    swap (a tabu one if it beats the best set seen), first (entrant, position) on ties."""
+    S = [int(i) for i in S]
+    cur = best_f = ccbqp_objective(inst, S)
+    best = list(S)
+    ban_in, ban_out = [0] * inst.n, [0] * inst.n
+    for it in range(1, iters + 1):
+        pick, pick_f = None, -np.inf
+        for j in range(inst.n):
+            if j in S:
+                continue
+            for q in range(inst.k):
+                T = list(S)
+                T[q] = j
+                fT = ccbqp_objective(inst, T)
+                allowed = (ban_in[j] < it and ban_out[S[q]] < it) or fT > best_f + tol
+                if allowed and fT > pick_f:
+                    pick, pick_f = (j, q), fT
+        if pick is None:
+            break
+        j, q = pick
+        ban_in[S[q]], ban_out[j] = it + tenure_in, it + tenure_out
+        S[q], cur = j, pick_f
+        if cur > best_f + tol:
+            best, best_f = list(S), cur
+    return best, best_f
+
+
+@pytest.mark.parametrize("tenures", [(3, 2), (1, 1), (5, 3)])
+def test_gram_tabu_follows_the_plain_transcription_and_batch_equals_singles(tenures):
+    # random unit rows (no planted ties): the walk's swaps are unique, so both must take the same ones
+    tol, (t_in, t_out) = 1e-12, tenures
+    for seed, theta in ((0, 0.2), (1, 0.5), (2, 0.8)):
+        E = random_unit(13, 5, 10 + seed)
+        insts = [Instance(E, unit_query(5, 20 + seed + i), k=4, theta=theta) for i in range(3)]
+        gs = GramSearch(np.stack([E] * 3), np.stack([i.relevance.numpy() for i in insts]), theta, 4, tol)
+        starts = np.stack([gs.ls(np.arange(4) + 3 * b, b)[0] for b in range(3)])
+        f0 = np.array([gs.f(s, b) for b, s in enumerate(starts)])
+        S, f = gs.tabu_batch(starts, f0, np.arange(3), iters=25, tenure_in=t_in, tenure_out=t_out)
+        for b, inst in enumerate(insts):
+            ref, ref_f = tabu_transcription(inst, starts[b], 25, t_in, t_out, tol)
+            assert S[b].tolist() == ref and f[b] == pytest.approx(ref_f, abs=1e-12)
+            assert f[b] >= f0[b] and f[b] == pytest.approx(ccbqp_objective(inst, S[b]), abs=1e-12)
+            Sb, fb = gs.tabu_batch(starts[b : b + 1], f0[b : b + 1], [b], iters=25, tenure_in=t_in,
+                                    tenure_out=t_out)
+            assert Sb[0].tolist() == S[b].tolist() and fb[0] == f[b]  # alone as in the batch
+
+
+def test_gram_tabu_leaves_local_optima_that_local_search_keeps():
+    # from 1-swap optima of random starts, the walk reaches the brute-force optimum more often
+    ls_hits = tabu_hits = total = 0
+    for seed in range(4):
+        inst = Instance(planted_duplicates(5, 3, 6, seed), unit_query(6, seed), k=5, theta=0.3)
+        gs = GramSearch.from_instance(inst, 1e-12)
+        opt = brute_optimum(inst)
+        rng = np.random.default_rng(seed)
+        starts = np.stack([rng.choice(inst.n, 5, replace=False) for _ in range(6)])
+        S, f = gs.ls_batch(starts)
+        T, fT = gs.tabu_batch(S, f, iters=40)
+        assert (fT >= f).all()
+        ls_hits += int((f >= opt - 1e-9).sum())
+        tabu_hits += int((fT >= opt - 1e-9).sum())
+        total += len(f)
+    assert tabu_hits > ls_hits and tabu_hits >= 0.8 * total, (ls_hits, tabu_hits, total)  # 16 -> 20 of 24
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
