@@ -89,6 +89,19 @@ class GramSearch:
         D[S, :] = -np.inf
         return D
 
+    def _gains_batch(self, GA: np.ndarray, S: np.ndarray, pm: np.ndarray) -> np.ndarray:
+        """(M, p, k) gains Delta(S[m, q] out, j in) of M sets S (M, k) under problems pm (M,),
+        from their columns GA = G[:, S] (M, p, k); rows j in S[m] are -inf. u and the swap terms
+        are recomputed from the exact columns at every call, so rounding never accumulates."""
+        u = GA.sum(2)  # (M, p)
+        th = self.th[pm][:, None]
+        ar = np.arange(S.shape[0])[:, None]
+        b = self.lin[pm] - (1.0 - th) * (2 * u + (self.diag[pm] - 1.0))
+        a = -self.lin[pm[:, None], S] + (1.0 - th) * (2 * u[ar, S] - (self.diag[pm[:, None], S] + 1.0))
+        D = b[:, :, None] + a[:, None, :] + self.two[pm][:, None, None] * GA
+        D[ar, S, :] = -np.inf
+        return D
+
     # --- 1-swap local search ----------------------------------------------------------------
     def ls(self, S: Any, prob: int = 0, max_swaps: int = 1000) -> tuple[np.ndarray, float]:
         """Best-improvement 1-swaps from one set until no gain exceeds tol; (set, f)."""
@@ -114,15 +127,7 @@ class GramSearch:
         for _ in range(int(max_swaps)):
             if active.size == 0:
                 break
-            SA, pa = S[active], pm[active]
-            u = GA.sum(2)  # (A, p), recomputed from the exact columns: rounding never accumulates
-            th = self.th[pa][:, None]
-            b = self.lin[pa] - (1.0 - th) * (2 * u + (self.diag[pa] - 1.0))
-            ar = np.arange(active.size)[:, None]
-            a = -self.lin[pa[:, None], SA] + (1.0 - th) * (2 * u[ar, SA] - (self.diag[pa[:, None], SA] + 1.0))
-            D = b[:, :, None] + a[:, None, :] + self.two[pa][:, None, None] * GA
-            D[ar, SA, :] = -np.inf
-            flat = D.reshape(active.size, -1)
+            flat = self._gains_batch(GA, S[active], pm[active]).reshape(active.size, -1)
             best = flat.argmax(1)
             gain = flat[np.arange(active.size), best]
             move = gain > self.tol
@@ -296,13 +301,8 @@ class GramSearch:
         ban_out = np.zeros((M, p), dtype=np.int64)  # step until which row i may not leave
         ar = np.arange(M)
         GA = self.G[pm[:, None, None], np.arange(p)[None, :, None], S[:, None, :]]  # (M, p, k) = G[:, S]
-        th = self.th[pm][:, None]
         for it in range(1, int(iters) + 1):
-            u = GA.sum(2)
-            b = self.lin[pm] - (1.0 - th) * (2 * u + (self.diag[pm] - 1.0))
-            a = -self.lin[pm[:, None], S] + (1.0 - th) * (2 * u[ar[:, None], S] - (self.diag[pm[:, None], S] + 1.0))
-            D = b[:, :, None] + a[:, None, :] + self.two[pm][:, None, None] * GA
-            D[ar[:, None], S, :] = -np.inf
+            D = self._gains_batch(GA, S, pm)
             free = (ban_in[:, :, None] < it) & (ban_out[ar[:, None], S] < it)[:, None, :]
             D = np.where(free | (D > (fbest - cur + self.tol)[:, None, None]), D, -np.inf)
             flat = D.reshape(M, -1)
