@@ -93,12 +93,9 @@ class GramSearch:
         """(M, p, k) gains Delta(S[m, q] out, j in) of M sets S (M, k) under problems pm (M,),
         from their columns GA = G[:, S] (M, p, k); rows j in S[m] are -inf. u and the swap terms
         are recomputed from the exact columns at every call, so rounding never accumulates."""
-        u = GA.sum(2)  # (M, p)
-        th = self.th[pm][:, None]
         ar = np.arange(S.shape[0])[:, None]
-        b = self.lin[pm] - (1.0 - th) * (2 * u + (self.diag[pm] - 1.0))
-        a = -self.lin[pm[:, None], S] + (1.0 - th) * (2 * u[ar, S] - (self.diag[pm[:, None], S] + 1.0))
-        D = b[:, :, None] + a[:, None, :] + self.two[pm][:, None, None] * GA
+        b, a = swap_terms(self.lin[pm], GA.sum(2), self.th[pm][:, None], self.diag[pm])  # (M, p) each
+        D = b[:, :, None] + a[ar, S][:, None, :] + self.two[pm][:, None, None] * GA
         D[ar, S, :] = -np.inf
         return D
 
