@@ -38,12 +38,16 @@ class SwapCertificate:
     entrants : the compared j with max_i Delta(i, j) > tol, by decreasing gain (at most ``max_entrants``).
     u : E v at S (v the sum of the selected rows), for every item.
     compared : entrants compared with S exactly; the others were excluded by the bound or not reached.
+    near : the ``near`` compared rows of highest gain max_i Delta(i, j), by decreasing gain (ties
+        in comparison order), improving or not: the rows that come closest to improving S, where
+        a swap of several rows or a gain below tol is to be found (empty unless asked for).
     """
 
     best_gain: float
     entrants: torch.Tensor
     u: torch.Tensor
     compared: int
+    near: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
 
 
 @dataclass
@@ -59,25 +63,44 @@ class _CertState:
     compared: int = 0
     found_j: list = field(default_factory=list)
     found_g: list = field(default_factory=list)
+    keep: int = 0  # rows of highest gain kept in near_j / near_g
+    near_j: torch.Tensor | None = None
+    near_g: torch.Tensor | None = None
 
     def take(self, rows: torch.Tensor, gains: torch.Tensor, tol: float) -> bool:
         """Record the gains of ``rows``; True when one improves (> tol)."""
         self.compared += int(gains.numel())
         self.best = max(self.best, float(gains.max()))
+        if self.keep:
+            self._keep_best(rows, gains)
         up = (gains > tol).nonzero().flatten()
         if up.numel():
             self.found_j.append(rows.index_select(0, up))
             self.found_g.append(gains.index_select(0, up))
         return bool(up.numel())
 
+    def _keep_best(self, rows: torch.Tensor, gains: torch.Tensor) -> None:
+        """near_j / near_g: the ``keep`` rows of highest finite gain so far, by decreasing gain,
+        ties in comparison order (a stable sort of the few rows at or above the keep-th gain)."""
+        j = rows if self.near_j is None else torch.cat([self.near_j, rows])
+        g = gains if self.near_g is None else torch.cat([self.near_g, gains])
+        live = g > -torch.inf  # members of S have gain -inf in the dense comparison
+        j, g = j[live], g[live]
+        if g.numel() > self.keep:
+            top = (g >= torch.topk(g, self.keep).values[-1]).nonzero().flatten()
+            j, g = j.index_select(0, top), g.index_select(0, top)
+        order = torch.argsort(g, descending=True, stable=True)[: self.keep]
+        self.near_j, self.near_g = j.index_select(0, order), g.index_select(0, order)
+
     def result(self, max_entrants: int | None) -> SwapCertificate:
+        near = self.u.new_zeros(0, dtype=torch.long) if self.near_j is None else self.near_j
         if not self.found_j:
-            return SwapCertificate(self.best, self.u.new_zeros(0, dtype=torch.long), self.u, self.compared)
+            return SwapCertificate(self.best, self.u.new_zeros(0, dtype=torch.long), self.u, self.compared, near)
         js, gs = torch.cat(self.found_j), torch.cat(self.found_g)
         order = torch.argsort(gs, descending=True, stable=True)
         if max_entrants is not None:
             order = order[: int(max_entrants)]
-        return SwapCertificate(self.best, js.index_select(0, order), self.u, self.compared)
+        return SwapCertificate(self.best, js.index_select(0, order), self.u, self.compared, near)
 
 
 def _bound_keeps(b: torch.Tensor, a: torch.Tensor, two: float, tol: float) -> torch.Tensor:
@@ -91,7 +114,7 @@ def _member_terms(inst: Instance, idx: torch.Tensor, R: torch.Tensor) -> torch.T
     return swap_terms(lin, (R @ R.T).sum(1), inst.theta)[1]
 
 
-def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor | None, block: int):
+def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor | None, block: int, near: int = 0):
     """The bound, then the surviving rows in decreasing bound order, ``block`` at a time, until a
     block holds an improving swap. Returns (state, dense): ``dense`` when, after the first block,
     more than n/4 rows still survive (small k, where max_i a_i + 2 (1-theta) is loose): the rest
@@ -102,7 +125,7 @@ def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor 
     if u is None:
         u = matvec(E, R.sum(0))
     b, a = swap_terms(linear_term(inst.relevance, th, k), u, th)
-    st = _CertState(R, a.index_select(0, idx), b.index_fill_(0, idx, -torch.inf), 2.0 * (1.0 - th), u)
+    st = _CertState(R, a.index_select(0, idx), b.index_fill_(0, idx, -torch.inf), 2.0 * (1.0 - th), u, keep=near)
     cand = _bound_keeps(st.b, st.a, st.two, tol).nonzero().flatten()
     cand = cand.index_select(0, torch.argsort(st.b.index_select(0, cand), descending=True, stable=True))
     for s in range(0, cand.numel(), block):
@@ -168,13 +191,13 @@ def go_dense(problems: list, sets: list, tol: float, rows: torch.Tensor,
     return (share > DENSE_SHARE) & ~improves
 
 
-def _dense_state(inst: Instance, idx: Any) -> _CertState:
+def _dense_state(inst: Instance, idx: Any, near: int = 0) -> _CertState:
     """A certificate that compares every row from the start: a_i from E_S E_S^T; u and b are filled
     block by block from the rows of the shared GEMM (u_j = sum_i w_ij)."""
     idx = torch.as_tensor(idx, device=inst.device)
     R = gather_rows(inst.E, idx)
     u = torch.empty(inst.n, dtype=R.dtype, device=inst.device)
-    return _CertState(R, _member_terms(inst, idx, R), torch.empty_like(u), 2.0 * (1.0 - inst.theta), u)
+    return _CertState(R, _member_terms(inst, idx, R), torch.empty_like(u), 2.0 * (1.0 - inst.theta), u, keep=near)
 
 
 def _compare_every_row(problems: list, sets: list, states: list, go: list, fused: list, tol: float,
@@ -229,7 +252,7 @@ def _compare_every_row(problems: list, sets: list, states: list, go: list, fused
 
 def swap_certificates(
     problems: list, sets: list, tol: float, *, max_entrants: int | None = None, U: Any = None,
-    block: int = 4096, dense: Any = None, stop_early: bool = True,
+    block: int = 4096, dense: Any = None, stop_early: bool = True, near: int = 0,
 ) -> list[SwapCertificate]:
     """:func:`swap_certificate` for B problems on one pool (the same E; relevance, theta and set per
     problem). ``U``: E v_b per problem, as an (n, B) tensor or a list of (n,) tensors / None (e.g.
@@ -241,22 +264,26 @@ def swap_certificates(
     compared with every row from the start, without the GEMV and the bound (their U entry is not
     read; u is the row sums of the block products; :func:`go_dense` decides). Each certificate is
     the one :func:`swap_certificate` gives for its problem alone (up to the summation order of u).
+    ``near``: keep the ``near`` compared rows of highest gain (:attr:`SwapCertificate.near`).
     """
     block = int(block)
+    if isinstance(near, bool) or not isinstance(near, (int, np.integer)) or near < 0:
+        raise ValueError(f"near must be an int >= 0, got {near!r}")
+    near = int(near)
     fused = [False] * len(problems) if dense is None else [bool(x) for x in dense]
     if len(fused) != len(problems):
         raise ValueError(f"dense must have one entry per problem ({len(problems)}), got {len(fused)}")
     states, go = [], []
     for p, (inst, idx) in enumerate(zip(problems, sets)):
         if fused[p]:
-            states.append(_dense_state(inst, idx))
+            states.append(_dense_state(inst, idx, near))
             go.append(p)
             continue
         u = None if U is None else (U[:, p] if isinstance(U, torch.Tensor) else U[p])
-        st, go_dense = _certificate_head(inst, idx, tol, u, block)
+        st, go_dense = _certificate_head(inst, idx, tol, u, block, near)
         states.append(st)
         if go_dense:  # the shared GEMM compares every row again: forget the head's rows
-            st.found_j, st.found_g, st.compared = [], [], 0
+            st.found_j, st.found_g, st.compared, st.near_j, st.near_g = [], [], 0, None, None
             go.append(p)
     if go:
         _compare_every_row(problems, sets, states, go, fused, tol, 4 * block, stop_early)
@@ -265,7 +292,7 @@ def swap_certificates(
 
 def swap_certificate(
     inst: Instance, indices: torch.Tensor, tol: float, *, max_entrants: int | None = None,
-    u: torch.Tensor | None = None, block: int = 4096,
+    u: torch.Tensor | None = None, block: int = 4096, near: int = 0,
 ) -> SwapCertificate:
     """Certify (or refute) 1-swap optimality of the k-set ``indices`` over the whole pool.
 
@@ -280,7 +307,9 @@ def swap_certificate(
     the improving rows among those compared). Entrants are returned by decreasing gain. O(n d)
     for the GEMV plus O(m k d) for the m rows compared; device and dtype follow the instance.
     ``u`` (= E v at S) may be passed when already computed, e.g. by one GEMM for a batch of
-    problems (see :func:`swap_certificates`).
+    problems (see :func:`swap_certificates`). ``near`` > 0 also keeps the ``near`` compared rows
+    of highest gain, improving or not (:attr:`SwapCertificate.near`; rows the bound excluded are
+    not among them).
     """
     return swap_certificates([inst], [indices], tol, max_entrants=max_entrants,
-                             U=None if u is None else [torch.as_tensor(u).reshape(-1)], block=block)[0]
+                             U=None if u is None else [torch.as_tensor(u).reshape(-1)], block=block, near=near)[0]

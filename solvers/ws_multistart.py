@@ -31,12 +31,18 @@ reads the full pool only to choose P and to certify the answer:
    row sums and every comparison; :func:`~divopt.solvers.swap_certificate.go_dense`). If no
    gain exceeds tol the set is a certified 1-swap optimum of the full problem ("fw_ms"'s
    guarantee) and the method stops. Otherwise P missed part of the landscape: a new pool around
-   the set (its improving entrants, then the best rows by b_j at the set, at the mean row and by
-   relevance) is searched with the set as a start, and certified again (``max_phases`` phases).
+   the set (its improving entrants and the 100 compared rows of highest exact gain, improving or
+   not, then the best rows by b_j at the set, at the mean row and by relevance) is searched with
+   the set as a start, and certified again (``max_phases`` phases).
    Where P came from the mean-row estimate, the pool around the set is searched once even when
    the first certificate holds (u at the set is known by then: no extra pass);
    after the last, each failed certificate adds its improving entrants to the pool and resumes
    the local search until a certificate holds (every such round strictly increases f).
+4. **Polish** (``polish``). The certificate runs in the pool's precision, so on float32 pools its
+   tolerance is 1e-6 k (k-1), and a 1-swap that gains less is invisible to it. The search on P
+   is float64 on the float32-stored rows, exact far below that: the final set and the 100 rows
+   its certificate found closest to improving it get best-improvement 1-swaps at 1e-9 k (k-1)
+   (the whole pool when it was searched whole); a set that moves is certified again.
 
 So the answer is always a 1-swap optimum over ALL swaps of the pool; on pools where relevance
 guides (e.g. theta >= 0.7 on the narrow cone) it costs one pass plus the search on P.
@@ -64,7 +70,7 @@ import numpy as np
 import torch
 
 from divopt.models import Instance
-from divopt.models.ccbqp import ccbqp_objective, linear_term, swap_terms
+from divopt.models.ccbqp import ccbqp_objective, linear_term, objective_scale, swap_terms
 from divopt.models.kernels import gather_rows, matmul, matvec
 from divopt.models.validation import check_theta
 
@@ -78,6 +84,8 @@ __all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "defau
 
 _SAMPLE_ROWS = 4096  # rows averaged for the mean-row reference set
 _BOUND_ROWS = 1024  # of them, rows on which a certificate's bound is estimated (share vs 1/4: +-1.4 %)
+_NEAR_ROWS = 100  # compared rows of highest swap gain a certificate keeps (50 / 100 / 200 / 300: 180 / 180 / 181 / 179 of 192)
+_FINE = 1e-9  # the polish's tolerance, times k (k-1): float64 gains on float32-stored rows
 _CHUNK_BYTES = 4 << 20  # Gram matrices searched at once in a batch (1 / 4 / 16 MiB: 4.9 / 4.6 / 5.2 s)
 
 
@@ -235,7 +243,7 @@ def _pool_around(inst: Instance, idx: torch.Tensor, cert, u_mean: torch.Tensor, 
     (k x the mean of a sample: the paper's FW start) and by relevance; ``size`` rows in all."""
     lin = linear_term(inst.relevance, inst.theta, inst.k)
     lists = [_top_rows(swap_terms(lin, u, inst.theta)[0], size) for u in (cert.u, u_mean)]
-    return _interleave(np.concatenate([idx.cpu().numpy(), cert.entrants.cpu().numpy()]),
+    return _interleave(np.concatenate([idx.cpu().numpy(), cert.entrants.cpu().numpy(), cert.near.cpu().numpy()]),
                        lists + [_top_rows(inst.relevance, size)], size)
 
 
@@ -291,6 +299,41 @@ class _Run:
                 self.pools[b], self.f[b] = P[r], f[r]
                 self.phase[b] = phase_[r] if phase is None else phase
 
+    def polish(self, whole: bool, max_passes: int) -> None:
+        """Sub-tolerance polish: best-improvement 1-swaps at the float64 tolerance ``_FINE`` k (k-1)
+        from each final set over the set and its certificate's ``near`` rows (the whole pool when
+        it was searched whole), where the certificate's best gain is within tol of 0; a set that
+        moves is certified again."""
+        k = self.inst.k
+        fine = _FINE * objective_scale(k)
+        if fine >= self.tol:  # float64 pools: the search already ran at this tolerance
+            return
+        moved = []
+        for b in range(self.th.size):
+            S = self.idx[b].cpu().numpy()
+            if whole:
+                rest = np.setdiff1d(self.pools[b], S)
+            elif self.optimal[b] and self.cert[b].best_gain > -self.tol and self.cert[b].near.numel():
+                # (a best gain below -tol, beyond the float32 error, leaves no 1-swap to find)
+                rest = self.cert[b].near.cpu().numpy()
+                rest = rest[~np.isin(rest, S)]
+            else:
+                continue
+            rows = torch.as_tensor(np.concatenate([S, rest]), device=self.inst.device)
+            with single_thread():
+                gs = GramSearch(gather_rows(self.inst.E, rows), self.problems[b].relevance.index_select(0, rows),
+                                self.th[b], k, fine)
+                f0 = gs.f(np.arange(k))
+                S2, f2 = gs.ls(np.arange(k))
+            if f2 > f0 + fine:
+                self.idx[b] = rows.index_select(0, torch.as_tensor(S2, device=rows.device))
+                self.f[b] += f2 - f0
+                self.phase[b] = "+polish"
+                moved.append(b)
+        self.clock.lap("polish")
+        if moved and not whole:
+            self.certify(np.array(moved), max_passes)
+
     def certify(self, probs: np.ndarray, max_passes: int, extend: bool = True, extra: torch.Tensor | None = None):
         """Certificate passes (one GEMM per round for all open problems) until each problem's set is
         1-swap optimal over the whole pool; a failed certificate extends that problem's pool and
@@ -312,7 +355,7 @@ class _Run:
             still = []
             certs = swap_certificates([self.problems[b] for b in open_], [self.idx[b] for b in open_], self.tol,
                                       max_entrants=max(16, k), U=[None if de else U[:, next(cols)] for de in dense],
-                                      dense=dense)
+                                      dense=dense, near=_NEAR_ROWS)
             for col, b in enumerate(open_):
                 cert = certs[col]
                 self.passes[b] += 1
@@ -355,6 +398,7 @@ def ws_multistart_batch(
     two_swap: bool = True,
     two_swap_out: int = 16,
     tabu_iters: int = 100,
+    polish: bool = True,
     max_passes: int = 50,
     max_phases: int = 3,
     relax_penalty: float = 2.0,
@@ -439,6 +483,8 @@ def ws_multistart_batch(
             todo = todo[run.changed[todo] | ~run.optimal[todo]]
         if todo.size:  # the last round: certificate passes, extending the pool until one holds
             run.certify(todo, max_passes)
+    if polish:
+        run.polish(whole, max_passes)
     out = np.stack([t.cpu().numpy() for t in run.idx])
     for b in range(B):  # a set: reported by decreasing relevance, ties to the lower index
         c = problems[b].relevance.index_select(0, run.idx[b]).double().cpu().numpy()
@@ -471,6 +517,7 @@ def ws_multistart(
     two_swap: bool = True,
     two_swap_out: int = 16,
     tabu_iters: int = 100,
+    polish: bool = True,
     max_passes: int = 50,
     max_phases: int = 3,
     relax_penalty: float = 2.0,
@@ -489,19 +536,22 @@ def ws_multistart(
         of cheapest removal.
     tabu_iters : steps of the tabu search from the best set (tenures 8 / 4), run where the starts
         ended in different local optima (0 disables).
+    polish : the last step (module docstring, 4): 1-swaps at the float64 tolerance 1e-9 k (k-1)
+        over the final set and the 100 rows its certificate found closest to improving it.
     max_passes : cap on passes over the pool (each failed certificate strictly improves f, so it
         is not reached in practice); if hit, ``info["one_swap_optimal"]`` is False.
     info: best_start, starts (f per start after local search), phase (which phase last improved:
-    "starts", "+perturb", "+2swap", "+tabu", "+repool", "+pool"), passes (reads of the pool), pool (final |P|),
+    "starts", "+perturb", "+2swap", "+tabu", "+repool", "+pool", "+polish"), passes (reads of the pool), pool (final |P|),
     one_swap_optimal, compared (rows the last certificate compared exactly; None when the pool was
     searched whole), perturb_rounds (run), seconds (per stage: shortlist, gram, starts, ls,
-    perturb, two_swap, tabu, certify).
+    perturb, two_swap, tabu, certify, polish).
     """
     res = ws_multistart_batch(
         inst, inst.relevance[None, :], [inst.theta], pool_size=pool_size, n_random=n_random,
         continuation_steps=continuation_steps, perturb_batch=perturb_batch, perturb_strength=perturb_strength,
         patience=patience, perturb_rounds=perturb_rounds, two_swap=two_swap, two_swap_out=two_swap_out,
-        tabu_iters=tabu_iters, max_passes=max_passes, max_phases=max_phases, relax_penalty=relax_penalty, max_iter=max_iter, fw_gap=fw_gap, seed=seed)
+        tabu_iters=tabu_iters, polish=polish, max_passes=max_passes, max_phases=max_phases, relax_penalty=relax_penalty,
+        max_iter=max_iter, fw_gap=fw_gap, seed=seed)
     info = {**res.info[0], "seconds": res.seconds}
     return torch.as_tensor(res.indices[0], device=inst.device), info["passes"], info
 

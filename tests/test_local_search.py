@@ -291,3 +291,30 @@ def test_go_dense_only_where_the_bound_is_loose_and_no_sample_row_improves():
         assert g == (sh > DENSE_SHARE and not improves)
     assert not got[0::2].any()  # the random sets: a sample row improves each of them
     assert got[1::2].any() and share[0::2].max() > DENSE_SHARE  # both branches are reached
+
+
+def test_certificate_near_rows_are_the_compared_rows_of_highest_gain():
+    """``near``: the compared rows of highest gain max_i Delta(i, j), improving or not, by
+    decreasing gain; when every row is compared (dense), exactly the brute-force top rows."""
+    from divopt.solvers.local_search import ls_tolerance
+    from divopt.solvers.swap_certificate import swap_certificate, swap_certificates
+
+    E, probs, sets = _certificate_cases(90, 5, 4, (0.1, 0.5, 0.95), seed=7, query_seed=20)
+    tol = ls_tolerance(probs[0])
+    dense = [True, False] * 3
+    certs = swap_certificates(probs, [torch.as_tensor(S) for S in sets], tol, block=8, dense=dense, near=7,
+                              stop_early=False)
+    for inst, S, cert, de in zip(probs, sets, certs, dense):
+        gain_j = _gain_by_entrant(inst, S)
+        got = [gain_j[j] for j in cert.near.tolist()]
+        assert not set(cert.near.tolist()) & set(int(i) for i in S)
+        assert got == sorted(got, reverse=True)
+        if de:  # every row compared: the 7 best rows of the whole pool
+            assert len(got) == 7
+            np.testing.assert_allclose(got, sorted(gain_j.values(), reverse=True)[:7], atol=1e-9)
+        else:
+            assert len(got) == min(7, cert.compared)
+            assert cert.near.tolist() == swap_certificate(inst, torch.as_tensor(S), tol, block=8, near=7).near.tolist()
+    assert swap_certificate(probs[0], torch.as_tensor(sets[0]), tol).near.numel() == 0  # not asked for
+    with pytest.raises(ValueError, match="near must be an int >= 0"):
+        swap_certificate(probs[0], torch.as_tensor(sets[0]), tol, near=-1)
