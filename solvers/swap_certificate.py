@@ -82,6 +82,11 @@ class _CertState:
     def _keep_best(self, rows: torch.Tensor, gains: torch.Tensor) -> None:
         """near_j / near_g: the ``keep`` rows of highest finite gain so far, by decreasing gain,
         ties in comparison order (a stable sort of the few rows at or above the keep-th gain)."""
+        if self.near_g is not None and self.near_g.numel() == self.keep:  # full: only rows that beat the last
+            beat = (gains > self.near_g[-1]).nonzero().flatten()
+            if not beat.numel():
+                return
+            rows, gains = rows.index_select(0, beat), gains.index_select(0, beat)
         j = rows if self.near_j is None else torch.cat([self.near_j, rows])
         g = gains if self.near_g is None else torch.cat([self.near_g, gains])
         live = g > -torch.inf  # members of S have gain -inf in the dense comparison
