@@ -315,7 +315,7 @@ class _Run:
             if whole:
                 rest = np.setdiff1d(self.pools[b], S)
             elif self.optimal[b] and self.cert[b].best_gain > -self.tol and self.cert[b].near.numel():
-                # (a best gain below -tol, beyond the float32 error, leaves no 1-swap to find)
+                # (a best gain below -tol, beyond the float32 error, leaves no gaining swap with a near row)
                 rest = self.cert[b].near.cpu().numpy()
                 rest = rest[~np.isin(rest, S)]
             else:
