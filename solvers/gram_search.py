@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from divopt.models.ccbqp import curvature, gram_objective, line_search, linear_term, swap_terms
+from divopt.models.kernels import gather_rows
 
 __all__ = ["GramSearch"]
 
@@ -58,8 +59,11 @@ class GramSearch:
         self.lin = linear_term(c, self.th[:, None], self.k)
 
     @classmethod
-    def from_instance(cls, inst: Any, tol: float) -> "GramSearch":
-        return cls(inst.E, inst.relevance, inst.theta, inst.k, tol)
+    def from_instance(cls, inst: Any, tol: float, rows: torch.Tensor | None = None) -> "GramSearch":
+        """The instance's problem on all its rows, or on the pool ``rows`` (indices into inst.E)."""
+        if rows is None:
+            return cls(inst.E, inst.relevance, inst.theta, inst.k, tol)
+        return cls(gather_rows(inst.E, rows), inst.relevance.index_select(0, rows), inst.theta, inst.k, tol)
 
     def _prob(self, prob: Any, m: int) -> np.ndarray:
         if prob is None:

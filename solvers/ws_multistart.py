@@ -194,7 +194,7 @@ def _extend_and_search(inst: Instance, P: np.ndarray, idx: torch.Tensor, cert, t
     pos = np.full(n, -1, dtype=np.int64)
     pos[P] = np.arange(P.size)
     rows = torch.as_tensor(P, device=inst.device)
-    gs = GramSearch(gather_rows(inst.E, rows), inst.relevance.index_select(0, rows), th, k, tol)
+    gs = GramSearch.from_instance(inst, tol, rows)
     S, _ = gs.ls(pos[idx.cpu().numpy()])
     return P, torch.as_tensor(P[S], device=inst.device)
 
@@ -322,8 +322,7 @@ class _Run:
                 continue
             rows = torch.as_tensor(np.concatenate([S, rest]), device=self.inst.device)
             with single_thread():
-                gs = GramSearch(gather_rows(self.inst.E, rows), self.problems[b].relevance.index_select(0, rows),
-                                self.th[b], k, fine)
+                gs = GramSearch.from_instance(self.problems[b], fine, rows)
                 f0 = gs.f(np.arange(k))
                 S2, f2 = gs.ls(np.arange(k))
             if f2 > f0 + fine:
