@@ -10,7 +10,7 @@ operations. With u = G[:, S].sum(1) the 1-swap gains are those of
 A :class:`GramSearch` holds B problems of the same size (p rows, k picks; B = 1 for one
 instance, B = queries x thetas for a sweep), each with its own Gram matrix, relevance and theta.
 Every search runs on many sets at once, each tagged with its problem: the gains of M sets are one
-(M, p, k) array per step, and each set follows exactly the swaps of its own single run, so a
+(M, k, p) array per step, and each set follows exactly the swaps of its own single run, so a
 problem searched alone or inside a batch ends at the same sets. Provided:
 
 * :meth:`ls_batch`  best-improvement 1-swap local search;
@@ -51,6 +51,7 @@ class GramSearch:
         self.G = torch.bmm(R, R.transpose(1, 2)).numpy()  # torch's BLAS: one thread inside single_thread()
         self.B, self.p = self.G.shape[0], self.G.shape[1]
         self.diag = np.diagonal(self.G, axis1=1, axis2=2).copy()
+        self._rows = self.G.reshape(self.B * self.p, self.p)  # row b p + i: G[b, i, :]
         self.th = np.broadcast_to(np.asarray(theta, dtype=np.float64), (self.B,)).copy()
         self.two = 2.0 * (1.0 - self.th)
         self.k, self.tol = int(k), float(tol)
@@ -93,15 +94,31 @@ class GramSearch:
         D[S, :] = -np.inf
         return D
 
-    def _gains_batch(self, GA: np.ndarray, S: np.ndarray, pm: np.ndarray) -> np.ndarray:
-        """(M, p, k) gains Delta(S[m, q] out, j in) of M sets S (M, k) under problems pm (M,),
-        from their columns GA = G[:, S] (M, p, k); rows j in S[m] are -inf. u and the swap terms
-        are recomputed from the exact columns at every call, so rounding never accumulates."""
+    def _columns(self, S: np.ndarray, pm: np.ndarray) -> np.ndarray:
+        """(M, k, p): G[pm[m], S[m, q], :], the columns of the members (rows of the symmetric G,
+        so each is one contiguous copy)."""
+        return self._rows[pm[:, None] * self.p + S]
+
+    def _gains_batch(self, GT: np.ndarray, S: np.ndarray, pm: np.ndarray) -> np.ndarray:
+        """(M, k, p) gains D[m, q, j] = Delta(S[m, q] out, j in) of M sets S (M, k) under problems
+        pm (M,), from their columns GT = :meth:`_columns` (M, k, p); entrants j in S[m] are -inf.
+        u and the swap terms are recomputed from the exact columns at every call, so rounding
+        never accumulates."""
         ar = np.arange(S.shape[0])[:, None]
-        b, a = swap_terms(self.lin[pm], GA.sum(2), self.th[pm][:, None], self.diag[pm])  # (M, p) each
-        D = b[:, :, None] + a[ar, S][:, None, :] + self.two[pm][:, None, None] * GA
-        D[ar, S, :] = -np.inf
+        b, a = swap_terms(self.lin[pm], GT.sum(1), self.th[pm][:, None], self.diag[pm])  # (M, p) each
+        D = GT * self.two[pm][:, None, None]
+        D += a[ar, S][:, :, None]
+        D += b[:, None, :]
+        D[ar, :, S] = -np.inf
         return D
+
+    @staticmethod
+    def _best_swap(D: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(j, q, gain) of each set's largest D[m, q, j]; ties to the first (entrant, position)."""
+        ar = np.arange(D.shape[0])
+        top = D.max(1)  # (M, p): best gain per entrant
+        j = top.argmax(1)
+        return j, D[ar, :, j].argmax(1), top[ar, j]
 
     # --- 1-swap local search ----------------------------------------------------------------
     def ls(self, S: Any, prob: int = 0, max_swaps: int = 1000) -> tuple[np.ndarray, float]:
@@ -113,7 +130,7 @@ class GramSearch:
         """Best-improvement 1-swap local search on M sets at once: S (M, k), prob (M,) their
         problems (default: problem 0 when B = 1) -> (sets, f values).
 
-        Each step forms the gains of every still-moving set as one (M', p, k) array (u and the swap
+        Each step forms the gains of every still-moving set as one (M', k, p) array (u and the swap
         terms recomputed from G, so rounding never accumulates) and applies each set's best swap
         (ties: the first in (entrant, position) order, as a single run would). A set stops when
         its best gain is <= tol or after ``max_swaps`` swaps.
@@ -123,23 +140,19 @@ class GramSearch:
             raise ValueError(f"S must have shape (M, {self.k}), got {S.shape}")
         pm = self._prob(prob, S.shape[0]).copy()
         active = np.arange(S.shape[0])
-        # (A, p, k): G[:, S] of the still-moving sets, compacted as sets stop
-        GA = self.G[pm[:, None, None], np.arange(self.p)[None, :, None], S[:, None, :]]
+        GT = self._columns(S, pm)  # (A, k, p) columns of the still-moving sets, compacted as sets stop
         for _ in range(int(max_swaps)):
             if active.size == 0:
                 break
-            flat = self._gains_batch(GA, S[active], pm[active]).reshape(active.size, -1)
-            best = flat.argmax(1)
-            gain = flat[np.arange(active.size), best]
+            j, q, gain = self._best_swap(self._gains_batch(GT, S[active], pm[active]))
             move = gain > self.tol
             if not move.any():
                 break
-            j, q = np.divmod(best[move], self.k)
-            mv = active[move]
+            j, q, mv = j[move], q[move], active[move]
             S[mv, q] = j
             if not move.all():
-                GA = GA[move]
-            GA[np.arange(mv.size), :, q] = self.G[pm[mv], :, j]
+                GT = GT[move]
+            GT[np.arange(mv.size), q] = self._rows[pm[mv] * self.p + j]
             active = mv
         return S, self.f_many(S, pm)
 
@@ -175,7 +188,7 @@ class GramSearch:
         lower index): starting sets for the local search, which makes them 1-swap optimal.
         """
         X = np.array(X0, dtype=np.float64, copy=True)
-        B, R, p, k = X.shape[0], X.shape[1], self.p, self.k
+        B, R, k = X.shape[0], X.shape[1], self.k
         th = self.th if theta is None else np.broadcast_to(np.asarray(theta, dtype=np.float64), (B,))
         lin = self.lin if theta is None else linear_term(self.relevance, th[:, None], k)
         two = (2.0 * (1.0 - th))[:, None, None]
@@ -294,30 +307,27 @@ class GramSearch:
         S = np.array(S, dtype=np.int64, copy=True)
         if S.ndim != 2 or S.shape[1] != self.k:
             raise ValueError(f"S must have shape (M, {self.k}), got {S.shape}")
-        M, k, p = S.shape[0], self.k, self.p
+        M, p = S.shape[0], self.p
         pm = self._prob(prob, M).copy()
         best, fbest = S.copy(), np.array(f, dtype=np.float64, copy=True).reshape(M)
         cur = fbest.copy()
         ban_in = np.zeros((M, p), dtype=np.int64)  # step until which row j may not enter
         ban_out = np.zeros((M, p), dtype=np.int64)  # step until which row i may not leave
         ar = np.arange(M)
-        GA = self.G[pm[:, None, None], np.arange(p)[None, :, None], S[:, None, :]]  # (M, p, k) = G[:, S]
+        GT = self._columns(S, pm)  # (M, k, p)
         for it in range(1, int(iters) + 1):
-            D = self._gains_batch(GA, S, pm)
-            free = (ban_in[:, :, None] < it) & (ban_out[ar[:, None], S] < it)[:, None, :]
+            D = self._gains_batch(GT, S, pm)
+            free = (ban_in[:, None, :] < it) & (ban_out[ar[:, None], S] < it)[:, :, None]
             D = np.where(free | (D > (fbest - cur + self.tol)[:, None, None]), D, -np.inf)
-            flat = D.reshape(M, -1)
-            pick = flat.argmax(1)
-            gain = flat[ar, pick]
+            pick_j, pick_q, gain = self._best_swap(D)
             ok = np.isfinite(gain)
             if not ok.any():
                 break
-            j, q = np.divmod(pick[ok], k)
-            m = ar[ok]
+            j, q, m = pick_j[ok], pick_q[ok], ar[ok]
             ban_in[m, S[m, q]] = it + int(tenure_in)
             ban_out[m, j] = it + int(tenure_out)
             S[m, q] = j
-            GA[m, :, q] = self.G[pm[m], :, j]
+            GT[m, q] = self._rows[pm[m] * p + j]
             cur[m] += gain[ok]
             up = m[cur[m] > fbest[m] + self.tol]
             if up.size:  # the running value drifts by rounding: a new best is measured exactly
