@@ -233,21 +233,25 @@ def _compare_every_row(problems: list, sets: list, states: list, go: list, fused
         while rows > 256 and rows * V.shape[0] > (1 << 24):  # W block <= 16M entries; blocks tile check
             rows //= 2
         for s in range(c, min(c + check, n), rows):
-            W = matmul(E[s : min(s + rows, c + check, n)], V.T)
-            e = s + W.shape[0]
+            # (|V|, rows): each selected row's products with the block, one contiguous row (a
+            # problem's k rows are then k contiguous copies, not k strided columns of a wide block)
+            W = matmul(E[s : min(s + rows, c + check, n)], V.T).T.contiguous()
+            e = s + W.shape[1]
             r = torch.arange(s, e, device=W.device)
             for i, p in enumerate(active):
                 st = states[p]
-                Wp = W.index_select(1, col[i * k : (i + 1) * k]) if shared else W[:, i * k : (i + 1) * k]
+                Wp = W.index_select(0, col[i * k : (i + 1) * k]) if shared else W[i * k : (i + 1) * k]
                 if fused[p]:  # u and b of this block from its products with S
-                    st.u[s:e] = Wp.sum(1)
+                    st.u[s:e] = Wp.sum(0)
                     st.b[s:e] = swap_terms(lin[p][s:e], st.u[s:e], problems[p].theta)[0]
                     mine = members[p]
                     st.b[s:e].index_fill_(0, mine[(mine >= s) & (mine < e)] - s, -torch.inf)
-                gains = (Wp * st.two).add_(st.a).add_(st.b[s:e].unsqueeze(1)).amax(1)
+                # max_i (a_i + 2 (1-theta) w_ij) + b_j: adding b_j after the max gives the same
+                # value (rounding is monotone) at a k-th of the cost
+                gains = (Wp * st.two).add_(st.a.unsqueeze(1)).amax(0).add_(st.b[s:e])
                 st.take(r, gains, tol)
             for t, p in enumerate(tail):
-                states[p].u[s:e] = W[:, V.shape[0] - len(tail) + t]
+                states[p].u[s:e] = W[V.shape[0] - len(tail) + t]
         if not stop_early:
             continue
         failed = [p for p in active if states[p].found_j]
