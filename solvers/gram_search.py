@@ -58,6 +58,8 @@ class GramSearch:
         c = torch.as_tensor(relevance).to(torch.float64).cpu().numpy().reshape(self.B, self.p)
         self.relevance = c
         self.lin = linear_term(c, self.th[:, None], self.k)
+        # the swap terms at u = 0: b = b0 - 2 (1-theta) u and a = a0 + 2 (1-theta) u (linear in u)
+        self._b0, self._a0 = swap_terms(self.lin, 0.0, self.th[:, None], self.diag)
 
     @classmethod
     def from_instance(cls, inst: Any, tol: float, rows: torch.Tensor | None = None) -> "GramSearch":
@@ -99,18 +101,26 @@ class GramSearch:
         so each is one contiguous copy)."""
         return self._rows[pm[:, None] * self.p + S]
 
-    def _gains_batch(self, GT: np.ndarray, S: np.ndarray, pm: np.ndarray) -> np.ndarray:
-        """(M, k, p) gains D[m, q, j] = Delta(S[m, q] out, j in) of M sets S (M, k) under problems
-        pm (M,), from their columns GT = :meth:`_columns` (M, k, p); entrants j in S[m] are -inf.
-        u and the swap terms are recomputed from the exact columns at every call, so rounding
-        never accumulates."""
+    def _split_gains(self, GT: np.ndarray, S: np.ndarray, pm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(H, b) with Delta(S[m, q] out, j in) = H[m, q, j] + b[m, j] for M sets S (M, k) under
+        problems pm (M,), from their columns GT = :meth:`_columns` (M, k, p): H = a_i + 2 (1-theta)
+        G_ij (M, k, p), b (M, p) with the members at -inf. u and the swap terms are recomputed from
+        the exact columns at every call, so rounding never accumulates."""
         ar = np.arange(S.shape[0])[:, None]
-        b, a = swap_terms(self.lin[pm], GT.sum(1), self.th[pm][:, None], self.diag[pm])  # (M, p) each
-        D = GT * self.two[pm][:, None, None]
-        D += a[ar, S][:, :, None]
-        D += b[:, None, :]
-        D[ar, :, S] = -np.inf
-        return D
+        two = self.two[pm][:, None]
+        u = GT.sum(1)  # (M, p)
+        b = self._b0[pm] - two * u
+        b[ar, S] = -np.inf
+        H = GT * two[:, :, None]
+        H += (self._a0[pm[:, None], S] + two * u[ar, S])[:, :, None]
+        return H, b
+
+    def _gains_batch(self, GT: np.ndarray, S: np.ndarray, pm: np.ndarray) -> np.ndarray:
+        """(M, k, p) gains D[m, q, j] = Delta(S[m, q] out, j in) (:meth:`_split_gains`); entrants
+        j in S[m] are -inf."""
+        H, b = self._split_gains(GT, S, pm)
+        H += b[:, None, :]
+        return H
 
     @staticmethod
     def _best_swap(D: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -144,7 +154,12 @@ class GramSearch:
         for _ in range(int(max_swaps)):
             if active.size == 0:
                 break
-            j, q, gain = self._best_swap(self._gains_batch(GT, S[active], pm[active]))
+            H, b = self._split_gains(GT, S[active], pm[active])
+            top = H.max(1)  # max_i H + b_j = max_i (H + b_j): rounding is monotone, so b is added once
+            top += b
+            j = top.argmax(1)  # ties: the first (entrant, position), as in _best_swap
+            ar = np.arange(active.size)
+            q, gain = H[ar, :, j].argmax(1), top[ar, j]
             move = gain > self.tol
             if not move.any():
                 break
