@@ -87,14 +87,13 @@ class GramSearch:
         GSS = self.G[prob[:, None, None], S[:, :, None], S[:, None, :]]  # (M, k, k)
         return self.lin[prob[:, None], S].sum(1) + (1 - th) * (S.shape[1] - GSS.sum((1, 2)))
 
-    def gains(self, S: np.ndarray, prob: int = 0) -> np.ndarray:
+    def gains(self, S: Any, prob: int = 0) -> np.ndarray:
         """(p, k) matrix of Delta(S[q] out, j in) for problem ``prob``; rows j in S are -inf."""
-        G = self.G[prob]
-        GS = G[:, S]
-        b, a = swap_terms(self.lin[prob], GS.sum(1), self.th[prob], self.diag[prob])
-        D = b[:, None] + a[S][None, :] + self.two[prob] * GS
-        D[S, :] = -np.inf
-        return D
+        S = np.asarray(S, dtype=np.int64)[None, :]
+        pm = np.array([prob])
+        H, b = self._split_gains(self._columns(S, pm), S, pm)
+        H += b[:, None, :]
+        return H[0].T
 
     def _columns(self, S: np.ndarray, pm: np.ndarray) -> np.ndarray:
         """(M, k, p): G[pm[m], S[m, q], :], the columns of the members (rows of the symmetric G,
@@ -115,20 +114,16 @@ class GramSearch:
         H += (self._a0[pm[:, None], S] + two * u[ar, S])[:, :, None]
         return H, b
 
-    def _gains_batch(self, GT: np.ndarray, S: np.ndarray, pm: np.ndarray) -> np.ndarray:
-        """(M, k, p) gains D[m, q, j] = Delta(S[m, q] out, j in) (:meth:`_split_gains`); entrants
-        j in S[m] are -inf."""
-        H, b = self._split_gains(GT, S, pm)
-        H += b[:, None, :]
-        return H
-
     @staticmethod
-    def _best_swap(D: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(j, q, gain) of each set's largest D[m, q, j]; ties to the first (entrant, position)."""
-        ar = np.arange(D.shape[0])
-        top = D.max(1)  # (M, p): best gain per entrant
+    def _best_split(H: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(j, q, gain) of each set's largest gain H[m, q, j] + b[m, j] (:meth:`_split_gains`);
+        ties to the first (entrant, position). b is added after the max over members: the same
+        value, since rounding is monotone."""
+        ar = np.arange(H.shape[0])
+        top = H.max(1)  # (M, p): best gain per entrant
+        top += b
         j = top.argmax(1)
-        return j, D[ar, :, j].argmax(1), top[ar, j]
+        return j, H[ar, :, j].argmax(1), top[ar, j]
 
     # --- 1-swap local search ----------------------------------------------------------------
     def ls(self, S: Any, prob: int = 0, max_swaps: int = 1000) -> tuple[np.ndarray, float]:
@@ -154,12 +149,7 @@ class GramSearch:
         for _ in range(int(max_swaps)):
             if active.size == 0:
                 break
-            H, b = self._split_gains(GT, S[active], pm[active])
-            top = H.max(1)  # max_i H + b_j = max_i (H + b_j): rounding is monotone, so b is added once
-            top += b
-            j = top.argmax(1)  # ties: the first (entrant, position), as in _best_swap
-            ar = np.arange(active.size)
-            q, gain = H[ar, :, j].argmax(1), top[ar, j]
+            j, q, gain = self._best_split(*self._split_gains(GT, S[active], pm[active]))
             move = gain > self.tol
             if not move.any():
                 break
@@ -331,10 +321,16 @@ class GramSearch:
         ar = np.arange(M)
         GT = self._columns(S, pm)  # (M, k, p)
         for it in range(1, int(iters) + 1):
-            D = self._gains_batch(GT, S, pm)
-            free = (ban_in[:, None, :] < it) & (ban_out[ar[:, None], S] < it)[:, :, None]
-            D = np.where(free | (D > (fbest - cur + self.tol)[:, None, None]), D, -np.inf)
-            pick_j, pick_q, gain = self._best_swap(D)
+            H, b = self._split_gains(GT, S, pm)
+            pick_j, pick_q, gain = self._best_split(H, b)
+            # aspiration: the best swap of all is allowed when it beats the best set seen (then it
+            # is the best allowed one); else the best swap whose rows are not tabu
+            tabu = gain <= fbest - cur + self.tol
+            if tabu.any():
+                H[ban_out[ar[:, None], S] >= it] = -np.inf  # members that may not leave
+                b[ban_in >= it] = -np.inf  # rows that may not enter
+                fj, fq, fg = self._best_split(H[tabu], b[tabu])
+                pick_j[tabu], pick_q[tabu], gain[tabu] = fj, fq, fg
             ok = np.isfinite(gain)
             if not ok.any():
                 break
