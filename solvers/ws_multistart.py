@@ -7,13 +7,15 @@ a candidate pool P of ``pool_size`` rows (default max(300, 3k)) through P's Gram
 reads the full pool only to choose P and to certify the answer:
 
 1. **Pool.** Where relevance ranks the promising rows, P is the p most relevant rows and no pass
-   is needed. Whether it does is measured on a seeded sample of 4096 rows: the rank correlation
+   is needed (p = ``pool_size``). Whether it does is measured on a seeded sample of 4096 rows: the rank correlation
    between c and the swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j
    (:func:`divopt.models.ccbqp.swap_terms`) at the reference set "k times the mean row" (the v of
    the paper's FW start x0 = (k/n) 1). Below 0.8 (low theta on anisotropic embeddings, where
    the optimum takes rows far from the mean direction, which relevance ranks last) one pass
    gives u at that reference for every row and P interleaves its best rows by b_j with the most
-   relevant. A pool of at most ``pool_size`` rows is searched whole.
+   relevant; such a "guided" problem's pools have ``guided_pool_size`` rows (default max(800,
+   3k)), since its good sets spread over more rows than 300. A pool of at most ``pool_size``
+   rows is searched whole.
 2. **Search on P** (:class:`divopt.solvers.gram_search.GramSearch`, host float64): starts from
    the top-k rows, the CCBQP greedy, Frank-Wolfe (on the Gram matrix) from the top-k vertex, from
    x0 = (k/p) 1 and from seeded random points, and a theta-continuation path, all polished by one
@@ -80,7 +82,8 @@ from .local_search import ls_tolerance, single_thread
 from .swap_certificate import go_dense, swap_certificates
 from .selection import register
 
-__all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "default_pool_size", "BatchSelection"]
+__all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "default_pool_size", "default_guided_pool_size",
+           "BatchSelection"]
 
 _SAMPLE_ROWS = 4096  # rows averaged for the mean-row reference set
 _BOUND_ROWS = 1024  # of them, rows on which a certificate's bound is estimated (share vs 1/4: +-1.4 %)
@@ -92,6 +95,14 @@ _CHUNK_BYTES = 4 << 20  # Gram matrices searched at once in a batch (1 / 4 / 16 
 def default_pool_size(k: int) -> int:
     """max(300, 3k): the candidate pool of "fw_ms" (300 rows), growing with k."""
     return max(300, 3 * int(k))
+
+
+def default_guided_pool_size(k: int) -> int:
+    """max(800, 3k): the candidate pool where relevance does not rank the promising rows (step 1
+    of the module docstring). On the development pools (seeds 0-3, 96 such problems of 192) the
+    sets that beat the default's held rows outside every 300-row pool it searched (8 of 12 losses);
+    pools of 450 / 600 / 800 / 1000 rows won 183 / 185 / 188 / 186 of 192 (300: 180)."""
+    return max(800, 3 * int(k))
 
 
 @dataclass
@@ -267,7 +278,15 @@ class _Run:
         self.f_all = np.zeros((B, 0))
         self.best = np.zeros(B, dtype=np.int64)
         self.f = np.full(B, -np.inf)
+        self.changed = np.zeros(B, dtype=bool)
         self.sample: tuple = ()  # (rows, their embeddings) on which a certificate's bound is estimated
+
+    def search_pools(self, probs: np.ndarray, pools: list, first: np.ndarray | None, phase: str | None = None) -> None:
+        """:meth:`search` of problems ``probs`` on pools of different sizes: one call per size."""
+        sizes = np.array([len(P) for P in pools])
+        for size in np.unique(sizes):
+            at = np.flatnonzero(sizes == size)
+            self.search(probs[at], np.stack([pools[i] for i in at]), None if first is None else first[at], phase)
 
     def search(self, probs: np.ndarray, P: np.ndarray, first: np.ndarray | None, phase: str | None = None) -> None:
         """Gram search of problems ``probs`` on pools P (len(probs), p); keeps a result only if it
@@ -287,10 +306,11 @@ class _Run:
                 self.clock.lap("gram")
                 parts.append(_search(gs, self.clock, None if first is None else first[c : c + step], **self.params))
         S, f, f_all, best, phase_, rounds = (np.concatenate([pt[i] for pt in parts]) for i in (0, 1, 3, 4, 5, 6))
-        names = parts[0][2]
-        if not self.names:
-            self.names, self.f_all, self.best = names, f_all, best
-        self.changed = np.zeros(self.th.size, dtype=bool)
+        if phase is None:  # the first search: its starts are the run's diagnostics
+            if not self.names:
+                self.names, self.f_all = parts[0][2], np.zeros((self.th.size, f_all.shape[1]))
+            self.f_all[probs], self.best[probs] = f_all, best
+        self.changed[probs] = False
         for r, b in enumerate(probs):
             self.searched[b] = P[r]
             self.rounds[b] += rounds[r]
@@ -373,14 +393,17 @@ class _Run:
         return u_extra
 
 
-def _check_params(k: int, pool_size, **ints) -> int:
+def _check_params(k: int, pool_size, guided_pool_size, **ints) -> tuple[int, int]:
+    """(p, p for guided problems): a given pool_size sets both unless guided_pool_size is given."""
     p = default_pool_size(k) if pool_size is None else pool_size
-    if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < k:
-        raise ValueError(f"pool_size must be an int >= k = {k}, got {pool_size!r}")
+    pg = guided_pool_size if guided_pool_size is not None else default_guided_pool_size(k) if pool_size is None else p
+    for name, val, given in (("pool_size", p, pool_size), ("guided_pool_size", pg, guided_pool_size)):
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < k:
+            raise ValueError(f"{name} must be an int >= k = {k}, got {given!r}")
     for name, val in ints.items():
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 0:
             raise ValueError(f"{name} must be an int >= 0, got {val!r}")
-    return int(p)
+    return int(p), int(pg)
 
 
 def ws_multistart_batch(
@@ -389,6 +412,7 @@ def ws_multistart_batch(
     thetas: Any,
     *,
     pool_size: int | None = None,
+    guided_pool_size: int | None = None,
     n_random: int = 4,
     continuation_steps: int = 4,
     perturb_batch: int | None = None,
@@ -415,7 +439,7 @@ def ws_multistart_batch(
     products). Returns a :class:`BatchSelection`.
     """
     n, k = inst.n, inst.k
-    p = _check_params(k, pool_size, n_random=n_random, continuation_steps=continuation_steps,
+    p, pg = _check_params(k, pool_size, guided_pool_size, n_random=n_random, continuation_steps=continuation_steps,
                       perturb_batch=1 if perturb_batch is None else perturb_batch, patience=patience,
                       perturb_rounds=perturb_rounds, tabu_iters=tabu_iters, max_passes=max_passes,
                       max_phases=max_phases)
@@ -440,28 +464,32 @@ def ws_multistart_batch(
     run = _Run(inst, problems, C, th, tol, clock, search)
     u_mean = None
     guided = np.zeros(B, dtype=bool)  # problems whose first pool came from the mean-row estimate
-    if whole:
-        P = np.tile(np.arange(n), (B, 1))
-    else:
+    if not whole:
         # phase 1 pool: the p most relevant rows where relevance ranks the promising rows (checked
         # on a row sample: rank correlation of b_j at the mean row with c), else one pass for
-        # u at the mean row and its best rows by b_j interleaved with the most relevant
+        # u at the mean row and its best rows by b_j interleaved with the most relevant, in a pool
+        # of guided_pool_size rows
         mean, sample, E_sample = _mean_row(inst, seed)
         run.sample = (sample[:_BOUND_ROWS], E_sample[:_BOUND_ROWS])
         guided = _relevance_misleads(inst, C, th, mean, sample, E_sample)
         if guided.any():
             u_mean = matvec(inst.E, mean)
             run.passes[guided] += 1
-        P = np.empty((B, p), dtype=np.int64)
+    sizes = np.where(guided, min(pg, n), p)  # rows of each problem's pools
+    if whole:
+        P = list(np.tile(np.arange(n), (B, 1)))
+    else:
+        P = []
         for b in range(B):
-            by_c = _top_rows(C[b], p)
+            by_c = _top_rows(C[b], sizes[b])
             if guided[b]:
                 lin = linear_term(problems[b].relevance, th[b], k)
-                P[b] = _interleave(by_c[:0], [_top_rows(swap_terms(lin, u_mean, th[b])[0], p), by_c], p)
+                by_b = _top_rows(swap_terms(lin, u_mean, th[b])[0], sizes[b])
+                P.append(_interleave(by_c[:0], [by_b, by_c], sizes[b]))
             else:
-                P[b] = by_c
+                P.append(by_c)
     clock.lap("shortlist")
-    run.search(np.arange(B), P, None)
+    run.search_pools(np.arange(B), P, None)
     if not whole:
         todo = np.arange(B)
         for rnd in range(max_phases - 1):
@@ -473,13 +501,13 @@ def ws_multistart_batch(
             u = run.certify(todo, max_passes, extend=False, extra=mean if u_mean is None else None)
             u_mean = u if u_mean is None else u_mean
             again = [b for b in todo if not run.optimal[b] or (rnd == 0 and guided[b])]
-            P2 = [_pool_around(problems[b], run.idx[b], run.cert[b], u_mean, p) for b in again]
+            P2 = [_pool_around(problems[b], run.idx[b], run.cert[b], u_mean, sizes[b]) for b in again]
             clock.lap("shortlist")
             if not again:
                 todo = np.array([], dtype=np.int64)
                 break
             todo = np.array(again)
-            run.search(todo, np.stack(P2), first=np.tile(np.arange(k), (todo.size, 1)), phase="+repool")
+            run.search_pools(todo, P2, first=np.tile(np.arange(k), (todo.size, 1)), phase="+repool")
             todo = todo[run.changed[todo] | ~run.optimal[todo]]
         if todo.size:  # the last round: certificate passes, extending the pool until one holds
             run.certify(todo, max_passes)
@@ -496,6 +524,7 @@ def ws_multistart_batch(
         "phase": str(run.phase[b]),
         "passes": int(run.passes[b]),
         "pool": int(run.pools[b].size),
+        "guided": bool(guided[b]),
         "one_swap_optimal": bool(whole or run.optimal[b]),
         "compared": None if run.cert[b] is None else int(run.cert[b].compared),
         "perturb_rounds": int(run.rounds[b]),
@@ -508,6 +537,7 @@ def ws_multistart(
     inst: Instance,
     *,
     pool_size: int | None = None,
+    guided_pool_size: int | None = None,
     n_random: int = 4,
     continuation_steps: int = 4,
     perturb_batch: int | None = None,
@@ -528,6 +558,8 @@ def ws_multistart(
     """Multistart search on a shortlist, certified 1-swap optimal on the whole pool (module docstring).
 
     pool_size : rows of the candidate pool P (default max(300, 3k); the whole pool if n <= it).
+    guided_pool_size : rows of P where relevance misleads (step 1; default max(800, 3k), or
+        ``pool_size`` when only that is given).
     n_random, continuation_steps : seeded random FW starts; thetas on the path 1 -> theta.
     perturb_batch, perturb_strength, patience, perturb_rounds : perturbation rounds of
         ``perturb_batch`` sets each, ``perturb_strength`` members swapped, stopped after
@@ -542,16 +574,16 @@ def ws_multistart(
         is not reached in practice); if hit, ``info["one_swap_optimal"]`` is False.
     info: best_start, starts (f per start after local search), phase (which phase last improved:
     "starts", "+perturb", "+2swap", "+tabu", "+repool", "+pool", "+polish"), passes (reads of the pool), pool (final |P|),
-    one_swap_optimal, compared (rows the last certificate compared exactly; None when the pool was
+    guided (P came from the mean-row estimate: step 1), one_swap_optimal, compared (rows the last certificate compared exactly; None when the pool was
     searched whole), perturb_rounds (run), seconds (per stage: shortlist, gram, starts, ls,
     perturb, two_swap, tabu, certify, polish).
     """
     res = ws_multistart_batch(
-        inst, inst.relevance[None, :], [inst.theta], pool_size=pool_size, n_random=n_random,
-        continuation_steps=continuation_steps, perturb_batch=perturb_batch, perturb_strength=perturb_strength,
-        patience=patience, perturb_rounds=perturb_rounds, two_swap=two_swap, two_swap_out=two_swap_out,
-        tabu_iters=tabu_iters, polish=polish, max_passes=max_passes, max_phases=max_phases, relax_penalty=relax_penalty,
-        max_iter=max_iter, fw_gap=fw_gap, seed=seed)
+        inst, inst.relevance[None, :], [inst.theta], pool_size=pool_size, guided_pool_size=guided_pool_size,
+        n_random=n_random, continuation_steps=continuation_steps, perturb_batch=perturb_batch,
+        perturb_strength=perturb_strength, patience=patience, perturb_rounds=perturb_rounds, two_swap=two_swap,
+        two_swap_out=two_swap_out, tabu_iters=tabu_iters, polish=polish, max_passes=max_passes,
+        max_phases=max_phases, relax_penalty=relax_penalty, max_iter=max_iter, fw_gap=fw_gap, seed=seed)
     info = {**res.info[0], "seconds": res.seconds}
     return torch.as_tensor(res.indices[0], device=inst.device), info["passes"], info
 

@@ -57,13 +57,17 @@ def test_batch_and_sweep_equal_single_runs(chunk, monkeypatch):
     Q = np.stack([unit_query(10, 50 + i) for i in range(3)])
     thetas = [0.2, 0.5, 0.9]
     base = Instance(E, Q[0], k=6, theta=0.5)
-    res, qi = ws_multistart_sweep(base, Q, thetas, pool_size=40)
+    sizes = dict(pool_size=40, guided_pool_size=60)  # guided problems' pools are searched apart
+    res, qi = ws_multistart_sweep(base, Q, thetas, **sizes)
     assert res.indices.shape == (9, 6) and qi.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert {i["guided"] for i in res.info} == {True, False}  # both pool sizes in one batch
     for b in range(9):
-        single = select(Instance(E, Q[qi[b]], k=6, theta=res.thetas[b]), "fw_ws_ms", pool_size=40)
+        single = select(Instance(E, Q[qi[b]], k=6, theta=res.thetas[b]), "fw_ws_ms", **sizes)
         assert single.indices.tolist() == res.indices[b].tolist()
         assert res.objectives[b] == pytest.approx(single.objective, abs=1e-12)
         assert res.info[b]["passes"] == single.info["passes"]
+        assert res.info[b]["starts"] == pytest.approx(single.info["starts"], abs=1e-12)
+        assert res.info[b]["guided"] == single.info["guided"]
     rel = torch.as_tensor(E @ Q.T).T
     with pytest.raises(ValueError, match=r"relevance must have shape \(B, 240\)"):
         ws_multistart_batch(base, rel[:, :5], [0.5, 0.5, 0.5])
@@ -71,6 +75,8 @@ def test_batch_and_sweep_equal_single_runs(chunk, monkeypatch):
         ws_multistart_batch(base, rel, [0.5])
     with pytest.raises(ValueError, match="pool_size"):
         select(base, "fw_ws_ms", pool_size=3)
+    with pytest.raises(ValueError, match=r"guided_pool_size must be an int >= k = 6, got 5"):
+        select(base, "fw_ws_ms", guided_pool_size=5)
     with pytest.raises(ValueError, match="patience"):
         select(base, "fw_ws_ms", patience=-1)
     with pytest.raises(ValueError, match="tabu_iters"):
