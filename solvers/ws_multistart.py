@@ -82,8 +82,8 @@ from .local_search import ls_tolerance, single_thread
 from .swap_certificate import go_dense, swap_certificates
 from .selection import register
 
-__all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "default_pool_size", "default_guided_pool_size",
-           "BatchSelection"]
+__all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "default_pool_size",
+           "default_guided_pool_size", "BatchSelection"]
 
 _SAMPLE_ROWS = 4096  # rows averaged for the mean-row reference set
 _BOUND_ROWS = 1024  # of them, rows on which a certificate's bound is estimated (share vs 1/4: +-1.4 %)
@@ -439,10 +439,11 @@ def ws_multistart_batch(
     products). Returns a :class:`BatchSelection`.
     """
     n, k = inst.n, inst.k
-    p, pg = _check_params(k, pool_size, guided_pool_size, n_random=n_random, continuation_steps=continuation_steps,
-                      perturb_batch=1 if perturb_batch is None else perturb_batch, patience=patience,
-                      perturb_rounds=perturb_rounds, tabu_iters=tabu_iters, max_passes=max_passes,
-                      max_phases=max_phases)
+    p, pg = _check_params(k, pool_size, guided_pool_size, n_random=n_random,
+                          continuation_steps=continuation_steps,
+                          perturb_batch=1 if perturb_batch is None else perturb_batch, patience=patience,
+                          perturb_rounds=perturb_rounds, tabu_iters=tabu_iters, max_passes=max_passes,
+                          max_phases=max_phases)
     C = torch.as_tensor(relevance)
     if C.ndim != 2 or C.shape[1] != n:
         raise ValueError(f"relevance must have shape (B, {n}) (B problems x pool size n), got {tuple(C.shape)}")
@@ -573,10 +574,11 @@ def ws_multistart(
     max_passes : cap on passes over the pool (each failed certificate strictly improves f, so it
         is not reached in practice); if hit, ``info["one_swap_optimal"]`` is False.
     info: best_start, starts (f per start after local search), phase (which phase last improved:
-    "starts", "+perturb", "+2swap", "+tabu", "+repool", "+pool", "+polish"), passes (reads of the pool), pool (final |P|),
-    guided (P came from the mean-row estimate: step 1), one_swap_optimal, compared (rows the last certificate compared exactly; None when the pool was
-    searched whole), perturb_rounds (run), seconds (per stage: shortlist, gram, starts, ls,
-    perturb, two_swap, tabu, certify, polish).
+    "starts", "+perturb", "+2swap", "+tabu", "+repool", "+pool", "+polish"), passes (reads of the
+    pool), pool (final |P|), guided (P came from the mean-row estimate: step 1), one_swap_optimal,
+    compared (rows the last certificate compared exactly; None when the pool was searched whole),
+    perturb_rounds (run), seconds (per stage: shortlist, gram, starts, ls, perturb, two_swap,
+    tabu, certify, polish).
     """
     res = ws_multistart_batch(
         inst, inst.relevance[None, :], [inst.theta], pool_size=pool_size, guided_pool_size=guided_pool_size,
