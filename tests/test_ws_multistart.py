@@ -47,6 +47,18 @@ def test_shortlist_path_is_certified_one_swap_optimal_on_the_whole_pool(theta):
     assert again.indices.tolist() == sel.indices.tolist()  # deterministic for a seed
 
 
+def test_guided_pool_larger_than_the_pool_takes_every_row_and_is_certified():
+    E = planted_duplicates(30, 6, 8, 2)  # 180 rows: unguided problems search 20, guided ones all 180
+    seen = set()
+    for s in (0, 1):
+        inst = Instance(E, unit_query(8, s), k=5, theta=0.1)
+        sel = select(inst, "fw_ws_ms", pool_size=20, guided_pool_size=500)
+        assert sel.info["pool"] == (180 if sel.info["guided"] else 20)
+        assert sel.info["one_swap_optimal"] and brute_best_swap(inst, sel.indices) <= 1e-9 * 20
+        seen.add(sel.info["guided"])
+    assert seen == {True, False}
+
+
 @pytest.mark.parametrize("chunk", [None, 2])  # problems per chunk of the Gram search (None: one chunk)
 def test_batch_and_sweep_equal_single_runs(chunk, monkeypatch):
     from divopt.solvers import ws_multistart
