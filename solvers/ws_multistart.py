@@ -268,7 +268,6 @@ class _Run:
         B = th.size
         self.idx: list = [None] * B
         self.pools: list = [None] * B
-        self.searched: list = [None] * B
         self.cert: list = [None] * B
         self.passes = np.zeros(B, dtype=np.int64)
         self.optimal = np.zeros(B, dtype=bool)
@@ -312,7 +311,6 @@ class _Run:
             self.f_all[probs], self.best[probs] = f_all, best
         self.changed[probs] = False
         for r, b in enumerate(probs):
-            self.searched[b] = P[r]
             self.rounds[b] += rounds[r]
             if self.idx[b] is None or f[r] > self.f[b] + self.tol:
                 self.changed[b] = True
@@ -396,7 +394,10 @@ class _Run:
 def _check_params(k: int, pool_size, guided_pool_size, **ints) -> tuple[int, int]:
     """(p, p for guided problems): a given pool_size sets both unless guided_pool_size is given."""
     p = default_pool_size(k) if pool_size is None else pool_size
-    pg = guided_pool_size if guided_pool_size is not None else default_guided_pool_size(k) if pool_size is None else p
+    if guided_pool_size is not None:
+        pg = guided_pool_size
+    else:
+        pg = default_guided_pool_size(k) if pool_size is None else p
     for name, val, given in (("pool_size", p, pool_size), ("guided_pool_size", pg, guided_pool_size)):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < k:
             raise ValueError(f"{name} must be an int >= k = {k}, got {given!r}")
