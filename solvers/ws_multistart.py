@@ -7,10 +7,10 @@ a candidate pool P of ``pool_size`` rows (default max(300, 3k)) through P's Gram
 reads the full pool only to choose P and to certify the answer:
 
 1. **Pool.** Where relevance ranks the promising rows, P is the p most relevant rows and no pass
-   is needed (p = ``pool_size``). Whether it does is measured on a seeded sample of 4096 rows: the rank correlation
-   between c and the swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j
+   is needed (p = ``pool_size``). Whether it does is measured on a seeded sample of 4096 rows:
+   the rank correlation between c and the swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j
    (:func:`divopt.models.ccbqp.swap_terms`) at the reference set "k times the mean row" (the v of
-   the paper's FW start x0 = (k/n) 1). Below 0.8 (low theta on anisotropic embeddings, where
+   the paper's FW start x0 = (k/n) 1; :mod:`divopt.solvers.candidate_pools` builds the pools). Below 0.8 (low theta on anisotropic embeddings, where
    the optimum takes rows far from the mean direction, which relevance ranks last) one pass
    gives u at that reference for every row and P interleaves its best rows by b_j with the most
    relevant; such a "guided" problem's pools have ``guided_pool_size`` rows (default max(800,
@@ -76,6 +76,7 @@ from divopt.models.ccbqp import ccbqp_objective, linear_term, objective_scale, s
 from divopt.models.kernels import gather_rows, matmul, matvec
 from divopt.models.validation import check_theta
 
+from .candidate_pools import first_pools, mean_row, pool_around, relevance_misleads
 from .frank_wolfe import random_point
 from .gram_search import GramSearch
 from .local_search import ls_tolerance, single_thread
@@ -85,7 +86,6 @@ from .selection import register
 __all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "default_pool_size",
            "default_guided_pool_size", "BatchSelection"]
 
-_SAMPLE_ROWS = 4096  # rows averaged for the mean-row reference set
 _BOUND_ROWS = 1024  # of them, rows on which a certificate's bound is estimated (share vs 1/4: +-1.4 %)
 _NEAR_ROWS = 100  # rows of highest swap gain a certificate keeps (50/100/200/300: 180/180/181/179 of 192, dev seeds 0-3)
 _FINE = 1e-9  # the polish's tolerance, times k (k-1): float64 gains on float32-stored rows
@@ -208,55 +208,6 @@ def _extend_and_search(inst: Instance, P: np.ndarray, idx: torch.Tensor, cert, t
     gs = GramSearch.from_instance(inst, tol, rows)
     S, _ = gs.ls(pos[idx.cpu().numpy()])
     return P, torch.as_tensor(P[S], device=inst.device)
-
-
-def _mean_row(inst: Instance, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(k x the mean row of a seeded sample of the pool, the sample, its rows of E): the v of the
-    paper's FW start x0 = (k/n) 1, without a pass over the pool."""
-    gen = torch.Generator().manual_seed(int(seed))
-    sample = torch.randperm(inst.n, generator=gen)[: min(inst.n, _SAMPLE_ROWS)].to(inst.device)
-    E_sample = gather_rows(inst.E, sample)
-    return inst.k * E_sample.mean(0), sample, E_sample
-
-
-def _rank_correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Spearman's rank correlation of the rows of x and y (ties broken by position)."""
-    rx = np.argsort(np.argsort(x, axis=-1), axis=-1).astype(np.float64)
-    ry = np.argsort(np.argsort(y, axis=-1), axis=-1).astype(np.float64)
-    rx -= rx.mean(-1, keepdims=True)
-    ry -= ry.mean(-1, keepdims=True)
-    return (rx * ry).sum(-1) / np.sqrt((rx * rx).sum(-1) * (ry * ry).sum(-1))
-
-
-def _relevance_misleads(inst: Instance, C: torch.Tensor, th: np.ndarray, mean: torch.Tensor,
-                        sample: torch.Tensor, E_sample: torch.Tensor) -> np.ndarray:
-    """Per problem: does relevance fail to rank the rows by their swap score b_j at the mean row?
-    Measured on the row sample (rank correlation < 0.8); then phase 1 needs u at the mean row."""
-    u = (E_sample @ mean).double().cpu().numpy()
-    c = C.index_select(1, sample).double().cpu().numpy()
-    b = swap_terms(linear_term(c, th[:, None], inst.k), u[None, :], th[:, None])[0]
-    return _rank_correlation(b, c) < 0.8
-
-
-def _interleave(first: np.ndarray, lists: list[np.ndarray], size: int) -> np.ndarray:
-    """``first``, then the lists' entries in turn (1st of each, 2nd of each, ...), without repeats."""
-    order = np.concatenate([first, np.stack(lists, 1).ravel()])
-    _, at = np.unique(order, return_index=True)
-    return order[np.sort(at)][:size]
-
-
-def _top_rows(scores: torch.Tensor, size: int) -> np.ndarray:
-    return torch.topk(scores, min(size, scores.numel())).indices.cpu().numpy()
-
-
-def _pool_around(inst: Instance, idx: torch.Tensor, cert, u_mean: torch.Tensor, size: int) -> np.ndarray:
-    """S, its improving entrants and the certificate's ``near`` rows (highest exact gain), then in
-    turn the best rows by b_j at S, by b_j at the mean row (k x the mean of a sample: the paper's
-    FW start) and by relevance; ``size`` rows in all."""
-    lin = linear_term(inst.relevance, inst.theta, inst.k)
-    lists = [_top_rows(swap_terms(lin, u, inst.theta)[0], size) for u in (cert.u, u_mean)]
-    return _interleave(np.concatenate([idx.cpu().numpy(), cert.entrants.cpu().numpy(), cert.near.cpu().numpy()]),
-                       lists + [_top_rows(inst.relevance, size)], size)
 
 
 class _Run:
@@ -471,25 +422,14 @@ def ws_multistart_batch(
         # on a row sample: rank correlation of b_j at the mean row with c), else one pass for
         # u at the mean row and its best rows by b_j interleaved with the most relevant, in a pool
         # of guided_pool_size rows
-        mean, sample, E_sample = _mean_row(inst, seed)
+        mean, sample, E_sample = mean_row(inst, seed)
         run.sample = (sample[:_BOUND_ROWS], E_sample[:_BOUND_ROWS])
-        guided = _relevance_misleads(inst, C, th, mean, sample, E_sample)
+        guided = relevance_misleads(inst, C, th, mean, sample, E_sample)
         if guided.any():
             u_mean = matvec(inst.E, mean)
             run.passes[guided] += 1
     sizes = np.where(guided, min(pg, n), p)  # rows of each problem's pools
-    if whole:
-        P = list(np.tile(np.arange(n), (B, 1)))
-    else:
-        P = []
-        for b in range(B):
-            by_c = _top_rows(C[b], sizes[b])
-            if guided[b]:
-                lin = linear_term(problems[b].relevance, th[b], k)
-                by_b = _top_rows(swap_terms(lin, u_mean, th[b])[0], sizes[b])
-                P.append(_interleave(by_c[:0], [by_b, by_c], sizes[b]))
-            else:
-                P.append(by_c)
+    P = list(np.tile(np.arange(n), (B, 1))) if whole else first_pools(problems, guided, u_mean, sizes)
     clock.lap("shortlist")
     run.search_pools(np.arange(B), P, None)
     if not whole:
@@ -503,7 +443,7 @@ def ws_multistart_batch(
             u = run.certify(todo, max_passes, extend=False, extra=mean if u_mean is None else None)
             u_mean = u if u_mean is None else u_mean
             again = [b for b in todo if not run.optimal[b] or (rnd == 0 and guided[b])]
-            P2 = [_pool_around(problems[b], run.idx[b], run.cert[b], u_mean, sizes[b]) for b in again]
+            P2 = [pool_around(problems[b], run.idx[b], run.cert[b], u_mean, sizes[b]) for b in again]
             clock.lap("shortlist")
             if not again:
                 todo = np.array([], dtype=np.int64)
