@@ -326,11 +326,11 @@ class GramSearch:
             # aspiration: the best swap of all is allowed when it beats the best set seen (then it
             # is the best allowed one); else the best swap whose rows are not tabu
             tabu = gain <= fbest - cur + self.tol
-            if tabu.any():
-                H[ban_out[ar[:, None], S] >= it] = -np.inf  # members that may not leave
-                b[ban_in >= it] = -np.inf  # rows that may not enter
-                fj, fq, fg = self._best_split(H[tabu], b[tabu])
-                pick_j[tabu], pick_q[tabu], gain[tabu] = fj, fq, fg
+            if tabu.any():  # (only those sets' copies are masked)
+                Ht, bt = H[tabu], b[tabu]
+                Ht[ban_out[ar[tabu, None], S[tabu]] >= it] = -np.inf  # members that may not leave
+                bt[ban_in[tabu] >= it] = -np.inf  # rows that may not enter
+                pick_j[tabu], pick_q[tabu], gain[tabu] = self._best_split(Ht, bt)
             ok = np.isfinite(gain)
             if not ok.any():
                 break
