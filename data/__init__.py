@@ -1,9 +1,9 @@
-"""divopt.data: corpora loaders behind one entry point, embeddings with a cache, candidate
+"""divopt_rag.data: corpora loaders behind one entry point, embeddings with a cache, candidate
 pools, synthetic generators and benchmark builders.
 
-``load(spec)`` (:mod:`divopt.data.registry`) returns an :class:`EmbeddedDataset` for every
+``load(spec)`` (:mod:`divopt_rag.data.registry`) returns an :class:`EmbeddedDataset` for every
 registered dataset. Data flows one way: texts -> embeddings E, queries q, labels ->
-divopt.models. This package imports only third-party libraries (never divopt.models/solvers).
+divopt_rag.models. This package imports only third-party libraries (never divopt_rag.models/solvers).
 """
 from . import download
 from .dataset import DataFormatError, Dataset

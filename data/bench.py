@@ -1,7 +1,7 @@
 """Data-layer benchmark: encoding throughput with a cold and a warm cache, BM25 pooling, and
 chunked synthetic generation. Writes one tidy row per measurement to parquet.
 
-    python -m divopt.data.bench --out results/data_bench.parquet [--synthetic-n 1000000 --synthetic-d 1024]
+    python -m divopt_rag.data.bench --out results/data_bench.parquet [--synthetic-n 1000000 --synthetic-d 1024]
 
 Rows: run_id, host, stage, dataset, n, d, params, seconds, per_second, peak_rss_mb.
 """
@@ -63,7 +63,7 @@ def run(out: str | Path, *, synthetic_n: int = 200_000, synthetic_d: int = 1024,
     from .synthetic import narrow_cone_npy
     from .wordnet import load_wordnet
 
-    # a hash of the configuration, as every divopt run id (divopt.experiments.harness.run_id)
+    # a hash of the configuration, as every divopt run id (divopt_rag.experiments.harness.run_id)
     run_id = stable_hash(dict(synthetic_n=synthetic_n, synthetic_d=synthetic_d, wordnet_words=wordnet_words, seed=seed), 12)
     rows = []
 

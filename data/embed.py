@@ -411,7 +411,7 @@ def embed_queries(queries: Sequence[str], model: Any = None, cache_dir=None, **k
 
 
 def embed_dataset(dataset, model: Any = None, cache_dir=None, *, with_titles: bool = False, **kwargs) -> tuple[np.ndarray, np.ndarray]:
-    """(E, Q): unit embeddings of a :class:`~divopt.data.Dataset`'s passages (rows in
+    """(E, Q): unit embeddings of a :class:`~divopt_rag.data.Dataset`'s passages (rows in
     ``passage_ids`` order; ``with_titles`` prefixes "title: ") and of its queries."""
     E = embed(dataset.passage_texts(with_titles=with_titles), model, cache_dir, **kwargs)
     kwargs.pop("out", None)

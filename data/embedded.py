@@ -2,7 +2,7 @@
 
 :class:`EmbeddedDataset` holds the unit embeddings of the passages ``E`` (N, d) and of the
 queries ``Q`` (m, d) with their ids, optional per-query candidate pools, graded qrels,
-subtopic labels and texts. :func:`divopt.data.load` returns one for every registered dataset;
+subtopic labels and texts. :func:`divopt_rag.data.load` returns one for every registered dataset;
 :meth:`EmbeddedDataset.save` / :meth:`EmbeddedDataset.load` keep it as ``.npy`` files that
 worker processes memory-map (pages shared through the OS cache, nothing re-encoded).
 """
@@ -43,7 +43,7 @@ class EmbeddedDataset:
     """Embeddings and labels of one dataset, as experiments need them.
 
     ``E`` (N, d) float32 unit rows (the passages), ``Q`` (m, d) float32 unit queries;
-    ``key`` identifies the dataset spec (:func:`divopt.data.load` sets it; it names the cache).
+    ``key`` identifies the dataset spec (:func:`divopt_rag.data.load` sets it; it names the cache).
     ``pools``: optional per-query candidate rows of E (e.g. one synthetic pool per query); None
     means every query ranks all of E.
     ``qrels``: query id to {doc id: grade}; ``subtopics``: query id to {doc id: label} (what
@@ -84,7 +84,7 @@ class EmbeddedDataset:
 
     @classmethod
     def from_dataset(cls, dataset: Dataset, E: np.ndarray, Q: np.ndarray) -> "EmbeddedDataset":
-        """From a :class:`~divopt.data.Dataset` and its passage / query embeddings (rows in the
+        """From a :class:`~divopt_rag.data.Dataset` and its passage / query embeddings (rows in the
         order of ``dataset.passage_ids`` / ``dataset.query_ids``)."""
         subs = None
         if dataset.query_subtopics or dataset.subtopics:

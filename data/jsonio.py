@@ -4,7 +4,7 @@
 (ASQA, SciQ) could only be reported as "somewhere in the file". These readers walk the top
 level of a JSON array or object with :meth:`json.JSONDecoder.raw_decode`, decoding one
 record at a time and keeping its start offset, so loaders can raise
-:class:`~divopt.data.dataset.DataFormatError` with file, line and field.
+:class:`~divopt_rag.data.dataset.DataFormatError` with file, line and field.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ LongBench-E) with ``input`` (the question), ``context`` (the long document), ``a
 
 DF-RAG (Khan et al., 2026) answers the QA tasks (HotpotQA, 2WikiMQA, MuSiQue,
 MultiFieldQA-en, ...) by retrieving k chunks from the sample's own context cut into w-word
-chunks, w in {100, 200, 300} (:mod:`divopt.data.chunking`). So every sample has its own
+chunks, w in {100, 200, 300} (:mod:`divopt_rag.data.chunking`). So every sample has its own
 pool: the dataset's passages are all chunks (ids ``<_id>:<j>``) and ``candidates[_id]`` lists
 the sample's own chunks, in document order. LongBench has no relevance judgments (qrels are
 empty); its answers are alternatives, so ``answer_groups[_id]`` is one part with every

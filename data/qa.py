@@ -30,7 +30,7 @@ divopt's pool is the passages the files do carry (ASQA: the annotators' knowledg
 and the qa-pair contexts; QAMPARI: the answers' proof passages), judged relevant to their
 question, plus an optional external corpus (``corpus=``: a DPR ``psgs_w100.tsv``, a BEIR
 ``corpus.jsonl`` or a text file with one passage per line) to pool over as the paper did
-(e.g. :func:`divopt.data.ccbqp_pool`). Malformed files raise :class:`DataFormatError`
+(e.g. :func:`divopt_rag.data.ccbqp_pool`). Malformed files raise :class:`DataFormatError`
 naming file, line and field.
 """
 from __future__ import annotations

@@ -6,13 +6,13 @@ A spec names a registered dataset and its options, as a mapping or as a command-
     load("wordnet:30")                      # "NAME:ARG" fills the dataset's main option (n_words)
     load("beir:datasets/scifact", split="dev", embed_cache="~/.cache/divopt/embeddings")
 
-Built in (:data:`DATASETS`): ``synthetic`` (:func:`~divopt.data.synthetic.synthetic_pools`),
+Built in (:data:`DATASETS`): ``synthetic`` (:func:`~divopt_rag.data.synthetic.synthetic_pools`),
 ``toy``, ``wordnet`` (ARG: n_words), ``wordnet_glosses``, ``npz`` (ARG: path), and the corpus
 loaders whose ARG is their path: ``beir``, ``rgb``, ``mini_wikipedia`` (alias
 ``mini-wikipedia``), ``asqa``, ``qampari``, ``longbench``, ``arc_da``, ``openbookqa``, ``sciq``.
 
-A loader returns an :class:`~divopt.data.EmbeddedDataset`, or a text
-:class:`~divopt.data.Dataset` that ``load`` embeds with :func:`~divopt.data.embed_dataset`,
+A loader returns an :class:`~divopt_rag.data.EmbeddedDataset`, or a text
+:class:`~divopt_rag.data.Dataset` that ``load`` embeds with :func:`~divopt_rag.data.embed_dataset`,
 taking three options of its own: ``model`` (None: the offline all-MiniLM-L6-v2),
 ``embed_cache`` (the embedding cache folder) and ``with_titles`` (prefix passage titles;
 the default is set per dataset). Then E and Q are made unit rows (:func:`unit_rows`).

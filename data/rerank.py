@@ -7,7 +7,7 @@ directory (the Hugging Face hub is never contacted) and returns a :class:`CrossE
 cross-encoder/ms-marco-MiniLM-L-6-v2. Scores are memoized per pair, so a sigma sweep or a second
 method on the same query does not re-run the model.
 
-    from divopt.data import load_cross_encoder
+    from divopt_rag.data import load_cross_encoder
     ce = load_cross_encoder("/models/ms-marco-MiniLM-L-6-v2")
     select(inst, "dartboard_cc", cross_encoder=ce, query=query_text, passages=texts)
 """

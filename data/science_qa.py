@@ -62,7 +62,7 @@ def load_arc_da(
 
     Query ids: ``question_id``; ``answer_groups``: one part with every valid answer as an
     alias; ``meta["tags"]``: the question's ``tag`` (e.g. ``EASY-TEST``). ``corpus``: the
-    passage pool (:func:`~divopt.data.qa.load_passages`), else an empty pool.
+    passage pool (:func:`~divopt_rag.data.qa.load_passages`), else an empty pool.
     """
     limit = _check_limit(limit)
     p = _locate(path, [f"{split}.jsonl", f"{split}.jsonl.gz"], f"ARC-DA {split} file")

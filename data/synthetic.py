@@ -167,7 +167,7 @@ def toy_corpus() -> tuple[list[str], list[str], str]:
 
 
 def toy_dataset() -> Dataset:
-    """The toy corpus as a :class:`divopt.data.Dataset`: one query, every on-topic fact
+    """The toy corpus as a :class:`divopt_rag.data.Dataset`: one query, every on-topic fact
     relevant (grade 1, off-topic grade 0), subtopic label per passage."""
     texts, labels, query = toy_corpus()
     pids = [f"toy{i}" for i in range(len(texts))]
@@ -216,7 +216,7 @@ def synthetic_pools(
     seed: int = 0,
     subtopics: str = "relevant",
 ) -> EmbeddedDataset:
-    """The "synthetic" dataset of :func:`divopt.data.load`: query ``q<j>`` has its own pool of
+    """The "synthetic" dataset of :func:`divopt_rag.data.load`: query ``q<j>`` has its own pool of
     ``n`` narrow-cone rows, :func:`synthetic_dataset` with seed ``seed + j`` (doc ids
     ``q<j>-d<i>``). Ground truth: the passages of the query's planted relevant clusters are
     relevant (grade 1) and their cluster ``c<id>`` is their subtopic; with ``subtopics="all"``

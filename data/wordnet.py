@@ -19,7 +19,7 @@ qrels grade 2 for passages of the sense synset itself and 1 for those of its hyp
 subtopic recall and alpha-nDCG have real ground truth, as ASQA's ambiguous questions do.
 
 :func:`load_wordnet_glosses` builds the simpler one-passage-per-synset corpus of
-``divopt bench quality`` from the same files (:func:`read_synsets` parses every record).
+``divopt-rag bench quality`` from the same files (:func:`read_synsets` parses every record).
 """
 from __future__ import annotations
 
@@ -301,7 +301,7 @@ def load_wordnet_glosses(
     min_senses: int = 6,
     wordnet_dir: str | os.PathLike | None = None,
 ) -> Dataset:
-    """The small-pool corpus of ``divopt bench quality``: one passage per noun synset.
+    """The small-pool corpus of ``divopt-rag bench quality``: one passage per noun synset.
 
     Queries: ``n_queries`` nouns drawn at random (``seed``) among the lower-case single words of
     at least 4 letters with at least ``min_senses`` noun senses; the query text is the word.

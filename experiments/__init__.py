@@ -1,1 +1,1 @@
-"""divopt.experiments: metrics, certification, sweeps, benchmarks, plots, CLI, notebooks."""
+"""divopt_rag.experiments: metrics, certification, sweeps, benchmarks, plots, CLI, notebooks."""

@@ -8,7 +8,7 @@ any per-query policy can reach. This module implements it on one query (:func:`t
 :func:`adaptive_select`) and on a sweep table (:func:`oracle_theta`, :func:`gated_theta`,
 :func:`adaptive_report`) for ANY evaluator and retrieval metric. The published DF-RAG pipeline
 (gMMR candidates at lambda in {0.1..1}, Planner steps, per-step 0-5 Evaluator, Retrieval Support,
-binary-search sampling, DF-RAG+IC, answer-F1 Oracle) is :mod:`divopt.experiments.dfrag`; its
+binary-search sampling, DF-RAG+IC, answer-F1 Oracle) is :mod:`divopt_rag.experiments.dfrag`; its
 Evaluator plugs in here as the ``dfrag`` evaluator. :func:`dfrag_delta` keeps divopt's earlier
 variant (diversity-rating planner, one-number judge, MMR, lower median) under its own name.
 
@@ -39,8 +39,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from divopt.experiments.methods import run_method
-from divopt.models.validation import check_nonnegative, check_theta
+from divopt_rag.experiments.methods import run_method
+from divopt_rag.models.validation import check_nonnegative, check_theta
 
 from .metrics import selection_metrics
 
@@ -98,7 +98,7 @@ def theta_sweep(
 ) -> pd.DataFrame:
     """Select with ``method`` at every theta on one query; one row per theta.
 
-    context : a :class:`~divopt.experiments.evaluator.QueryContext` (its instance's k is used).
+    context : a :class:`~divopt_rag.experiments.evaluator.QueryContext` (its instance's k is used).
     evaluator : optional; its score goes to ``eval_score``. metric : optional ground-truth metric
     name of ``selection_metrics`` (needs the context's labels), in column ``metric``.
     """
@@ -140,14 +140,14 @@ def adaptive_select(
 ) -> AdaptiveChoice:
     """Adaptive theta on one query: select at each candidate theta, score with ``evaluator``, gate.
 
-    For the published DF-RAG pipeline use :class:`divopt.experiments.dfrag.DFRAG`; with the
+    For the published DF-RAG pipeline use :class:`divopt_rag.experiments.dfrag.DFRAG`; with the
     ``dfrag`` evaluator and ``thetas`` = {0.1, ..., 1} this is DF-RAG's uniform sampling.
     planner : optional ``planner(context, thetas) -> candidate thetas`` run first (e.g.
-        :class:`~divopt.experiments.evaluator.DeltaPlanner`, which narrows the range for the
+        :class:`~divopt_rag.experiments.evaluator.DeltaPlanner`, which narrows the range for the
         query); it must return a non-empty subset of ``thetas``.
     """
     if evaluator is None:
-        raise ValueError("adaptive_select needs an evaluator (see divopt.experiments.evaluator)")
+        raise ValueError("adaptive_select needs an evaluator (see divopt_rag.experiments.evaluator)")
     cands = [check_theta(t) for t in thetas]
     if planner is not None:
         planned = [check_theta(t) for t in planner(context, list(cands))]
@@ -295,11 +295,11 @@ def dfrag_delta(
     """divopt's earlier DF-RAG variant, kept under its own name (NOT the published pipeline).
 
     ``adaptive_select(context, thetas, judge, method, planner=planner, even=even)`` with its
-    old defaults. What differs from DF-RAG (:class:`divopt.experiments.dfrag.DFRAG`):
-    the planner (:class:`~divopt.experiments.evaluator.DeltaPlanner`) rates the diversity delta
+    old defaults. What differs from DF-RAG (:class:`divopt_rag.experiments.dfrag.DFRAG`):
+    the planner (:class:`~divopt_rag.experiments.evaluator.DeltaPlanner`) rates the diversity delta
     a question needs and keeps the thetas within a window of 1 - delta, where DF-RAG's Planner
     writes plan steps and every lambda of the grid stays a candidate; the judge
-    (:class:`~divopt.experiments.evaluator.OpenAIJudge`) returns one 0-10 score of the set for
+    (:class:`~divopt_rag.experiments.evaluator.OpenAIJudge`) returns one 0-10 score of the set for
     the question, where DF-RAG's Evaluator scores each plan step 0-5 and sums them; MMR is the
     base, not gMMR; ties go to the lower median, not the upper; the grid is the caller's (DF-RAG:
     {0.1, ..., 1}, no 0); no binary-search sampling, no +IC, no answer-F1 Oracle.

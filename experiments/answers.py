@@ -4,12 +4,12 @@ answer right?
 Every function takes plain inputs (strings, lists of strings, answer parts) and returns a
 float or one value per item; :func:`answer_metrics` returns every metric that applies to
 one generated answer as a flat dict, one row of a tidy results table (as
-:func:`divopt.experiments.metrics.selection_metrics` does for selections).
+:func:`divopt_rag.experiments.metrics.selection_metrics` does for selections).
 
 Conventions
 -----------
 * *Answer parts* (``answer_groups``): a list of parts, each a list of aliases, as
-  :meth:`divopt.data.Dataset.answer_groups_for` gives them. A part is matched when any of its
+  :meth:`divopt_rag.data.Dataset.answer_groups_for` gives them. A part is matched when any of its
   aliases is; a multi-part answer (RGB integration, QAMPARI, ASQA) needs every part.
 * *References* (``references``): alternative gold strings for F1/EM; the score is the
   maximum over them (SQuAD's ``metric_max_over_ground_truths``).
@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from divopt.experiments.metrics import ir_scores
-from divopt.models.validation import check_choice, check_scalar
+from divopt_rag.experiments.metrics import ir_scores
+from divopt_rag.models.validation import check_choice, check_scalar
 
 __all__ = [
     "normalize_answer",

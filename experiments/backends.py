@@ -1,6 +1,6 @@
 """Where the runs of a sweep execute: in this process, on a local process pool, or on Ray.
 
-Each backend takes chunks of :class:`~divopt.experiments.grid.RunSpec` and calls
+Each backend takes chunks of :class:`~divopt_rag.experiments.grid.RunSpec` and calls
 ``on_rows(rows)`` in the driver as chunks finish (in completion order); the driver writes the
 part files, so a backend never touches the output folder.
 
@@ -41,10 +41,10 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 import torch
 
-from divopt.data import EmbeddedDataset
-from divopt.experiments.evaluator import make_evaluator
-from divopt.experiments.grid import RunSpec, SweepConfig
-from divopt.experiments.runs import execute_run
+from divopt_rag.data import EmbeddedDataset
+from divopt_rag.experiments.evaluator import make_evaluator
+from divopt_rag.experiments.grid import RunSpec, SweepConfig
+from divopt_rag.experiments.runs import execute_run
 
 __all__ = ["import_plugins", "run_inline", "run_local", "run_ray", "start_local_ray", "ray_addresses",
            "die_with_parent", "LOOPBACK"]

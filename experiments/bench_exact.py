@@ -1,13 +1,13 @@
-"""``divopt bench exact``: time to prove CCBQP optimality per solver on real-embedding pools.
+"""``divopt-rag bench exact``: time to prove CCBQP optimality per solver on real-embedding pools.
 
 Corpus: WordNet noun glosses (Debian wordnet-base), the ``wordnet`` dataset of
-:func:`divopt.data.load`: the passages of the WordNet ambiguity benchmark (glosses and
+:func:`divopt_rag.data.load`: the passages of the WordNet ambiguity benchmark (glosses and
 examples of every sense of ambiguous nouns such as "bank", "bass", "crane" and of their
 hyponyms) plus ``--extra-glosses`` randomly drawn noun glosses (seeded) as distractors,
 embedded with the offline all-MiniLM-L6-v2 (cached on disk under ``--cache-dir``). Queries are the ambiguous
 words. For each (query, n, k, theta) the pool is the top-n of the query's relevance c = E q
 and every solver proves (or fails to prove within ``--time-limit``) the CCBQP optimum with
-its default formulation (``divopt.solvers.exact.DEFAULT_FORMULATION``).
+its default formulation (``divopt_rag.solvers.exact.DEFAULT_FORMULATION``).
 
 One tidy row per (dataset, query, solver, formulation, n, k, theta) with a run id (a hash of
 the arguments), written to CSV and parquet. The default grid finishes in a few minutes on 2 cores; the issue's full
@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from divopt.data import load as load_dataset
-from divopt.experiments import harness
-from divopt.models import Instance, objective_scale
-from divopt.solvers import available_solvers, select, solve_exact
-from divopt.solvers.exact import DEFAULT_FORMULATION, SolverRefused
+from divopt_rag.data import load as load_dataset
+from divopt_rag.experiments import harness
+from divopt_rag.models import Instance, objective_scale
+from divopt_rag.solvers import available_solvers, select, solve_exact
+from divopt_rag.solvers.exact import DEFAULT_FORMULATION, SolverRefused
 
 FULL_GRID = {"n": [50, 100, 200], "k": [5, 10, 20], "theta": [0.3, 0.5, 0.7, 0.9]}
 

@@ -1,13 +1,13 @@
 """Full-scale certificates per theta: the certified fraction of queries on a whole corpus.
 
-``python -m divopt.experiments.bench_fullscale --distractors 0 --queries 20 --theta 0.5 0.6 0.7 0.8 0.9``
+``python -m divopt_rag.experiments.bench_fullscale --distractors 0 --queries 20 --theta 0.5 0.6 0.7 0.8 0.9``
 
-For each query of the ``wordnet`` dataset of :func:`divopt.data.load` (the ambiguity benchmark's
+For each query of the ``wordnet`` dataset of :func:`divopt_rag.data.load` (the ambiguity benchmark's
 passages, 502 of them, plus ``--distractors`` random WordNet noun glosses, seeded) and each theta,
-:func:`divopt.solvers.certificates.certify_full_scale` screens the WHOLE corpus, bounds it and
+:func:`divopt_rag.solvers.certificates.certify_full_scale` screens the WHOLE corpus, bounds it and
 solves the survivors exactly (Gurobi within its licence, else divopt's branch-and-bound) when at
 most ``--max-exact`` survive, within ``--time-limit`` seconds. One tidy row per (query, theta):
-the certificate (:meth:`~divopt.solvers.certificates.FullScaleCertificate.as_row`), the dataset,
+the certificate (:meth:`~divopt_rag.solvers.certificates.FullScaleCertificate.as_row`), the dataset,
 the run id (a hash of the arguments) and the 1-minute load average (the machine is shared).
 Written to CSV (and a parquet twin); the summary printed is the certified fraction per theta.
 """
@@ -23,15 +23,15 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from divopt.data import load as load_dataset
-from divopt.experiments import harness
-from divopt.solvers.certificates import certify_full_scale
+from divopt_rag.data import load as load_dataset
+from divopt_rag.experiments import harness
+from divopt_rag.solvers.certificates import certify_full_scale
 
 __all__ = ["run", "summarize", "main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m divopt.experiments.bench_fullscale", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m divopt_rag.experiments.bench_fullscale", description=__doc__.split("\n")[0])
     p.add_argument("--distractors", type=int, default=0, help="random WordNet noun glosses added to the 502 passages")
     p.add_argument("--queries", type=int, default=20, help="number of query words")
     p.add_argument("--query-offset", type=int, default=0, help="skip this many query words first")

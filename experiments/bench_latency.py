@@ -1,6 +1,6 @@
-"""``divopt bench latency``: wall-clock latency of every selector, read as GEMV-equivalents.
+"""``divopt-rag bench latency``: wall-clock latency of every selector, read as GEMV-equivalents.
 
-For each (n, d) pool (synthetic narrow cone, ``divopt.data.synthetic``) it times one GEMV E q
+For each (n, d) pool (synthetic narrow cone, ``divopt_rag.data.synthetic``) it times one GEMV E q
 (median of repeats) and then every selector for each (k, theta); every time is also reported
 divided by the GEMV time, which makes numbers comparable across machines. Per (n, d, k) it also
 times one certificate pass that compares every row (``dense_pass_seconds``); with the default
@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from divopt.experiments import harness
+from divopt_rag.experiments import harness
 
 __all__ = ["add_arguments", "main", "run_latency", "check_targets", "ratio_table", "environment"]
 
@@ -108,8 +108,8 @@ def _dense_pass_time(inst, repeats: int, device: torch.device) -> float:
     GEMM E E_S^T, u its row sums, every 1-swap gain; ``stop_early`` off, since the top-k set is
     usually improvable), at the top-k set: what certifying a k-set costs when the bound prunes
     nothing (small k, low theta)."""
-    from divopt.solvers.local_search import ls_tolerance
-    from divopt.solvers.swap_certificate import swap_certificates
+    from divopt_rag.solvers.local_search import ls_tolerance
+    from divopt_rag.solvers.swap_certificate import swap_certificates
 
     top = torch.topk(inst.relevance, inst.k).indices
     return _median_time(lambda: swap_certificates([inst], [top], ls_tolerance(inst), dense=[True], stop_early=False),
@@ -119,10 +119,10 @@ def _dense_pass_time(inst, repeats: int, device: torch.device) -> float:
 def run_latency(
     ns, ds, ks, thetas, methods=None, repeats=2, dtype="float32", device="cpu", langchain=(10_000, 50), seed=0
 ) -> tuple[pd.DataFrame, dict]:
-    from divopt.data.synthetic import narrow_cone
-    from divopt.models import Instance
-    from divopt.models.kernels import matvec
-    from divopt.solvers import METHODS, select
+    from divopt_rag.data.synthetic import narrow_cone
+    from divopt_rag.models import Instance
+    from divopt_rag.models.kernels import matvec
+    from divopt_rag.solvers import METHODS, select
 
     methods = list(methods or BASE_METHODS)
     unknown = [m for m in methods if m not in METHODS]
@@ -182,9 +182,9 @@ def _langchain_compare(n: int, d: int, k: int, seed: int, repeats: int) -> dict:
         from langchain_core.vectorstores.utils import maximal_marginal_relevance
     except ImportError:
         return {"skipped": "langchain-core is not installed"}
-    from divopt.data.synthetic import narrow_cone
-    from divopt.models import Instance
-    from divopt.solvers import select
+    from divopt_rag.data.synthetic import narrow_cone
+    from divopt_rag.models import Instance
+    from divopt_rag.solvers import select
 
     E, q, _ = narrow_cone(n, d, seed=seed)
     inst = Instance(E, q, k=k, theta=0.5)
@@ -254,7 +254,7 @@ def check_targets(df: pd.DataFrame, extra: dict, default_method: str = "fw_ws_ms
 
 def ratio_table(df: pd.DataFrame, default_method: str) -> pd.DataFrame | None:
     """Per (n, d, k, theta): ms of the paper's fw, the default method and MMR, and the ratios."""
-    from divopt.solvers.swap_certificate import DENSE_SHARE
+    from divopt_rag.solvers.swap_certificate import DENSE_SHARE
 
     piv = df.pivot_table(index=["n", "d", "k", "theta"], columns="method", values="seconds")
     if default_method not in piv.columns:
@@ -292,7 +292,7 @@ def environment(device: str) -> dict:
 def main(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    from divopt.solvers import DEFAULT_METHOD
+    from divopt_rag.solvers import DEFAULT_METHOD
 
     env = environment(args.device)
     df, extra = run_latency(args.n, args.d, args.k, args.theta, args.methods, args.repeats, args.dtype, args.device,
@@ -322,9 +322,9 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":  # python -m divopt.experiments.bench_latency ... (what ``divopt bench latency`` runs)
+if __name__ == "__main__":  # python -m divopt_rag.experiments.bench_latency ... (what ``divopt-rag bench latency`` runs)
     import sys
 
-    _parser = argparse.ArgumentParser(prog="divopt bench latency", description=__doc__.splitlines()[0])
+    _parser = argparse.ArgumentParser(prog="divopt-rag bench latency", description=__doc__.splitlines()[0])
     add_arguments(_parser)
     sys.exit(main(_parser.parse_args()))

@@ -1,25 +1,25 @@
-"""``divopt bench quality``: how close every fast method gets to certified optima, and at what cost.
+"""``divopt-rag bench quality``: how close every fast method gets to certified optima, and at what cost.
 
 Three parts, measured in one run (``--parts``, default all):
 
-small  Real embeddings, small pools: the ``wordnet_glosses`` dataset of :func:`divopt.data.load`
+small  Real embeddings, small pools: the ``wordnet_glosses`` dataset of :func:`divopt_rag.data.load`
        (WordNet noun senses from Debian wordnet-base, embedded with the offline
        all-MiniLM-L6-v2): the queries are seeded polysemous nouns ("bank", "cell", ...), the
        corpus is every sense gloss of those words plus seeded random other glosses, and each
        query's pool is its top-``--pool`` passages by cosine (default 100). For each
        (query, theta) with k = ``--k``, the exact optimum comes from
-       :func:`divopt.solvers.exact.solve_exact` (certified within ``--mip-gap``); every method
-       is scored by :func:`divopt.experiments.harness.gap_record`: normalized gap
+       :func:`divopt_rag.solvers.exact.solve_exact` (certified within ``--mip-gap``); every method
+       is scored by :func:`divopt_rag.experiments.harness.gap_record`: normalized gap
        (OPT - f) / (k (k-1)) against the best value known (the solver's incumbent, or a method's
        value if one is higher, which ``opt_from_fast_method`` flags) when the solve is proven,
        else against its bound (``gap_kind == "upper_bound"``); exact hit when the proven gap is
        <= ``--hit-tol``; and time.
 large  Time and objective of divopt's methods and the published baselines vs the paper's FW
        ("fw") on synthetic 10^5 x 384 narrow-cone pools (the ``synthetic`` dataset of
-       divopt.data), interleaved per (query, k, theta) and repeated: the median per cell, its
+       divopt_rag.data), interleaved per (query, k, theta) and repeated: the median per cell, its
        ratio to "fw", and whether the default method's f is >= every other method's.
-batch  The default method's batched sweep (:func:`divopt.solvers.ws_multistart.ws_multistart_sweep`)
-       and batched FW (:func:`divopt.solvers.batched_fw.fw_sweep`) over ``--batch-queries``
+batch  The default method's batched sweep (:func:`divopt_rag.solvers.ws_multistart.ws_multistart_sweep`)
+       and batched FW (:func:`divopt_rag.solvers.batched_fw.fw_sweep`) over ``--batch-queries``
        queries x ``--batch-thetas`` thetas vs the same problems run one by one on the same pool,
        plus the agreement of the k-sets.
 
@@ -44,8 +44,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from divopt.data import load as load_dataset
-from divopt.experiments import harness
+from divopt_rag.data import load as load_dataset
+from divopt_rag.experiments import harness
 
 __all__ = ["add_arguments", "main", "run_small", "run_large", "run_batch", "summarize"]
 
@@ -60,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parts", type=harness.str_list, default=["small", "large", "batch"], help="small,large,batch (default all)")
     p.add_argument("--methods", type=harness.str_list, default=None, help=f"selectors (default: {','.join(DEFAULT_METHODS)})")
     p.add_argument("--default-method", default=None,
-                   help="the method whose targets are checked (default: divopt.solvers.DEFAULT_METHOD)")
+                   help="the method whose targets are checked (default: divopt_rag.solvers.DEFAULT_METHOD)")
     # small pools
     p.add_argument("--queries", type=int, default=25, help="WordNet query words (default 25)")
     p.add_argument("--theta", type=harness.float_list, default=[0.3, 0.5, 0.7, 0.9], help="thetas of the small-pool set")
@@ -100,8 +100,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 # ---- parts -----------------------------------------------------------------------------------
 def run_small(args, methods: list[str], run_id: str) -> pd.DataFrame:
-    from divopt.solvers import select
-    from divopt.solvers.exact import solve_exact
+    from divopt_rag.solvers import select
+    from divopt_rag.solvers.exact import solve_exact
 
     data = load_dataset({"name": "wordnet_glosses", "n_queries": args.queries, "corpus_size": args.corpus_size,
                          "seed": args.seed, "embed_cache": str(args.cache_dir)})
@@ -140,7 +140,7 @@ def run_small(args, methods: list[str], run_id: str) -> pd.DataFrame:
 def tuning_words(n_queries: int, seeds) -> set[str]:
     """The query words that ``wordnet_glosses`` draws for each of ``seeds`` (n_queries words each):
     the words a held-out run leaves out."""
-    from divopt.data import load_wordnet_glosses
+    from divopt_rag.data import load_wordnet_glosses
 
     return {w for s in seeds for w in load_wordnet_glosses(n_queries, 0, seed=int(s)).query_ids}
 
@@ -149,7 +149,7 @@ def _exact_cached(inst, args, warm, solve_exact):
     """Exact solve (a runner Result), cached on disk by a hash of (E, relevance, k, theta, solver settings)."""
     import hashlib
 
-    from divopt.models.runner import Result, relative_gap
+    from divopt_rag.models.runner import Result, relative_gap
 
     h = hashlib.sha1()
     for t in (inst.E, inst.relevance):
@@ -172,7 +172,7 @@ def _exact_cached(inst, args, warm, solve_exact):
 
 
 def summarize(df: pd.DataFrame, certified_only: bool = True) -> pd.DataFrame:
-    """Per method: :func:`divopt.experiments.harness.quality_summary` (rows, hit rate, mean / p95 /
+    """Per method: :func:`divopt_rag.experiments.harness.quality_summary` (rows, hit rate, mean / p95 /
     max normalized gap, seconds), best first. With ``certified_only`` only instances whose
     optimum the exact solver proved are counted."""
     if certified_only:
@@ -201,8 +201,8 @@ def run_large(args, run_id: str, default_method: str, pool=None) -> pd.DataFrame
     (query, k, theta, method) with the median time, its ratio to the paper's "fw", the gain in f
     over it, and whether the default method's f is >= every other method's (``default_wins``,
     the same for all rows of a cell; ``default_wins_but_fw_ms`` leaves out "fw_ms")."""
-    from divopt.models import Instance
-    from divopt.solvers import select
+    from divopt_rag.models import Instance
+    from divopt_rag.solvers import select
 
     E, q = pool if pool is not None else _pool(args.large_n, args.large_d, args.seed)
     Qm = _queries_near(q, args.large_queries, args.seed + 1)
@@ -275,16 +275,16 @@ def large_summary(dfl: pd.DataFrame, default_method: str) -> tuple[pd.DataFrame,
 def run_batch(args, run_id: str, default_method: str, pool=None) -> dict:
     """Batched runs vs the same problems run one by one (Q queries x T thetas, first --large-k).
 
-    The default method's batch (:func:`divopt.solvers.ws_multistart.ws_multistart_sweep`: the
+    The default method's batch (:func:`divopt_rag.solvers.ws_multistart.ws_multistart_sweep`: the
     passes over the pool as GEMMs, the searches as (problems x sets) arrays) vs its single runs;
     and batched FW: "fw_ws" singles vs the working-set batch (both certified by a full-pool FW
     gap), "fw_topk" singles (full pool) vs the full-pool batch, which follows their iterates.
     """
-    from divopt.models import Instance
-    from divopt.models.kernels import synchronize
-    from divopt.solvers import select
-    from divopt.solvers.batched_fw import fw_sweep
-    from divopt.solvers.ws_multistart import ws_multistart_sweep
+    from divopt_rag.models import Instance
+    from divopt_rag.models.kernels import synchronize
+    from divopt_rag.solvers import select
+    from divopt_rag.solvers.batched_fw import fw_sweep
+    from divopt_rag.solvers.ws_multistart import ws_multistart_sweep
 
     E, q = pool if pool is not None else _pool(args.batch_n, args.large_d, args.seed)
     Qm = _queries_near(q, args.batch_queries, args.seed + 2)
@@ -328,7 +328,7 @@ def run_batch(args, run_id: str, default_method: str, pool=None) -> dict:
 
 # ---- entry point -----------------------------------------------------------------------------
 def main(args: argparse.Namespace) -> int:
-    from divopt.solvers import METHODS
+    from divopt_rag.solvers import METHODS
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -348,7 +348,7 @@ def main(args: argparse.Namespace) -> int:
                                         machine=platform.machine(),
                                         load_average=os.getloadavg() if hasattr(os, "getloadavg") else None)}
     targets: dict = {}
-    from divopt.solvers import DEFAULT_METHOD
+    from divopt_rag.solvers import DEFAULT_METHOD
 
     dm = args.default_method or DEFAULT_METHOD
     if "small" in args.parts:

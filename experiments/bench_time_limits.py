@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from divopt.models import Instance
-from divopt.solvers import solve_exact
+from divopt_rag.models import Instance
+from divopt_rag.solvers import solve_exact
 
 __all__ = ["measure", "main"]
 

@@ -1,8 +1,8 @@
-"""``divopt certify``: every fast selector against exact CCBQP optima, per query and theta.
+"""``divopt-rag certify``: every fast selector against exact CCBQP optima, per query and theta.
 
 For each query: the pool is the top-n passages by relevance (c = E q); for each theta of the
-grid, every selector of :func:`divopt.solvers.instance_methods` (or ``methods``) runs on the pool and the exact optimum
-is computed (enumeration for small pools, else :func:`divopt.solvers.exact.solve_exact`,
+grid, every selector of :func:`divopt_rag.solvers.instance_methods` (or ``methods``) runs on the pool and the exact optimum
+is computed (enumeration for small pools, else :func:`divopt_rag.solvers.exact.solve_exact`,
 warm-started from the best fast selection). One tidy row per (query, theta, method), plus one
 ``method == "exact"`` row, with
 
@@ -10,19 +10,19 @@ warm-started from the best fast selection). One tidy row per (query, theta, meth
   selector's value if one beats it), ``bound`` (proven upper bound), ``proven_optimal`` and
   ``exact_status`` of the exact solve;
 * ``gap``, ``gap_kind``, ``gap_to_bound`` and ``exact_hit`` by the one rule of
-  :mod:`divopt.experiments.harness`: (OPT - f) / (k (k-1)) when the exact solve is proven
+  :mod:`divopt_rag.experiments.harness`: (OPT - f) / (k (k-1)) when the exact solve is proven
   optimal (``gap_kind == "exact"``; hit when <= 1e-9), otherwise (time limit) measured against
   the bound, an upper bound on the true gap (``gap_kind == "upper_bound"``, hit unknown unless f
   meets the bound), never called exact;
 * ``seconds``, ``iterations``, ``selected_ids`` (passage ids, in the selector's order), the
-  metrics of :func:`divopt.experiments.metrics.selection_metrics` (recall, ndcg, ilad, ...),
+  metrics of :func:`divopt_rag.experiments.metrics.selection_metrics` (recall, ndcg, ilad, ...),
   and ``run_id``.
 
 With ``--full-scale`` each (query, theta) is also certified on the WHOLE corpus by
-:func:`divopt.solvers.certificates.certify_full_scale` (safe screening, upper bounds, exact
+:func:`divopt_rag.solvers.certificates.certify_full_scale` (safe screening, upper bounds, exact
 solve of a small screened pool), written to ``<out>_fullscale.parquet``.
 
-Datasets come from :func:`divopt.data.load`: "synthetic" (query i is the planted query of its own
+Datasets come from :func:`divopt_rag.data.load`: "synthetic" (query i is the planted query of its own
 narrow-cone corpus of ``--corpus-size`` rows, seed + i) or any registered dataset as NAME or
 NAME:ARG (toy, wordnet[:N_WORDS], beir:PATH, mini-wikipedia:PATH, rgb:PATH, npz:PATH, ...),
 embedded with ``--model`` (default: the offline all-MiniLM-L6-v2).
@@ -46,12 +46,12 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from divopt.data import load as load_dataset
-from divopt.data import parse_spec, stable_hash
-from divopt.experiments import harness
-from divopt.models import Instance
-from divopt.models.runner import DEFAULT_TIME_LIMIT
-from divopt.models.validation import check_k, check_scalar, check_theta
+from divopt_rag.data import load as load_dataset
+from divopt_rag.data import parse_spec, stable_hash
+from divopt_rag.experiments import harness
+from divopt_rag.models import Instance
+from divopt_rag.models.runner import DEFAULT_TIME_LIMIT
+from divopt_rag.models.validation import check_k, check_scalar, check_theta
 
 __all__ = ["CertifyConfig", "QueryData", "dataset_spec", "load_queries", "certify_query", "run_certify", "summarize",
            "summarize_full_scale", "add_arguments", "main"]
@@ -90,7 +90,7 @@ class CertifyConfig:
             self.time_limit = check_scalar(self.time_limit, "time_limit", float, min_val=0)
 
     def run_id(self) -> str:
-        """:func:`divopt.experiments.harness.run_id` of the configuration (the cache folder aside)."""
+        """:func:`divopt_rag.experiments.harness.run_id` of the configuration (the cache folder aside)."""
         return harness.run_id(dataclasses.asdict(self), exclude=("cache_dir",))
 
 
@@ -109,7 +109,7 @@ class QueryData:
 # data sources
 # --------------------------------------------------------------------------------------------
 def dataset_spec(cfg: CertifyConfig) -> dict[str, Any]:
-    """The :func:`divopt.data.load` spec of ``cfg.dataset``: "synthetic" is one narrow-cone corpus
+    """The :func:`divopt_rag.data.load` spec of ``cfg.dataset``: "synthetic" is one narrow-cone corpus
     of ``corpus_size`` x ``dim`` per query (seed + i, every passage labelled by its cluster);
     anything else is a registered dataset (NAME or NAME:ARG) embedded with ``model``."""
     if cfg.dataset == "synthetic":
@@ -138,10 +138,10 @@ def load_queries(cfg: CertifyConfig) -> Iterator[QueryData]:
 # --------------------------------------------------------------------------------------------
 def certify_query(qd: QueryData, cfg: CertifyConfig, run_id: str, methods: list[str]) -> tuple[list[dict], list[dict]]:
     """Rows for one query: (pool rows per (theta, method), full-scale rows per theta)."""
-    from divopt.experiments.metrics import selection_metrics
-    from divopt.solvers.certificates import certify_full_scale
-    from divopt.solvers.exact import exact_optimum
-    from divopt.solvers import select
+    from divopt_rag.experiments.metrics import selection_metrics
+    from divopt_rag.solvers.certificates import certify_full_scale
+    from divopt_rag.solvers.exact import exact_optimum
+    from divopt_rag.solvers import select
 
     full = qd.instance
     n = min(cfg.n, full.n)
@@ -221,11 +221,11 @@ def run_certify(cfg: CertifyConfig, out: str | os.PathLike, *, run_id: str | Non
 
     Resumable: finished queries live in ``<out>.parts/<run_id>/`` and are skipped on a re-run.
     One run at a time per output: the run holds the lock of ``<out>.parts``
-    (:func:`divopt.experiments.harness.output_lock`; a second one gets OutputLocked naming it),
+    (:func:`divopt_rag.experiments.harness.output_lock`; a second one gets OutputLocked naming it),
     and a table of another run already at ``out`` is kept beside as ``<stem>.<run id>.parquet``.
     Returns (pool table, full-scale table or None).
     """
-    from divopt.solvers import METHODS, instance_methods
+    from divopt_rag.solvers import METHODS, instance_methods
 
     methods = list(cfg.methods) if cfg.methods else instance_methods()  # no cross-encoder methods by default
     unknown = [m for m in methods if m not in METHODS]
@@ -291,7 +291,7 @@ def _run_locked(cfg: CertifyConfig, out: Path, run_id: str, methods: list[str],
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (theta, method), the exact rows aside: :func:`divopt.experiments.harness.quality_summary`
+    """Per (theta, method), the exact rows aside: :func:`divopt_rag.experiments.harness.quality_summary`
     (rows, unproven, hit rate, mean / p95 / max gap, seconds)."""
     return harness.quality_summary(df[df["method"] != "exact"], ["theta", "method"])
 
@@ -314,7 +314,7 @@ def summarize_full_scale(full_df: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="synthetic",
-                   help="synthetic (--corpus-size, --dim) or a divopt.data dataset NAME[:ARG]: toy | wordnet[:N_WORDS] "
+                   help="synthetic (--corpus-size, --dim) or a divopt_rag.data dataset NAME[:ARG]: toy | wordnet[:N_WORDS] "
                         "| beir:PATH | mini-wikipedia:PATH | rgb:PATH | npz:PATH")
     p.add_argument("--model", default=None, help="sentence-transformers model (path or name); default offline MiniLM")
     p.add_argument("--cache-dir", default=None, help="embedding cache directory")
@@ -367,7 +367,7 @@ def main(args: argparse.Namespace) -> int:
     failed = df[df["error"].notna() & (df["error"] != "")] if "error" in df else df.iloc[:0]
     if len(failed):
         rows = int((df["method"] != "exact").sum())
-        print(f"divopt certify: {len(failed)} of {rows} selector runs failed; most frequent reasons:", file=sys.stderr)
+        print(f"divopt-rag certify: {len(failed)} of {rows} selector runs failed; most frequent reasons:", file=sys.stderr)
         for text, count in failed["error"].astype(str).value_counts().head(3).items():
             print(f"  {count} x {text}", file=sys.stderr)
         return 1

@@ -1,23 +1,23 @@
-"""The ``divopt`` command line: one entry point, one module per command.
+"""The ``divopt-rag`` command line: one entry point, one module per command.
 
 Each command module defines ``add_arguments(parser)`` and ``main(args) -> int``. Only the
-module of the command being run is imported, so ``divopt --help`` stays fast.
+module of the command being run is imported, so ``divopt-rag --help`` stays fast.
 
 Errors are turned into exit codes here, in one place, for every command:
 
 * bad input (:class:`ValueError`, :class:`TypeError`, :class:`OSError` such as a missing or
   unwritable file, :class:`ImportError` of an optional dependency; config and data errors are
-  ValueErrors that name the file and line): ONE line ``divopt COMMAND: message`` on stderr and
+  ValueErrors that name the file and line): ONE line ``divopt-rag COMMAND: message`` on stderr and
   exit code 2, as argparse does for a bad flag;
-* an output folder in use by another run (:class:`divopt.experiments.harness.OutputLocked`)
+* an output folder in use by another run (:class:`divopt_rag.experiments.harness.OutputLocked`)
   is bad input too (exit 2: the message names the holder);
 * anything else is a bug: one line naming the exception and exit code 1;
 * Ctrl-C: "interrupted", exit code 130.
 
 ``--debug`` (anywhere on the command line, or ``DIVOPT_DEBUG=1``) lets the exception through
 with its traceback. Output paths (``--out``, ``--log-dir``) are checked before any work starts
-(:func:`divopt.experiments.harness.check_output_path`), so a file given where a folder is
-expected fails in a second, not after the run. Warnings print as ``divopt: warning: ...``.
+(:func:`divopt_rag.experiments.harness.check_output_path`), so a file given where a folder is
+expected fails in a second, not after the run. Warnings print as ``divopt-rag: warning: ...``.
 """
 from __future__ import annotations
 
@@ -29,16 +29,16 @@ import warnings
 
 # command path -> (module, one-line help, output arguments: dest -> "dir" | "file")
 COMMANDS: dict[tuple[str, ...], tuple[str, str, dict[str, str]]] = {
-    ("demo",): ("divopt.experiments.demo", "compare every selector on a synthetic redundant corpus", {"out": "dir"}),
-    ("bench", "latency"): ("divopt.experiments.bench_latency", "latency of every selector vs GEMV", {"out": "dir"}),
-    ("bench", "exact"): ("divopt.experiments.bench_exact", "time to prove CCBQP optimality per solver",
+    ("demo",): ("divopt_rag.experiments.demo", "compare every selector on a synthetic redundant corpus", {"out": "dir"}),
+    ("bench", "latency"): ("divopt_rag.experiments.bench_latency", "latency of every selector vs GEMV", {"out": "dir"}),
+    ("bench", "exact"): ("divopt_rag.experiments.bench_exact", "time to prove CCBQP optimality per solver",
                          {"out": "file", "log_dir": "dir"}),
-    ("bench", "quality"): ("divopt.experiments.bench_quality", "hit rate / gap / time of fast methods vs exact optima",
+    ("bench", "quality"): ("divopt_rag.experiments.bench_quality", "hit rate / gap / time of fast methods vs exact optima",
                            {"out": "dir"}),
-    ("certify",): ("divopt.experiments.certify", "certify fast selectors against exact optima", {"out": "file"}),
-    ("sweep",): ("divopt.experiments.sweep_cli", "resumable parameter sweep (local pool or Ray)", {"out": "dir"}),
-    ("plot",): ("divopt.experiments.plots", "plots from parquet results", {"out": "dir"}),
-    ("reproduce",): ("divopt.experiments.reproduce.cli", "reproduce a seed paper's headline table (--list)",
+    ("certify",): ("divopt_rag.experiments.certify", "certify fast selectors against exact optima", {"out": "file"}),
+    ("sweep",): ("divopt_rag.experiments.sweep_cli", "resumable parameter sweep (local pool or Ray)", {"out": "dir"}),
+    ("plot",): ("divopt_rag.experiments.plots", "plots from parquet results", {"out": "dir"}),
+    ("reproduce",): ("divopt_rag.experiments.reproduce.cli", "reproduce a seed paper's headline table (--list)",
                      {"out": "dir"}),
 }
 
@@ -52,7 +52,7 @@ _DEBUG_FLAG = "--debug"
 
 def _overview() -> argparse.ArgumentParser:
     """A parser that only lists the commands (used for --help and unknown commands)."""
-    parser = argparse.ArgumentParser(prog="divopt", description="divopt: diversity-aware retrieval workbench")
+    parser = argparse.ArgumentParser(prog="divopt-rag", description="divopt: diversity-aware retrieval workbench")
     parser.add_argument(_DEBUG_FLAG, action="store_true", help="show the traceback of an error (or DIVOPT_DEBUG=1)")
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction] = {}
@@ -95,7 +95,7 @@ def _close_progress_bars() -> None:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     # one line per warning, without the source line a user cannot act on
-    print(f"divopt: warning: {error_line(message if isinstance(message, Warning) else Warning(message))}",
+    print(f"divopt-rag: warning: {error_line(message if isinstance(message, Warning) else Warning(message))}",
           file=sys.stderr if file is None else file)
 
 
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         _overview().parse_args(argv)  # prints help or a usage error and exits
         return EXIT_USAGE
     module_name, help_, outputs = COMMANDS[path]
-    prog = "divopt " + " ".join(path)
+    prog = "divopt-rag " + " ".join(path)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _show_warning
         try:
             args = parser.parse_args(argv[len(path):])  # a bad flag: argparse's usage line and exit code 2
-            from divopt.experiments.harness import check_output_path
+            from divopt_rag.experiments.harness import check_output_path
 
             for dest, kind in outputs.items():
                 if getattr(args, dest, None) is not None:

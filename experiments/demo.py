@@ -1,8 +1,8 @@
-"""``divopt demo``: every selector on one embedded synthetic redundant corpus (no download).
+"""``divopt-rag demo``: every selector on one embedded synthetic redundant corpus (no download).
 
 Generates a narrow-cone pool with planted near-duplicate clusters, of which a few are relevant
-to the query (the ``synthetic`` dataset of ``divopt.data.load``, one query), runs every method of
-``divopt.solvers.instance_methods()`` (those needing no texts) on the same instance, prints a
+to the query (the ``synthetic`` dataset of ``divopt_rag.data.load``, one query), runs every method of
+``divopt_rag.solvers.instance_methods()`` (those needing no texts) on the same instance, prints a
 table (mean relevance, ILAD, clusters covered, relevant clusters covered, CCBQP objective, time)
 and writes ``demo.parquet`` and ``demo.png``/``demo.svg`` to ``--out``.
 
@@ -29,12 +29,12 @@ import pandas as pd
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from divopt.data import load
-from divopt.experiments import harness
-from divopt.experiments.metrics import ilad
-from divopt.experiments.plots import save_figure
-from divopt.models import Instance, normalized_gap
-from divopt.solvers import instance_methods, select
+from divopt_rag.data import load
+from divopt_rag.experiments import harness
+from divopt_rag.experiments.metrics import ilad
+from divopt_rag.experiments.plots import save_figure
+from divopt_rag.models import Instance, normalized_gap
+from divopt_rag.solvers import instance_methods, select
 
 __all__ = ["add_arguments", "demo_figure", "main", "plot_demo", "random_set_reference", "run_demo"]
 
@@ -286,7 +286,7 @@ def demo_figure(df: pd.DataFrame) -> Figure:
     _objective_gap(ax_c, df)
     k, theta = int(df["k"].iat[0]), float(df["theta"].iat[0])
     fig.suptitle(
-        f"divopt demo: every method picks k = {k} of {int(df['n'].iat[0]):,} synthetic passages "
+        f"divopt-rag demo: every method picks k = {k} of {int(df['n'].iat[0]):,} synthetic passages "
         f"({int(df['n_clusters'].iat[0]):,} clusters of near-duplicates, "
         f"{int(df['relevant_planted'].iat[0])} relevant to the query), theta = {theta:g}",
         fontsize=11,

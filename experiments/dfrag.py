@@ -1,7 +1,7 @@
 """DF-RAG as published (Khan et al., "DF-RAG: Query-Aware Diversity for Retrieval-Augmented
 Generation", Findings of EACL 2026, arXiv:2601.17212).
 
-The pipeline, per question q with passage pool P (a :class:`~divopt.experiments.evaluator.QueryContext`):
+The pipeline, per question q with passage pool P (a :class:`~divopt_rag.experiments.evaluator.QueryContext`):
 
 1. **Candidate sets.** For every lambda of the grid Lambda = {0.1, 0.2, ..., 1.0} (lambda = 0 is
    not a candidate), S_lambda = gMMR_k(q, P; lambda), the greedy
@@ -29,7 +29,7 @@ Sources and choices. Only the paper's abstract could be read from the stored cop
 this project; the method above follows the issue's summary of the paper (Section 3, Appendix
 B.3, Table 4) and the authors' public repository (SaadatKhan/DF-RAG: gMMR, Planner, Evaluator,
 generator prompt, upper-median tie rule), read but not copied. The prompts
-(:mod:`divopt.experiments.dfrag_prompts`) keep the structure, rubric and reply formats of the
+(:mod:`divopt_rag.experiments.dfrag_prompts`) keep the structure, rubric and reply formats of the
 authors' public prompts in divopt's own words and examples; the paper's text was not readable.
 Differences from the authors' code: a reply that cannot be parsed is re-asked once and then
 raises (the code scores it 0); RS is the sum of the per-step scores (the code reads the model's
@@ -49,8 +49,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from divopt.models.validation import check_choice, check_indices, check_scalar, check_theta
-from divopt.solvers import select
+from divopt_rag.models.validation import check_choice, check_indices, check_scalar, check_theta
+from divopt_rag.solvers import select
 
 from .adaptive import median_gate
 from .answers import token_f1
@@ -174,7 +174,7 @@ def _check_retries(value: Any) -> int:
 class Planner:
     """DF-RAG's Planner: ``planner(question) -> [p_1, ..., p_m]`` by an LLM (one request).
 
-    chat : an :class:`~divopt.experiments.llm.OpenAIChat`. The reply's numbered lines are the
+    chat : an :class:`~divopt_rag.experiments.llm.OpenAIChat`. The reply's numbered lines are the
     steps (:func:`parse_plan`); a reply without steps is re-asked ``format_retries`` times, then
     LLMError. Prompts: :data:`PLANNER_SYSTEM_PROMPT` and :data:`PLANNER_USER_TEMPLATE`.
     """
@@ -295,7 +295,7 @@ def in_context_block(steps: Sequence[str], evaluation: StepScores) -> str:
 
 def dfrag_f1(prediction: str, answers: Sequence[str]) -> float:
     """The answer F1 of DF-RAG's public evaluation script, the Oracle's default metric:
-    :func:`divopt.experiments.answers.token_f1` with ``style="dfrag"`` (``\\w+`` tokens of the
+    :func:`divopt_rag.experiments.answers.token_f1` with ``style="dfrag"`` (``\\w+`` tokens of the
     lower-cased text, multiset overlap) against the FIRST gold answer, as that script scores it.
     (LongBench's own metric is ``token_f1(prediction, answers)``: SQuAD tokens, max over golds.)"""
     if not answers:
@@ -371,7 +371,7 @@ class DFRAG:
 
     @classmethod
     def from_chat(cls, chat: OpenAIChat, **options: Any) -> "DFRAG":
-        """Planner, Evaluator and generator (:class:`~divopt.experiments.generation.Generator` with
+        """Planner, Evaluator and generator (:class:`~divopt_rag.experiments.generation.Generator` with
         the ``"dfrag"`` prompt template) on one chat endpoint."""
         options.setdefault("generator", Generator(chat, template="dfrag"))
         return cls(Planner(chat), StepEvaluator(chat), **options)

@@ -1,8 +1,8 @@
 """The generation step of a RAG pipeline: a question and its retrieved passages in, an answer out.
 
-A :class:`Generator` renders a prompt template (:mod:`divopt.experiments.prompts`: the seed
+A :class:`Generator` renders a prompt template (:mod:`divopt_rag.experiments.prompts`: the seed
 papers' templates as data) and asks the shared OpenAI-compatible client
-(:class:`divopt.experiments.llm.OpenAIChat`) for the answer, so every call inherits its reply
+(:class:`divopt_rag.experiments.llm.OpenAIChat`) for the answer, so every call inherits its reply
 cache (SQLite, keyed by the request), retries and errors::
 
     gen = Generator(template="rgb")                    # client from DIVOPT_LLM_BASE_URL / _MODEL
@@ -10,7 +10,7 @@ cache (SQLite, keyed by the request), retries and errors::
     answers = gen.generate_batch(questions, passages_per_question)   # progress bar, order kept
 
 Without an endpoint, building a Generator raises
-:class:`~divopt.experiments.llm.LLMNotConfigured` naming the variables to set; nothing else
+:class:`~divopt_rag.experiments.llm.LLMNotConfigured` naming the variables to set; nothing else
 in divopt needs one, so recipes without generation run offline.
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from divopt.experiments.llm import OpenAIChat
-from divopt.experiments.prompts import PromptTemplate, get_template
-from divopt.models.validation import check_scalar
+from divopt_rag.experiments.llm import OpenAIChat
+from divopt_rag.experiments.prompts import PromptTemplate, get_template
+from divopt_rag.models.validation import check_scalar
 
 __all__ = ["Generator", "generate", "generate_batch"]
 
@@ -33,7 +33,7 @@ class Generator:
 
     client : an :class:`OpenAIChat`; default :meth:`OpenAIChat.from_env` (raises
         :class:`LLMNotConfigured` when no endpoint is configured).
-    template : a name in :data:`divopt.experiments.prompts.TEMPLATES` or a
+    template : a name in :data:`divopt_rag.experiments.prompts.TEMPLATES` or a
         :class:`PromptTemplate` (default ``"neutral"``, divopt's short-answer prompt).
     max_tokens : answer budget; default the template's.
     Callable: ``gen(question, passages, extra_context=None)`` is :meth:`generate`, the

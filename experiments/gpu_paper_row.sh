@@ -9,12 +9,12 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-$here/experiments/results/latency_gpu}"
-if ! python -c "import divopt.solvers" 2>/dev/null; then
-  # divopt not installed here: a namespace package over the repository's folders
+if ! python -c "import divopt_rag.solvers" 2>/dev/null; then
+  # divopt-rag not installed here: a namespace package over the repository's folders
   shim="$(mktemp -d)"
-  mkdir -p "$shim/divopt"
-  for d in models solvers robust experiments data integrations; do ln -s "$here/$d" "$shim/divopt/$d"; done
+  mkdir -p "$shim/divopt_rag"
+  for d in models solvers robust experiments data integrations; do ln -s "$here/$d" "$shim/divopt_rag/$d"; done
   export PYTHONPATH="$shim${PYTHONPATH:+:$PYTHONPATH}"
 fi
-python -m divopt.experiments.bench_latency --device cuda --dtype float16 --n 2000000 --d 1024 --k 100 \
+python -m divopt_rag.experiments.bench_latency --device cuda --dtype float16 --n 2000000 --d 1024 --k 100 \
   --theta 0.3,0.5,0.7,0.9 --methods fw,fw_ws_ms,mmr,mmr_lazy,dpp --repeats 5 --langchain "" --out "$out"

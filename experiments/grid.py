@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from divopt.data import DataFormatError, parse_spec, stable_hash
-from divopt.experiments import harness
-from divopt.models.validation import check_scalar, check_theta
+from divopt_rag.data import DataFormatError, parse_spec, stable_hash
+from divopt_rag.experiments import harness
+from divopt_rag.models.validation import check_scalar, check_theta
 
 __all__ = [
     "ConfigError",
@@ -189,7 +189,7 @@ def _parse_config(path: Path, text: str) -> Any:
 def _dataset_spec(spec: str) -> dict[str, Any]:
     """A dataset given as a string, "NAME" or "NAME:ARG" (``beir:PATH``), as a loader mapping.
     A name no loader has registered yet (a plugin's, imported when the sweep is planned) stays
-    whole, and :func:`divopt.data.load` names it then."""
+    whole, and :func:`divopt_rag.data.load` names it then."""
     try:
         return parse_spec(spec)
     except ValueError:
@@ -208,7 +208,7 @@ class SweepConfig:
     seed : base seed; each run's seed is :func:`derive_seed` (seed, run key).
     plugins : modules imported in the driver and in every worker before runs (to register
         extra selectors or robust models).
-    evaluator : optional evaluator spec (see :mod:`divopt.experiments.evaluator`) whose score of
+    evaluator : optional evaluator spec (see :mod:`divopt_rag.experiments.evaluator`) whose score of
         each selection is stored in the ``eval_score`` column.
     """
 
@@ -283,7 +283,7 @@ class SweepConfig:
 
     @property
     def sweep_id(self) -> str:
-        """The run id (:func:`divopt.experiments.harness.run_id`) of everything that determines
+        """The run id (:func:`divopt_rag.experiments.harness.run_id`) of everything that determines
         the rows (the ``sweep_id`` column)."""
         return harness.run_id(self.to_dict())
 

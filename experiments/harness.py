@@ -2,15 +2,15 @@
 
 * **Quality against an exact solve** (:func:`gap_record`, :func:`best_known`,
   :func:`quality_summary`): the one definition of the normalized gap and of an exact hit, used
-  by ``divopt certify``, ``divopt bench quality``, the plots and the notebooks. The rule:
+  by ``divopt-rag certify``, ``divopt-rag bench quality``, the plots and the notebooks. The rule:
 
   - the reference value is the best feasible value known, ``optimum = max(exact incumbent,
     every method's value)`` (:func:`best_known`). It is a lower bound on OPT; a MIP solver's
     "optimal" is proven only within its relative gap, so a fast method may beat its incumbent
     by a hair, and OPT is then at least that method's value;
   - when the exact solve is **proven** optimal, ``gap = (optimum - f) / (k (k-1))``
-    (:func:`divopt.models.ccbqp.normalized_gap`), ``gap_kind = "exact"`` and
-    ``exact_hit = gap <= tol`` (:func:`divopt.models.ccbqp.exact_hit`);
+    (:func:`divopt_rag.models.ccbqp.normalized_gap`), ``gap_kind = "exact"`` and
+    ``exact_hit = gap <= tol`` (:func:`divopt_rag.models.ccbqp.exact_hit`);
   - when it is **not** proven (time limit), the gap is measured against the solver's proven
     upper bound, ``gap = (bound - f) / (k (k-1))``, and labelled ``gap_kind = "upper_bound"``:
     an upper bound on the true gap, never called exact. ``exact_hit`` is then True only when
@@ -33,9 +33,9 @@
   any work starts.
 * **Run ids** (:func:`run_id`): a hash of the configuration, so the same configuration gives the
   same id (and a resumed run finds its checkpoints); hashes come from
-  :func:`divopt.data.stable_hash` (sha256 of the canonical JSON).
+  :func:`divopt_rag.data.stable_hash` (sha256 of the canonical JSON).
 * **Query instances** (:func:`query_instance`): query ``i`` of an
-  :class:`~divopt.data.EmbeddedDataset` as a :class:`~divopt.models.Instance` over its pool.
+  :class:`~divopt_rag.data.EmbeddedDataset` as a :class:`~divopt_rag.models.Instance` over its pool.
 """
 from __future__ import annotations
 
@@ -65,9 +65,9 @@ try:
 except ImportError:  # pragma: no cover - Windows: the harness imports, output_lock refuses
     fcntl = None
 
-from divopt.data import EmbeddedDataset, stable_hash
-from divopt.models import Instance
-from divopt.models.ccbqp import EXACT_HIT_TOL, exact_hit, normalized_gap, objective_scale
+from divopt_rag.data import EmbeddedDataset, stable_hash
+from divopt_rag.models import Instance
+from divopt_rag.models.ccbqp import EXACT_HIT_TOL, exact_hit, normalized_gap, objective_scale
 
 __all__ = [
     "best_known",
@@ -107,7 +107,7 @@ def gap_record(value: float | None, *, optimum: float, bound: float | None, prov
 
     optimum : best feasible value known (:func:`best_known`); bound : proven upper bound on OPT
     (None: none known); proven : whether the exact solve proved optimality; tol : normalized gap
-    still counted as a hit (default :data:`divopt.models.ccbqp.EXACT_HIT_TOL`). A missing value
+    still counted as a hit (default :data:`divopt_rag.models.ccbqp.EXACT_HIT_TOL`). A missing value
     (a failed method) gives NaN gaps, an empty kind and an unknown hit.
     """
     if value is None or math.isnan(float(value)):

@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from divopt.models.validation import check_nonnegative, check_scalar
+from divopt_rag.models.validation import check_nonnegative, check_scalar
 
 __all__ = ["LLMError", "LLMNotConfigured", "OpenAIChat", "parse_number", "ENV_PREFIX"]
 

@@ -1,7 +1,7 @@
 """Methods of an experiment: resolve a name, inspect its parameters, run it on an Instance.
 
-A method is a fast selector of :data:`divopt.solvers.METHODS`, a robust model of
-:data:`divopt.robust.ROBUST_MODELS` (a record function ``(instance, **parameters) -> dict`` with
+A method is a fast selector of :data:`divopt_rag.solvers.METHODS`, a robust model of
+:data:`divopt_rag.robust.ROBUST_MODELS` (a record function ``(instance, **parameters) -> dict`` with
 the selected ``indices``), or anything added with :func:`register_method` (plugin modules do
 this on import). :func:`run_method` runs any of them and returns the same fields, so every
 method's rows compare on one scale (the CCBQP objective of the selection).
@@ -15,11 +15,11 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
-from divopt.experiments.grid import INSTANCE_PARAMS
-from divopt.models import Instance, ccbqp_objective
-from divopt.models.validation import check_indices
-from divopt.robust import ROBUST_MODELS
-from divopt.solvers import METHODS, select
+from divopt_rag.experiments.grid import INSTANCE_PARAMS
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.models.validation import check_indices
+from divopt_rag.robust import ROBUST_MODELS
+from divopt_rag.solvers import METHODS, select
 
 __all__ = [
     "register_method",

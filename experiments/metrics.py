@@ -2,13 +2,13 @@
 
 Every function takes plain inputs (embeddings, relevance, the selected row indices or passage
 ids, qrels or subtopic labels) and returns a float; :func:`selection_metrics` returns every
-metric that applies to an :class:`~divopt.models.Instance` and a selection as one flat dict, the
+metric that applies to an :class:`~divopt_rag.models.Instance` and a selection as one flat dict, the
 shape one row of a tidy results table wants.
 
 Conventions
 -----------
 * A selection is ranked in the order given (pick order for greedy methods, decreasing relevance
-  for set-valued methods, see :class:`divopt.solvers.Selection`).
+  for set-valued methods, see :class:`divopt_rag.solvers.Selection`).
 * qrels for one query: a mapping ``passage id -> graded relevance`` (int, 0 = not relevant).
   Recall@k and NDCG@k are computed by ir-measures (pytrec_eval backend), not by hand; a query
   without any relevant passage gives NaN (the metric is undefined, pytrec_eval would say 0).
@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt.models import Instance, ccbqp_objective
-from divopt.models.ccbqp import mean_pairwise_cosine
-from divopt.models.kernels import gather_rows, matvec
-from divopt.models.validation import check_embeddings, check_indices, check_nonnegative, check_scalar, check_vector
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.models.ccbqp import mean_pairwise_cosine
+from divopt_rag.models.kernels import gather_rows, matvec
+from divopt_rag.models.validation import check_embeddings, check_indices, check_nonnegative, check_scalar, check_vector
 
 __all__ = [
     "ir_scores",
@@ -127,7 +127,7 @@ def _rows(E: Any, indices: Any) -> torch.Tensor:
 
 def ils(E: Any, indices: Any) -> float:
     """Intra-list similarity: mean w_ij = e_i^T e_j over the m(m-1)/2 unordered pairs of the
-    selection (:func:`divopt.models.ccbqp.mean_pairwise_cosine` on the unit rows); NaN if m < 2."""
+    selection (:func:`divopt_rag.models.ccbqp.mean_pairwise_cosine` on the unit rows); NaN if m < 2."""
     return mean_pairwise_cosine(_rows(E, indices), normalize=False)
 
 

@@ -4,17 +4,17 @@
   diversity metric (default ILAD), one curve per method over theta (means over queries), with
   the non-dominated points of all methods joined;
 * :func:`plot_latency` — latency against k per method, one panel per (n, d) pool, from the
-  ``divopt bench latency`` CSV/JSON (columns method, n, d, k, theta, seconds, ...);
+  ``divopt-rag bench latency`` CSV/JSON (columns method, n, d, k, theta, seconds, ...);
 * :func:`plot_gaps` — distributions of normalized optimality gaps per method, one panel per
-  theta, from ``divopt certify`` (upper-bound gaps of unproven solves are drawn hollow);
+  theta, from ``divopt-rag certify`` (upper-bound gaps of unproven solves are drawn hollow);
 * :func:`plot_certified` — full-scale certificates: certified fraction per theta and the bound
-  gap of the rest, from ``divopt certify --full-scale`` (``*_fullscale.parquet``);
+  gap of the rest, from ``divopt-rag certify --full-scale`` (``*_fullscale.parquet``);
 * :func:`plot_param_effect` — robust metrics against rho_vec / sparsity_penalty (or any grid
-  column) per method, from ``divopt sweep``.
+  column) per method, from ``divopt-rag sweep``.
 
 Each function returns ``(figure, data)`` where ``data`` is the tidy table actually drawn, so
 what a figure shows can be checked. :func:`save_figure` writes ``<name>.png`` and ``<name>.svg``.
-``divopt plot KIND --input FILE --out DIR`` is the command-line entry point.
+``divopt-rag plot KIND --input FILE --out DIR`` is the command-line entry point.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from divopt.experiments import harness
+from divopt_rag.experiments import harness
 
 # Figures are built with the object-oriented API (no pyplot): saving renders through Agg and no
 # global backend or figure registry is touched, so plotting works headless, in threads and in
@@ -201,7 +201,7 @@ def plot_gaps(df: pd.DataFrame, gap: str = "gap"):
 
     Points whose gap is only an upper bound (exact solve not proven: ``gap_kind == "upper_bound"``)
     are drawn hollow, proven gaps filled. The returned table is
-    :func:`divopt.experiments.harness.quality_summary` per (theta, method).
+    :func:`divopt_rag.experiments.harness.quality_summary` per (theta, method).
     """
     df = _ok_rows(df)
     _need(df, ["method", "theta", gap], "the gap plot")

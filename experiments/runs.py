@@ -1,4 +1,4 @@
-"""One run of a sweep: a :class:`~divopt.experiments.grid.RunSpec` on an embedded dataset, as
+"""One run of a sweep: a :class:`~divopt_rag.experiments.grid.RunSpec` on an embedded dataset, as
 one tidy row (parameters, the method's fields, every metric, the evaluator's score).
 
 A failed run is a row too (``status == "error"`` with the message), so it is visible in the
@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt.data import EmbeddedDataset
-from divopt.experiments import harness
-from divopt.experiments.evaluator import QueryContext
-from divopt.experiments.grid import RunSpec
-from divopt.experiments.methods import run_method
-from divopt.experiments.metrics import selection_metrics
-from divopt.models import Instance
+from divopt_rag.data import EmbeddedDataset
+from divopt_rag.experiments import harness
+from divopt_rag.experiments.evaluator import QueryContext
+from divopt_rag.experiments.grid import RunSpec
+from divopt_rag.experiments.methods import run_method
+from divopt_rag.experiments.metrics import selection_metrics
+from divopt_rag.models import Instance
 
 __all__ = ["query_context", "execute_run"]
 
@@ -42,7 +42,7 @@ def _query_instance(data: EmbeddedDataset, query_index: int, pool: int | None) -
 
 def query_context(data: EmbeddedDataset, query_index: int, pool: int | None = None, k: int = 1,
                   theta: float = 1.0) -> QueryContext:
-    """The :class:`~divopt.experiments.evaluator.QueryContext` of one query (pool, labels, texts)."""
+    """The :class:`~divopt_rag.experiments.evaluator.QueryContext` of one query (pool, labels, texts)."""
     base, rows = _query_instance(data, query_index, pool)
     qid = data.query_ids[query_index]
     return QueryContext(

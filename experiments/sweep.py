@@ -1,12 +1,12 @@
-"""``divopt sweep``: a resumable parameter sweep on a local process pool or on Ray.
+"""``divopt-rag sweep``: a resumable parameter sweep on a local process pool or on Ray.
 
-A sweep runs every (query, method, parameters) of a :class:`~divopt.experiments.grid.SweepConfig`
+A sweep runs every (query, method, parameters) of a :class:`~divopt_rag.experiments.grid.SweepConfig`
 and writes ONE tidy parquet row per run. How it survives being killed:
 
 * every run has a deterministic key, sha256(dataset, query, method, canonical parameters)
-  (:func:`divopt.experiments.grid.run_key`), and a seed derived from (base seed, key);
+  (:func:`divopt_rag.experiments.grid.run_key`), and a seed derived from (base seed, key);
 * each finished run is written by the driver to ``OUT/parts/<key>.parquet`` (or
-  ``<key>.error.parquet`` when the method raised) by :func:`divopt.experiments.harness.write_parquet`
+  ``<key>.error.parquet`` when the method raised) by :func:`divopt_rag.experiments.harness.write_parquet`
   (a hidden temporary name in the same folder, fsync'ed, then ``os.replace``'d), so a part file
   is either complete or absent;
 * a restart with the same command lists ``OUT/parts``, skips every key already there and runs
@@ -17,29 +17,29 @@ A kill therefore loses at most the runs in flight, never a written row, and neve
 Runs that share an output folder (what the most trusted runners do: one writer per folder,
 nothing silently replaced):
 
-* a sweep holds the folder's lock (:func:`divopt.experiments.harness.output_lock`) while it
+* a sweep holds the folder's lock (:func:`divopt_rag.experiments.harness.output_lock`) while it
   runs: a second sweep on the same folder stops at once with an error naming the first (its pid,
   host, start time and command); the OS drops the lock when the holder dies, however it dies;
 * temporary files are private to their writer, and a restart deletes only those whose writer is
-  provably gone (:func:`divopt.experiments.harness.remove_stale_temporaries`);
+  provably gone (:func:`divopt_rag.experiments.harness.remove_stale_temporaries`);
 * a folder remembers its sweep (``OUT/config.json``). A different configuration there is refused
   with the differences listed, unless ``new_grid=True`` (``--new-grid``): the previous
   ``config.json`` and ``results.parquet`` are then kept beside as ``config.<sweep_id>.json`` and
   ``results.<sweep_id>.parquet``, and the finished runs both grids share are reused. Settings
   that change a run's row without changing its key (``seed``, ``evaluator``, ``plugins``) can
   never share a folder: reusing a part would give a silently wrong row;
-* the local pool's workers die with the driver (:mod:`divopt.experiments.backends`).
+* the local pool's workers die with the driver (:mod:`divopt_rag.experiments.backends`).
 
 Every parameter name is checked before any work: a grid or method parameter that no chosen
 method takes is an error listing the names they do take (a typo never becomes a silent no-op).
 
 The module map of a sweep: this module plans it (:func:`plan`: plugins, dataset, grid), runs it
-(:func:`run_sweep`) and keeps its part files; the dataset comes from :func:`divopt.data.load`
+(:func:`run_sweep`) and keeps its part files; the dataset comes from :func:`divopt_rag.data.load`
 with the cache under ``OUT/data/<dataset key>/`` (embeddings computed once, memory-mapped by the
-workers, reused by a restart); methods are resolved and run by :mod:`divopt.experiments.methods`
-(selectors, robust models, :func:`~divopt.experiments.methods.register_method` extras); one run
-becomes one row in :mod:`divopt.experiments.runs`; :mod:`divopt.experiments.backends` executes
-the runs (in process, local process pool, Ray); :mod:`divopt.experiments.sweep_cli` is the
+workers, reused by a restart); methods are resolved and run by :mod:`divopt_rag.experiments.methods`
+(selectors, robust models, :func:`~divopt_rag.experiments.methods.register_method` extras); one run
+becomes one row in :mod:`divopt_rag.experiments.runs`; :mod:`divopt_rag.experiments.backends` executes
+the runs (in process, local process pool, Ray); :mod:`divopt_rag.experiments.sweep_cli` is the
 command line.
 """
 from __future__ import annotations
@@ -58,15 +58,15 @@ import pandas as pd
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
-from divopt.data import EmbeddedDataset
-from divopt.data import load as load_dataset
-from divopt.experiments import harness
-from divopt.experiments.backends import import_plugins, run_inline, run_local, run_ray
-from divopt.experiments.evaluator import make_evaluator
-from divopt.experiments.grid import RunSpec, SweepConfig, chunked, expand_grid
-from divopt.experiments.grid import INSTANCE_PARAMS
-from divopt.experiments.methods import accepted_parameters, method_accepts, required_parameters, resolve_method
-from divopt.models.validation import check_scalar
+from divopt_rag.data import EmbeddedDataset
+from divopt_rag.data import load as load_dataset
+from divopt_rag.experiments import harness
+from divopt_rag.experiments.backends import import_plugins, run_inline, run_local, run_ray
+from divopt_rag.experiments.evaluator import make_evaluator
+from divopt_rag.experiments.grid import RunSpec, SweepConfig, chunked, expand_grid
+from divopt_rag.experiments.grid import INSTANCE_PARAMS
+from divopt_rag.experiments.methods import accepted_parameters, method_accepts, required_parameters, resolve_method
+from divopt_rag.models.validation import check_scalar
 
 __all__ = [
     "SweepResult",
@@ -266,7 +266,7 @@ def check_folder(out_dir: str | Path, config: SweepConfig, new_grid: bool = Fals
         old = json.loads(path.read_text())
         old_id = str(old["sweep_id"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a divopt sweep config ({exc}); use another output folder") from None
+        raise ValueError(f"{path}: not a divopt-rag sweep config ({exc}); use another output folder") from None
     if old_id == config.sweep_id:
         return None
     old_cfg = {k: old.get(k) for k in SweepConfig._KEYS}
@@ -325,7 +325,7 @@ def run_sweep(
     new_grid : accept a configuration different from the one ``out_dir`` holds, keeping the
         previous files beside (:func:`check_folder`); otherwise that is a ValueError.
 
-    Raises :class:`~divopt.experiments.harness.OutputLocked` when another run holds the folder.
+    Raises :class:`~divopt_rag.experiments.harness.OutputLocked` when another run holds the folder.
     """
     if backend not in ("local", "ray"):
         raise ValueError(f"unknown backend {backend!r}; expected 'local' or 'ray'")

@@ -1,12 +1,12 @@
-"""``divopt sweep`` on the command line: flags (or a config file they override) to a
-:class:`~divopt.experiments.grid.SweepConfig`, then :func:`divopt.experiments.sweep.run_sweep`,
+"""``divopt-rag sweep`` on the command line: flags (or a config file they override) to a
+:class:`~divopt_rag.experiments.grid.SweepConfig`, then :func:`divopt_rag.experiments.sweep.run_sweep`,
 a summary per (method, theta) and, with ``--adaptive-metric``, the per-query Oracle / gated
-theta table of :mod:`divopt.experiments.adaptive`.
+theta table of :mod:`divopt_rag.experiments.adaptive`.
 
 Exit codes: 0 when every run of the grid succeeded; 1 when some runs failed (the end of the
 output counts them and prints the most frequent reasons; every reason is in the ``error``
 column of the table); 2 for bad input (one line on stderr, mapped by
-:mod:`divopt.experiments.cli`), e.g. a parameter no method takes, an empty dataset, a config
+:mod:`divopt_rag.experiments.cli`), e.g. a parameter no method takes, an empty dataset, a config
 file that does not parse (its name and line), or a folder that holds another sweep or is in
 use by one.
 """
@@ -19,11 +19,11 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from divopt.experiments import harness
-from divopt.experiments.adaptive import adaptive_report
-from divopt.experiments.evaluator import make_evaluator
-from divopt.experiments.grid import SweepConfig, parse_value
-from divopt.experiments.sweep import check_folder, check_parameters, consolidate, error_summary, plan, run_sweep
+from divopt_rag.experiments import harness
+from divopt_rag.experiments.adaptive import adaptive_report
+from divopt_rag.experiments.evaluator import make_evaluator
+from divopt_rag.experiments.grid import SweepConfig, parse_value
+from divopt_rag.experiments.sweep import check_folder, check_parameters, consolidate, error_summary, plan, run_sweep
 
 __all__ = ["add_arguments", "config_from_args", "summarize", "main"]
 
@@ -165,7 +165,7 @@ def _report_errors(table: pd.DataFrame, n_runs: int) -> int:
     if not n_failed:
         return 0
     what = "every run" if n_failed == n_runs else f"{n_failed} of {n_runs} runs"
-    print(f"divopt sweep: {what} failed (status 'error'; --retry-errors runs them again). Most frequent reasons:",
+    print(f"divopt-rag sweep: {what} failed (status 'error'; --retry-errors runs them again). Most frequent reasons:",
           file=sys.stderr)
     for text, count in reasons:
         print(f"  {count} x {text}", file=sys.stderr)

@@ -1,12 +1,12 @@
-"""divopt.integrations: adapters that put divopt's selectors into RAG stacks.
+"""divopt_rag.integrations: adapters that put divopt's selectors into RAG stacks.
 
-* :mod:`divopt.integrations.langchain`: ``DivoptRetriever`` (a LangChain retriever over any
-  vector store) and a drop-in ``maximal_marginal_relevance`` (``pip install "divopt[langchain]"``).
-* :mod:`divopt.integrations.llamaindex`: ``DivoptPostprocessor`` (a LlamaIndex node
-  postprocessor; ``pip install "divopt[llamaindex]"``).
+* :mod:`divopt_rag.integrations.langchain`: ``DivoptRetriever`` (a LangChain retriever over any
+  vector store) and a drop-in ``maximal_marginal_relevance`` (``pip install "divopt-rag[langchain]"``).
+* :mod:`divopt_rag.integrations.llamaindex`: ``DivoptPostprocessor`` (a LlamaIndex node
+  postprocessor; ``pip install "divopt-rag[llamaindex]"``).
 
 Both fetch candidates with their vectors and call :func:`select_candidates`, which runs any
-method of :data:`divopt.solvers.METHODS`. The stack-specific modules are imported on demand so
+method of :data:`divopt_rag.solvers.METHODS`. The stack-specific modules are imported on demand so
 this package needs neither stack.
 """
 from .candidates import Picks, check_method_params, select_candidates

@@ -7,8 +7,8 @@ into a divopt problem and runs any fast selector on it:
     rows and query rescaled to unit norm, relevance c = E q (cosine similarity),
     maximize  f(x) = theta (k-1) c^T x + (1-theta)(k - ||E^T x||^2)  over  sum(x) = k
 
-(the CCBQP objective, :func:`divopt.models.ccbqp_objective`; each method optimizes or
-approximates it in its own way, see :data:`divopt.solvers.METHODS`). ``theta`` is LangChain's
+(the CCBQP objective, :func:`divopt_rag.models.ccbqp_objective`; each method optimizes or
+approximates it in its own way, see :data:`divopt_rag.solvers.METHODS`). ``theta`` is LangChain's
 ``lambda_mult``: 1 is pure relevance, 0 pure diversity.
 
 Vectors are normalized here, whatever the store's metric, so inner-product, cosine and L2
@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from divopt.models import Instance
-from divopt.models.validation import check_choice, check_scalar, check_theta
-from divopt.solvers import DEFAULT_METHOD, METHODS, get_selector, select
+from divopt_rag.models import Instance
+from divopt_rag.models.validation import check_choice, check_scalar, check_theta
+from divopt_rag.solvers import DEFAULT_METHOD, METHODS, get_selector, select
 
 __all__ = ["Picks", "select_candidates", "check_method_params", "ORDERS"]
 
@@ -38,7 +38,7 @@ class Picks:
     """The chosen candidates of one query.
 
     indices : int64 array, rows of the candidate matrix in the requested order: "selection"
-        is the order :func:`divopt.solvers.select` returns (greedy methods: pick order; set
+        is the order :func:`divopt_rag.solvers.select` returns (greedy methods: pick order; set
         methods such as ``fw``: the solver's order, which carries no meaning), "relevance"
         sorts the chosen set by decreasing cosine to the query (ties: selection order).
     relevance : float64 array (n,), cosine similarity of every candidate to the query.
@@ -84,9 +84,9 @@ def select_candidates(
     embeddings : (n, d) array-like, one candidate per row, any nonzero norms; n may be 0.
     k : number to choose (fewer when there are fewer candidates, as in LangChain).
     theta : relevance-diversity trade-off in [0, 1], 1 = pure relevance.
-    method : any name in :data:`divopt.solvers.METHODS` (default: ``DEFAULT_METHOD``).
+    method : any name in :data:`divopt_rag.solvers.METHODS` (default: ``DEFAULT_METHOD``).
     order : "selection" (as ``select`` returns them) or "relevance" (decreasing cosine).
-    **params : the method's own parameters, passed to :func:`divopt.solvers.select`.
+    **params : the method's own parameters, passed to :func:`divopt_rag.solvers.select`.
 
     Raises
     ------

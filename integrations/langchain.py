@@ -1,6 +1,6 @@
 """LangChain adapters: a retriever over any vector store, and a drop-in for LangChain's MMR.
 
-Needs ``langchain-core`` (``pip install "divopt[langchain]"``).
+Needs ``langchain-core`` (``pip install "divopt-rag[langchain]"``).
 
 Retriever
 ---------
@@ -47,8 +47,8 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from pydantic import ConfigDict, Field, model_validator
 
-from divopt.models.validation import check_theta
-from divopt.solvers import DEFAULT_METHOD
+from divopt_rag.models.validation import check_theta
+from divopt_rag.solvers import DEFAULT_METHOD
 
 from .candidates import Picks, check_method_params, select_candidates
 
@@ -124,7 +124,7 @@ class DivoptRetriever(BaseRetriever):
     embedding : the model that embeds the query (default: ``vectorstore.embeddings``).
     k : documents returned; fewer when fewer candidates exist.
     fetch_k : candidates fetched per query (>= k).
-    method : any name in :data:`divopt.solvers.METHODS` (default ``DEFAULT_METHOD``).
+    method : any name in :data:`divopt_rag.solvers.METHODS` (default ``DEFAULT_METHOD``).
     theta : relevance-diversity trade-off in [0, 1] (LangChain's ``lambda_mult``; 1 = relevance).
     method_params : the method's own parameters (checked when the retriever is built).
     search_kwargs : passed to the store's search (e.g. ``filter``).

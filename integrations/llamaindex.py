@@ -1,6 +1,6 @@
 """LlamaIndex adapter: a node postprocessor that keeps the ``top_n`` nodes a divopt method picks.
 
-Needs ``llama-index-core`` (``pip install "divopt[llamaindex]"``).
+Needs ``llama-index-core`` (``pip install "divopt-rag[llamaindex]"``).
 
 Use it after a retriever that fetches more nodes than you keep::
 
@@ -37,8 +37,8 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 
-from divopt.models.validation import check_theta
-from divopt.solvers import DEFAULT_METHOD
+from divopt_rag.models.validation import check_theta
+from divopt_rag.solvers import DEFAULT_METHOD
 
 from .candidates import check_method_params, select_candidates
 
@@ -54,7 +54,7 @@ class DivoptPostprocessor(BaseNodePostprocessor):
     ----------
     top_n : nodes kept (fewer when fewer come in).
     theta : relevance-diversity trade-off in [0, 1], 1 = pure relevance.
-    method : any name in :data:`divopt.solvers.METHODS` (default ``DEFAULT_METHOD``).
+    method : any name in :data:`divopt_rag.solvers.METHODS` (default ``DEFAULT_METHOD``).
     method_params : the method's own parameters (checked when the postprocessor is built).
     embed_model : embeds the query and nodes without vectors (default ``Settings.embed_model``,
         used only when something must be embedded).

@@ -1,9 +1,9 @@
-"""divopt.models: problem definitions (Instance, the CCBQP math, validation, Pyomo model builders)
+"""divopt_rag.models: problem definitions (Instance, the CCBQP math, validation, Pyomo model builders)
 and the model runner ``runner.solve(model) -> Result``.
 
-The Pyomo builders (``mip_*``) and the runner load on first use (``from divopt.models.runner import
-solve`` or the attribute ``divopt.models.runner``): they need Pyomo, the fast selectors do not, so
-``import divopt.solvers`` works on a machine without Pyomo (e.g. a GPU box with torch only).
+The Pyomo builders (``mip_*``) and the runner load on first use (``from divopt_rag.models.runner import
+solve`` or the attribute ``divopt_rag.models.runner``): they need Pyomo, the fast selectors do not, so
+``import divopt_rag.solvers`` works on a machine without Pyomo (e.g. a GPU box with torch only).
 """
 import importlib
 

@@ -37,7 +37,7 @@ Problem (DESIGN.md). Choose a k-set S of the n unit rows e_i of E, relevance c (
 Device and dtype follow the inputs (PyTorch functional style); values that decide picks or
 certificates (objective, relaxed objective) are returned in float64. Tensors passed to the
 low-level functions are not validated (solvers call them in their inner loops); the functions
-taking an :class:`~divopt.models.Instance` validate user-facing arguments.
+taking an :class:`~divopt_rag.models.Instance` validate user-facing arguments.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ CCBQP on binary x with sum(x) = k, c = relevance, W = E E^T (pairwise cosines):
     f(x) = theta (k-1) c^T x + (1-theta) (x^T x - ||E^T x||^2)
          = theta (k-1) c^T x + (1-theta) ( sum_i (1 - W_ii) x_i - 2 sum_{i<j} W_ij x_i x_j )
 (the second line uses x_i^2 = x_i; W_ii = 1 for unit rows, kept exact in float64), which is
-what :func:`divopt.models.ccbqp_objective` evaluates.
+what :func:`divopt_rag.models.ccbqp_objective` evaluates.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ FORMULATIONS = ("miqp", "miqp_lowrank", "milp")
 
 def _check_instance(inst: Instance) -> Instance:
     if not isinstance(inst, Instance):
-        raise TypeError(f"instance must be a divopt.models.Instance, got {type(inst).__name__}")
+        raise TypeError(f"instance must be a divopt_rag.models.Instance, got {type(inst).__name__}")
     return inst
 
 
@@ -120,7 +120,7 @@ def build_ccbqp_milp(inst: Instance, rlt: bool = True) -> BuiltModel:
     and (``rlt=True``) the RLT equalities sum_{j != i} y_ij = (k-1) x_i.
 
     With the RLT equalities the lower McCormick inequality is implied on binary x (see
-    :func:`divopt.models.mip_common.add_pair_products`) and is dropped, which keeps the model at
+    :func:`divopt_rag.models.mip_common.add_pair_products`) and is dropped, which keeps the model at
     n(n-1)/2 continuous variables, n(n-1) + n + 1 constraints. Exact on binary x either way.
     """
     inst = _check_instance(inst)

@@ -1,4 +1,4 @@
-"""Shared pieces of the Pyomo mixed-integer builders (``divopt.models.mip_*``).
+"""Shared pieces of the Pyomo mixed-integer builders (``divopt_rag.models.mip_*``).
 
 Every builder returns a :class:`BuiltModel`, the pair ``(model, info)``:
 
@@ -8,7 +8,7 @@ Every builder returns a :class:`BuiltModel`, the pair ``(model, info)``:
   the selection variable, the message to report if the solver proves it infeasible, e.g.
   "no k-set has average pairwise cosine <= rho_div", and builder-specific values).
 
-Builders never call a solver and attach nothing to the model: :func:`divopt.models.runner.solve`
+Builders never call a solver and attach nothing to the model: :func:`divopt_rag.models.runner.solve`
 takes the pair (``solve(build_topk(s, k))``, or ``solve(model, info=info)``).
 """
 from __future__ import annotations

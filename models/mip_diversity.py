@@ -13,7 +13,7 @@ average pairwise cosine of the selected set, sum_{i<j in S} w_ij / C(|S|, 2), is
 rho_div (sets of size <= 1 satisfy it trivially). The RLT equalities are valid because the
 cardinality is fixed (multiply sum x = k by x_i, use x_i^2 = x_i) and tighten the LP bound.
 If no k-set meets the cap the model is infeasible; the model's info then carries a message
-saying so (reported by :func:`divopt.models.runner.solve`). An optional token budget adds sum len_i x_i <= B.
+saying so (reported by :func:`divopt_rag.models.runner.solve`). An optional token budget adds sum len_i x_i <= B.
 """
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def build_knapsack(scores: Any, lengths: Any, budget: float, k: int | None = Non
     scores : (n,) relevance (array, tensor or Instance); lengths : (n,) token counts >= 0;
     budget : the context budget B >= 0 in the same unit.
     Infeasible only with a fixed k whose k shortest passages exceed the budget; the model's
-    info then carries a message saying so (reported by :func:`divopt.models.runner.solve`).
+    info then carries a message saying so (reported by :func:`divopt_rag.models.runner.solve`).
     """
     s = as_scores(scores, "scores")
     n = s.size

@@ -1,6 +1,6 @@
 """The CCBQP as a convex MIQP in its quadratic convex reformulation (QCR), for Gurobi and SCIP.
 
-On binary x with sum(x) = k the CCBQP objective equals (:func:`divopt.models.qcr.exact_qcr`)
+On binary x with sum(x) = k the CCBQP objective equals (:func:`divopt_rag.models.qcr.exact_qcr`)
 
     f(x) = const + lin^T x - x^T H x,    H positive semidefinite on all of R^n,
 
@@ -11,7 +11,7 @@ Shor SDP bound instead of the far weaker bound of the plain (uniformly shifted) 
 "gram" form: x^T H x as n(n+1)/2 products (Gurobi); "factored": H = F F^T, v = F^T x and
 ||v||^2 (SCIP's outer approximation handles squares of few linear forms better).
 n binaries and 1 constraint (+ r continuous v and r constraints factored), like
-:func:`divopt.models.mip_ccbqp.build_ccbqp_miqp`.
+:func:`divopt_rag.models.mip_ccbqp.build_ccbqp_miqp`.
 """
 from __future__ import annotations
 
@@ -36,13 +36,13 @@ QCR_FORMULATIONS = {"qcr": "gram", "qcr_lowrank": "factored"}
 def build_ccbqp_qcr(inst: Instance, form: str = "gram", qcr: QCRBound | None = None, **sdp_options) -> BuiltModel:
     """max const + lin^T x - x^T H x  s.t.  sum(x) = k, x binary (module docstring).
 
-    qcr : an exact (Shor) :class:`~divopt.models.qcr.QCRBound` of ``inst``; by default the Shor SDP
-        is solved here (cvxpy + SCS, ``sdp_options`` passed to :func:`~divopt.models.qcr.qcr_sdp`).
-    Returns a :class:`~divopt.models.mip_common.BuiltModel`; its info's details hold
+    qcr : an exact (Shor) :class:`~divopt_rag.models.qcr.QCRBound` of ``inst``; by default the Shor SDP
+        is solved here (cvxpy + SCS, ``sdp_options`` passed to :func:`~divopt_rag.models.qcr.qcr_sdp`).
+    Returns a :class:`~divopt_rag.models.mip_common.BuiltModel`; its info's details hold
     "qcr_seconds" (SDP time) and "qcr_bound" (the SDP bound).
     """
     if not isinstance(inst, Instance):
-        raise TypeError(f"instance must be a divopt.models.Instance, got {type(inst).__name__}")
+        raise TypeError(f"instance must be a divopt_rag.models.Instance, got {type(inst).__name__}")
     check_choice(form, "form", QCR_FORMS)
     problem = CardinalityQP.from_instance(inst)
     if qcr is None:

@@ -137,7 +137,7 @@ class CardinalityQP(_QuadraticForm):
     def from_instance(cls, inst: Instance) -> "CardinalityQP":
         """The CCBQP: const (1-theta) k, linear theta (k-1) c, quad (1-theta) E E^T, m = k."""
         if not isinstance(inst, Instance):
-            raise TypeError(f"inst must be a divopt.models.Instance, got {type(inst).__name__}")
+            raise TypeError(f"inst must be a divopt_rag.models.Instance, got {type(inst).__name__}")
         th, k = inst.theta, inst.k
         c = inst.relevance.detach().double().cpu().numpy()
         return cls((1.0 - th) * k, th * (k - 1) * c, (1.0 - th) * as_gram(inst), k)

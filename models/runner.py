@@ -1,7 +1,7 @@
 """The model runner: any divopt Pyomo model -> :class:`Result` (Gurobi, SCIP or HiGHS).
 
-A model is data: a ``divopt.models.mip_*`` or ``divopt.robust.models`` builder returns it with
-its :class:`~divopt.models.mip_common.ModelInfo` (a :class:`~divopt.models.mip_common.BuiltModel`
+A model is data: a ``divopt_rag.models.mip_*`` or ``divopt_rag.robust.models`` builder returns it with
+its :class:`~divopt_rag.models.mip_common.ModelInfo` (a :class:`~divopt_rag.models.mip_common.BuiltModel`
 pair), or it is any ConcreteModel with a binary ``model.x`` indexed by ``range(n)`` and an
 objective ``model.obj``, always maximized. :func:`solve` takes it, with the options of one
 :class:`SolveConfig`, and returns a :class:`Result`: status, incumbent, objective, bound, gap,
@@ -543,8 +543,8 @@ def solve(
 ) -> Result:
     """Solve a divopt Pyomo model (binary ``model.x``, objective ``model.obj``, maximized).
 
-    model : a builder's :class:`~divopt.models.mip_common.BuiltModel` (model and info), or a
-        ConcreteModel (then ``info`` may give its :class:`~divopt.models.mip_common.ModelInfo`).
+    model : a builder's :class:`~divopt_rag.models.mip_common.BuiltModel` (model and info), or a
+        ConcreteModel (then ``info`` may give its :class:`~divopt_rag.models.mip_common.ModelInfo`).
 
     solver : "auto" (first of gurobi -> scip -> highs that is installed and takes the measured
         model: HiGHS only for linear models, Gurobi only within its license limits), or a name

@@ -1,15 +1,15 @@
-"""divopt.robust: uncertainty sets, worst-case oracles, robust counterparts, cutting planes.
+"""divopt_rag.robust: uncertainty sets, worst-case oracles, robust counterparts, cutting planes.
 
-* :mod:`~divopt.robust.sets`: l1 / l2 / linf balls and the k-sparse polyhedral set (with
+* :mod:`~divopt_rag.robust.sets`: l1 / l2 / linf balls and the k-sparse polyhedral set (with
   protected coordinates) on document embeddings;
-* :mod:`~divopt.robust.relevance`: worst-case relevance, the report's cosine by default (exact
+* :mod:`~divopt_rag.robust.relevance`: worst-case relevance, the report's cosine by default (exact
   for the l2 ball, sound bounds otherwise) or the inner product (exact: dual norms / top-K of |q|);
-* :mod:`~divopt.robust.oracles`: sound worst-case bounds on pairwise (inner-product or cosine)
+* :mod:`~divopt_rag.robust.oracles`: sound worst-case bounds on pairwise (inner-product or cosine)
   similarity (re-exports the relevance oracle);
-* :mod:`~divopt.robust.models`: Pyomo builders of the robust sparsity-penalty model (compact
+* :mod:`~divopt_rag.robust.models`: Pyomo builders of the robust sparsity-penalty model (compact
   MILPs; LP-dual form of the budgeted set; the cutting-plane master);
-* :mod:`~divopt.robust.cutting_planes`: scenario generation for the k-sparse set, with a log;
-* :mod:`~divopt.robust.records`: sweep-ready record functions and :data:`ROBUST_MODELS`.
+* :mod:`~divopt_rag.robust.cutting_planes`: scenario generation for the k-sparse set, with a log;
+* :mod:`~divopt_rag.robust.records`: sweep-ready record functions and :data:`ROBUST_MODELS`.
 """
 from .cutting_planes import CuttingPlaneResult, cutting_plane_ksparse
 from .models import (

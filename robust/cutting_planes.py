@@ -1,12 +1,12 @@
 """Cutting planes for the k-sparse robust model (scenario generation).
 
-Robust problem (see :mod:`divopt.robust.models`), s_i(delta_i) document i's relevance under
+Robust problem (see :mod:`divopt_rag.robust.models`), s_i(delta_i) document i's relevance under
 perturbation delta_i (the report's cosine by default, or q^T (mu_i + delta_i))::
 
     max_x  min_{delta in U_1 x ... x U_n}  sum_i (s_i(delta_i) - lambda) x_i
     s.t.   robust diversity constraint, sum x <= max_size, x binary.
 
-Master over the scenarios delta^(1..L) found so far (:func:`~divopt.robust.models.build_ksparse_master_model`)::
+Master over the scenarios delta^(1..L) found so far (:func:`~divopt_rag.robust.models.build_ksparse_master_model`)::
 
     max t  s.t.  t <= sum_i (s_i(delta_i^(l)) - lambda) x_i,  l = 1..L,  (constraints on x).
 
@@ -15,7 +15,7 @@ bound on the robust optimum, and it only decreases as scenarios are added.
 
 Separation: for the master solution x*, the most violated scenario minimizes
 sum_i s_i(delta_i) x*_i; it separates over the selected documents, each taking the oracle's
-attack delta_i (:func:`divopt.robust.relevance.worst_case_relevance`). For the inner product it
+attack delta_i (:func:`divopt_rag.robust.relevance.worst_case_relevance`). For the inner product it
 is the exact minimizer -argmax_{delta in U_i} q^T delta (rho_vec * -sign(q_j) on the
 attack_budget largest free |q_j|, protected coordinates untouched) and the value of x* is
 v(x*) = sum_{i in S} (s_i - h_i(q) - lambda). For the cosine the attack scores s_i(delta_i) >=
@@ -27,7 +27,7 @@ cut excludes (x*, t*), unless every selected document already has its attack's c
 scenario can tighten the master, and the remaining gap is the cosine oracle's (bound vs attack):
 the loop stops with status "oracle_gap" (incumbent, bound and gap reported; never for "inner").
 
-Two masters (:func:`~divopt.robust.models.build_ksparse_master_model`):
+Two masters (:func:`~divopt_rag.robust.models.build_ksparse_master_model`):
 
 * ``cut_type="multi"`` (default): one epigraph variable t_i per document and one cut per
   (document, scenario), valid because U = U_1 x ... x U_n is a product set. A document's cut
@@ -57,9 +57,9 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from divopt.models import Instance
-from divopt.models.runner import solve
-from divopt.models.validation import check_choice, check_nonnegative, check_scalar
+from divopt_rag.models import Instance
+from divopt_rag.models.runner import solve
+from divopt_rag.models.validation import check_choice, check_nonnegative, check_scalar
 
 from .models import add_scenario_cut, build_ksparse_master_model
 from .oracles import pool_arrays, worst_case_relevance
@@ -80,7 +80,7 @@ class CuttingPlaneResult:
     objective : its robust (worst-case) value sum_{i in S} (r_i - sparsity_penalty) (exact for
         the inner product; with the cosine r_i is the oracle's sound lower bound).
     bound : the best upper bound proven on the robust optimum (min over masters of their bound).
-    gap : (bound - objective) / max(|objective|, 1e-10) (the convention of divopt.models.runner),
+    gap : (bound - objective) / max(|objective|, 1e-10) (the convention of divopt_rag.models.runner),
         ``abs_gap`` = bound - objective.
     status : "optimal" (violation <= tol and the last master proven optimal), "time_limit",
         "iteration_limit", "oracle_gap" (no new scenario left, the gap is the cosine oracle's
@@ -139,7 +139,7 @@ def cutting_plane_ksparse(
 ) -> CuttingPlaneResult:
     """Solve the k-sparse robust model by scenario generation (module docstring).
 
-    Parameters as in :func:`divopt.robust.models.build_ksparse_master_model`; ``tol`` is the
+    Parameters as in :func:`divopt_rag.robust.models.build_ksparse_master_model`; ``tol`` is the
     violation t* - v(x*) below which the loop stops; ``time_limit`` covers the whole loop
     (each master gets the time left); ``cut_support`` is "selected" or "pool"; ``cut_type``
     is "multi" (per-document cuts) or "single" (one aggregated cut per scenario);

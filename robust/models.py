@@ -21,12 +21,12 @@ surrogate"). For unit rows and a unit query both equal q^T mu_i at rho_vec = 0.
 ``similarity="cosine"`` (default, DESIGN.md: rho_div caps the average pairwise cosine; the
 perturbed embeddings are renormalized) or ``"inner"`` (raw inner products mu~_i^T mu~_j).
 Objective: the minimum separates over documents, so it equals ``sum_i (r_i - lambda) x_i``
-with r_i the worst-case relevance of document i (:mod:`divopt.robust.relevance`): for the
+with r_i the worst-case relevance of document i (:mod:`divopt_rag.robust.relevance`): for the
 inner product r_i = s_i - h_i(q) (exact); for the cosine r_i is exact for the l2 ball (and a
 nonnegative l1 worst case) and a sound lower bound otherwise, so the model's objective never
 overstates the robust value of a selection (a safe approximation, like the diversity row).
 Constraint: the adversary's problem (a bilinear maximization) is replaced by the SOUND pairwise
-bounds B_ij >= sup similarity(mu~_i, mu~_j) of :func:`~divopt.robust.oracles.similarity_upper_bounds`;
+bounds B_ij >= sup similarity(mu~_i, mu~_j) of :func:`~divopt_rag.robust.oracles.similarity_upper_bounds`;
 ``sum_{i<j} (B_ij - rho_div) y_ij <= 0`` implies the robust constraint (mean of sups >= sup of
 mean), so every x this model accepts is robustly feasible (a safe approximation, exact when the
 pairwise bounds are attained simultaneously). With rho_vec = 0 it is the nominal model.
@@ -37,10 +37,10 @@ pairs with a_ij < 0 get ``y_ij <= x_i, y_ij <= x_j`` (again a_ij y_ij >= a_ij x_
 and pairs with a_ij = 0 are dropped. Hence ``sum a_ij x_i x_j <= sum a_ij y_ij <= 0`` for every
 feasible (x, y), and y = x x^T is feasible whenever x is: the projection on x is exact.
 
-Builders return a :class:`~divopt.models.mip_common.BuiltModel`: a ConcreteModel with binary
+Builders return a :class:`~divopt_rag.models.mip_common.BuiltModel`: a ConcreteModel with binary
 ``model.x`` (indexed by range(n)) and a maximized ``model.obj``, and its :class:`RobustModelInfo`
 (the scores, shifts and bounds used, plain numpy, for records and cuts). They never call a
-solver; solve with :func:`divopt.models.runner.solve`.
+solver; solve with :func:`divopt_rag.models.runner.solve`.
 """
 from __future__ import annotations
 
@@ -51,10 +51,10 @@ import numpy as np
 import pyomo.environ as pe
 from pyomo.core.util import quicksum
 
-from divopt.models import Instance
-from divopt.models.mip_common import BuiltModel, ModelInfo
-from divopt.models.mip_diversity import check_rho_div
-from divopt.models.validation import check_choice, check_k, check_nonnegative
+from divopt_rag.models import Instance
+from divopt_rag.models.mip_common import BuiltModel, ModelInfo
+from divopt_rag.models.mip_diversity import check_rho_div
+from divopt_rag.models.validation import check_choice, check_k, check_nonnegative
 
 from .oracles import QUERY_SIMILARITIES, SIMILARITIES, pool_arrays, similarity_upper_bounds, worst_case_relevance
 from .sets import KSparse, NormBall, UncertaintySet
@@ -74,7 +74,7 @@ __all__ = [
 def _check_common(inst: Instance, sparsity_penalty: Any, rho_div: Any, similarity: str, max_size: Any,
                   query_similarity: str = "cosine"):
     if not isinstance(inst, Instance):
-        raise TypeError(f"instance must be a divopt.models.Instance, got {type(inst).__name__}")
+        raise TypeError(f"instance must be a divopt_rag.models.Instance, got {type(inst).__name__}")
     lam = check_nonnegative(sparsity_penalty, "sparsity_penalty")
     rd = check_rho_div(rho_div)
     check_choice(similarity, "similarity", SIMILARITIES)
@@ -108,7 +108,7 @@ def _selection_model(name: str, n: int, B: np.ndarray, rho_div: float, max_size:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class RobustModelInfo(ModelInfo):
-    """:class:`~divopt.models.mip_common.ModelInfo` of a robust builder, with the data it used.
+    """:class:`~divopt_rag.models.mip_common.ModelInfo` of a robust builder, with the data it used.
 
     scores : nominal relevance s_i (cosine or q^T mu_i); shift : worst-case relevance loss
     s_i - r_i per document (h_i(q) for the inner product); bounds : the sound pairwise

@@ -1,9 +1,9 @@
 """Worst-case oracles: relevance of each document and a sound bound on pairwise similarity.
 
 Notation: mu_i is row i of E (unit norm), q the query, s_i = q^T mu_i the nominal relevance,
-U_i the uncertainty set of document i (:mod:`divopt.robust.sets`), h_i its support function.
+U_i the uncertainty set of document i (:mod:`divopt_rag.robust.sets`), h_i its support function.
 
-Worst-case relevance lives in :mod:`divopt.robust.relevance` (re-exported here): the report's
+Worst-case relevance lives in :mod:`divopt_rag.robust.relevance` (re-exported here): the report's
 cosine q^T mu~_i / (||q|| ||mu~_i||) by default (exact for the l2 ball, a sound lower bound for
 the l1, l_inf and k-sparse sets, each derived there), or the inner product q^T mu~_i, whose
 worst case ``s_i - h_i(q)`` is exact (``s_i - rho_vec ||q||_{p*}`` for an l_p ball,
@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from divopt.models import Instance
-from divopt.models.ccbqp import mean_pairwise, mean_pairwise_cosine
-from divopt.models.validation import check_choice, check_indices
+from divopt_rag.models import Instance
+from divopt_rag.models.ccbqp import mean_pairwise, mean_pairwise_cosine
+from divopt_rag.models.validation import check_choice, check_indices
 
 from .relevance import QUERY_SIMILARITIES, WorstCaseRelevance, check_set, pool_arrays, worst_case_relevance
 from .sets import UncertaintySet

@@ -1,7 +1,7 @@
 """Sweep-ready robust models: ``(instance, **parameters) -> dict`` (one tidy record per run).
 
 :data:`ROBUST_MODELS` maps a model name to its record function; the sweep runner
-(``divopt sweep``) looks it up as ``divopt.robust.ROBUST_MODELS`` and passes each function only
+(``divopt-rag sweep``) looks it up as ``divopt_rag.robust.ROBUST_MODELS`` and passes each function only
 the grid parameters its signature names (so ``attack_budget`` multiplies k-sparse runs only).
 
 Every function
@@ -11,9 +11,9 @@ Every function
    pair variables, so a restriction is a modeling choice for speed, not an exact reduction), and
    lets the sparsity penalty size the set ("rather than fixing k a priori"): ``max_size=None``
    (default) is no cap, ``"k"`` caps at the instance's k, an int at that size;
-2. builds the robust model (:mod:`divopt.robust.models`) with the report's cosine relevance
+2. builds the robust model (:mod:`divopt_rag.robust.models`) with the report's cosine relevance
    (``query_similarity="cosine"``, default) or divopt's inner product (``"inner"``) and solves it
-   with :func:`divopt.models.runner.solve` (or runs the cutting plane);
+   with :func:`divopt_rag.models.runner.solve` (or runs the cutting plane);
 3. returns a flat record: the parameters, ``status`` / ``proven_optimal``, ``objective`` (the
    model's worst-case objective sum_{i in S}(r_i - sparsity_penalty), r_i the oracle's
    worst-case relevance), ``bound``, ``gap``, ``seconds``, ``indices`` (rows of the given
@@ -29,9 +29,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from divopt.models import Instance, ccbqp_objective
-from divopt.models.runner import DEFAULT_TIME_LIMIT, solve
-from divopt.models.validation import check_k
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.models.runner import DEFAULT_TIME_LIMIT, solve
+from divopt_rag.models.validation import check_k
 
 from .cutting_planes import cutting_plane_ksparse
 from .models import build_ksparse_lpdual_model, build_robust_model
@@ -57,7 +57,7 @@ DEFAULT_MAX_SIZE = None  # the sparsity penalty sizes the set; "k" or an int cap
 
 def _candidates(inst: Instance, candidates: int | None) -> tuple[Instance, np.ndarray]:
     if not isinstance(inst, Instance):
-        raise TypeError(f"instance must be a divopt.models.Instance, got {type(inst).__name__}")
+        raise TypeError(f"instance must be a divopt_rag.models.Instance, got {type(inst).__name__}")
     if candidates is None or candidates >= inst.n:
         return inst, np.arange(inst.n, dtype=np.int64)
     check_k(candidates, inst.n, "candidates")
@@ -188,7 +188,7 @@ def _norm_record(p: Any, name: str):
                   f"with r_i the worst-case cosine to the query (the report's; "
                   f"{'exact' if p == 2 else 'a sound lower bound'}) or, with query_similarity='inner', "
                   f"s_i - rho_vec ||q||_*; sound worst-case average similarity <= rho_div (compact MILP, "
-                  f":func:`divopt.robust.models.build_robust_model`).")
+                  f":func:`divopt_rag.robust.models.build_robust_model`).")
     return fn
 
 
@@ -218,7 +218,7 @@ def robust_ksparse_lpdual(instance: Instance, *, rho_vec: float, attack_budget: 
                           candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
                           time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
     """k-sparse robust model, compact LP-dual (Bertsimas-Sim) reformulation of the budgeted set
-    (:func:`divopt.robust.models.build_ksparse_lpdual_model`). The LP dual exists for the linear
+    (:func:`divopt_rag.robust.models.build_ksparse_lpdual_model`). The LP dual exists for the linear
     score q^T mu~_i only, so this record's relevance is the inner product (query_similarity="inner",
     the report's dot-product surrogate); same optimum as robust_ksparse with query_similarity="inner"."""
     return _solve_compact("robust_ksparse_lpdual", build_ksparse_lpdual_model, instance,
@@ -235,7 +235,7 @@ def robust_ksparse_cp(instance: Instance, *, rho_vec: float, attack_budget: int,
                       time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None,
                       tol: float = 1e-6, max_iter: int = 200, cut_support: str = "selected",
                       cut_type: str = "multi") -> dict:
-    """k-sparse robust model by cutting planes (:func:`divopt.robust.cutting_planes.cutting_plane_ksparse`);
+    """k-sparse robust model by cutting planes (:func:`divopt_rag.robust.cutting_planes.cutting_plane_ksparse`);
     ``time_limit`` covers the whole loop. Adds ``iterations`` and ``cuts``."""
     t0 = time.perf_counter()
     sub, rows = _candidates(instance, candidates)

@@ -1,7 +1,7 @@
 """Worst-case relevance of each document: the report's cosine (default) or divopt's inner product.
 
 Notation: mu_i is row i of E (m_i = ||mu_i||_2), q the query, q^ = q / ||q||, x = mu_i + delta
-the perturbed embedding, delta in U_i (:mod:`divopt.robust.sets`, symmetric, independent per
+the perturbed embedding, delta in U_i (:mod:`divopt_rag.robust.sets`, symmetric, independent per
 document), h_i its support function, R_i = sup ||delta||_2 its l2 radius, c_i = q^T mu_i / ||q||
 and phi_i = arccos(c_i / m_i) the angle between q and mu_i.
 
@@ -68,8 +68,8 @@ from typing import Any
 
 import numpy as np
 
-from divopt.models import Instance
-from divopt.models.validation import check_choice
+from divopt_rag.models import Instance
+from divopt_rag.models.validation import check_choice
 
 from .sets import KSparse, NormBall, UncertaintySet
 
@@ -94,7 +94,7 @@ def pool_arrays(inst: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     user-supplied relevance alone is refused.
     """
     if not isinstance(inst, Instance):
-        raise TypeError(f"instance must be a divopt.models.Instance, got {type(inst).__name__}")
+        raise TypeError(f"instance must be a divopt_rag.models.Instance, got {type(inst).__name__}")
     if inst.q is None:
         raise ValueError(
             "robust models need the query vector q (scores are s_i = q^T mu_i); "

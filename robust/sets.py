@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from divopt.models.validation import check_nonnegative, check_scalar
+from divopt_rag.models.validation import check_nonnegative, check_scalar
 
 __all__ = ["NormBall", "KSparse", "UncertaintySet", "protect_top", "make_set"]
 

@@ -1,10 +1,10 @@
-"""divopt.solvers: Frank-Wolfe, greedy baselines, local search, the exact CCBQP.
+"""divopt_rag.solvers: Frank-Wolfe, greedy baselines, local search, the exact CCBQP.
 
 ``select(instance, method, **params)`` runs any fast selector named in ``METHODS``;
 ``solve_exact(instance, solver=...)`` solves the CCBQP exactly through the model runner
-(:mod:`divopt.models.runner`, whose ``Result``, ``solve`` and ``available_solvers`` are
+(:mod:`divopt_rag.models.runner`, whose ``Result``, ``solve`` and ``available_solvers`` are
 re-exported here). Those exact-solver names load on first use (they need Pyomo; the fast
-selectors do not), so ``import divopt.solvers`` works on a machine with torch only.
+selectors do not), so ``import divopt_rag.solvers`` works on a machine with torch only.
 """
 import importlib
 
@@ -19,7 +19,7 @@ _EXACT = ("Result", "available_solvers", "solve", "solve_exact")
 
 
 def __getattr__(name: str):
-    # PEP 562: ``from divopt.solvers import solve_exact`` imports the exact module (and Pyomo) then
+    # PEP 562: ``from divopt_rag.solvers import solve_exact`` imports the exact module (and Pyomo) then
     if name in _EXACT:
         return getattr(importlib.import_module(".exact", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,7 @@ gradients of all active problems come from ONE matrix-matrix product
 
 instead of B matrix-vector products: E is read once per iteration for the whole batch. Every
 other step (top-k oracle, gap, line search, update of v) is the per-column version of
-:func:`divopt.solvers.frank_wolfe.fw_relaxation`, and a column that stops at a fractional point
+:func:`divopt_rag.solvers.frank_wolfe.fw_relaxation`, and a column that stops at a fractional point
 is rounded with :func:`round_pairwise` and resumes, exactly as the "fw_topk" selector does; so each
 column follows the single run's iterates and ends at the same k-set (up to floating-point
 summation order inside the GEMM).
@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt.models import Instance
-from divopt.models.ccbqp import ccbqp_objective, curvature, line_search, linear_term
-from divopt.models.kernels import matmul
-from divopt.models.validation import check_nonnegative, check_theta
+from divopt_rag.models import Instance
+from divopt_rag.models.ccbqp import ccbqp_objective, curvature, line_search, linear_term
+from divopt_rag.models.kernels import matmul
+from divopt_rag.models.validation import check_nonnegative, check_theta
 
 from .frank_wolfe import fw_tolerance, round_pairwise, working_set_size
 
@@ -88,7 +88,7 @@ def fw_batched(
 
     Rows are problems (X is B x n, V is B x d), so the top-k oracle runs along contiguous rows;
     the scalars of the FW step (g^T x, ||x||^2, c^T x) are kept per problem in closed form,
-    exactly as :func:`divopt.solvers.frank_wolfe.fw_relaxation` does (re-synchronized every 32
+    exactly as :func:`divopt_rag.solvers.frank_wolfe.fw_relaxation` does (re-synchronized every 32
     iterations), so each row follows that function's iterates.
     """
     E, k, n = inst.E, inst.k, inst.n

@@ -1,18 +1,18 @@
 """Certified upper bounds on the CCBQP optimum, at any pool size.
 
-CCBQP (:mod:`divopt.models.ccbqp`): f(S) = sum_{i in S} l_i + (1-theta)(k - ||sum_{i in S} e_i||^2),
+CCBQP (:mod:`divopt_rag.models.ccbqp`): f(S) = sum_{i in S} l_i + (1-theta)(k - ||sum_{i in S} e_i||^2),
 l = theta (k-1) c the linear term, OPT = max over k-sets S.
 
 * Concave bound (:func:`concave_bound`): with relax_penalty = 0 the relaxation
-  f_0(x) = l^T x + (1-theta)(k - ||E^T x||^2) (:func:`divopt.models.ccbqp.relaxed_objective`)
+  f_0(x) = l^T x + (1-theta)(k - ||E^T x||^2) (:func:`divopt_rag.models.ccbqp.relaxed_objective`)
   is concave on {0 <= x <= 1, sum x = k} and equals f on binary points, so for every FW iterate
   x_t with FW gap g_t = max_s grad^T (s - x_t), OPT <= max f_0 <= f_0(x_t) + g_t (concavity: the
   linearization at x_t lies above f_0). The minimum over iterates is reported.
 * Item bound (:func:`item_bound`): f(S) = sum_{i in S} (l_i - (1-theta) sum_{m in S - i} w_im)
   <= the sum of the k largest of l_i - (1-theta) L_i, with L_i a lower bound on the sum of the
   k-1 smallest cosines of i to other items of the pool
-  (:func:`divopt.solvers.screening.pool_cosine_bounds`: exact, or geometric from anchors).
-* Pair bound: :func:`divopt.solvers.screening.pair_bounds` (exact cosines), used by the
+  (:func:`divopt_rag.solvers.screening.pool_cosine_bounds`: exact, or geometric from anchors).
+* Pair bound: :func:`divopt_rag.solvers.screening.pair_bounds` (exact cosines), used by the
   full-scale certificate next to these two.
 
 Every bound holds on any sub-pool that contains every optimal set (e.g. safe-screening
@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from divopt.models import Instance, objective_scale
-from divopt.models.ccbqp import linear_term
+from divopt_rag.models import Instance, objective_scale
+from divopt_rag.models.ccbqp import linear_term
 
 from .frank_wolfe import fw_relaxation, initial_point
 from .screening import pool_cosine_bounds

@@ -1,7 +1,7 @@
-"""Candidate pools of "fw_ws_ms" (:mod:`divopt.solvers.ws_multistart`): the rows its Gram search sees.
+"""Candidate pools of "fw_ws_ms" (:mod:`divopt_rag.solvers.ws_multistart`): the rows its Gram search sees.
 
 Relevance c ranks the rows for the search where it agrees with the swap score
-b_j = theta (k-1) c_j - 2 (1-theta) u_j (:func:`divopt.models.ccbqp.swap_terms`) at a reference
+b_j = theta (k-1) c_j - 2 (1-theta) u_j (:func:`divopt_rag.models.ccbqp.swap_terms`) at a reference
 set. Before any set is known the reference is "k times the mean row" (the v of the paper's FW
 start x0 = (k/n) 1), estimated on a seeded row sample, without a pass over the pool
 (:func:`mean_row`, :func:`relevance_misleads`); :func:`first_pools` builds each problem's first
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from divopt.models import Instance
-from divopt.models.ccbqp import linear_term, swap_terms
-from divopt.models.kernels import gather_rows
+from divopt_rag.models import Instance
+from divopt_rag.models.ccbqp import linear_term, swap_terms
+from divopt_rag.models.kernels import gather_rows
 
 __all__ = ["mean_row", "relevance_misleads", "first_pools", "pool_around"]
 

@@ -2,15 +2,15 @@
 
 :func:`certify_full_scale` chains
 
-1. safe screening (:func:`divopt.solvers.screening.safe_screen` or ``design_screen``): every
+1. safe screening (:func:`divopt_rag.solvers.screening.safe_screen` or ``design_screen``): every
    optimal k-set lies in the survivors P, so OPT over P is OPT over the full pool;
 2. an incumbent: the best of the fast selectors on P (a lower bound on OPT);
    then screening by the concave relaxation's linearization
-   (:func:`divopt.solvers.relaxation_screening.relaxation_screen`: per-item bounds, O(n d));
-3. incumbent screening and the pair bound (:func:`divopt.solvers.screening.incumbent_screen`);
-4. upper bounds on OPT (:func:`divopt.solvers.bounds.upper_bound`, the pair bound);
-5. an exact solve of P when it is small enough (:func:`divopt.solvers.exact.exact_optimum`):
-   Gurobi when its licence takes P, else divopt's own branch-and-bound (:mod:`divopt.solvers.bnb`),
+   (:func:`divopt_rag.solvers.relaxation_screening.relaxation_screen`: per-item bounds, O(n d));
+3. incumbent screening and the pair bound (:func:`divopt_rag.solvers.screening.incumbent_screen`);
+4. upper bounds on OPT (:func:`divopt_rag.solvers.bounds.upper_bound`, the pair bound);
+5. an exact solve of P when it is small enough (:func:`divopt_rag.solvers.exact.exact_optimum`):
+   Gurobi when its licence takes P, else divopt's own branch-and-bound (:mod:`divopt_rag.solvers.bnb`),
    whose root adds the stronger screening: reduced-cost fixing of items from its convexified
    (QCR/DNN) relaxation, per-item bounds that remove most of a large survivor pool.
 
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from divopt.models import Instance, ccbqp_objective, objective_scale
-from divopt.models.runner import DEFAULT_TIME_LIMIT
-from divopt.models.validation import check_choice
+from divopt_rag.models import Instance, ccbqp_objective, objective_scale
+from divopt_rag.models.runner import DEFAULT_TIME_LIMIT
+from divopt_rag.models.validation import check_choice
 
 from .bounds import upper_bound
 from .exact import exact_optimum
@@ -105,7 +105,7 @@ def certify_full_scale(
     1. safe screening (``rule`` "per_item" or "design") -> survivors P (every optimal set lies in P);
     2. incumbent: the best of the registered ``incumbent_methods`` (and top-k) on P; with
        ``relaxation``, screening by the concave relaxation's per-item bounds against it
-       (:func:`~divopt.solvers.relaxation_screening.relaxation_screen`);
+       (:func:`~divopt_rag.solvers.relaxation_screening.relaxation_screen`);
     3. when |P| <= ``exact_below``: incumbent screening (:func:`incumbent_screen`) shrinks P further
        and gives the pair bound;
     4. upper bound on OPT(P) = OPT: min(concave FW bound, item bound, pair bound) on P;

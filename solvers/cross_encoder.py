@@ -5,7 +5,7 @@ A cross-encoder is any callable ``scorer(pairs) -> scores``: ``pairs`` is a list
 (query, passage) for relevance and (passage_i, passage_j) for passage-passage scores. Anything
 the callable understands may stand for a passage (texts, ids). A sentence-transformers
 ``CrossEncoder`` from a local model directory becomes such a callable with
-``divopt.data.load_cross_encoder(path)`` (raw logits, the scale of the paper's constants).
+``divopt_rag.data.load_cross_encoder(path)`` (raw logits, the scale of the paper's constants).
 
 Precomputed scores may be given instead: ``query_scores`` (n,) for the n items of the instance
 and ``pair_scores`` (n, n) with ``pair_scores[i, j]`` = score(passage_i, passage_j). A precomputed
@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from divopt.models.validation import as_tensor, check_vector
+from divopt_rag.models.validation import as_tensor, check_vector
 
 __all__ = ["Scorer", "pool_query_scores", "pool_pair_scores", "rescale_to_distance", "PAPER_CE_RANGE"]
 
@@ -33,7 +33,7 @@ PAPER_CE_RANGE = (-11.6, 11.4)
 def _missing(method: str, what: str) -> ValueError:
     return ValueError(
         f"{method} needs {what}: pass cross_encoder= (a callable scoring (left, right) pairs, e.g. "
-        f"divopt.data.load_cross_encoder(path)) with query= and passages=, or precomputed "
+        f"divopt_rag.data.load_cross_encoder(path)) with query= and passages=, or precomputed "
         f"{'query_scores= (n,)' if what.startswith('query') else 'pair_scores= (n, n)'}"
     )
 
@@ -42,13 +42,13 @@ def _check_scorer(cross_encoder: Any) -> Scorer:
     if isinstance(cross_encoder, torch.nn.Module) and hasattr(cross_encoder, "predict"):
         raise TypeError(
             "cross_encoder must be a callable scoring a list of pairs; wrap a sentence-transformers "
-            "CrossEncoder with divopt.data.cross_encoder_scorer(model) (raw logits), or load a local "
-            "model directory with divopt.data.load_cross_encoder(path)"
+            "CrossEncoder with divopt_rag.data.cross_encoder_scorer(model) (raw logits), or load a local "
+            "model directory with divopt_rag.data.load_cross_encoder(path)"
         )
     if not callable(cross_encoder):
         raise TypeError(
             "cross_encoder must be a callable scoring a list of (left, right) pairs, got "
-            f"{type(cross_encoder).__name__}; load a local model directory with divopt.data.load_cross_encoder(path)"
+            f"{type(cross_encoder).__name__}; load a local model directory with divopt_rag.data.load_cross_encoder(path)"
         )
     return cross_encoder
 

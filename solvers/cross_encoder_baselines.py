@@ -1,7 +1,7 @@
 """The cross-encoder baselines of the Dartboard paper (Pickett et al. 2024): KNN-CC and MMR-CC.
 
 Both start from the same triage as Dartboard (top-K by KNN cosine, K = 100) and score the pool
-with a cross-encoder (inputs: :mod:`divopt.solvers.cross_encoder`).
+with a cross-encoder (inputs: :mod:`divopt_rag.solvers.cross_encoder`).
 
 * ``knn_cc``: the pool reranked by the cross-encoder score CE(q, t); the k best.
 * ``mmr_cc``: the paper's MMR on cross-encoder distances d = (hi - s)/(hi - lo) (the D-CC
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from divopt.models import Instance
+from divopt_rag.models import Instance
 
 from .cross_encoder import PAPER_CE_RANGE, pool_pair_scores, pool_query_scores, rescale_to_distance
 from .dartboard import knn_triage, triage_size

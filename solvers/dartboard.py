@@ -18,8 +18,8 @@ selectors on embeddings alone:
 * ``dartboard_minmax`` — divopt's earlier "hybrid" (not the paper's): see its docstring.
 
 The cross-encoder variants (``dartboard_hybrid``, ``dartboard_cc``) live in
-:mod:`divopt.solvers.dartboard_ce`, the cross-encoder baselines in
-:mod:`divopt.solvers.cross_encoder_baselines`.
+:mod:`divopt_rag.solvers.dartboard_ce`, the cross-encoder baselines in
+:mod:`divopt_rag.solvers.cross_encoder_baselines`.
 
 Precision: every log-probability, the K x K cosines and the greedy's sums are float64 whatever
 the storage dtype of E (the triaged rows are upcast, O(K d)). In float32 the squared distances
@@ -31,9 +31,9 @@ import math
 
 import torch
 
-from divopt.models import Instance
-from divopt.models.kernels import matvec
-from divopt.models.validation import check_k, check_nonnegative, check_vector
+from divopt_rag.models import Instance
+from divopt_rag.models.kernels import matvec
+from divopt_rag.models.validation import check_k, check_nonnegative, check_vector
 
 from .selection import register
 

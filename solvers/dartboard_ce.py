@@ -1,8 +1,8 @@
 """Dartboard with a cross-encoder (Pickett et al. 2024): the hybrid (D-H) and D-CC variants.
 
 Both triage the top-K passages by KNN cosine to the query (K = 100), as the cosine variant
-does (:func:`divopt.solvers.dartboard.knn_triage`), score the pool with a cross-encoder and run
-the same log-space greedy (:func:`divopt.solvers.dartboard.greedy_dartboard`). They differ in
+does (:func:`divopt_rag.solvers.dartboard.knn_triage`), score the pool with a cross-encoder and run
+the same log-space greedy (:func:`divopt_rag.solvers.dartboard.greedy_dartboard`). They differ in
 the log-probabilities:
 
 * hybrid:  log P(t | q) = s_t / sigma - logsumexp_u (s_u / sigma)   (softmax of the
@@ -13,7 +13,7 @@ the log-probabilities:
            with (lo, hi) = (-11.6, 11.4), the logit range of ms-marco-MiniLM-L-6-v2, and the
            self-pair CE(t, t) kept on the diagonal.
 
-Cross-encoder inputs: see :mod:`divopt.solvers.cross_encoder`. theta is ignored; sigma sets the
+Cross-encoder inputs: see :mod:`divopt_rag.solvers.cross_encoder`. theta is ignored; sigma sets the
 trade-off. All arithmetic after scoring is float64.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from divopt.models import Instance
-from divopt.models.validation import check_nonnegative
+from divopt_rag.models import Instance
+from divopt_rag.models.validation import check_nonnegative
 
 from .cross_encoder import PAPER_CE_RANGE, pool_pair_scores, pool_query_scores, rescale_to_distance
 from .dartboard import PAPER_SIGMA, cosine_distance, greedy_dartboard, knn_triage, log_gaussian, triage_size

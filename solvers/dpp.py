@@ -8,7 +8,7 @@ overflows even when alpha is large. Per step: one GEMV (K_j. = E e_j) plus O(n t
 Cholesky rows; memory k x n floats, no n x n matrix.
 theta = 1 gives alpha = inf, i.e. pure relevance (top-k); theta = 0 gives the plain K-DPP.
 With float32 (or half) storage, near-tied picks are re-decided in float64 from a fresh Cholesky
-of the selected rows (:func:`divopt.solvers.greedy.decide`). Checked against the paper's
+of the selected rows (:func:`divopt_rag.solvers.greedy.decide`). Checked against the paper's
 Algorithm 1 run on L itself in tests/test_paper_baselines.py.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ import math
 
 import torch
 
-from divopt.models import Instance
-from divopt.models.kernels import gather_rows, matvec
-from divopt.models.validation import check_nonnegative
+from divopt_rag.models import Instance
+from divopt_rag.models.kernels import gather_rows, matvec
+from divopt_rag.models.validation import check_nonnegative
 
 from .greedy import decide, exact_relevance, exact_rows
 from .selection import register

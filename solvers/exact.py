@@ -1,13 +1,13 @@
 """Exact CCBQP optima: a MIP solve (:func:`solve_exact`), enumeration (:func:`brute_force`), and
 :func:`exact_optimum`, which picks between them by pool size.
 
-``solve_exact(instance, ...)`` builds the CCBQP model (:mod:`divopt.models.mip_ccbqp`, or its
-quadratic convex reformulation :mod:`divopt.models.mip_qcr`) and runs it through the model
-runner, or runs divopt's own branch-and-bound (:mod:`divopt.solvers.bnb`, ``solver="bnb"``).
+``solve_exact(instance, ...)`` builds the CCBQP model (:mod:`divopt_rag.models.mip_ccbqp`, or its
+quadratic convex reformulation :mod:`divopt_rag.models.mip_qcr`) and runs it through the model
+runner, or runs divopt's own branch-and-bound (:mod:`divopt_rag.solvers.bnb`, ``solver="bnb"``).
 
 The model runner (``solve(model) -> Result``, solver availability, the Gurobi license sizing)
-lives in :mod:`divopt.models.runner`, where both ``divopt.solvers`` and ``divopt.robust`` can
-use it; its names are re-exported here (``from divopt.solvers import Result, solve,
+lives in :mod:`divopt_rag.models.runner`, where both ``divopt_rag.solvers`` and ``divopt_rag.robust`` can
+use it; its names are re-exported here (``from divopt_rag.solvers import Result, solve,
 solve_exact, available_solvers``).
 """
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from divopt.models import Instance, ccbqp_objective
-from divopt.models.ccbqp import gram_objective, linear_term
-from divopt.models.mip_ccbqp import FORMULATIONS, build_ccbqp
-from divopt.models.mip_qcr import QCR_FORMULATIONS, build_ccbqp_qcr
-from divopt.models.runner import (
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.models.ccbqp import gram_objective, linear_term
+from divopt_rag.models.mip_ccbqp import FORMULATIONS, build_ccbqp
+from divopt_rag.models.mip_qcr import QCR_FORMULATIONS, build_ccbqp_qcr
+from divopt_rag.models.runner import (
     ABS_GAP_TOL,
     OPTIMALITY_GAP,
     SOLVERS,
@@ -38,9 +38,9 @@ from divopt.models.runner import (
     solve,
     solver_refusal,
 )
-from divopt.models.validation import check_choice, check_nonnegative
-from divopt.solvers.bnb import branch_and_bound
-from divopt.solvers.selection import K1_RULE, most_relevant
+from divopt_rag.models.validation import check_choice, check_nonnegative
+from divopt_rag.solvers.bnb import branch_and_bound
+from divopt_rag.solvers.selection import K1_RULE, most_relevant
 
 __all__ = [
     "solve_exact",
@@ -77,37 +77,37 @@ def solve_exact(
     threads: int | None = None,
     rlt: bool = True,
 ) -> Result:
-    """Solve the exact CCBQP of ``instance`` (see :mod:`divopt.models.mip_ccbqp`).
+    """Solve the exact CCBQP of ``instance`` (see :mod:`divopt_rag.models.mip_ccbqp`).
 
     formulation : "miqp" (native convex MIQP in the Gram matrix; Gurobi/SCIP), "miqp_lowrank"
         (factored MIQP, v = F^T x with W = F F^T; Gurobi/SCIP), "milp" (McCormick + RLT
         linearization; every solver, the only one HiGHS accepts), "qcr" / "qcr_lowrank" (the
-        Shor-SDP quadratic convex reformulation, :mod:`divopt.models.mip_qcr`; Gurobi/SCIP),
+        Shor-SDP quadratic convex reformulation, :mod:`divopt_rag.models.mip_qcr`; Gurobi/SCIP),
         "qcr_dnn" (divopt's branch-and-bound, which takes only this), or "auto":
         :data:`DEFAULT_FORMULATION` of the solver.
     solver : "gurobi", "scip", "highs", "bnb" (divopt's own branch-and-bound,
-        :mod:`divopt.solvers.bnb`; needs no licence and has no size limit) or "auto". With
+        :mod:`divopt_rag.solvers.bnb`; needs no licence and has no size limit) or "auto". With
         formulation "auto", "auto" is Gurobi when it is installed and its model fits the licence
-        (the runner's licence rule, :func:`divopt.models.runner.solver_refusal`, on the Gram
+        (the runner's licence rule, :func:`divopt_rag.models.runner.solver_refusal`, on the Gram
         MIQP's size: n binaries, one row; MIQP: n <= 200 with the pip licence), else "bnb" (10x+ faster than SCIP and HiGHS on the
         exact benchmark, ``experiments/results/exact/TABLES.md``). With an explicit MIP
         formulation, "auto" is the first installed MIP solver (gurobi -> scip -> highs) that takes
         it. An explicit solver that cannot take the model raises
-        :class:`~divopt.models.runner.SolverRefused` (a ValueError) naming the limit and the
+        :class:`~divopt_rag.models.runner.SolverRefused` (a ValueError) naming the limit and the
         alternatives.
-    time_limit, mip_gap, log_path, threads : the :class:`~divopt.models.runner.SolveConfig`
+    time_limit, mip_gap, log_path, threads : the :class:`~divopt_rag.models.runner.SolveConfig`
         (bnb: ``mip_gap`` default 1e-6; ``log_path`` receives its node log as CSV; one thread).
-    The returned objective is re-evaluated with :func:`divopt.models.ccbqp_objective` on the
+    The returned objective is re-evaluated with :func:`divopt_rag.models.ccbqp_objective` on the
     selected indices (the solver's own value is kept in ``info["solver_objective"]``). For "bnb",
     ``info`` holds "nodes", the node log "log" (DataFrame) and "root_bound".
 
     ``time_limit`` is wall clock for the whole call: building the model counts, and the runner
     gets what is left (``info["wall_seconds"]`` is the whole call; ``seconds`` the runner's).
     k = 1 needs no solver: every item scores 0, and the answer is the most relevant item
-    (:func:`divopt.solvers.selection.most_relevant`, the rule every selector follows).
+    (:func:`divopt_rag.solvers.selection.most_relevant`, the rule every selector follows).
     """
     if not isinstance(instance, Instance):
-        raise TypeError(f"instance must be a divopt.models.Instance, got {type(instance).__name__}")
+        raise TypeError(f"instance must be a divopt_rag.models.Instance, got {type(instance).__name__}")
     check_choice(formulation, "formulation", ("auto",) + FORMULATIONS + tuple(QCR_FORMULATIONS) + ("qcr_dnn",))
     check_choice(solver, "solver", ("auto",) + EXACT_SOLVERS)
     if (solver == "bnb" and formulation not in ("auto", "qcr_dnn")) or (
@@ -178,7 +178,7 @@ def solve_exact(
 
 
 def _gram_refusal(solver: str, instance: Instance, formulation: str) -> str | None:
-    """The runner's licence rule (:func:`~divopt.models.runner.solver_refusal`) on the size of the
+    """The runner's licence rule (:func:`~divopt_rag.models.runner.solver_refusal`) on the size of the
     Gram-form MIQPs ("miqp", "qcr": n binaries, one row, quadratic when theta < 1), judged before
     building them; other formulations are measured by the runner once built."""
     if formulation not in ("miqp", "qcr"):
@@ -237,7 +237,7 @@ def _solve_bnb(instance: Instance, config: SolveConfig, *, warm_start: Any, star
 def brute_force(inst: Instance, max_sets: int = 3_000_000, return_all: bool = False, atol: float = 1e-9):
     """Exact CCBQP optimum by enumerating every k-subset (vectorized, float64).
 
-    Each chunk of sets is scored by :func:`divopt.models.ccbqp.gram_objective` on the formed
+    Each chunk of sets is scored by :func:`divopt_rag.models.ccbqp.gram_objective` on the formed
     Gram matrix. Returns (indices, objective) of one optimal set; with ``return_all`` also the
     list of all optimal sets (objective within ``atol`` of the optimum). Refuses more than
     ``max_sets`` sets.
@@ -302,7 +302,7 @@ def exact_optimum(inst: Instance, solver: str = "auto", time_limit: float | None
 
 def _k1_result(inst: Instance, solver: str) -> Result:
     """The exact answer at k = 1: f({i}) = (1-theta)(1 - ||e_i||^2) is 0 for every unit row, so
-    every item is optimal and the tie rule (:func:`~divopt.solvers.selection.most_relevant`)
+    every item is optimal and the tie rule (:func:`~divopt_rag.solvers.selection.most_relevant`)
     picks. ``objective`` is f of that item (0 up to the rows' float rounding), ``bound`` the same
     (in the model every item ties at 0); ``info["max_item_objective"]`` keeps max_i f({i}) as
     computed, the rounding spread."""

@@ -1,6 +1,6 @@
 """Frank-Wolfe for the relaxed CCBQP (the fast path of divopt).
 
-Relaxation and its terms: :mod:`divopt.models.ccbqp` (``relaxed_objective``,
+Relaxation and its terms: :mod:`divopt_rag.models.ccbqp` (``relaxed_objective``,
 ``relaxed_gradient``, ``line_search``, ``curvature``), maximized over {0 <= x <= 1, sum x = k}:
     f_lambda(x) = l^T x + (1-theta)(k + lambda (||x||^2 - k) - ||E^T x||^2),   l = theta (k-1) c
     grad        = l + 2 (1-theta)(lambda x - E v),     v = E^T x kept up to date
@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt.models import Instance
-from divopt.models.ccbqp import curvature, line_search, linear_term, objective_scale, relaxed_gradient, relaxed_objective
-from divopt.models.kernels import gather_rows, gather_sum, rmatvec
-from divopt.models.validation import check_choice, check_nonnegative, check_scalar, check_vector
+from divopt_rag.models import Instance
+from divopt_rag.models.ccbqp import curvature, line_search, linear_term, objective_scale, relaxed_gradient, relaxed_objective
+from divopt_rag.models.kernels import gather_rows, gather_sum, rmatvec
+from divopt_rag.models.validation import check_choice, check_nonnegative, check_scalar, check_vector
 
 from .selection import register
 
@@ -242,7 +242,7 @@ def fw_paper(
 
     Start from x0 = (k/n) 1 (``init="uniform"``), run at most ``max_iter`` = 200 Frank-Wolfe
     iterations on the relaxation f_lambda (lambda = ``relax_penalty`` = 2, tight) with the top-k
-    linear oracle and the exact line search of :mod:`divopt.models.ccbqp` (stop early when the FW
+    linear oracle and the exact line search of :mod:`divopt_rag.models.ccbqp` (stop early when the FW
     gap is <= ``tol``, default a normalized gap of 1e-6), and return the top-k of x.
     No rounding step, no restart, no working set: that is divopt's ``fw_topk`` / ``fw_ws``.
     The k items are ordered by decreasing x, ties by decreasing relevance.

@@ -3,7 +3,7 @@
 For a pool of p rows (p a few hundred: the candidate pool of "fw_ms" / "fw_ws_ms", or a whole
 small pool) the Gram matrix G = E E^T (p x p, float64) turns every swap gain into a few array
 operations. With u = G[:, S].sum(1) the 1-swap gains are those of
-:func:`divopt.models.ccbqp.swap_terms` with the true squared norms G_ii:
+:func:`divopt_rag.models.ccbqp.swap_terms` with the true squared norms G_ii:
 
     Delta(i, j) = f(S - i + j) - f(S) = b_j + a_i + 2 (1-theta) G_ij,      i in S, j not in S.
 
@@ -14,7 +14,7 @@ Every search runs on many sets at once, each tagged with its problem: the gains 
 problem searched alone or inside a batch ends at the same sets. Provided:
 
 * :meth:`ls_batch`  best-improvement 1-swap local search;
-* :meth:`fw`        Frank-Wolfe on the relaxation (the E-form of :mod:`divopt.solvers.frank_wolfe`
+* :meth:`fw`        Frank-Wolfe on the relaxation (the E-form of :mod:`divopt_rag.solvers.frank_wolfe`
                     with E v = G x) from many starting points, one batched product per iteration;
 * :meth:`greedy`    the greedy on f itself;
 * :meth:`ils` (sequential, the form "fw_ms" uses) and :meth:`ils_batched` (rounds of several
@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt.models.ccbqp import curvature, gram_objective, line_search, linear_term, swap_terms
-from divopt.models.kernels import gather_rows
+from divopt_rag.models.ccbqp import curvature, gram_objective, line_search, linear_term, swap_terms
+from divopt_rag.models.kernels import gather_rows
 
 __all__ = ["GramSearch"]
 
@@ -77,7 +77,7 @@ class GramSearch:
 
     # --- objective and gains --------------------------------------------------------------
     def f(self, S: Any, prob: int = 0) -> float:
-        """f(S) of problem ``prob`` from its G (float64), :func:`divopt.models.ccbqp.gram_objective`."""
+        """f(S) of problem ``prob`` from its G (float64), :func:`divopt_rag.models.ccbqp.gram_objective`."""
         return gram_objective(self.lin[prob], self.G[prob], np.asarray(S, dtype=np.int64), self.th[prob])
 
     def f_many(self, S: np.ndarray, prob: np.ndarray) -> np.ndarray:
@@ -185,10 +185,10 @@ class GramSearch:
 
         X0 : (B, R, p) feasible points (0 <= x <= 1, sum k). theta : optional (B,) trade-offs
         replacing the problems' own (a continuation path). The iteration is that of
-        :func:`divopt.solvers.frank_wolfe.fw_relaxation` with E v = G x: gradient
-        l + 2 (1-theta)(lambda x - G x) (:func:`~divopt.models.ccbqp.relaxed_gradient`), top-k
+        :func:`divopt_rag.solvers.frank_wolfe.fw_relaxation` with E v = G x: gradient
+        l + 2 (1-theta)(lambda x - G x) (:func:`~divopt_rag.models.ccbqp.relaxed_gradient`), top-k
         oracle, gap, curvature C = 2 (1-theta)(lambda ||d||^2 - d^T G d) and the exact step
-        (:func:`~divopt.models.ccbqp.line_search`), until every gap is <= tol (default a
+        (:func:`~divopt_rag.models.ccbqp.line_search`), until every gap is <= tol (default a
         normalized gap of 1e-6) or ``max_iter``. Returns the top-k of each final x (ties to the
         lower index): starting sets for the local search, which makes them 1-swap optimal.
         """

@@ -16,8 +16,8 @@ from typing import Callable
 
 import torch
 
-from divopt.models import Instance
-from divopt.models.kernels import gather_rows, matvec
+from divopt_rag.models import Instance
+from divopt_rag.models.kernels import gather_rows, matvec
 
 from .selection import register
 

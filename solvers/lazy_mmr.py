@@ -7,7 +7,7 @@ argmax c first, then repeatedly
 
 m_i(S) can only grow as S grows, so a score computed for an earlier S is an upper bound on the
 current one (floating-point rounding is monotone, so this holds for the computed values too).
-The eager "mmr" (divopt.solvers.greedy) reads the whole pool at every step (k GEMVs). Here
+The eager "mmr" (divopt_rag.solvers.greedy) reads the whole pool at every step (k GEMVs). Here
 every item keeps the score of its last refresh, an upper bound u_i; an item never refreshed has
 u_i = theta c_i + (1-theta)(1 + delta) (w_ij >= -1 - delta for unit rows, delta the
 rounding slack of the storage dtype). Each step, with B = ``block`` rows at first:
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import torch
 
-from divopt.models import Instance
-from divopt.models.kernels import gather_rows, matmul
-from divopt.models.validation import unit_norm_tolerance
+from divopt_rag.models import Instance
+from divopt_rag.models.kernels import gather_rows, matmul
+from divopt_rag.models.validation import unit_norm_tolerance
 
 from .selection import register
 

@@ -1,8 +1,8 @@
 """Best-improvement 1-swap local search on a binary k-set, plus an iterated (perturbation) phase.
 
 For a k-set S with v = sum_{l in S} e_l and u = E v, swapping i in S out and j not in S in
-changes the CCBQP objective by the swap gain of :mod:`divopt.models.ccbqp`
-(:func:`~divopt.models.ccbqp.swap_terms`, :func:`~divopt.models.ccbqp.swap_gains`)
+changes the CCBQP objective by the swap gain of :mod:`divopt_rag.models.ccbqp`
+(:func:`~divopt_rag.models.ccbqp.swap_terms`, :func:`~divopt_rag.models.ccbqp.swap_gains`)
 
     Delta(i, j) = b_j + a_i + 2 (1-theta) w_ij,     w_ij = e_i^T e_j,
     b_j = l_j - 2 (1-theta) u_j,   a_i = -l_i + 2 (1-theta)(u_i - 1),   l = theta (k-1) c,
@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt.models import Instance
-from divopt.models.ccbqp import linear_term, objective, objective_scale, swap_terms
-from divopt.models.kernels import gather_rows, matmul, matvec
-from divopt.models.validation import check_indices, check_nonnegative
+from divopt_rag.models import Instance
+from divopt_rag.models.ccbqp import linear_term, objective, objective_scale, swap_terms
+from divopt_rag.models.kernels import gather_rows, matmul, matvec
+from divopt_rag.models.validation import check_indices, check_nonnegative
 
 from .selection import get_selector, register
 

@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt.models import Instance
-from divopt.models.ccbqp import linear_term, swap_terms
-from divopt.models.kernels import gather_rows, matvec
-from divopt.models.validation import check_theta
+from divopt_rag.models import Instance
+from divopt_rag.models.ccbqp import linear_term, swap_terms
+from divopt_rag.models.kernels import gather_rows, matvec
+from divopt_rag.models.validation import check_theta
 
 from .frank_wolfe import frank_wolfe
 from .gram_search import GramSearch

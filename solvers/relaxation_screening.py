@@ -1,7 +1,7 @@
 """Screening by the concave relaxation's linearization: per-item bounds at any pool size, O(n d).
 
 CCBQP on binary x with sum(x) = k: f(x) = l^T x + (1-theta)(k - ||E^T x||^2), l = theta (k-1) c
-(:func:`divopt.models.ccbqp.linear_term`). The same formula F(x) = l^T x + (1-theta)(k - ||E^T x||^2)
+(:func:`divopt_rag.models.ccbqp.linear_term`). The same formula F(x) = l^T x + (1-theta)(k - ||E^T x||^2)
 is concave on all of R^n (its Hessian is -2 (1-theta) E E^T), so for ANY point x and h = grad F(x)
 = l - 2 (1-theta) E E^T x, every feasible binary y satisfies
 
@@ -16,12 +16,12 @@ LB <= OPT: y is not optimal.  []
 The survivors contain every optimal set, so the optimum over them is the optimum over the pool and
 the rule is repeated there (a new relaxation point from Frank-Wolfe on the survivors, which can
 only tighten the bounds). The point x is the last Frank-Wolfe iterate on the concave relaxation
-(:func:`divopt.solvers.frank_wolfe.fw_relaxation` with relax_penalty 0); the closer F(x) + the
+(:func:`divopt_rag.solvers.frank_wolfe.fw_relaxation` with relax_penalty 0); the closer F(x) + the
 FW gap is to LB, the more items go. The values are formed in float64 and the test uses a margin
 ``tol`` (default 1e-9 k (k-1)) against rounding.
 
 This is the "per-item bound from the convexified relaxation" that the exact engine's root
-applies (:mod:`divopt.solvers.bnb.fixing`), computed here without any n x n matrix, so it runs on
+applies (:mod:`divopt_rag.solvers.bnb.fixing`), computed here without any n x n matrix, so it runs on
 10^4+ pools before the engine sees them.
 """
 from __future__ import annotations
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from divopt.models import Instance, objective_scale
-from divopt.models.ccbqp import linear_term
-from divopt.models.validation import check_nonnegative
+from divopt_rag.models import Instance, objective_scale
+from divopt_rag.models.ccbqp import linear_term
+from divopt_rag.models.validation import check_nonnegative
 
 from .frank_wolfe import fw_relaxation, initial_point
 
@@ -76,7 +76,7 @@ def relaxation_screen(inst: Instance, lower_bound: float, *, max_rounds: int = 3
     ``lower_bound`` of a feasible k-set (e.g. the best fast selection), repeated on the survivors
     while it removes items (at most ``max_rounds`` Frank-Wolfe solves of ``max_iter`` iterations)."""
     if not isinstance(inst, Instance):
-        raise TypeError(f"inst must be a divopt.models.Instance, got {type(inst).__name__}")
+        raise TypeError(f"inst must be a divopt_rag.models.Instance, got {type(inst).__name__}")
     tol = 1e-9 * objective_scale(inst.k) if tol is None else check_nonnegative(tol, "tol")
     keep = np.arange(inst.n)
     removed: list = []

@@ -1,11 +1,11 @@
 """Safe screening for the CCBQP: rules that remove items no optimal k-set contains, with proofs.
 
 CCBQP on a k-set S of the pool (w_ij = e_i . e_j, c = relevance, l = theta (k-1) c the linear
-term, :func:`divopt.models.ccbqp.linear_term`):
+term, :func:`divopt_rag.models.ccbqp.linear_term`):
     f(S) = sum_{i in S} l_i + (1-theta)(k - ||sum_{i in S} e_i||^2)
          = sum_{i in S} l_i - (1-theta) sum_{i != j in S} w_ij      (ordered pairs)
 
-Swap identity (DESIGN.md; :func:`divopt.models.ccbqp.swap_gains`): for i in S, j not in S,
+Swap identity (DESIGN.md; :func:`divopt_rag.models.ccbqp.swap_gains`): for i in S, j not in S,
 S' = S - i + j,
     f(S') - f(S) = l_j - l_i - 2 (1-theta) sum_{l in S - i} (w_jl - w_il).       (*)
 
@@ -54,8 +54,8 @@ Given the objective LB of any feasible k-set, every i with UB_i < LB is in no op
 (proof in the docstring), UB_i the pair bound of :func:`pair_bounds`; iterated on the
 survivors like the safe rule.
 
-Upper bounds on the optimum are in :mod:`divopt.solvers.bounds`; the full-scale certificate
-that chains screening, bounds and an exact solve is :mod:`divopt.solvers.certificates`.
+Upper bounds on the optimum are in :mod:`divopt_rag.solvers.bounds`; the full-scale certificate
+that chains screening, bounds and an exact solve is :mod:`divopt_rag.solvers.certificates`.
 """
 from __future__ import annotations
 
@@ -66,10 +66,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from divopt.models import Instance, objective_scale
-from divopt.models.ccbqp import linear_term
-from divopt.models.kernels import gather_rows, matmul, matvec
-from divopt.models.validation import check_choice, check_nonnegative
+from divopt_rag.models import Instance, objective_scale
+from divopt_rag.models.ccbqp import linear_term
+from divopt_rag.models.kernels import gather_rows, matmul, matvec
+from divopt_rag.models.validation import check_choice, check_nonnegative
 
 __all__ = [
     "ScreeningResult",

@@ -11,9 +11,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from divopt.models import Instance, ccbqp_objective
-from divopt.models.kernels import synchronize
-from divopt.models.validation import check_indices, check_scalar
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.models.kernels import synchronize
+from divopt_rag.models.validation import check_indices, check_scalar
 
 __all__ = ["Selection", "select", "register", "METHODS", "METHOD_NEEDS", "instance_methods", "get_selector",
            "DEFAULT_METHOD", "most_relevant", "K1_RULE", "RELEVANCE_TIE_TOL", "check_params"]
@@ -29,7 +29,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {}
 METHOD_NEEDS = MappingProxyType(_NEEDS)
 #: What ``select(inst)`` runs: divopt's best near-certified fast method, not a published one
 #: ("fw_ws_ms": multistart search on a candidate pool, certified 1-swap optimal on the whole pool;
-#: see divopt.solvers.ws_multistart). Every plain method name (``fw``, ``mmr``, ``gmmr``, ``dpp``,
+#: see divopt_rag.solvers.ws_multistart). Every plain method name (``fw``, ``mmr``, ``gmmr``, ``dpp``,
 #: ``dartboard``, ``vrsd``) is the published method with the published defaults.
 DEFAULT_METHOD = "fw_ws_ms"
 
@@ -103,7 +103,7 @@ def most_relevant(instance: Instance) -> int:
     With k = 1 the CCBQP objective f({i}) = theta (k-1) c_i + (1-theta)(1 - ||e_i||^2) is 0 for
     every unit row: every item is optimal, and nothing in f prefers one. divopt then returns
     the most relevant item, from every selector (the cross-encoder methods: their own
-    relevance, the cross-encoder score) and from the exact path (:func:`divopt.solvers.solve_exact`),
+    relevance, the cross-encoder score) and from the exact path (:func:`divopt_rag.solvers.solve_exact`),
     so that a 1-item answer never depends on a method's arbitrary tie-breaking.
     """
     c = instance.relevance.detach().double().cpu().numpy()
@@ -174,7 +174,7 @@ def select(instance: Instance, method: str = DEFAULT_METHOD, **params: Any) -> S
     their relevance is the cross-encoder score, and at k = 1 each returns its top item.
     """
     if not isinstance(instance, Instance):
-        raise TypeError(f"instance must be a divopt.models.Instance, got {type(instance).__name__}")
+        raise TypeError(f"instance must be a divopt_rag.models.Instance, got {type(instance).__name__}")
     fn = get_selector(method)
     check_params(method, fn, params)
     synchronize(instance.device)

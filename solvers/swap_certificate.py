@@ -1,6 +1,6 @@
 """One-pass certificate of 1-swap optimality over a whole pool (the check behind "fw_ws_ms").
 
-For a k-set S, with u = E v and the swap terms of :func:`divopt.models.ccbqp.swap_terms`, every
+For a k-set S, with u = E v and the swap terms of :func:`divopt_rag.models.ccbqp.swap_terms`, every
 swap gain is Delta(i, j) = b_j + a_i + 2 (1-theta) w_ij. Since w_ij <= 1, a row j whose
 b_j + max_i a_i + 2 (1-theta) <= tol cannot improve S. One GEMV gives u and the bound; only the
 rows the bound keeps are compared with S exactly. Where it keeps most rows (small k, low theta),
@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt.models import Instance
-from divopt.models.ccbqp import linear_term, swap_terms
-from divopt.models.kernels import gather_rows, matmul, matvec
+from divopt_rag.models import Instance
+from divopt_rag.models.ccbqp import linear_term, swap_terms
+from divopt_rag.models.kernels import gather_rows, matmul, matvec
 
 __all__ = ["SwapCertificate", "swap_certificate", "swap_certificates", "dense_share", "go_dense", "DENSE_SHARE"]
 
@@ -306,7 +306,7 @@ def swap_certificate(
     """Certify (or refute) 1-swap optimality of the k-set ``indices`` over the whole pool.
 
     One GEMV gives u = E v; with w_ij <= 1 every gain obeys Delta(i, j) <= b_j + max_i a_i + 2 (1-theta)
-    (:func:`~divopt.models.ccbqp.swap_terms`), so only the entrants passing that bound are compared
+    (:func:`~divopt_rag.models.ccbqp.swap_terms`), so only the entrants passing that bound are compared
     with S exactly (their rows times the k selected rows), ``block`` rows at a time in decreasing
     order of the bound; the comparison stops after the first block that holds an improving swap
     (the certificate has failed, and the best entrants are those of highest bound). When more than

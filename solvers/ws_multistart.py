@@ -1,6 +1,6 @@
 """divopt's default fast method "fw_ws_ms": multistart search on a small pool, certified on the whole pool.
 
-"fw_ms" (divopt.solvers.multistart) finds the exact optimum on nearly every small real pool, but
+"fw_ms" (divopt_rag.solvers.multistart) finds the exact optimum on nearly every small real pool, but
 at 10^5 items it reads the pool dozens of times (full-pool FW, local-search scans) and runs a
 sub-pool phase whose 2-swaps grow like k^4. "fw_ws_ms" keeps that kind of search but runs it on
 a candidate pool P of ``pool_size`` rows (default max(300, 3k)) through P's Gram matrix, and
@@ -9,14 +9,14 @@ reads the full pool only to choose P and to certify the answer:
 1. **Pool.** Where relevance ranks the promising rows, P is the p most relevant rows and no pass
    is needed (p = ``pool_size``). Whether it does is measured on a seeded sample of 4096 rows:
    the rank correlation between c and the swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j
-   (:func:`divopt.models.ccbqp.swap_terms`) at the reference set "k times the mean row" (the v of
-   the paper's FW start x0 = (k/n) 1; :mod:`divopt.solvers.candidate_pools` builds the pools). Below 0.8 (low theta on anisotropic embeddings, where
+   (:func:`divopt_rag.models.ccbqp.swap_terms`) at the reference set "k times the mean row" (the v of
+   the paper's FW start x0 = (k/n) 1; :mod:`divopt_rag.solvers.candidate_pools` builds the pools). Below 0.8 (low theta on anisotropic embeddings, where
    the optimum takes rows far from the mean direction, which relevance ranks last) one pass
    gives u at that reference for every row and P interleaves its best rows by b_j with the most
    relevant; such a "guided" problem's pools have ``guided_pool_size`` rows (default max(800,
    3k)), since its good sets spread over more rows than 300. A pool of at most ``pool_size``
    rows is searched whole.
-2. **Search on P** (:class:`divopt.solvers.gram_search.GramSearch`, host float64): starts from
+2. **Search on P** (:class:`divopt_rag.solvers.gram_search.GramSearch`, host float64): starts from
    the top-k rows, the CCBQP greedy, Frank-Wolfe (on the Gram matrix) from the top-k vertex, from
    x0 = (k/p) 1 and from seeded random points, and a theta-continuation path, all polished by one
    batched best-improvement 1-swap local search; then perturbation rounds on the best set
@@ -24,13 +24,13 @@ reads the full pool only to choose P and to certify the answer:
    rounds in a row without a gain), best-improvement 2-swaps over the 48 best entrants and
    the ``two_swap_out`` members of cheapest removal (the 2-swap array stays O(48^2 16^2)), and,
    where the starts ended in different local optima, a 1-swap tabu search of ``tabu_iters``
-   steps from the best set (:meth:`~divopt.solvers.gram_search.GramSearch.tabu_batch`: it takes
+   steps from the best set (:meth:`~divopt_rag.solvers.gram_search.GramSearch.tabu_batch`: it takes
    losing swaps too, so it crosses into basins that the perturbations miss).
-3. **Certificate (one pass).** :func:`divopt.solvers.swap_certificate.swap_certificates` bounds every
+3. **Certificate (one pass).** :func:`divopt_rag.solvers.swap_certificate.swap_certificates` bounds every
    1-swap gain over the whole pool from one GEMV and compares only the rows the bound keeps
    (where the bound keeps more than a quarter of a 1024-row sample and no sample row improves
    the set, as at small k and low theta, the GEMV is skipped: one GEMM E E_S^T gives u as its
-   row sums and every comparison; :func:`~divopt.solvers.swap_certificate.go_dense`). If no
+   row sums and every comparison; :func:`~divopt_rag.solvers.swap_certificate.go_dense`). If no
    gain exceeds tol the set is a certified 1-swap optimum of the full problem ("fw_ms"'s
    guarantee) and the method stops. Otherwise P missed part of the landscape: a new pool around
    the set (its improving entrants and the 100 compared rows of highest exact gain, improving or
@@ -71,10 +71,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt.models import Instance
-from divopt.models.ccbqp import ccbqp_objective, linear_term, objective_scale, swap_terms
-from divopt.models.kernels import gather_rows, matmul, matvec
-from divopt.models.validation import check_theta
+from divopt_rag.models import Instance
+from divopt_rag.models.ccbqp import ccbqp_objective, linear_term, objective_scale, swap_terms
+from divopt_rag.models.kernels import gather_rows, matmul, matvec
+from divopt_rag.models.validation import check_theta
 
 from .candidate_pools import first_pools, mean_row, pool_around, relevance_misleads
 from .frank_wolfe import random_point

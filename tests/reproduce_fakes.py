@@ -1,6 +1,6 @@
 """Fakes for the reproduce tests: a hashing bag-of-words embedder (fast, deterministic, offline),
 a token-overlap cross-encoder, a fake OpenAI-compatible chat server on 127.0.0.1 whose replies
-follow the rules stated here, and a data folder in ``divopt.data.download.fetch``'s layout
+follow the rules stated here, and a data folder in ``divopt_rag.data.download.fetch``'s layout
 holding the QA fixture files (tests/fixtures/qa, each dataset's public format) plus the files
 written here in the same formats (LongBench, rag-mini-wikipedia)."""
 from __future__ import annotations

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from fake_llm import FakeChat, chat_reply
 
-from divopt.data.synthetic import narrow_cone
-from divopt.experiments.adaptive import (
+from divopt_rag.data.synthetic import narrow_cone
+from divopt_rag.experiments.adaptive import (
     adaptive_report,
     adaptive_select,
     dfrag_delta,
@@ -21,7 +21,7 @@ from divopt.experiments.adaptive import (
     oracle_theta,
     theta_sweep,
 )
-from divopt.experiments.evaluator import (
+from divopt_rag.experiments.evaluator import (
     CallableEvaluator,
     CoverageEvaluator,
     DeltaPlanner,
@@ -33,8 +33,8 @@ from divopt.experiments.evaluator import (
     QueryContext,
     make_evaluator,
 )
-from divopt.models import Instance
-from divopt.solvers import select
+from divopt_rag.models import Instance
+from divopt_rag.solvers import select
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from conftest import planted_duplicates, random_unit, unit_query
-from divopt.models import Instance, ccbqp_objective
-from divopt.solvers.batched_fw import fw_batched, fw_sweep
-from divopt.solvers.frank_wolfe import frank_wolfe
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.solvers.batched_fw import fw_batched, fw_sweep
+from divopt_rag.solvers.frank_wolfe import frank_wolfe
 
 THETAS = [0.0, 0.2, 0.5, 0.8, 1.0]
 
@@ -66,8 +66,8 @@ def test_bad_shapes_are_named():
 
 
 def test_working_set_batch_is_certified_on_full_pool():
-    from divopt.models import relaxed_gradient
-    from divopt.solvers.batched_fw import fw_batched_ws
+    from divopt_rag.models import relaxed_gradient
+    from divopt_rag.solvers.batched_fw import fw_batched_ws
 
     E = planted_duplicates(40, 10, 12, 3)  # n = 400
     Q = queries(12, 2, 9)

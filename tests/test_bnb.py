@@ -1,4 +1,4 @@
-"""divopt's branch-and-bound (divopt.solvers.bnb) against independent truths.
+"""divopt's branch-and-bound (divopt_rag.solvers.bnb) against independent truths.
 
 Truths: enumeration of every k-set (numpy, written here), cvxpy/Clarabel for the node QP, a
 bisection for the projection, and Gurobi (pip licence) on instances both engines solve.
@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from divopt.models import Instance
-from divopt.models.qcr import CardinalityQP, qcr_from_dual
-from divopt.solvers.bnb import LOG_COLUMNS, branch_and_bound
-from divopt.solvers.bnb.bound import maximize_concave_qp, project_capped_simplex
-from divopt.solvers.bnb.cuts import CutPool
-from divopt.solvers.bnb.fixing import reduced_cost_fixing, swap_screening
-from divopt.solvers.bnb.sdp import dnn_admm
-from divopt.solvers.exact import available_solvers, solve_exact
+from divopt_rag.models import Instance
+from divopt_rag.models.qcr import CardinalityQP, qcr_from_dual
+from divopt_rag.solvers.bnb import LOG_COLUMNS, branch_and_bound
+from divopt_rag.solvers.bnb.bound import maximize_concave_qp, project_capped_simplex
+from divopt_rag.solvers.bnb.cuts import CutPool
+from divopt_rag.solvers.bnb.fixing import reduced_cost_fixing, swap_screening
+from divopt_rag.solvers.bnb.sdp import dnn_admm
+from divopt_rag.solvers.exact import available_solvers, solve_exact
 
 
 def _instance(n, k, theta, seed, d=5):
@@ -144,7 +144,7 @@ def test_cuts_are_valid_and_their_adjoint_matches():
 # --- node SDP ---------------------------------------------------------------------------------
 def test_admm_bound_valid_at_any_iteration_and_converges():
     cp = pytest.importorskip("cvxpy")  # noqa: F841
-    from divopt.models.qcr import qcr_sdp
+    from divopt_rag.models.qcr import qcr_sdp
 
     inst = _instance(10, 4, 0.3, 5)
     P = CardinalityQP.from_instance(inst)

@@ -13,12 +13,12 @@ import warnings
 import numpy as np
 import pytest
 
-from divopt.models import Instance
-from divopt.models import runner
-from divopt.solvers import exact
-from divopt.solvers.bnb import branch_and_bound
-from divopt.solvers.certificates import certify_full_scale
-from divopt.solvers.exact import SolverRefused, available_solvers, solve_exact
+from divopt_rag.models import Instance
+from divopt_rag.models import runner
+from divopt_rag.solvers import exact
+from divopt_rag.solvers.bnb import branch_and_bound
+from divopt_rag.solvers.certificates import certify_full_scale
+from divopt_rag.solvers.exact import SolverRefused, available_solvers, solve_exact
 
 LIMITED = "gurobi" in available_solvers() and runner.gurobi_size_limits() is not None
 
@@ -108,7 +108,7 @@ def test_full_scale_certificate_with_bnb_on_the_survivors(theta):
 
 
 def test_fullscale_bench_bad_input_is_exit_code_2(capsys):
-    from divopt.experiments import bench_fullscale
+    from divopt_rag.experiments import bench_fullscale
 
     assert bench_fullscale.main(["--queries", "0"]) == 2
     err = capsys.readouterr().err

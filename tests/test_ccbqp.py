@@ -1,6 +1,6 @@
 """DESIGN.md's CCBQP formulas, each checked against an independent numpy evaluation.
 
-Every function of divopt.models.ccbqp is compared with the definition written out here in plain
+Every function of divopt_rag.models.ccbqp is compared with the definition written out here in plain
 float64 numpy (Gram matrices, loops, finite differences), never with divopt's own code paths.
 """
 import itertools
@@ -8,10 +8,10 @@ import itertools
 import numpy as np
 import pytest
 
-from divopt.models import Instance, ccbqp_objective, exact_hit, normalized_gap, relaxed_objective
-from divopt.models import ccbqp
-from divopt.models.ccbqp import swap_gains
-from divopt.solvers.frank_wolfe import initial_point
+from divopt_rag.models import Instance, ccbqp_objective, exact_hit, normalized_gap, relaxed_objective
+from divopt_rag.models import ccbqp
+from divopt_rag.models.ccbqp import swap_gains
+from divopt_rag.solvers.frank_wolfe import initial_point
 
 from conftest import random_unit, unit_query
 

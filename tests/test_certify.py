@@ -1,4 +1,4 @@
-"""divopt certify on instances small enough for brute force; honest rows; resume after a kill."""
+"""divopt-rag certify on instances small enough for brute force; honest rows; resume after a kill."""
 import itertools
 import math
 
@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from divopt.experiments import certify as C
-from divopt.models.runner import Result
-from divopt.solvers import exact as X
-from divopt.models import ccbqp_objective
-from divopt.solvers import instance_methods
+from divopt_rag.experiments import certify as C
+from divopt_rag.models.runner import Result
+from divopt_rag.solvers import exact as X
+from divopt_rag.models import ccbqp_objective
+from divopt_rag.solvers import instance_methods
 
 CFG = dict(dataset="synthetic", n=10, k=3, thetas=(0.4, 0.9), queries=2, corpus_size=120, dim=8,
            methods=("topk", "mmr", "fw"), solver="brute")
@@ -101,7 +101,7 @@ def test_resume_after_kill_loses_nothing(tmp_path, monkeypatch):
 
 
 def test_cli_runs_every_selector_and_full_scale(tmp_path, capsys):
-    from divopt.experiments.cli import main
+    from divopt_rag.experiments.cli import main
 
     out = tmp_path / "cli.parquet"
     rc = main(["certify", "--queries", "1", "--corpus-size", "150", "--dim", "8", "--n", "8", "--k", "3",

@@ -6,8 +6,8 @@ import pytest
 import pandas as pd
 import pytest
 
-from divopt.experiments.cli import main
-from divopt.solvers import instance_methods
+from divopt_rag.experiments.cli import main
+from divopt_rag.solvers import instance_methods
 
 
 def test_demo_writes_one_row_per_method_and_a_plot(tmp_path):
@@ -17,8 +17,8 @@ def test_demo_writes_one_row_per_method_and_a_plot(tmp_path):
     assert (tmp_path / "demo.png").stat().st_size > 1000 and (tmp_path / "demo.svg").exists()
     assert df["indices"].map(len).eq(6).all() and df["run_id"].nunique() == 1
     # recomputed here from narrow_cone's own labels and the planted clusters of synthetic_dataset's qrels
-    from divopt.data.synthetic import narrow_cone, synthetic_dataset
-    from divopt.models import Instance, ccbqp_objective
+    from divopt_rag.data.synthetic import narrow_cone, synthetic_dataset
+    from divopt_rag.models import Instance, ccbqp_objective
 
     E, q, labels = narrow_cone(2000, 32, seed=0)
     ds, _, _ = synthetic_dataset(2000, 32, seed=0)
@@ -38,7 +38,7 @@ def test_random_set_reference_is_the_pool_average():
     """Expected ILAD and relevance of a random k-set, against enumeration of every pair."""
     from itertools import combinations
 
-    from divopt.experiments.demo import random_set_reference
+    from divopt_rag.experiments.demo import random_set_reference
 
     rng = np.random.default_rng(3)
     E = rng.standard_normal((25, 7))
@@ -61,7 +61,7 @@ def test_demo_figure_labels_do_not_overlap_and_axes_start_at_zero(tmp_path):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.text import Annotation, Text
 
-    from divopt.experiments.demo import _crosses, demo_figure, run_demo
+    from divopt_rag.experiments.demo import _crosses, demo_figure, run_demo
 
     df = run_demo(n=1500, d=24, k=5, theta=0.6, seed=4)
     # two extra methods with the set of "topk" and one crowding point: labels must still separate
@@ -84,7 +84,7 @@ def test_demo_figure_labels_do_not_overlap_and_axes_start_at_zero(tmp_path):
 
 @pytest.mark.parametrize("seed", range(20))
 def test_label_spread_keeps_labels_apart_and_inside(seed):
-    from divopt.experiments.demo import _spread
+    from divopt_rag.experiments.demo import _spread
 
     rng = np.random.default_rng(seed)
     m = int(rng.integers(1, 12))
@@ -134,9 +134,9 @@ def test_unknown_command_exits_with_usage(capsys):
 def test_bench_quality_small_rows_match_brute_force(tmp_path, monkeypatch):
     import itertools
 
-    import divopt.experiments.bench_quality as bq
-    from divopt.data import load
-    from divopt.models import Instance, ccbqp_objective
+    import divopt_rag.experiments.bench_quality as bq
+    from divopt_rag.data import load
+    from divopt_rag.models import Instance, ccbqp_objective
 
     data = load("synthetic", n=30, d=6, n_queries=2, seed=1)
     monkeypatch.setattr(bq, "load_dataset", lambda spec: data)  # a stand-in for the WordNet glosses

@@ -5,10 +5,10 @@ import torch
 
 import dartboard_paper as paper
 from conftest import planted_duplicates, random_unit, unit_query
-from divopt.experiments import metrics as M
-from divopt.models import Instance
-from divopt.solvers import METHODS, select
-from divopt.solvers.dartboard import PAPER_SIGMA, PAPER_TRIAGE
+from divopt_rag.experiments import metrics as M
+from divopt_rag.models import Instance
+from divopt_rag.solvers import METHODS, select
+from divopt_rag.solvers.dartboard import PAPER_SIGMA, PAPER_TRIAGE
 
 SIGMAS = (0.05, 0.1, 0.3, 1.0)
 

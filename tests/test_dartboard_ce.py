@@ -6,8 +6,8 @@ import torch
 
 import dartboard_paper as paper
 from conftest import planted_duplicates, random_unit, unit_query
-from divopt.models import Instance
-from divopt.solvers import METHOD_NEEDS, METHODS, instance_methods, select
+from divopt_rag.models import Instance
+from divopt_rag.solvers import METHOD_NEEDS, METHODS, instance_methods, select
 
 CE_METHODS = ("dartboard_hybrid", "dartboard_cc", "knn_cc", "mmr_cc")
 

@@ -1,13 +1,13 @@
-"""divopt.data.load_cross_encoder on a tiny random CrossEncoder saved offline to tmp_path."""
+"""divopt_rag.data.load_cross_encoder on a tiny random CrossEncoder saved offline to tmp_path."""
 import numpy as np
 import pytest
 import torch
 
 import dartboard_paper as paper
 from conftest import planted_duplicates, unit_query
-from divopt.data import CrossEncoderScorer, cross_encoder_scorer, load_cross_encoder
-from divopt.models import Instance
-from divopt.solvers import select
+from divopt_rag.data import CrossEncoderScorer, cross_encoder_scorer, load_cross_encoder
+from divopt_rag.models import Instance
+from divopt_rag.solvers import select
 
 pytestmark = pytest.mark.slow  # imports transformers and sentence-transformers (~10 s)
 

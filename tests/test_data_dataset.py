@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from divopt.data import Dataset, embed_dataset
+from divopt_rag.data import Dataset, embed_dataset
 
 
 def small() -> Dataset:

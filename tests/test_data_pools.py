@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from divopt.data import BM25Index, Dataset, bm25_pool, ccbqp_pool, dense_pool, union_pool
+from divopt_rag.data import BM25Index, Dataset, bm25_pool, ccbqp_pool, dense_pool, union_pool
 
 WORDS = ["river", "bank", "money", "loan", "water", "fish", "boat", "credit", "shore", "deposit", "stream", "account"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from divopt.data import DataFormatError, Dataset, load_asqa, load_passages, load_qampari
+from divopt_rag.data import DataFormatError, Dataset, load_asqa, load_passages, load_qampari
 
 FIX = Path(__file__).parent / "fixtures" / "qa"
 
@@ -188,8 +188,8 @@ def test_dataset_answer_groups_and_candidates():
 def test_fetch_qa_datasets_from_file_urls(tmp_path):
     import zipfile
 
-    from divopt.data import load_arc_da, load_sciq
-    from divopt.data.download import ARCHIVES, fetch
+    from divopt_rag.data import load_arc_da, load_sciq
+    from divopt_rag.data.download import ARCHIVES, fetch
 
     asqa = fetch("asqa", tmp_path / "datasets", url=(FIX / "ASQA.json").as_uri())
     assert load_asqa(asqa).query_ids == load_asqa(FIX).query_ids
@@ -216,7 +216,7 @@ def test_mini_wikipedia_csv_exports(tmp_path):
     """The MIO report reads rag-mini-wikipedia as CSV exports (question, answer, id / passage, id)."""
     import pandas as pd
 
-    from divopt.data import load_mini_wikipedia
+    from divopt_rag.data import load_mini_wikipedia
 
     pd.DataFrame({"passage": ["Lincoln was born in 1809.", "Uruguay is in South America."], "id": [0, 1]}).to_csv(
         tmp_path / "rag-mini-wikipedia_document.csv", index=False)

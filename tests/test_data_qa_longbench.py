@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from divopt.data import DataFormatError, chunk_texts, chunk_words, load_longbench
+from divopt_rag.data import DataFormatError, chunk_texts, chunk_words, load_longbench
 
 FIX = Path(__file__).parent / "fixtures" / "qa" / "longbench"
 

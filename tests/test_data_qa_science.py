@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from divopt.data import DataFormatError, load_arc_da, load_openbookqa, load_rgb, load_sciq
+from divopt_rag.data import DataFormatError, load_arc_da, load_openbookqa, load_rgb, load_sciq
 
 FIX = Path(__file__).parent / "fixtures" / "qa"
 

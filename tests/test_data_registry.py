@@ -1,4 +1,4 @@
-"""divopt.data.load: one entry point for every dataset, checked against the loaders called
+"""divopt_rag.data.load: one entry point for every dataset, checked against the loaders called
 directly, plain numpy loops and hand-written files."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from divopt.data import (
+from divopt_rag.data import (
     DataFormatError,
     Dataset,
     EmbeddedDataset,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from divopt.data import narrow_cone, toy_corpus
-from divopt.data.synthetic import narrow_cone_npy, synthetic_dataset, toy_dataset
+from divopt_rag.data import narrow_cone, toy_corpus
+from divopt_rag.data.synthetic import narrow_cone_npy, synthetic_dataset, toy_dataset
 
 
 def test_same_seed_same_matrix_at_any_chunking(tmp_path):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from divopt.data import DataFormatError, load_wordnet
-from divopt.data.wordnet import find_wordnet_dir, load_wordnet_glosses, read_synset, read_synsets
+from divopt_rag.data import DataFormatError, load_wordnet
+from divopt_rag.data.wordnet import find_wordnet_dir, load_wordnet_glosses, read_synset, read_synsets
 
 try:
     WN = find_wordnet_dir()

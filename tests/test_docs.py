@@ -36,6 +36,6 @@ def test_mkdocs_build_strict(tmp_path):
     site = tmp_path / "site"
     # the API reference was generated from the docstrings, and the math reached the pages
     api = (site / "api" / "solvers" / "index.html").read_text(encoding="utf-8")
-    assert 'id="divopt.solvers.select"' in api
-    assert 'id="divopt.integrations.langchain.DivoptRetriever"' in (site / "api" / "integrations" / "index.html").read_text(encoding="utf-8")
+    assert 'id="divopt_rag.solvers.select"' in api
+    assert 'id="divopt_rag.integrations.langchain.DivoptRetriever"' in (site / "api" / "integrations" / "index.html").read_text(encoding="utf-8")
     assert 'class="arithmatex"' in (site / "concepts" / "ccbqp" / "index.html").read_text(encoding="utf-8")

@@ -1,4 +1,4 @@
-"""`divopt bench exact` on a stand-in corpus: tidy rows, proven optima equal brute force."""
+"""`divopt-rag bench exact` on a stand-in corpus: tidy rows, proven optima equal brute force."""
 import argparse
 import itertools
 
@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import divopt.experiments.bench_exact as bench
-from divopt.models import Instance, ccbqp_objective
+import divopt_rag.experiments.bench_exact as bench
+from divopt_rag.models import Instance, ccbqp_objective
 
 
 def _fake_corpus(n_queries, extra, seed, cache_dir):

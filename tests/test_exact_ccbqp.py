@@ -6,12 +6,12 @@ import math
 import numpy as np
 import pytest
 
-from divopt.models import Instance, ccbqp_objective
-from divopt.models.mip_ccbqp import build_ccbqp, build_ccbqp_milp, build_ccbqp_miqp, build_ccbqp_miqp_lowrank, gram_factor
-from divopt.models.mip_common import as_gram
-from divopt.solvers import Result, available_solvers, solve, solve_exact
-from divopt.models.runner import model_size, solver_refusal
-from divopt.solvers.exact import DEFAULT_FORMULATION
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.models.mip_ccbqp import build_ccbqp, build_ccbqp_milp, build_ccbqp_miqp, build_ccbqp_miqp_lowrank, gram_factor
+from divopt_rag.models.mip_common import as_gram
+from divopt_rag.solvers import Result, available_solvers, solve, solve_exact
+from divopt_rag.models.runner import model_size, solver_refusal
+from divopt_rag.solvers.exact import DEFAULT_FORMULATION
 
 SOLVERS = available_solvers()
 # (solver, formulation) pairs each installed solver accepts (size permitting).
@@ -183,7 +183,7 @@ def test_time_limit_never_claims_optimal_without_proof():
 
 
 def test_warm_start_from_selection_and_result():
-    from divopt.solvers import select
+    from divopt_rag.solvers import select
 
     E, q = _pool(20, 6, 4, True)
     inst = Instance(E, q, k=4, theta=0.5)

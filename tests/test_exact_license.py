@@ -4,10 +4,10 @@ import warnings
 import numpy as np
 import pytest
 
-import divopt.models.runner as runner
-from divopt.models import Instance
-from divopt.models.mip_knapsack import build_topk
-from divopt.solvers import available_solvers, solve, solve_exact
+import divopt_rag.models.runner as runner
+from divopt_rag.models import Instance
+from divopt_rag.models.mip_knapsack import build_topk
+from divopt_rag.solvers import available_solvers, solve, solve_exact
 
 SOLVERS = available_solvers()
 LIMITED = "gurobi" in SOLVERS and runner.gurobi_size_limits() is not None
@@ -117,7 +117,7 @@ def test_model_info_names_the_selection_variable_and_the_infeasibility_message()
     """The runner reads what it needs from the builder's ModelInfo, nothing from the model."""
     import pyomo.environ as pe
 
-    from divopt.models.mip_common import ModelInfo
+    from divopt_rag.models.mip_common import ModelInfo
 
     m = pe.ConcreteModel()
     m.pick = pe.Var(range(4), domain=pe.Binary)

@@ -4,11 +4,11 @@ import itertools
 import numpy as np
 import pytest
 
-from divopt.models import Instance
-from divopt.models.mip_diversity import build_diversity
-from divopt.models.mip_knapsack import build_knapsack, build_topk
-from divopt.models.mip_sparsity import build_sparsity
-from divopt.solvers import available_solvers, solve
+from divopt_rag.models import Instance
+from divopt_rag.models.mip_diversity import build_diversity
+from divopt_rag.models.mip_knapsack import build_knapsack, build_topk
+from divopt_rag.models.mip_sparsity import build_sparsity
+from divopt_rag.solvers import available_solvers, solve
 
 SOLVERS = available_solvers()
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from divopt.models import Instance, ccbqp_objective, relaxed_objective
-from divopt.solvers import select
-from divopt.solvers.frank_wolfe import fw_relaxation, initial_point
+from divopt_rag.models import Instance, ccbqp_objective, relaxed_objective
+from divopt_rag.solvers import select
+from divopt_rag.solvers.frank_wolfe import fw_relaxation, initial_point
 
 from conftest import planted_duplicates, random_unit, unit_query
 
@@ -98,7 +98,7 @@ def test_working_set_result_is_certified_stationary_on_full_pool(theta):
     """The working-set variant's output must pass the plain FW stopping rule on the FULL pool:
     with x the returned indicator, max over k-sets s of grad^T (s - x) <= tol (computed here from
     scratch in numpy)."""
-    from divopt.data.synthetic import narrow_cone
+    from divopt_rag.data.synthetic import narrow_cone
 
     E, q, _ = narrow_cone(6000, 24, seed=3)
     inst = Instance(E.astype(np.float64), q.astype(np.float64), k=12, theta=theta)
@@ -121,7 +121,7 @@ def test_non_tight_penalty_rounds_once_instead_of_cycling():
     """relax_penalty in [1, 2): the relaxation is not tight, FW must stop at a rounded vertex
     whose f_lambda is at least the fractional stationary value (pairwise moves are convex for
     lambda >= 1 only when w_ij >= 0, so the check uses a narrow cone where all w_ij > 0)."""
-    from divopt.data.synthetic import narrow_cone
+    from divopt_rag.data.synthetic import narrow_cone
 
     E, q, _ = narrow_cone(300, 16, seed=4)
     inst = Instance(E.astype(np.float64), q.astype(np.float64), k=8, theta=0.3)
@@ -195,7 +195,7 @@ def test_fw_on_float32_pools_matches_the_float64_transcription():
 def test_fw_variants_are_registered_with_their_own_defaults():
     import inspect
 
-    from divopt.solvers import METHODS
+    from divopt_rag.solvers import METHODS
 
     fw = inspect.signature(METHODS["fw"]).parameters
     assert fw["init"].default == "uniform" and fw["max_iter"].default == 200 and "working_set" not in fw
@@ -207,7 +207,7 @@ def test_fw_variants_are_registered_with_their_own_defaults():
 def test_top_k_of_orders_like_a_full_lexsort_under_heavy_ties():
     """fw's set order: decreasing x, ties by decreasing relevance, then index; computed from a
     device top-k, compared here with a full numpy lexsort on pools built to tie."""
-    from divopt.solvers.frank_wolfe import top_k_of
+    from divopt_rag.solvers.frank_wolfe import top_k_of
 
     rng = np.random.default_rng(0)
     for _ in range(200):

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from divopt.models import Instance, ccbqp_objective
-from divopt.robust import KSparse, NormBall, average_similarity, make_set, worst_case_average_similarity
-from divopt.solvers import METHOD_NEEDS, METHODS, available_solvers, instance_methods, select, solve_exact
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.robust import KSparse, NormBall, average_similarity, make_set, worst_case_average_similarity
+from divopt_rag.solvers import METHOD_NEEDS, METHODS, available_solvers, instance_methods, select, solve_exact
 
 FAST = settings(max_examples=40, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
 ARGUMENT_ERRORS = (ValueError, TypeError)

@@ -1,6 +1,6 @@
 """Fuzzing what users hand divopt from disk and the command line (issue 16, item 8):
 
-* every dataset loader of :func:`divopt.data.load` on garbage files (random bytes, random text,
+* every dataset loader of :func:`divopt_rag.data.load` on garbage files (random bytes, random text,
   JSON lines with random fields, a random JSON document): it loads a non-empty, consistent
   dataset, or raises ValueError / TypeError / OSError whose message names the file;
 * sweep config files with garbage content: a SweepConfig or a ConfigError naming the file;
@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from divopt.data import EmbeddedDataset, registry
-from divopt.experiments import cli, sweep_cli
-from divopt.experiments.grid import ConfigError, SweepConfig
+from divopt_rag.data import EmbeddedDataset, registry
+from divopt_rag.experiments import cli, sweep_cli
+from divopt_rag.experiments.grid import ConfigError, SweepConfig
 
 SETTINGS = settings(max_examples=30, deadline=10000, suppress_health_check=[HealthCheck.too_slow])
 INPUT_ERRORS = (ValueError, TypeError, OSError)
@@ -126,7 +126,7 @@ argvs = st.lists(st.sampled_from(FLAGS) | VALUES, max_size=8)
 
 def _parser(path: tuple[str, ...]) -> argparse.ArgumentParser:
     module = __import__(cli.COMMANDS[path][0], fromlist=["add_arguments"])
-    parser = argparse.ArgumentParser(prog="divopt " + " ".join(path))
+    parser = argparse.ArgumentParser(prog="divopt-rag " + " ".join(path))
     module.add_arguments(parser)
     return parser
 

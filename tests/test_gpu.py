@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from conftest import planted_duplicates, unit_query
-from divopt.models import Instance
-from divopt.models.kernels import matvec
-from divopt.solvers import METHOD_NEEDS, METHODS, select
-from divopt.solvers.ws_multistart import ws_multistart_sweep
+from divopt_rag.models import Instance
+from divopt_rag.models.kernels import matvec
+from divopt_rag.solvers import METHOD_NEEDS, METHODS, select
+from divopt_rag.solvers.ws_multistart import ws_multistart_sweep
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

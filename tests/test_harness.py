@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from divopt.data import EmbeddedDataset
-from divopt.experiments import harness as H
-from divopt.models import Instance, ccbqp_objective
+from divopt_rag.data import EmbeddedDataset
+from divopt_rag.experiments import harness as H
+from divopt_rag.models import Instance, ccbqp_objective
 
 
 def _instance(seed=0, n=9, d=5, k=3, theta=0.6):

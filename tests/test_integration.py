@@ -3,9 +3,9 @@ import inspect
 
 import numpy as np
 
-from divopt.experiments.metrics import selection_metrics
-from divopt.models import Instance
-from divopt.solvers import METHODS
+from divopt_rag.experiments.metrics import selection_metrics
+from divopt_rag.models import Instance
+from divopt_rag.solvers import METHODS
 
 
 def test_empty_selection_has_defined_metrics():
@@ -27,7 +27,7 @@ def test_selectors_do_not_claim_to_accept_arbitrary_parameters():
 
 
 def test_default_method_is_registered_and_used():
-    from divopt.solvers import DEFAULT_METHOD, select
+    from divopt_rag.solvers import DEFAULT_METHOD, select
 
     from conftest import random_unit, unit_query
 

@@ -12,9 +12,9 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance as lc_mmr
 from pydantic import ValidationError
 
-from divopt.integrations.langchain import DivoptRetriever, maximal_marginal_relevance, select_documents
-from divopt.models import Instance
-from divopt.solvers import select
+from divopt_rag.integrations.langchain import DivoptRetriever, maximal_marginal_relevance, select_documents
+from divopt_rag.models import Instance
+from divopt_rag.solvers import select
 
 from integration_fakes import QUERY, corpus, cosine, hash_embed
 

@@ -9,9 +9,9 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 from pydantic import ValidationError
 
-from divopt.integrations.llamaindex import DivoptPostprocessor
-from divopt.models import Instance
-from divopt.solvers import select
+from divopt_rag.integrations.llamaindex import DivoptPostprocessor
+from divopt_rag.models import Instance
+from divopt_rag.solvers import select
 
 from integration_fakes import QUERY, corpus, cosine, hash_embed
 

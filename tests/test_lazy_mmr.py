@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from conftest import planted_duplicates, random_unit, unit_query
-from divopt.models import Instance
-from divopt.solvers import select
+from divopt_rag.models import Instance
+from divopt_rag.solvers import select
 
 
 @pytest.mark.parametrize("dense_share", [1 / 64, 0.3, 2.0])  # default, some rounds dense, never dense

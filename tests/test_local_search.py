@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from conftest import planted_duplicates, random_unit, unit_query
-from divopt.models import Instance, ccbqp_objective
-from divopt.solvers import METHODS, select
-from divopt.models.ccbqp import swap_gains
-from divopt.solvers.local_search import iterated_local_search, local_search
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.solvers import METHODS, select
+from divopt_rag.models.ccbqp import swap_gains
+from divopt_rag.solvers.local_search import iterated_local_search, local_search
 
 
 def brute_best_swap(inst, S):
@@ -121,8 +121,8 @@ def brute_best_two_swap(inst, S):
 
 
 def test_two_swap_search_is_two_swap_optimal():
-    from divopt.solvers.local_search import two_swap_search
-    from divopt.solvers.gram_search import GramSearch
+    from divopt_rag.solvers.local_search import two_swap_search
+    from divopt_rag.solvers.gram_search import GramSearch
 
     for s in range(3):
         inst = Instance(planted_duplicates(4, 4, 6, s), unit_query(6, s), k=4, theta=0.3 + 0.2 * s)
@@ -172,8 +172,8 @@ def test_swap_certificates_batch_equals_single_and_brute_force():
     """The batched certificate (dense comparisons of all problems sharing one GEMM) gives each
     problem the certificate it gets alone, and both agree with plain evaluation of f: the best
     gain when every row is compared, the improving entrants, and 'holds' iff no swap improves."""
-    from divopt.solvers.local_search import ls_tolerance
-    from divopt.solvers.swap_certificate import swap_certificate, swap_certificates
+    from divopt_rag.solvers.local_search import ls_tolerance
+    from divopt_rag.solvers.swap_certificate import swap_certificate, swap_certificates
 
     E, probs, sets = _certificate_cases(120, 6, 3, (0.3, 0.6, 0.9), seed=3, query_seed=10)
     tol = ls_tolerance(probs[0])
@@ -198,8 +198,8 @@ def test_dense_certificates_compare_every_row_and_match_brute_force():
     """``dense``: no GEMV and no bound, u from the row sums of the shared GEMM; every improving
     entrant is found (plain evaluation of f) and the certificate holds iff no swap improves, for
     problems mixed with ones that take the bound path in the same call."""
-    from divopt.solvers.local_search import ls_tolerance
-    from divopt.solvers.swap_certificate import swap_certificate, swap_certificates
+    from divopt_rag.solvers.local_search import ls_tolerance
+    from divopt_rag.solvers.swap_certificate import swap_certificate, swap_certificates
 
     E, probs, sets = _certificate_cases(90, 5, 4, (0.1, 0.5, 0.95), seed=7, query_seed=20)
     tol = ls_tolerance(probs[0])
@@ -223,8 +223,8 @@ def test_dense_certificates_compare_every_row_and_match_brute_force():
 def test_dense_certificates_of_problems_sharing_rows_equal_their_single_ones():
     """Problems whose sets share rows (a sweep: one query, several thetas) run the shared GEMM over
     the union of their rows; each gets the certificate it gets alone, checked against plain f."""
-    from divopt.solvers.local_search import ls_tolerance
-    from divopt.solvers.swap_certificate import swap_certificate, swap_certificates
+    from divopt_rag.solvers.local_search import ls_tolerance
+    from divopt_rag.solvers.swap_certificate import swap_certificate, swap_certificates
 
     E = random_unit(80, 5, 11)
     q = unit_query(5, 12)
@@ -252,8 +252,8 @@ def test_dense_certificates_of_problems_sharing_rows_equal_their_single_ones():
 def test_dense_share_is_the_share_of_rows_the_bound_keeps():
     """On the whole pool as the sample, the estimate equals the share of rows j not in S with
     b_j + max_i a_i + 2 (1-theta) > tol, written out in float64 from u = E v."""
-    from divopt.solvers.local_search import ls_tolerance
-    from divopt.solvers.swap_certificate import dense_share
+    from divopt_rag.solvers.local_search import ls_tolerance
+    from divopt_rag.solvers.swap_certificate import dense_share
 
     E = random_unit(200, 6, 4)
     E64 = E.astype(np.float64)
@@ -277,8 +277,8 @@ def test_go_dense_only_where_the_bound_is_loose_and_no_sample_row_improves():
     """``go_dense`` on a sample of rows: True iff the bound keeps more than DENSE_SHARE of it
     (dense_share) and no sample row j improves S, checked by plain evaluation of f; a random set
     (improvable) never goes dense, a 1-swap optimum with a loose bound does."""
-    from divopt.solvers.local_search import ls_tolerance
-    from divopt.solvers.swap_certificate import DENSE_SHARE, dense_share, go_dense
+    from divopt_rag.solvers.local_search import ls_tolerance
+    from divopt_rag.solvers.swap_certificate import DENSE_SHARE, dense_share, go_dense
 
     E, probs, sets = _certificate_cases(90, 5, 4, (0.1, 0.3, 0.95), seed=7, query_seed=20)
     tol = ls_tolerance(probs[0])
@@ -296,8 +296,8 @@ def test_go_dense_only_where_the_bound_is_loose_and_no_sample_row_improves():
 def test_certificate_near_rows_are_the_compared_rows_of_highest_gain():
     """``near``: the compared rows of highest gain max_i Delta(i, j), improving or not, by
     decreasing gain; when every row is compared (dense), exactly the brute-force top rows."""
-    from divopt.solvers.local_search import ls_tolerance
-    from divopt.solvers.swap_certificate import swap_certificate, swap_certificates
+    from divopt_rag.solvers.local_search import ls_tolerance
+    from divopt_rag.solvers.swap_certificate import swap_certificate, swap_certificates
 
     E, probs, sets = _certificate_cases(90, 5, 4, (0.1, 0.5, 0.95), seed=7, query_seed=20)
     tol = ls_tolerance(probs[0])

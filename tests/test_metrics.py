@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from divopt.experiments import metrics as M
-from divopt.models import Instance, ccbqp_objective
+from divopt_rag.experiments import metrics as M
+from divopt_rag.models import Instance, ccbqp_objective
 
 S2 = 1 / math.sqrt(2)
 

@@ -1,8 +1,8 @@
 """divopt's MMR, eager and lazy, equals LangChain's published maximal_marginal_relevance."""
 import pytest
 
-from divopt.models import Instance
-from divopt.solvers import select
+from divopt_rag.models import Instance
+from divopt_rag.solvers import select
 
 from conftest import random_unit, unit_query
 

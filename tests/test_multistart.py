@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from conftest import planted_duplicates, random_unit, unit_query
-from divopt.models import Instance, ccbqp_objective
-from divopt.solvers import select
-from divopt.solvers.multistart import ccbqp_greedy, multistart, theta_continuation
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.solvers import select
+from divopt_rag.solvers.multistart import ccbqp_greedy, multistart, theta_continuation
 from test_local_search import brute_best_swap
 
 

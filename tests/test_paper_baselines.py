@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 import torch
 
-from divopt.models import Instance
-from divopt.solvers import select
+from divopt_rag.models import Instance
+from divopt_rag.solvers import select
 
 from conftest import planted_duplicates, random_unit, unit_query
 

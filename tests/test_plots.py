@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from divopt.experiments import plots as P
+from divopt_rag.experiments import plots as P
 
 
 def _check_files(paths):
@@ -91,7 +91,7 @@ def test_certified_and_param_plots(tmp_path):
 
 
 def test_cli_reads_files_only(tmp_path, capsys):
-    from divopt.experiments.cli import main
+    from divopt_rag.experiments.cli import main
 
     df = pd.DataFrame({"method": ["a", "b"] * 2, "theta": [0.5, 0.5, 0.9, 0.9], "ilad": [0.1, 0.2, 0.3, 0.4],
                        "recall": [0.4, 0.3, 0.2, 0.1], "gap": [0.0, 0.1, 0.0, 0.2],

@@ -1,4 +1,4 @@
-"""QCR bounding functions (divopt.models.qcr) and the QCR Pyomo model, against brute force.
+"""QCR bounding functions (divopt_rag.models.qcr) and the QCR Pyomo model, against brute force.
 
 Independent truths: enumeration of every feasible k-set (plain numpy, written here), the
 definition of an adjoint (inner products), numpy eigenvalues, and the Gurobi/SCIP optimum of the
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from divopt.models import Instance
-from divopt.models.qcr import CardinalityQP, LiftOperator, exact_qcr, qcr_from_dual, qcr_sdp
+from divopt_rag.models import Instance
+from divopt_rag.models.qcr import CardinalityQP, LiftOperator, exact_qcr, qcr_from_dual, qcr_sdp
 
 
 def _instance(n=9, d=4, k=3, theta=0.4, seed=0):
@@ -135,7 +135,7 @@ def test_exact_qcr_equals_f_and_is_psd():
 
 @pytest.mark.parametrize("solver,formulation", [("gurobi", "qcr"), ("scip", "qcr_lowrank"), ("gurobi", "qcr_lowrank")])
 def test_qcr_model_has_the_same_optimum(solver, formulation):
-    from divopt.solvers.exact import available_solvers, solve_exact
+    from divopt_rag.solvers.exact import available_solvers, solve_exact
 
     if solver not in available_solvers():
         pytest.skip(f"{solver} not installed")

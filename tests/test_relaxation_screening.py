@@ -7,9 +7,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from divopt.models import Instance
-from divopt.solvers import select
-from divopt.solvers.relaxation_screening import item_upper_bounds, relaxation_screen
+from divopt_rag.models import Instance
+from divopt_rag.solvers import select
+from divopt_rag.solvers.relaxation_screening import item_upper_bounds, relaxation_screen
 
 
 def _all_sets(inst):

@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from divopt.experiments import cli
-from divopt.experiments.grid import SweepConfig
-from divopt.experiments.methods import register_method
+from divopt_rag.experiments import cli
+from divopt_rag.experiments.grid import SweepConfig
+from divopt_rag.experiments.methods import register_method
 
 FAST_DEMO = ["--n", "60", "--d", "4", "--no-plot"]
 TINY_SWEEP = ["--dataset", "synthetic", "--dataset-opt", "n=40", "--dataset-opt", "d=6", "--dataset-opt",
@@ -45,7 +45,7 @@ def afile(tmp_path):
 
 # ---- items 2 and 5: bad input of every command ------------------------------------------------
 def test_demo_bad_values(tmp_path, capsys, afile):
-    _bad(["demo", "--k", "0", *FAST_DEMO, "--out", str(tmp_path / "d")], capsys, "divopt demo: ", "k", "got k = 0")
+    _bad(["demo", "--k", "0", *FAST_DEMO, "--out", str(tmp_path / "d")], capsys, "divopt-rag demo: ", "k", "got k = 0")
     _bad(["demo", "--theta", "1.5", *FAST_DEMO, "--out", str(tmp_path / "d")], capsys, "theta", "[0, 1]")
     _bad(["demo", *FAST_DEMO, "--out", str(afile)], capsys, f"--out {afile}: is a file, expected a folder")
     _bad(["demo", *FAST_DEMO, "--out", str(afile / "sub")], capsys, "is a file, so nothing can be created under it")
@@ -53,11 +53,11 @@ def test_demo_bad_values(tmp_path, capsys, afile):
 
 def test_bench_bad_values(tmp_path, capsys):
     _bad(["bench", "exact", "--solvers", "cplex", "--out", str(tmp_path / "b.csv")], capsys,
-         "divopt bench exact: ", "--solvers ['cplex'] not installed")
+         "divopt-rag bench exact: ", "--solvers ['cplex'] not installed")
     (tmp_path / "folder").mkdir()
     _bad(["bench", "exact", "--out", str(tmp_path / "folder")], capsys, "is a folder, expected a file name")
     _bad(["bench", "quality", "--methods", "nope", "--out", str(tmp_path / "q")], capsys, "unknown methods ['nope']")
-    _bad(["bench", "latency", "--n", "0", "--out", str(tmp_path / "l")], capsys, "divopt bench latency: ")
+    _bad(["bench", "latency", "--n", "0", "--out", str(tmp_path / "l")], capsys, "divopt-rag bench latency: ")
 
 
 def test_certify_bad_values_and_empty_inputs(tmp_path, capsys, afile):
@@ -186,7 +186,7 @@ def test_an_unwritable_out_is_refused_before_any_work(command, unwritable, capsy
 
 def test_plot_bad_input(tmp_path, capsys):
     _bad(["plot", "gaps", "--input", str(tmp_path / "missing.parquet"), "--out", str(tmp_path / "p")], capsys,
-         "divopt plot: ")
+         "divopt-rag plot: ")
 
 
 def test_an_unknown_command_or_flag_is_argparses_exit_2(capsys):
@@ -212,7 +212,7 @@ def test_benchmark_integer_lists_are_integers_or_argparses_exit_2(argv, capsys):
 
 # ---- the one error policy: bugs, --debug, Ctrl-C, warnings -------------------------------------
 def test_bugs_exit_1_in_one_line_and_debug_shows_the_traceback(monkeypatch, capsys, tmp_path):
-    from divopt.experiments import demo
+    from divopt_rag.experiments import demo
 
     def boom(args):
         raise RuntimeError("kaboom\nsecond line")
@@ -220,7 +220,7 @@ def test_bugs_exit_1_in_one_line_and_debug_shows_the_traceback(monkeypatch, caps
     monkeypatch.setattr(demo, "main", boom)
     assert cli.main(["demo", "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()
-    assert err == ("divopt demo: internal error: RuntimeError: kaboom; second line "
+    assert err == ("divopt-rag demo: internal error: RuntimeError: kaboom; second line "
                    "(run again with --debug for the traceback, and please report it)")
     with pytest.raises(RuntimeError, match="kaboom"):
         cli.main(["demo", "--out", str(tmp_path), "--debug"])
@@ -232,7 +232,7 @@ def test_bugs_exit_1_in_one_line_and_debug_shows_the_traceback(monkeypatch, caps
 
     monkeypatch.setattr(demo, "main", interrupted)
     assert cli.main(["demo", "--out", str(tmp_path)]) == 130
-    assert capsys.readouterr().err.strip() == "divopt demo: interrupted"
+    assert capsys.readouterr().err.strip() == "divopt-rag demo: interrupted"
 
     def warns(args):
         warnings.warn("careful\nnow", UserWarning)
@@ -240,14 +240,14 @@ def test_bugs_exit_1_in_one_line_and_debug_shows_the_traceback(monkeypatch, caps
 
     monkeypatch.setattr(demo, "main", warns)
     assert cli.main(["demo", "--out", str(tmp_path)]) == 0
-    assert capsys.readouterr().err.strip() == "divopt: warning: careful; now"
+    assert capsys.readouterr().err.strip() == "divopt-rag: warning: careful; now"
 
 
 def test_a_real_process_prints_one_line_and_exits_2(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "divopt.experiments.cli", "demo", "--k", "0", *FAST_DEMO,
+    proc = subprocess.run([sys.executable, "-m", "divopt_rag.experiments.cli", "demo", "--k", "0", *FAST_DEMO,
                            "--out", str(tmp_path / "d")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == ["divopt demo: k must satisfy 1 <= k <= n = 60, got k = 0"]
+    assert proc.stderr.strip().splitlines() == ["divopt-rag demo: k must satisfy 1 <= k <= n = 60, got k = 0"]
 
 
 # ---- item 4: failed runs are summarised and exit non-zero --------------------------------------
@@ -261,7 +261,7 @@ def test_an_all_failed_sweep_exits_1_with_its_reasons(tmp_path, capsys):
     captured = capsys.readouterr()
     assert rc == 1
     assert "Empty DataFrame" not in captured.out
-    assert "divopt sweep: every run failed" in captured.err
+    assert "divopt-rag sweep: every run failed" in captured.err
     assert "2 x RuntimeError: no selection today (grumpy)" in captured.err
     table = pd.read_parquet(tmp_path / "s" / "results.parquet")
     assert len(table) == 2 and (table["status"] == "error").all()
@@ -272,14 +272,14 @@ def test_partial_failures_are_summarised_at_the_end(tmp_path, capsys):
                    "--method-param", "_always_fails_reliability.mood=sad,cross"])
     captured = capsys.readouterr()
     assert rc == 1
-    assert "divopt sweep: 4 of 6 runs failed" in captured.err
+    assert "divopt-rag sweep: 4 of 6 runs failed" in captured.err
     assert "2 x RuntimeError: no selection today (sad)" in captured.err
     assert "2 x RuntimeError: no selection today (cross)" in captured.err
     assert "topk" in captured.out  # the summary of the runs that worked is still printed
 
 
 def test_certify_reports_failed_selectors(tmp_path, capsys, monkeypatch):
-    from divopt.experiments import certify
+    from divopt_rag.experiments import certify
 
     real = certify.certify_query
 
@@ -292,4 +292,4 @@ def test_certify_reports_failed_selectors(tmp_path, capsys, monkeypatch):
     rc = cli.main(["certify", "--queries", "1", "--corpus-size", "60", "--dim", "6", "--n", "6", "--k", "2",
                    "--theta", "0.5", "--methods", "topk", "mmr", "--out", str(tmp_path / "c.parquet"), "--no-progress"])
     err = capsys.readouterr().err
-    assert rc == 1 and "divopt certify: 1 of 2 selector runs failed" in err and "broken selector" in err
+    assert rc == 1 and "divopt-rag certify: 1 of 2 selector runs failed" in err and "broken selector" in err

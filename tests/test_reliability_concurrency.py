@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from divopt.experiments import cli, harness
+from divopt_rag.experiments import cli, harness
 
 TINY = {"name": "synthetic", "n": 40, "d": 8, "n_queries": 2, "seed": 3}
 
@@ -30,7 +30,7 @@ PLUGIN = textwrap.dedent(
     '''
     import os, time
     import numpy as np
-    from divopt.experiments.methods import register_method
+    from divopt_rag.experiments.methods import register_method
 
     @register_method("slow_topk")
     def slow_topk(inst, *, delay=0.2):
@@ -76,7 +76,7 @@ def _write_config(path: Path, **over) -> Path:
 
 
 def _sweep(config: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "divopt.experiments.cli", "sweep", "--config", str(config), "--out", str(out),
+    return [sys.executable, "-m", "divopt_rag.experiments.cli", "sweep", "--config", str(config), "--out", str(out),
             "--n-workers", "0", "--no-progress", *extra]
 
 
@@ -121,7 +121,7 @@ def test_two_sweeps_on_one_folder_the_second_is_refused_and_the_first_completes(
         assert second.returncode == 2
         line = second.stderr.strip()
         assert "\n" not in line and "Traceback" not in line
-        assert f"is in use by another run (pid {first.pid} on " in line and "divopt sweep" in line
+        assert f"is in use by another run (pid {first.pid} on " in line and "divopt-rag sweep" in line
         assert first.poll() is None  # the first is still at work, untouched
         (tmp_path / "gate").touch()
         stdout, stderr = first.communicate(timeout=180)
@@ -138,7 +138,7 @@ def test_two_sweeps_on_one_folder_the_second_is_refused_and_the_first_completes(
 
 def test_the_lock_names_its_holder_and_dies_with_it(tmp_path):
     folder = tmp_path / "out"
-    code = ("import sys, time; from divopt.experiments.harness import output_lock\n"
+    code = ("import sys, time; from divopt_rag.experiments.harness import output_lock\n"
             "with output_lock(sys.argv[1], 'holder-test'):\n    print('held', flush=True); time.sleep(120)\n")
     holder = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True,
                               start_new_session=True)
@@ -191,7 +191,7 @@ def test_atomic_writers_and_the_stale_cleaner_race_without_losing_a_write(tmp_pa
     16, a starting sweep deleted a running one's): every write lands, none fails."""
     target = tmp_path / "parts" / "shared.parquet"
     target.parent.mkdir()
-    cleaner = ("import sys, time; from divopt.experiments.harness import remove_stale_temporaries\n"
+    cleaner = ("import sys, time; from divopt_rag.experiments.harness import remove_stale_temporaries\n"
                "print('ready', flush=True)\nt = time.monotonic()\n"
                "while time.monotonic() - t < 2:\n    remove_stale_temporaries(sys.argv[1])\n")
     proc = subprocess.Popen([sys.executable, "-c", cleaner, str(target.parent)], stdout=subprocess.PIPE,
@@ -229,7 +229,7 @@ def test_atomic_writers_and_the_stale_cleaner_race_without_losing_a_write(tmp_pa
 @pytest.mark.slow
 def test_a_killed_driver_takes_its_pool_workers_with_it(tmp_path, plugin_env):
     cfg = _write_config(tmp_path / "cfg.json", methods={"pid_sleeper": {}}, grid={"k": [2], "theta": [0.5]})
-    cmd = [sys.executable, "-m", "divopt.experiments.cli", "sweep", "--config", str(cfg), "--out",
+    cmd = [sys.executable, "-m", "divopt_rag.experiments.cli", "sweep", "--config", str(cfg), "--out",
            str(tmp_path / "out"), "--n-workers", "2", "--chunk-size", "1", "--no-progress"]
     driver = subprocess.Popen(cmd, env=plugin_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               start_new_session=True)

@@ -15,9 +15,9 @@ import warnings
 import numpy as np
 import pytest
 
-from divopt.models import Instance
-from divopt.solvers import METHOD_NEEDS, available_solvers, instance_methods, select, solve_exact
-from divopt.solvers.exact import brute_force, exact_optimum
+from divopt_rag.models import Instance
+from divopt_rag.solvers import METHOD_NEEDS, available_solvers, instance_methods, select, solve_exact
+from divopt_rag.solvers.exact import brute_force, exact_optimum
 
 THETAS = (0.0, 0.5, 1.0)
 

@@ -39,7 +39,7 @@ def test_every_test_server_binds_loopback():
 def test_no_test_starts_ray_by_hand():
     bad = [(path.name, text.count("\n", 0, m.start()) + 1) for path, text in _sources()
            for m in RAY_INIT.finditer(text)]
-    assert not bad, f"ray.init in tests (use divopt.experiments.backends.start_local_ray): {bad}"
+    assert not bad, f"ray.init in tests (use divopt_rag.experiments.backends.start_local_ray): {bad}"
 
 
 def test_notebook_kernels_listen_on_loopback():

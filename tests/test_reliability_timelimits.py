@@ -14,9 +14,9 @@ import warnings
 import numpy as np
 import pytest
 
-from divopt.models import Instance, runner
-from divopt.models.mip_ccbqp import build_ccbqp
-from divopt.solvers import available_solvers, exact, solve_exact
+from divopt_rag.models import Instance, runner
+from divopt_rag.models.mip_ccbqp import build_ccbqp
+from divopt_rag.solvers import available_solvers, exact, solve_exact
 
 PERSISTENT = [s for s in ("highs", "gurobi") if s in available_solvers()]
 FORMULATION = {"highs": "milp", "gurobi": "miqp", "scip": "miqp_lowrank"}

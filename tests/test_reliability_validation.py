@@ -1,4 +1,4 @@
-"""divopt.models.validation.check_scalar against scikit-learn's check_scalar (an independent
+"""divopt_rag.models.validation.check_scalar against scikit-learn's check_scalar (an independent
 implementation of the same contract), plus the points where divopt is deliberately stricter:
 a bool is not a count, NaN is not a number in range."""
 import math
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from divopt.models.validation import ScalarTypeError, check_k, check_scalar
+from divopt_rag.models.validation import ScalarTypeError, check_k, check_scalar
 
 sk_validation = pytest.importorskip("sklearn.utils.validation")
 

@@ -1,4 +1,4 @@
-"""``divopt reproduce`` without an LLM: the CCBQP Pareto and latency recipes and VRSD's tables run
+"""``divopt-rag reproduce`` without an LLM: the CCBQP Pareto and latency recipes and VRSD's tables run
 end to end on fixture files in the datasets' public formats (a hashing embedder stands in for
 MiniLM), and every printed / written table equals a plain recomputation written here from the
 tidy rows (metrics recomputed from the texts and embeddings with numpy loops); a killed run
@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from divopt.data import load_openbookqa, load_qampari, load_sciq
-from divopt.experiments.reproduce import RECIPES, MissingData, Options, ReproduceError, published, run_recipe
-from divopt.experiments.reproduce import cli as rcli
-from divopt.experiments.reproduce import runner
-from divopt.experiments.reproduce.published import missing
+from divopt_rag.data import load_openbookqa, load_qampari, load_sciq
+from divopt_rag.experiments.reproduce import RECIPES, MissingData, Options, ReproduceError, published, run_recipe
+from divopt_rag.experiments.reproduce import cli as rcli
+from divopt_rag.experiments.reproduce import runner
+from divopt_rag.experiments.reproduce.published import missing
 from reproduce_fakes import FIXTURES, HashEmbedder, cell, make_data_dir
 
 CORPUS = FIXTURES / "psgs" / "psgs_w100.tsv"
@@ -128,7 +128,7 @@ def test_wordnet_and_synthetic_analogues_are_labelled(tmp_path, data_dir):
                                                     overrides={"k": [5], "theta": [0.5]}))
     assert set(res.rows["dataset"]) == {"synthetic (analogue)"} and res.rows["analogue"].all()
     # on the analogue, answer recall is the share of the query's labelled subtopics covered
-    from divopt.data import synthetic_pools
+    from divopt_rag.data import synthetic_pools
 
     data = synthetic_pools(n=2000, d=128, n_queries=16)
     for _, r in res.rows.iterrows():

@@ -1,4 +1,4 @@
-"""``divopt reproduce`` recipes with an LLM, against a fake OpenAI-compatible server on 127.0.0.1
+"""``divopt-rag reproduce`` recipes with an LLM, against a fake OpenAI-compatible server on 127.0.0.1
 (rules in reproduce_fakes.py): CCBQP's generation tables, DF-RAG's Tables 1/3/4, Dartboard's
 Table 2 (with a fake cross-encoder) and the MIO report's tables run end to end on fixture files in
 the datasets' public formats, and each table equals a plain recomputation written here from the
@@ -15,10 +15,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from divopt.data import load_asqa, load_qampari, load_rgb
-from divopt.experiments.llm import OpenAIChat
-from divopt.experiments.prompts import get_template
-from divopt.experiments.reproduce import RECIPES, Options, run_recipe
+from divopt_rag.data import load_asqa, load_qampari, load_rgb
+from divopt_rag.experiments.llm import OpenAIChat
+from divopt_rag.experiments.prompts import get_template
+from divopt_rag.experiments.reproduce import RECIPES, Options, run_recipe
 from reproduce_fakes import (
     FIXTURES,
     LONGBENCH_ROWS,

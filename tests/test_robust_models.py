@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 
 from uset_vertices import vertices
-from divopt.models import Instance
-from divopt.robust.cutting_planes import LOG_COLUMNS, cutting_plane_ksparse
-from divopt.robust.models import (
+from divopt_rag.models import Instance
+from divopt_rag.robust.cutting_planes import LOG_COLUMNS, cutting_plane_ksparse
+from divopt_rag.robust.models import (
     build_ksparse_lpdual_model,
     build_nominal_model,
     build_robust_model,
     build_robust_norm_model,
 )
-from divopt.robust.oracles import similarity_upper_bounds
-from divopt.robust.relevance import worst_case_relevance
-from divopt.robust.sets import KSparse, NormBall
-from divopt.solvers.exact import solve
+from divopt_rag.robust.oracles import similarity_upper_bounds
+from divopt_rag.robust.relevance import worst_case_relevance
+from divopt_rag.robust.sets import KSparse, NormBall
+from divopt_rag.solvers.exact import solve
 
 SOLVER = "highs"  # deterministic, no license limits
 
@@ -334,8 +334,8 @@ def test_builders_return_models_without_solving_and_validate_inputs():
 
 @pytest.mark.parametrize("seed", [13, 14])
 def test_rho_zero_matches_the_exact_engineers_nominal_sparsity_builder(seed):
-    """Cross-check with divopt.models.mip_sparsity.build_sparsity (full McCormick, independent code)."""
-    from divopt.models.mip_sparsity import build_sparsity
+    """Cross-check with divopt_rag.models.mip_sparsity.build_sparsity (full McCormick, independent code)."""
+    from divopt_rag.models.mip_sparsity import build_sparsity
 
     inst = _instance(seed, n=10)
     kw = _params(inst, seed)

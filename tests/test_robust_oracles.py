@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from uset_vertices import vertices
-from divopt.models import Instance
-from divopt.robust.oracles import (
+from divopt_rag.models import Instance
+from divopt_rag.robust.oracles import (
     average_similarity,
     similarity_upper_bounds,
     worst_case_average_similarity,
     worst_case_relevance,
 )
-from divopt.robust.sets import KSparse, NormBall, make_set, protect_top
+from divopt_rag.robust.sets import KSparse, NormBall, make_set, protect_top
 
 
 def _unit(a):

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from divopt.models import Instance
-from divopt.robust import MODEL_PARAMETERS, ROBUST_MODELS
-from divopt.robust.records import robust_ksparse, robust_ksparse_cp, robust_ksparse_lpdual, robust_l2
+from divopt_rag.models import Instance
+from divopt_rag.robust import MODEL_PARAMETERS, ROBUST_MODELS
+from divopt_rag.robust.records import robust_ksparse, robust_ksparse_cp, robust_ksparse_lpdual, robust_l2
 
 REQUIRED = {"model", "status", "proven_optimal", "objective", "bound", "gap", "seconds", "indices", "selected",
             "n_selected", "worst_case_relevance", "worst_case_avg_similarity", "nominal_avg_similarity",
@@ -131,7 +131,7 @@ def test_cutting_plane_record_reports_time_limit_honestly():
 
 
 def test_sweep_runner_accepts_the_registry():
-    sweep = pytest.importorskip("divopt.experiments.methods")
+    sweep = pytest.importorskip("divopt_rag.experiments.methods")
     inst = _instance(seed=5)
     assert "robust_ksparse_cp" in sweep.available_methods()
     assert sweep.method_accepts("robust_ksparse", "attack_budget")

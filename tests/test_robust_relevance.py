@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from uset_vertices import vertices
-from divopt.models import Instance
-from divopt.robust.relevance import _positive_bound, worst_case_cosine, worst_case_relevance
-from divopt.robust.sets import KSparse, NormBall
+from divopt_rag.models import Instance
+from divopt_rag.robust.relevance import _positive_bound, worst_case_cosine, worst_case_relevance
+from divopt_rag.robust.sets import KSparse, NormBall
 
 
 def _unit(a):

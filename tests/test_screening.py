@@ -1,6 +1,6 @@
 """Safe screening never removes an optimal item; bounds bound; certificates match brute force.
 
-The truth is enumeration of every k-subset with divopt.models.ccbqp_objective in a plain loop
+The truth is enumeration of every k-subset with divopt_rag.models.ccbqp_objective in a plain loop
 (the lead's objective), independent of the vectorized brute force and of the screening code.
 """
 import itertools
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from divopt.models.runner import Result
-from divopt.solvers import bounds, certificates, exact, screening
-from divopt.models import Instance, ccbqp_objective
+from divopt_rag.models.runner import Result
+from divopt_rag.solvers import bounds, certificates, exact, screening
+from divopt_rag.models import Instance, ccbqp_objective
 
 
 def _unit(a):

@@ -5,8 +5,8 @@ The Dartboard family is checked against transcriptions of its paper in tests/tes
 import numpy as np
 import pytest
 
-from divopt.models import Instance, ccbqp_objective
-from divopt.solvers import instance_methods, select
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.solvers import instance_methods, select
 
 from conftest import planted_duplicates, random_unit, unit_query
 
@@ -128,7 +128,7 @@ def test_every_method_returns_unique_k_set_in_low_precision():
 
 def test_selectors_reduce_redundancy_on_planted_duplicates():
     """Sanity of purpose: diversity methods cover more clusters than top-k."""
-    from divopt.data.synthetic import narrow_cone
+    from divopt_rag.data.synthetic import narrow_cone
 
     E, q, labels = narrow_cone(3000, 48, seed=2)
     inst = Instance(E, q, k=10, theta=0.5)

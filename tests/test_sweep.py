@@ -1,4 +1,4 @@
-"""divopt sweep: grid expansion, run keys, atomic parts, resume (also after SIGKILL), backends."""
+"""divopt-rag sweep: grid expansion, run keys, atomic parts, resume (also after SIGKILL), backends."""
 from __future__ import annotations
 
 import json
@@ -14,15 +14,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from divopt.data import EmbeddedDataset, register_dataset
-from divopt.data import load as load_dataset
-from divopt.data.synthetic import narrow_cone, synthetic_dataset
-from divopt.experiments import harness, runs
-from divopt.experiments import sweep as sw
-from divopt.experiments.methods import register_method
-from divopt.experiments.grid import SweepConfig, canonical_params, derive_seed, expand_grid, run_key
-from divopt.models import Instance, ccbqp_objective
-from divopt.solvers import select
+from divopt_rag.data import EmbeddedDataset, register_dataset
+from divopt_rag.data import load as load_dataset
+from divopt_rag.data.synthetic import narrow_cone, synthetic_dataset
+from divopt_rag.experiments import harness, runs
+from divopt_rag.experiments import sweep as sw
+from divopt_rag.experiments.methods import register_method
+from divopt_rag.experiments.grid import SweepConfig, canonical_params, derive_seed, expand_grid, run_key
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.solvers import select
 
 TINY = {"name": "synthetic", "n": 60, "d": 16, "n_queries": 3, "seed": 5}
 
@@ -185,14 +185,14 @@ def test_error_rows_are_recorded_and_retried(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# Kill a running `divopt sweep` with SIGKILL, restart the same command
+# Kill a running `divopt-rag sweep` with SIGKILL, restart the same command
 # --------------------------------------------------------------------------------------------
 PLUGIN = textwrap.dedent(
     '''
     """Test plugin: a slow top-k (so a sweep can be killed midway)."""
     import time
     import numpy as np
-    from divopt.experiments.methods import register_method
+    from divopt_rag.experiments.methods import register_method
 
     @register_method("slow_topk")
     def slow_topk(inst, *, delay=0.15):
@@ -218,7 +218,7 @@ def test_kill_midway_and_resume_with_the_same_command(tmp_path):
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
     env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'plug'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "divopt.experiments.cli", "sweep", "--config", str(tmp_path / "cfg.json"),
+    cmd = [sys.executable, "-m", "divopt_rag.experiments.cli", "sweep", "--config", str(tmp_path / "cfg.json"),
            "--out", str(out), "--n-workers", "1", "--chunk-size", "1", "--no-progress"]
     n_total = 3 * 2 * 3
 
@@ -260,7 +260,7 @@ def test_kill_midway_and_resume_with_the_same_command(tmp_path):
 def test_ray_backend_matches_local(tmp_path):
     ray = pytest.importorskip("ray")
     psutil = pytest.importorskip("psutil")
-    from divopt.experiments.backends import LOOPBACK, ray_addresses, start_local_ray
+    from divopt_rag.experiments.backends import LOOPBACK, ray_addresses, start_local_ray
 
     cfg = _config(methods={"fw": {}, "mmr": {}, "dpp": {}})
     local = sw.run_sweep(cfg, tmp_path / "local", n_workers=0, progress=False).table
@@ -295,7 +295,7 @@ def test_ray_backend_starts_its_own_cluster_on_loopback(monkeypatch):
     records the calls: no cluster is started)."""
     import types
 
-    from divopt.experiments import backends
+    from divopt_rag.experiments import backends
 
     calls = []
     fake = types.SimpleNamespace(
@@ -315,7 +315,7 @@ def test_ray_backend_starts_its_own_cluster_on_loopback(monkeypatch):
 
 
 def test_cli_flags_override_config(tmp_path, capsys):
-    from divopt.experiments.cli import main
+    from divopt_rag.experiments.cli import main
 
     (tmp_path / "c.json").write_text(json.dumps({"dataset": TINY, "methods": ["fw"], "grid": {"k": [3], "theta": [0.5]}}))
     rc = main(["sweep", "--config", str(tmp_path / "c.json"), "--out", str(tmp_path / "o"), "--methods", "topk", "mmr",
@@ -332,7 +332,7 @@ def test_cli_flags_override_config(tmp_path, capsys):
 
 
 def test_text_dataset_adapter_qrels_texts_and_evaluator(tmp_path):
-    from divopt.data.synthetic import toy_dataset
+    from divopt_rag.data.synthetic import toy_dataset
 
     ds = toy_dataset()
     rng = np.random.default_rng(0)
@@ -364,7 +364,7 @@ def test_text_dataset_adapter_qrels_texts_and_evaluator(tmp_path):
 
 
 def test_robust_models_in_the_grid_match_direct_record_calls(tmp_path):
-    from divopt.robust import ROBUST_MODELS
+    from divopt_rag.robust import ROBUST_MODELS
 
     grid = {"k": [4], "theta": [0.5], "rho_vec": [0.0, 0.05], "sparsity_penalty": [0.1], "rho_div": [0.9],
             "candidates": [10]}

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from divopt.models import Instance, ccbqp_objective
-from divopt.solvers import select
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.solvers import select
 
 from conftest import random_unit, unit_query
 
@@ -84,7 +84,7 @@ def test_objective_index_errors():
 
 
 def test_low_precision_storage_accumulates_in_float32():
-    from divopt.models.kernels import matvec, rmatvec
+    from divopt_rag.models.kernels import matvec, rmatvec
 
     E = random_unit(70_000, 16, 3, np.float32)  # > one row block, exercises the blocked path
     v = torch.randn(16, dtype=torch.float32)

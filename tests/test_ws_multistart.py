@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from conftest import planted_duplicates, random_unit, unit_query
-from divopt.models import Instance, ccbqp_objective
-from divopt.solvers import select
-from divopt.solvers.gram_search import GramSearch
-from divopt.solvers.ws_multistart import ws_multistart_batch, ws_multistart_sweep
+from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.solvers import select
+from divopt_rag.solvers.gram_search import GramSearch
+from divopt_rag.solvers.ws_multistart import ws_multistart_batch, ws_multistart_sweep
 from test_frank_wolfe import algorithm1_transcription
 from test_local_search import brute_best_swap
 
@@ -61,7 +61,7 @@ def test_guided_pool_larger_than_the_pool_takes_every_row_and_is_certified():
 
 @pytest.mark.parametrize("chunk", [None, 2])  # problems per chunk of the Gram search (None: one chunk)
 def test_batch_and_sweep_equal_single_runs(chunk, monkeypatch):
-    from divopt.solvers import ws_multistart
+    from divopt_rag.solvers import ws_multistart
 
     if chunk is not None:
         monkeypatch.setattr(ws_multistart, "_CHUNK_BYTES", chunk * 8 * 40**2)

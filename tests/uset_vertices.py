@@ -9,7 +9,7 @@ from typing import Iterator
 
 import numpy as np
 
-from divopt.robust import KSparse, NormBall
+from divopt_rag.robust import KSparse, NormBall
 
 __all__ = ["vertices"]
 

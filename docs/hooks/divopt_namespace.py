@@ -1,10 +1,10 @@
-"""mkdocs hook: let griffe (mkdocstrings' Python collector) find the ``divopt`` namespace.
+"""mkdocs hook: let griffe (mkdocstrings' Python collector) find the ``divopt_rag`` namespace.
 
-divopt's top-level folders are installed as ``divopt.<folder>`` through setuptools'
-``package-dir`` mapping (``models/`` -> ``divopt.models``); there is no ``divopt/`` folder on
+divopt's top-level folders are installed as ``divopt_rag.<folder>`` through setuptools'
+``package-dir`` mapping (``models/`` -> ``divopt_rag.models``); there is no ``divopt_rag/`` folder on
 disk, so griffe's static finder cannot see the package. This hook reads the mapping from
-pyproject.toml, builds a temporary ``divopt/`` folder of symlinks (copies where symlinks are not
-allowed) and puts it first on the search path, so ``::: divopt.models`` works from a clean
+pyproject.toml, builds a temporary ``divopt_rag/`` folder of symlinks (copies where symlinks are not
+allowed) and puts it first on the search path, so ``::: divopt_rag.models`` works from a clean
 checkout without importing anything. New subpackages appear as soon as pyproject maps them.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ _TMP: list[Path] = []
 
 def _mapping(root: Path) -> dict[str, Path]:
     tool = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
-    return {name: root / folder for name, folder in tool["package-dir"].items() if name.startswith("divopt.")}
+    return {name: root / folder for name, folder in tool["package-dir"].items() if name.startswith("divopt_rag.")}
 
 
 @event_priority(100)  # before mkdocstrings' on_config, which creates the Python handler
@@ -30,7 +30,7 @@ def on_config(config):
     root = Path(config.config_file_path).resolve().parent
     tmp = Path(tempfile.mkdtemp(prefix="divopt-docs-"))
     _TMP.append(tmp)
-    pkg = tmp / "divopt"
+    pkg = tmp / "divopt_rag"
     pkg.mkdir()
     for name, folder in _mapping(root).items():
         target = pkg / name.split(".", 1)[1]

@@ -1,19 +1,19 @@
-"""``divopt reproduce``: the seed papers' headline results, one recipe each.
+"""``divopt-rag reproduce``: the seed papers' headline results, one recipe each.
 
-A recipe (:class:`~divopt.experiments.reproduce.spec.Recipe`) is a small declarative spec: the
+A recipe (:class:`~divopt_rag.experiments.reproduce.spec.Recipe`) is a small declarative spec: the
 paper and table, what it needs (data files, an LLM, a cross-encoder, a GPU), its datasets,
 methods (the published ones, by their plain names), parameter grid and metrics, how one run
 (query x method x setting) becomes one tidy row, and the table layout. Running one writes tidy
 parquet through the experiment harness, resumes from per-run checkpoints, and prints the table
 in the paper's layout beside the published numbers that ship with divopt
-(:mod:`divopt.experiments.reproduce.published`)::
+(:mod:`divopt_rag.experiments.reproduce.published`)::
 
-    from divopt.experiments.reproduce import RECIPES, Options, run_recipe
+    from divopt_rag.experiments.reproduce import RECIPES, Options, run_recipe
     res = run_recipe(RECIPES["ccbqp-pareto"], Options(out="results/pareto", analogue="wordnet", limit=5))
     res.rows      # one row per query x method x setting
     res.table     # the paper's table, long form: ours (value) and published (paper) side by side
 
-Recipes: see :data:`RECIPES` or ``divopt reproduce --list``.
+Recipes: see :data:`RECIPES` or ``divopt-rag reproduce --list``.
 """
 from __future__ import annotations
 
@@ -41,5 +41,5 @@ RECIPES: dict[str, Recipe] = {
 def get_recipe(name: str) -> Recipe:
     """The recipe called ``name``; ReproduceError naming the recipes otherwise."""
     if name not in RECIPES:
-        raise ReproduceError(f"unknown recipe {name!r}; expected one of {', '.join(RECIPES)} (divopt reproduce --list)")
+        raise ReproduceError(f"unknown recipe {name!r}; expected one of {', '.join(RECIPES)} (divopt-rag reproduce --list)")
     return RECIPES[name]

@@ -27,11 +27,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from divopt.data import bm25_pool, load_asqa, load_qampari, narrow_cone, stable_hash, union_pool
-from divopt.data import EmbeddedDataset
-from divopt.experiments.plots import plot_latency, plot_pareto, save_figure
-from divopt.models import Instance
-from divopt.solvers import select
+from divopt_rag.data import bm25_pool, load_asqa, load_qampari, narrow_cone, stable_hash, union_pool
+from divopt_rag.data import EmbeddedDataset
+from divopt_rag.experiments.plots import plot_latency, plot_pareto, save_figure
+from divopt_rag.models import Instance
+from divopt_rag.solvers import select
 
 from .data import DatasetPlan, Prepared, first_queries, prepare_text, synthetic_analogue, wordnet_analogue
 from .spec import DataNeed, Needs, Options, Recipe, Run

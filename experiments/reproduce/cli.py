@@ -1,9 +1,9 @@
-"""``divopt reproduce <recipe>`` and ``divopt reproduce --list``.
+"""``divopt-rag reproduce <recipe>`` and ``divopt-rag reproduce --list``.
 
 Bad input (unknown recipe or option, data not on this machine, no LLM configured, no
-cross-encoder where one is required) raises :class:`~divopt.experiments.reproduce.ReproduceError`,
-:class:`~divopt.experiments.reproduce.MissingData` or
-:class:`~divopt.experiments.llm.LLMNotConfigured` with one line; :func:`main` prints it and
+cross-encoder where one is required) raises :class:`~divopt_rag.experiments.reproduce.ReproduceError`,
+:class:`~divopt_rag.experiments.reproduce.MissingData` or
+:class:`~divopt_rag.experiments.llm.LLMNotConfigured` with one line; :func:`main` prints it and
 returns 2. Exit code 1 when some run of this invocation ended in an error row.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from divopt.experiments.grid import parse_value
-from divopt.experiments.llm import LLMNotConfigured
+from divopt_rag.experiments.grid import parse_value
+from divopt_rag.experiments.llm import LLMNotConfigured
 
 from . import RECIPES, get_recipe
 from .runner import print_report, run_recipe
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="list the recipes: paper, table, what each needs")
     parser.add_argument("--out", type=Path, help="output folder (default results/reproduce/<recipe>)")
     parser.add_argument("--data-dir", type=Path, default=Path("datasets"),
-                        help="where the datasets are, in divopt.data.download.fetch's layout (default datasets/)")
+                        help="where the datasets are, in divopt_rag.data.download.fetch's layout (default datasets/)")
     parser.add_argument("--limit", type=int, help="first N queries of each dataset (a quick run)")
     parser.add_argument("--analogue", choices=("wordnet", "synthetic"),
                         help="run on an offline analogue instead of the paper's data (labelled as such)")
@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def options_from_args(args: argparse.Namespace) -> Options:
     cross = None
     if args.cross_encoder:
-        from divopt.data import load_cross_encoder
+        from divopt_rag.data import load_cross_encoder
 
         if not Path(args.cross_encoder).is_dir():
             raise ReproduceError(f"--cross-encoder must be a local model directory, got {args.cross_encoder!r}")
@@ -89,13 +89,13 @@ def main(args: argparse.Namespace) -> int:
             print(recipe.list_line())
         return 0
     if not args.recipe:
-        print("divopt reproduce: name a recipe (divopt reproduce --list shows them)", file=sys.stderr)
+        print("divopt-rag reproduce: name a recipe (divopt-rag reproduce --list shows them)", file=sys.stderr)
         return 2
     try:
         recipe = get_recipe(args.recipe)
         result = run_recipe(recipe, options_from_args(args))
     except (ReproduceError, MissingData, LLMNotConfigured) as exc:
-        print(f"divopt reproduce {args.recipe}: {exc}", file=sys.stderr)
+        print(f"divopt-rag reproduce {args.recipe}: {exc}", file=sys.stderr)
         return 2
     print_report(recipe, result)
     return 1 if result.n_errors else 0

@@ -2,7 +2,7 @@
 arXiv:2407.12101), on RGB (Chen et al., 2024).
 
 Protocol: each RGB question retrieves k = 5 passages (RGB's default number of documents) from
-its own passages (positives and negatives, :func:`divopt.data.load_rgb`); NDCG@k against the
+its own passages (positives and negatives, :func:`divopt_rag.data.load_rgb`); NDCG@k against the
 positives; on the information-integration questions (``en_int``) also the nDCG per answer
 component (each part's positive group), averaged; QA accuracy is RGB's string match of an
 LLM's answer (every part matched, no decline) with RGB's prompt (template ``dartboard``).
@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from divopt.data import load_rgb
+from divopt_rag.data import load_rgb
 
 from .data import DatasetPlan, Prepared, prepare_text, subset_queries, wordnet_analogue
 from .spec import DataNeed, Needs, Options, Recipe, Run

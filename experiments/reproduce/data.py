@@ -1,18 +1,18 @@
-"""The data a recipe runs on: a text :class:`~divopt.data.Dataset` (answers, candidate pools)
+"""The data a recipe runs on: a text :class:`~divopt_rag.data.Dataset` (answers, candidate pools)
 with its embeddings, or an embedded analogue, as one :class:`Prepared`.
 
-``divopt.data.load`` returns an :class:`~divopt.data.EmbeddedDataset`, which keeps what the
+``divopt_rag.data.load`` returns an :class:`~divopt_rag.data.EmbeddedDataset`, which keeps what the
 selectors and retrieval metrics need but not the answers nor the per-query candidates of the
 QA datasets; a recipe needs both, so :func:`prepare_text` keeps the Dataset beside the
-embedded view (embeddings come from :func:`divopt.data.embed_dataset` and its on-disk cache,
+embedded view (embeddings come from :func:`divopt_rag.data.embed_dataset` and its on-disk cache,
 so a resumed run encodes nothing).
 
 Analogues (offline, never the paper's experiment; their label says "analogue"):
 
-* ``wordnet``: the WordNet ambiguity benchmark (:func:`divopt.data.load_wordnet`): a query is
+* ``wordnet``: the WordNet ambiguity benchmark (:func:`divopt_rag.data.load_wordnet`): a query is
   an ambiguous noun, its answer parts are its senses, a passage covers the sense it is labelled
   with; "answer recall" becomes the fraction of senses covered (S-recall).
-* ``synthetic``: planted-cluster narrow cones (:func:`divopt.data.synthetic_pools`), one pool
+* ``synthetic``: planted-cluster narrow cones (:func:`divopt_rag.data.synthetic_pools`), one pool
   per query; the relevant clusters play the answer parts.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from divopt.data import Dataset, EmbeddedDataset, embed_dataset, load_wordnet, stable_hash, synthetic_pools, unit_rows
+from divopt_rag.data import Dataset, EmbeddedDataset, embed_dataset, load_wordnet, stable_hash, synthetic_pools, unit_rows
 
 from .spec import Options, ReproduceError
 
@@ -110,7 +110,7 @@ def wordnet_analogue(options: Options, n_words: int | None = None, model: Any = 
 
 def synthetic_analogue(options: Options, *, n: int = 400, d: int = 64, n_queries: int = 16,
                        n_relevant_clusters: int = 5, seed: int = 0) -> Prepared:
-    """Planted-cluster pools (one per query, :func:`divopt.data.synthetic_pools`) as an analogue:
+    """Planted-cluster pools (one per query, :func:`divopt_rag.data.synthetic_pools`) as an analogue:
     the relevant clusters are the answer parts."""
     data = synthetic_pools(n=n, d=d, n_queries=n_queries, n_relevant_clusters=n_relevant_clusters, seed=seed)
     data.E = unit_rows(data.E, "synthetic E")

@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from divopt.data import load_mini_wikipedia, load_model
-from divopt.experiments import answers
-from divopt.experiments.metrics import jaccard
-from divopt.experiments.methods import run_method
+from divopt_rag.data import load_mini_wikipedia, load_model
+from divopt_rag.experiments import answers
+from divopt_rag.experiments.metrics import jaccard
+from divopt_rag.experiments.methods import run_method
 
 from .data import DatasetPlan, Prepared, prepare_text
 from .spec import DataNeed, Needs, Options, Recipe, ReproduceError, Run

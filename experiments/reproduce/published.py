@@ -2,7 +2,7 @@
 
 Every row is one number as its authors published it: ``paper``, ``table`` (the paper's table
 or figure, or the file of the authors' repository it comes from), ``dataset``, ``setting`` (the
-canonical ``k=..,theta=..`` text of :func:`~divopt.experiments.reproduce.spec.setting_label`),
+canonical ``k=..,theta=..`` text of :func:`~divopt_rag.experiments.reproduce.spec.setting_label`),
 ``method``, ``metric``, ``value``, ``qualifier`` (``exact``; ``up_to`` / ``range_low`` /
 ``range_high`` for a claim the abstract states as a bound or range), ``source`` (where it was
 read: arXiv id and version, table, page, or repository file and commit) and ``note``.
@@ -26,7 +26,7 @@ _QUALIFIERS = {"exact", "up_to", "range_low", "range_high"}
 
 
 def _files() -> list:
-    folder = resources.files("divopt.experiments.reproduce") / "published"
+    folder = resources.files("divopt_rag.experiments.reproduce") / "published"
     return sorted((f for f in folder.iterdir() if f.name.endswith(".csv")), key=lambda f: f.name)
 
 

@@ -2,10 +2,10 @@
 checkpoints, consolidate the tidy rows, build the paper's table and print it beside the
 published numbers.
 
-Resume works like ``divopt sweep``: every run has a key (a hash of recipe, dataset, query,
-method, setting and the options that change rows, :func:`~divopt.experiments.reproduce.spec.run_key`);
+Resume works like ``divopt-rag sweep``: every run has a key (a hash of recipe, dataset, query,
+method, setting and the options that change rows, :func:`~divopt_rag.experiments.reproduce.spec.run_key`);
 a finished run is written to ``OUT/parts/<key>.parquet`` (``<key>.error.parquet`` if it raised)
-atomically by :func:`divopt.experiments.harness.write_parquet`; a restart skips the keys already
+atomically by :func:`divopt_rag.experiments.harness.write_parquet`; a restart skips the keys already
 there. ``--limit N`` keeps the first N queries of each dataset: their keys are those of the
 full run, which later reuses them (datasets whose pool depends on the limit put it in their key).
 
@@ -27,8 +27,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
-from divopt.experiments import harness
-from divopt.experiments.llm import OpenAIChat
+from divopt_rag.experiments import harness
+from divopt_rag.experiments.llm import OpenAIChat
 
 from .data import Prepared
 from .published import missing, published
@@ -61,7 +61,7 @@ class ReproduceResult:
 def check_needs(recipe: Recipe, options: Options) -> tuple[Env, list[str]]:
     """The environment of a run, or one clear error: an analogue the recipe lacks, a data file
     not on this machine (:class:`MissingData`), no LLM configured
-    (:class:`~divopt.experiments.llm.LLMNotConfigured`), no cross-encoder for a recipe that
+    (:class:`~divopt_rag.experiments.llm.LLMNotConfigured`), no cross-encoder for a recipe that
     cannot run without one. Returns the notes to print (rows skipped and why)."""
     notes: list[str] = []
     if options.analogue is not None and options.analogue not in recipe.analogues:
@@ -182,7 +182,7 @@ def _consolidate(out: Path, runs: list[Run]) -> pd.DataFrame:
 
 def run_recipe(recipe: Recipe, options: Options) -> ReproduceResult:
     """Run (or resume) ``recipe`` with ``options`` into ``options.out``; see the module docstring.
-    One run per output folder at a time (:func:`divopt.experiments.harness.output_lock`)."""
+    One run per output folder at a time (:func:`divopt_rag.experiments.harness.output_lock`)."""
     with harness.output_lock(options.out):
         return _run_recipe(recipe, options)
 

@@ -4,7 +4,7 @@ A :class:`Recipe` names the paper and the table or figure it reproduces, what it
 (:class:`Needs`: data files, an LLM, a cross-encoder, a GPU), the datasets it runs on, the
 methods and their parameter grids, the metric columns of a tidy row, how one run (one query x
 method x setting) becomes one row, and how the tidy rows become the paper's table. The runner
-(:mod:`divopt.experiments.reproduce.runner`) does the rest: checkpoints, resume, progress, the
+(:mod:`divopt_rag.experiments.reproduce.runner`) does the rest: checkpoints, resume, progress, the
 side-by-side print with the published numbers.
 
 Bad input raises :class:`ReproduceError` (a ValueError) or :class:`MissingData` (a
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from divopt.data import stable_hash
-from divopt.experiments.grid import canonical_params
+from divopt_rag.data import stable_hash
+from divopt_rag.experiments.grid import canonical_params
 
 __all__ = [
     "ReproduceError",
@@ -47,7 +47,7 @@ class MissingData(FileNotFoundError):
 class DataNeed:
     """One data file a recipe reads: ``marker`` found under ``<data dir>/<folder>`` (any depth).
 
-    ``fetch`` is the name :func:`divopt.data.download.fetch` takes (it unpacks under
+    ``fetch`` is the name :func:`divopt_rag.data.download.fetch` takes (it unpacks under
     ``<data dir>/<folder>``); ``url`` the public source; ``optional`` files only add to a run.
     """
 
@@ -72,7 +72,7 @@ class DataNeed:
     def how_to_get(self, data_dir: str | os.PathLike) -> str:
         where = f"{Path(data_dir) / self.folder}"
         if self.fetch:
-            how = f"divopt.data.download.fetch({self.fetch!r}, {str(data_dir)!r})"
+            how = f"divopt_rag.data.download.fetch({self.fetch!r}, {str(data_dir)!r})"
             if self.url:
                 how += f" (from {self.url})"
         else:
@@ -113,14 +113,14 @@ class Needs:
 class Options:
     """Everything a user chooses for one recipe run (the command line's flags).
 
-    data_dir : where the datasets are (``divopt.data.download.fetch`` layout). out : output folder.
+    data_dir : where the datasets are (``divopt_rag.data.download.fetch`` layout). out : output folder.
     limit : first N queries of each dataset (a quick run; rows keep their keys, so a later full
     run reuses them). analogue : run on an offline analogue ("wordnet", "synthetic") instead of
     the paper's data, labelled as such. retrieval_only : skip every LLM step. model : embedding
     model (None: the offline all-MiniLM-L6-v2; a local directory or a callable). encoders :
     several embedding models (recipes comparing encoders). cross_encoder : a callable scoring
-    (left, right) pairs (``divopt.data.load_cross_encoder(path)``). llm : an
-    :class:`~divopt.experiments.llm.OpenAIChat` (None: from the environment when needed).
+    (left, right) pairs (``divopt_rag.data.load_cross_encoder(path)``). llm : an
+    :class:`~divopt_rag.experiments.llm.OpenAIChat` (None: from the environment when needed).
     overrides : grid axes replaced, e.g. ``{"k": [25]}``. cache_dir : embedding cache.
     """
 
@@ -227,7 +227,7 @@ def run_key(recipe: str, dataset_key: str, query_id: str, method: str, setting: 
 class Recipe:
     """One headline result of one paper (module docstring).
 
-    datasets(options) -> list of :class:`~divopt.experiments.reproduce.data.Prepared` builders;
+    datasets(options) -> list of :class:`~divopt_rag.experiments.reproduce.data.Prepared` builders;
     execute(prepared, run, env) -> the metric columns of the run's row; table(rows) -> the
     paper's table in long form (columns ``table, dataset, setting, method, metric, value``);
     ``layout``: (row keys, column keys) of the printed pivot. ``paper_key``: the paper's

@@ -16,12 +16,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from divopt.experiments import answers
-from divopt.experiments import harness
-from divopt.experiments.generation import Generator
-from divopt.experiments.metrics import alpha_ndcg, ilad, ir_scores, subtopic_recall, vrsd_score
-from divopt.models import Instance
-from divopt.solvers import METHOD_NEEDS, select
+from divopt_rag.experiments import answers
+from divopt_rag.experiments import harness
+from divopt_rag.experiments.generation import Generator
+from divopt_rag.experiments.metrics import alpha_ndcg, ilad, ir_scores, subtopic_recall, vrsd_score
+from divopt_rag.models import Instance
+from divopt_rag.solvers import METHOD_NEEDS, select
 
 from .data import Prepared
 from .spec import Options, ReproduceError
@@ -57,7 +57,7 @@ class Env:
 def query_instance(prep: Prepared, query_index: int, pool: int | None = None, env: Env | None = None
                    ) -> tuple[Instance, np.ndarray]:
     """Query ``query_index`` of ``prep`` over its candidates (the top ``pool`` by relevance when
-    given): :func:`divopt.experiments.harness.query_instance`, cached per (dataset, query, pool)."""
+    given): :func:`divopt_rag.experiments.harness.query_instance`, cached per (dataset, query, pool)."""
     ck = (prep.key, int(query_index), pool)
     if env is not None and ck in env._instances:
         return env._instances[ck]
@@ -72,7 +72,7 @@ def query_instance(prep: Prepared, query_index: int, pool: int | None = None, en
 def select_rows(inst: Instance, method: str, *, k: int, theta: float = 1.0, env: Env | None = None,
                 prep: Prepared | None = None, rows: np.ndarray | None = None, query_index: int | None = None,
                 **params: Any) -> tuple[np.ndarray, dict[str, Any]]:
-    """Rows of ``inst`` chosen by the published ``method`` (:func:`divopt.solvers.select`) at
+    """Rows of ``inst`` chosen by the published ``method`` (:func:`divopt_rag.solvers.select`) at
     (k, theta) with ``params``; the cross-encoder methods get the environment's cross-encoder,
     the question and the pool's texts. A pool smaller than k gives all of it (k is clipped to
     the pool size, ``info["k_used"]``, as the papers' code retrieves "up to k"). Returns
@@ -100,7 +100,7 @@ def retrieval_metrics(prep: Prepared, query_id: str, inst: Instance, rows: np.nd
 
     * ``answer_recall``: the CCBQP paper's answer recall@k, the fraction of the query's answer
       parts with an alias contained (lower-cased substring) in the joined selected texts
-      (:func:`divopt.experiments.answers.answer_recall`); on an analogue without answer strings,
+      (:func:`divopt_rag.experiments.answers.answer_recall`); on an analogue without answer strings,
       the fraction of the query's labelled subtopics covered (S-recall over its labels);
     * ``ilad``: mean 1 - cos over the selected pairs; ``relevance_mean``: mean cos(q, e) of the
       selection; ``vrsd``: cos(sum of the selected, q);
@@ -147,7 +147,7 @@ def retrieval_metrics(prep: Prepared, query_id: str, inst: Instance, rows: np.nd
 
 def answer_scores(prediction: str, groups: Sequence[Sequence[str]], names: Sequence[str], *,
                   f1_style: str = "squad", list_sep: str = ",", first_gold: bool = False) -> dict[str, float]:
-    """Answer-level metrics of one generated answer (:mod:`divopt.experiments.answers`):
+    """Answer-level metrics of one generated answer (:mod:`divopt_rag.experiments.answers`):
     ``f1`` / ``em`` (token F1 / exact match, best alias; ``first_gold``: against the first alias
     of the first part only, DF-RAG's script), ``rgb_correct`` (RGB accuracy: every part matched,
     no decline), ``str_match`` (fraction of parts matched), ``list_precision`` / ``list_recall``

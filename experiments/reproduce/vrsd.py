@@ -5,12 +5,12 @@ Large Language Models").
 ``vrsd-tables`` (Tables 1/3 and the win rates): for every question of ARC-DA, OpenBookQA and
 SciQ, VRSD, k-DPP and MMR select k in {6, 12, 18} passages; per method and k the **Sim. Mean**
 (mean over questions of cos(sum of the selected embeddings, q), VRSD's objective,
-:func:`divopt.experiments.metrics.vrsd_score`) and the **Div. Mean** (mean ILAD of the
+:func:`divopt_rag.experiments.metrics.vrsd_score`) and the **Div. Mean** (mean ILAD of the
 selection); and VRSD's win rates over each baseline (Eq. 8-9 as
-:func:`divopt.experiments.metrics.win_rates` reads them: the share of questions where VRSD's
+:func:`divopt_rag.experiments.metrics.win_rates` reads them: the share of questions where VRSD's
 value is strictly larger). Decisions where the paper could not be read: "k-DPP" is divopt's
 greedy DPP MAP (``dpp``) and MMR runs at theta 0.5 (``--set theta=...`` changes both); the
-candidate pools are divopt's loaders' (:mod:`divopt.data.science_qa`): SciQ's support
+candidate pools are divopt's loaders' (:mod:`divopt_rag.data.science_qa`): SciQ's support
 paragraphs, OpenBookQA's open book, and for ARC-DA an external corpus (``--corpus``, e.g. the ARC
 Corpus); ARC-DA is skipped without one. The metrics need no labels, so the analogues
 (``wordnet``, ``synthetic``) measure the same quantities on offline pools.
@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from divopt.data import load_arc_da, load_openbookqa, load_sciq
-from divopt.experiments.metrics import win_rates
+from divopt_rag.data import load_arc_da, load_openbookqa, load_sciq
+from divopt_rag.experiments.metrics import win_rates
 
 from .data import DatasetPlan, Prepared, prepare_text, synthetic_analogue, wordnet_analogue
 from .spec import DataNeed, MissingData, Needs, Options, Recipe, Run

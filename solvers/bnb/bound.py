@@ -1,7 +1,7 @@
 """Node relaxation: maximize a concave QCR function over {0 <= x <= 1, sum x = m}, with a certificate.
 
 F(x) = const + l^T x - x^T M x with M positive semidefinite on 1-perp (a
-:class:`divopt.models.qcr.QCRBound`) is concave on the feasible polytope
+:class:`divopt_rag.models.qcr.QCRBound`) is concave on the feasible polytope
 X = {0 <= x <= 1, 1^T x = m}. For ANY x in X and g = grad F(x) = l - 2 M x, concavity gives
 F(y) <= F(x) + g^T (y - x) for every y in X, hence
 
@@ -11,7 +11,7 @@ the Frank-Wolfe duality gap bound: a valid upper bound at any feasible x, equal 
 maximizer (the KKT conditions make the gap zero). :func:`maximize_concave_qp` finds a maximizer
 with a primal active-set method (working set of variables at 0 or 1; equality-constrained Newton
 steps on the free ones; exact in finitely many steps when M is positive definite on 1-perp,
-which the concavity margin of :func:`divopt.models.qcr.concavity_shift` ensures) and returns
+which the concavity margin of :func:`divopt_rag.models.qcr.concavity_shift` ensures) and returns
 the (FW) bound at its last iterate, so the bound never depends on the solver having converged.
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ With Y_x = [[1, x^T], [x, x x^T]] for a binary x, Y_0i = x_i and Y_ij = x_i x_j.
 
 For multipliers gamma >= 0, D = sum_t gamma_t T_t and d0 = sum_t gamma_t d_t satisfy
 <D, Y_x> <= d0 at every lifted feasible binary, which is exactly what
-:func:`divopt.models.qcr.qcr_from_dual` needs (``valid_inequality=(D, d0)``) to keep its function
+:func:`divopt_rag.models.qcr.qcr_from_dual` needs (``valid_inequality=(D, d0)``) to keep its function
 an upper bound of g. So any gamma >= 0 gives a valid bound; the multipliers are only tuned.
 
 Tuning (Lagrangian relaxation of the cuts, in the manner of BiqBin's bundle over triangle

@@ -1,6 +1,6 @@
 """Variable fixing at a branch-and-bound node: reduced-cost (linearization) fixing and safe screening.
 
-Both work on a node problem (P) of :mod:`divopt.models.qcr`: max g(x) = const + l^T x - x^T C x
+Both work on a node problem (P) of :mod:`divopt_rag.models.qcr`: max g(x) = const + l^T x - x^T C x
 over x in {0,1}^p with 1^T x = m, given the value LB of a feasible point of the WHOLE problem (an
 incumbent) and the acceptance tolerance tol of the search. They return items that can be fixed
 without losing any solution of value > LB + tol, which is all the search needs: a fixing removes

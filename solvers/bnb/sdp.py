@@ -1,6 +1,6 @@
 """The DNN relaxation of a node, solved approximately by ADMM, returning a valid QCR bound.
 
-Node problem (P) and its lifting are those of :mod:`divopt.models.qcr`: maximize <Chat, Y> over
+Node problem (P) and its lifting are those of :mod:`divopt_rag.models.qcr`: maximize <Chat, Y> over
 Y with A(Y) = b, Y positive semidefinite, Y >= 0 entrywise (the doubly nonnegative, DNN, bound).
 Consensus ADMM with three copies of Y (Boyd et al., "Distributed optimization and statistical
 learning via the alternating direction method of multipliers", 2011, section 7.1; the same
@@ -14,7 +14,7 @@ Yin) for  min -<Chat, Y> + I{A(Y) = b}(Y) + I{psd}(W) + I{>= 0}(V)  s.t.  Y = W,
 Multipliers: after these updates U1 is negative semidefinite and U2 <= 0 entrywise, so
 S = -rho U1 is psd and N = -rho U2 >= 0; y is the least-squares solution of A*(y) = Chat + N + S
 (at a saddle point Chat - A*(y) + N = -S). Whatever the accuracy, (y, N >= 0) gives a VALID
-bounding function via :func:`divopt.models.qcr.qcr_from_dual` (its proof needs nothing else), so
+bounding function via :func:`divopt_rag.models.qcr.qcr_from_dual` (its proof needs nothing else), so
 the branch-and-bound may stop the ADMM after any number of iterations; accuracy only buys
 tightness. One eigendecomposition of a (p+1) x (p+1) matrix per iteration.
 """
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
-from divopt.models.qcr import CardinalityQP, LiftOperator, QCRBound, qcr_from_dual
+from divopt_rag.models.qcr import CardinalityQP, LiftOperator, QCRBound, qcr_from_dual
 
 __all__ = ["ADMMState", "dnn_admm"]
 

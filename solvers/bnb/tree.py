@@ -1,6 +1,6 @@
 """divopt's branch-and-bound for the CCBQP: DNN/QCR bounds at every node, best-bound search.
 
-Search (module :mod:`divopt.models.qcr` for the bounding functions, :mod:`.bound` for the node
+Search (module :mod:`divopt_rag.models.qcr` for the bounding functions, :mod:`.bound` for the node
 relaxation, :mod:`.sdp` for the node SDP, :mod:`.cuts` for the cuts, :mod:`.fixing` for fixings):
 
 * root: the incumbent of ``select(inst, "fw_ms")`` (and a user warm start); iterated safe
@@ -21,7 +21,7 @@ relaxation, :mod:`.sdp` for the node SDP, :mod:`.cuts` for the cuts, :mod:`.fixi
 * reduced-cost fixing with the best function (proof in :mod:`.fixing`); the node is re-solved
   while fixings happen.
 * incumbents: the relaxation's x rounded (its m largest) and improved by the 1-swap local search
-  (:func:`divopt.solvers.local_search.local_search`) on the whole pool.
+  (:func:`divopt_rag.solvers.local_search.local_search`) on the whole pool.
 * branching on the free item of largest fractional x (both children inherit the node's bound,
   QCR function, ADMM iterates and cuts); best-bound order, deeper first on ties.
 * a node closes when its bound <= incumbent + tol, tol = max(mip_gap |incumbent|, abs_gap).
@@ -46,9 +46,9 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from divopt.models import Instance, ccbqp_objective, objective_scale
-from divopt.models.qcr import CardinalityQP, LiftOperator, QCRBound, qcr_from_dual
-from divopt.models.validation import check_choice, check_indices, check_nonnegative
+from divopt_rag.models import Instance, ccbqp_objective, objective_scale
+from divopt_rag.models.qcr import CardinalityQP, LiftOperator, QCRBound, qcr_from_dual
+from divopt_rag.models.validation import check_choice, check_indices, check_nonnegative
 
 from ..local_search import local_search
 from ..selection import METHODS, select
@@ -418,7 +418,7 @@ def branch_and_bound(
     mip_gap, abs_gap : a node closes when its bound <= incumbent + max(mip_gap |incumbent|,
         abs_gap); abs_gap defaults to 1e-8 k (k-1) (the normalized-gap scale).
     warm_start : indices of a k-set to start from (the ``heuristic`` incumbent is computed too).
-    heuristic : a fast selector (``divopt.solvers.METHODS``) whose set seeds the incumbent, default
+    heuristic : a fast selector (``divopt_rag.solvers.METHODS``) whose set seeds the incumbent, default
         "fw_ms"; None starts from the top-k by relevance (and the warm start).
     root_iterations, node_iterations, chunk, stall : ADMM budget at the root and per node, the
         chunk between bound checks, and the stall fraction that stops a node's ADMM.
@@ -432,7 +432,7 @@ def branch_and_bound(
         caller's own work counts against ``time_limit`` and ``seconds``.
     """
     if not isinstance(inst, Instance):
-        raise TypeError(f"inst must be a divopt.models.Instance, got {type(inst).__name__}")
+        raise TypeError(f"inst must be a divopt_rag.models.Instance, got {type(inst).__name__}")
     if time_limit is not None:
         time_limit = check_nonnegative(time_limit, "time_limit")
     if heuristic is not None:
