@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from divopt_rag.data import EmbeddedDataset
-from divopt_rag.experiments.evaluator import make_evaluator
+from divopt_rag.experiments.rag.evaluator import make_evaluator
 from divopt_rag.experiments.grid import RunSpec, SweepConfig
 from divopt_rag.experiments.runs import execute_run
 

@@ -6,7 +6,7 @@ Instances: n unit rows in d = 32 (seed 0), k = 10, theta = 0.5, large enough tha
 proves optimality within the limit. Run from any divopt checkout (public API only), e.g.::
 
     python experiments/bench_time_limits.py --solvers highs gurobi scip --n 100 200 300 \\
-        --time-limit 2 --out experiments/results/reliability/time_limits_after.csv
+        --time-limit 2 --out benchmarks/results/reliability/time_limits_after.csv
 """
 from __future__ import annotations
 

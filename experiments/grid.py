@@ -208,7 +208,7 @@ class SweepConfig:
     seed : base seed; each run's seed is :func:`derive_seed` (seed, run key).
     plugins : modules imported in the driver and in every worker before runs (to register
         extra selectors or robust models).
-    evaluator : optional evaluator spec (see :mod:`divopt_rag.experiments.evaluator`) whose score of
+    evaluator : optional evaluator spec (see :mod:`divopt_rag.experiments.rag.evaluator`) whose score of
         each selection is stored in the ``eval_score`` column.
     """
 

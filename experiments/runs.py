@@ -16,7 +16,7 @@ import torch
 
 from divopt_rag.data import EmbeddedDataset
 from divopt_rag.experiments import harness
-from divopt_rag.experiments.evaluator import QueryContext
+from divopt_rag.experiments.rag.evaluator import QueryContext
 from divopt_rag.experiments.grid import RunSpec
 from divopt_rag.experiments.methods import run_method
 from divopt_rag.experiments.metrics import selection_metrics
@@ -42,7 +42,7 @@ def _query_instance(data: EmbeddedDataset, query_index: int, pool: int | None) -
 
 def query_context(data: EmbeddedDataset, query_index: int, pool: int | None = None, k: int = 1,
                   theta: float = 1.0) -> QueryContext:
-    """The :class:`~divopt_rag.experiments.evaluator.QueryContext` of one query (pool, labels, texts)."""
+    """The :class:`~divopt_rag.experiments.rag.evaluator.QueryContext` of one query (pool, labels, texts)."""
     base, rows = _query_instance(data, query_index, pool)
     qid = data.query_ids[query_index]
     return QueryContext(

@@ -62,7 +62,7 @@ from divopt_rag.data import EmbeddedDataset
 from divopt_rag.data import load as load_dataset
 from divopt_rag.experiments import harness
 from divopt_rag.experiments.backends import import_plugins, run_inline, run_local, run_ray
-from divopt_rag.experiments.evaluator import make_evaluator
+from divopt_rag.experiments.rag.evaluator import make_evaluator
 from divopt_rag.experiments.grid import RunSpec, SweepConfig, chunked, expand_grid
 from divopt_rag.experiments.grid import INSTANCE_PARAMS
 from divopt_rag.experiments.methods import accepted_parameters, method_accepts, required_parameters, resolve_method

@@ -1,7 +1,7 @@
 """``divopt-rag sweep`` on the command line: flags (or a config file they override) to a
 :class:`~divopt_rag.experiments.grid.SweepConfig`, then :func:`divopt_rag.experiments.sweep.run_sweep`,
 a summary per (method, theta) and, with ``--adaptive-metric``, the per-query Oracle / gated
-theta table of :mod:`divopt_rag.experiments.adaptive`.
+theta table of :mod:`divopt_rag.experiments.rag.adaptive`.
 
 Exit codes: 0 when every run of the grid succeeded; 1 when some runs failed (the end of the
 output counts them and prints the most frequent reasons; every reason is in the ``error``
@@ -20,8 +20,8 @@ from typing import Any, Mapping
 import pandas as pd
 
 from divopt_rag.experiments import harness
-from divopt_rag.experiments.adaptive import adaptive_report
-from divopt_rag.experiments.evaluator import make_evaluator
+from divopt_rag.experiments.rag.adaptive import adaptive_report
+from divopt_rag.experiments.rag.evaluator import make_evaluator
 from divopt_rag.experiments.grid import SweepConfig, parse_value
 from divopt_rag.experiments.sweep import check_folder, check_parameters, consolidate, error_summary, plan, run_sweep
 

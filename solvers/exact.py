@@ -90,7 +90,7 @@ def solve_exact(
         formulation "auto", "auto" is Gurobi when it is installed and its model fits the licence
         (the runner's licence rule, :func:`divopt_rag.models.runner.solver_refusal`, on the Gram
         MIQP's size: n binaries, one row; MIQP: n <= 200 with the pip licence), else "bnb" (10x+ faster than SCIP and HiGHS on the
-        exact benchmark, ``experiments/results/exact/TABLES.md``). With an explicit MIP
+        exact benchmark, ``benchmarks/results/exact/TABLES.md``). With an explicit MIP
         formulation, "auto" is the first installed MIP solver (gurobi -> scip -> highs) that takes
         it. An explicit solver that cannot take the model raises
         :class:`~divopt_rag.models.runner.SolverRefused` (a ValueError) naming the limit and the

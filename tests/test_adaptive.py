@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from fake_llm import FakeChat, chat_reply
 
 from divopt_rag.data.synthetic import narrow_cone
-from divopt_rag.experiments.adaptive import (
+from divopt_rag.experiments.rag.adaptive import (
     adaptive_report,
     adaptive_select,
     dfrag_delta,
@@ -21,7 +21,7 @@ from divopt_rag.experiments.adaptive import (
     oracle_theta,
     theta_sweep,
 )
-from divopt_rag.experiments.evaluator import (
+from divopt_rag.experiments.rag.evaluator import (
     CallableEvaluator,
     CoverageEvaluator,
     DeltaPlanner,

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from divopt_rag.experiments.answers import (
+from divopt_rag.experiments.rag.answers import (
     answer_hits,
     answer_metrics,
     answer_recall,

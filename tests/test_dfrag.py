@@ -1,4 +1,4 @@
-"""DF-RAG as published (divopt_rag.experiments.dfrag) against independent truths: plain transcriptions
+"""DF-RAG as published (divopt_rag.experiments.rag.dfrag) against independent truths: plain transcriptions
 written here (gMMR formula, upper-median gate, binary search, answer F1), and a fake
 OpenAI-compatible server on 127.0.0.1 whose replies follow rules this file states."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from conftest import planted_duplicates, random_unit, unit_query
 from fake_llm import FakeChat
-from divopt_rag.experiments.dfrag import (
+from divopt_rag.experiments.rag.dfrag import (
     DFRAG,
     DFRAG_THETAS,
     Planner,
@@ -27,10 +27,10 @@ from divopt_rag.experiments.dfrag import (
     uniform_sampling,
     upper_median_gate,
 )
-from divopt_rag.experiments.evaluator import QueryContext, make_evaluator
-from divopt_rag.experiments.generation import Generator
-from divopt_rag.experiments.prompts import get_template
-from divopt_rag.experiments.llm import LLMError, OpenAIChat
+from divopt_rag.experiments.rag.evaluator import QueryContext, make_evaluator
+from divopt_rag.experiments.rag.generation import Generator
+from divopt_rag.experiments.rag.prompts import get_template
+from divopt_rag.experiments.rag.llm import LLMError, OpenAIChat
 from divopt_rag.models import Instance
 from divopt_rag.solvers import select
 

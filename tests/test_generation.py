@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from fake_llm import FakeChat
 
-from divopt_rag.experiments.generation import Generator, generate, generate_batch
-from divopt_rag.experiments.llm import LLMNotConfigured, OpenAIChat
-from divopt_rag.experiments.prompts import TEMPLATES, PromptTemplate, get_template
+from divopt_rag.experiments.rag.generation import Generator, generate, generate_batch
+from divopt_rag.experiments.rag.llm import LLMNotConfigured, OpenAIChat
+from divopt_rag.experiments.rag.prompts import TEMPLATES, PromptTemplate, get_template
 
 
 # a reply that is a function of the prompt, so order can be checked under concurrency

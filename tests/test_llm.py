@@ -2,7 +2,7 @@
 import pytest
 from fake_llm import FakeChat, chat_reply
 
-from divopt_rag.experiments.llm import LLMError, LLMNotConfigured, OpenAIChat, parse_number
+from divopt_rag.experiments.rag.llm import LLMError, LLMNotConfigured, OpenAIChat, parse_number
 
 
 _Chat = FakeChat()  # answers the queued replies only

@@ -3,7 +3,7 @@ count, the solver gets what is left, and a call that overran anyway says how lon
 
 The slow steps are simulated (a translation or a build that sleeps), so the assertions are
 about the contract (what the solver was given, what the Result says), not about speed; the
-measured overshoot per solver is in experiments/results/reliability/time_limits_*.csv.
+measured overshoot per solver is in benchmarks/results/reliability/time_limits_*.csv.
 """
 from __future__ import annotations
 

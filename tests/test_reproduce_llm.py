@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from divopt_rag.data import load_asqa, load_qampari, load_rgb
-from divopt_rag.experiments.llm import OpenAIChat
-from divopt_rag.experiments.prompts import get_template
+from divopt_rag.experiments.rag.llm import OpenAIChat
+from divopt_rag.experiments.rag.prompts import get_template
 from divopt_rag.experiments.reproduce import RECIPES, Options, run_recipe
 from reproduce_fakes import (
     FIXTURES,

@@ -3,7 +3,7 @@
 Bad input (unknown recipe or option, data not on this machine, no LLM configured, no
 cross-encoder where one is required) raises :class:`~divopt_rag.experiments.reproduce.ReproduceError`,
 :class:`~divopt_rag.experiments.reproduce.MissingData` or
-:class:`~divopt_rag.experiments.llm.LLMNotConfigured` with one line; :func:`main` prints it and
+:class:`~divopt_rag.experiments.rag.llm.LLMNotConfigured` with one line; :func:`main` prints it and
 returns 2. Exit code 1 when some run of this invocation ended in an error row.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from divopt_rag.experiments.grid import parse_value
-from divopt_rag.experiments.llm import LLMNotConfigured
+from divopt_rag.experiments.rag.llm import LLMNotConfigured
 
 from . import RECIPES, get_recipe
 from .runner import print_report, run_recipe

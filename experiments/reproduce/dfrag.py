@@ -1,7 +1,7 @@
 """Recipes of DF-RAG (Khan et al., "DF-RAG: Query-Aware Diversity for Retrieval-Augmented
 Generation", Findings of EACL 2026, arXiv:2601.17212v1), on LongBench's QA tasks.
 
-Protocol (the paper as :mod:`divopt_rag.experiments.dfrag` implements it, with the authors' public
+Protocol (the paper as :mod:`divopt_rag.experiments.rag.dfrag` implements it, with the authors' public
 run script's defaults: 100-word chunks of the sample's own context, k = 5 chunks, the first 200
 samples of a task, the F1 of DF-RAG's script against the first gold answer):
 
@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 from divopt_rag.data import LONGBENCH_QA_TASKS, load_longbench
-from divopt_rag.experiments.dfrag import DFRAG, DFRAG_THETAS, dfrag_f1
-from divopt_rag.experiments.evaluator import QueryContext
+from divopt_rag.experiments.rag.dfrag import DFRAG, DFRAG_THETAS, dfrag_f1
+from divopt_rag.experiments.rag.evaluator import QueryContext
 
 from .data import DatasetPlan, Prepared, prepare_text, wordnet_analogue
 from .spec import DataNeed, Needs, Options, Recipe, ReproduceError, Run

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from divopt_rag.data import load_mini_wikipedia, load_model
-from divopt_rag.experiments import answers
+from divopt_rag.experiments.rag import answers
 from divopt_rag.experiments.metrics import jaccard
 from divopt_rag.experiments.methods import run_method
 

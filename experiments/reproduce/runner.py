@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from divopt_rag.experiments import harness
-from divopt_rag.experiments.llm import OpenAIChat
+from divopt_rag.experiments.rag.llm import OpenAIChat
 
 from .data import Prepared
 from .published import missing, published
@@ -61,7 +61,7 @@ class ReproduceResult:
 def check_needs(recipe: Recipe, options: Options) -> tuple[Env, list[str]]:
     """The environment of a run, or one clear error: an analogue the recipe lacks, a data file
     not on this machine (:class:`MissingData`), no LLM configured
-    (:class:`~divopt_rag.experiments.llm.LLMNotConfigured`), no cross-encoder for a recipe that
+    (:class:`~divopt_rag.experiments.rag.llm.LLMNotConfigured`), no cross-encoder for a recipe that
     cannot run without one. Returns the notes to print (rows skipped and why)."""
     notes: list[str] = []
     if options.analogue is not None and options.analogue not in recipe.analogues:

@@ -120,7 +120,7 @@ class Options:
     model (None: the offline all-MiniLM-L6-v2; a local directory or a callable). encoders :
     several embedding models (recipes comparing encoders). cross_encoder : a callable scoring
     (left, right) pairs (``divopt_rag.data.load_cross_encoder(path)``). llm : an
-    :class:`~divopt_rag.experiments.llm.OpenAIChat` (None: from the environment when needed).
+    :class:`~divopt_rag.experiments.rag.llm.OpenAIChat` (None: from the environment when needed).
     overrides : grid axes replaced, e.g. ``{"k": [25]}``. cache_dir : embedding cache.
     """
 

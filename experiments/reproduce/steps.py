@@ -16,9 +16,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from divopt_rag.experiments import answers
+from divopt_rag.experiments.rag import answers
 from divopt_rag.experiments import harness
-from divopt_rag.experiments.generation import Generator
+from divopt_rag.experiments.rag.generation import Generator
 from divopt_rag.experiments.metrics import alpha_ndcg, ilad, ir_scores, subtopic_recall, vrsd_score
 from divopt_rag.models import Instance
 from divopt_rag.solvers import METHOD_NEEDS, select
@@ -100,7 +100,7 @@ def retrieval_metrics(prep: Prepared, query_id: str, inst: Instance, rows: np.nd
 
     * ``answer_recall``: the CCBQP paper's answer recall@k, the fraction of the query's answer
       parts with an alias contained (lower-cased substring) in the joined selected texts
-      (:func:`divopt_rag.experiments.answers.answer_recall`); on an analogue without answer strings,
+      (:func:`divopt_rag.experiments.rag.answers.answer_recall`); on an analogue without answer strings,
       the fraction of the query's labelled subtopics covered (S-recall over its labels);
     * ``ilad``: mean 1 - cos over the selected pairs; ``relevance_mean``: mean cos(q, e) of the
       selection; ``vrsd``: cos(sum of the selected, q);
@@ -147,7 +147,7 @@ def retrieval_metrics(prep: Prepared, query_id: str, inst: Instance, rows: np.nd
 
 def answer_scores(prediction: str, groups: Sequence[Sequence[str]], names: Sequence[str], *,
                   f1_style: str = "squad", list_sep: str = ",", first_gold: bool = False) -> dict[str, float]:
-    """Answer-level metrics of one generated answer (:mod:`divopt_rag.experiments.answers`):
+    """Answer-level metrics of one generated answer (:mod:`divopt_rag.experiments.rag.answers`):
     ``f1`` / ``em`` (token F1 / exact match, best alias; ``first_gold``: against the first alias
     of the first part only, DF-RAG's script), ``rgb_correct`` (RGB accuracy: every part matched,
     no decline), ``str_match`` (fraction of parts matched), ``list_precision`` / ``list_recall``
