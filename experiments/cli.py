@@ -48,12 +48,28 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 USER_ERRORS = (ValueError, TypeError, OSError, ImportError)
 
 _DEBUG_FLAG = "--debug"
+_VERSION_FLAGS = ("--version", "-V")
+
+
+def version() -> str:
+    """The installed distribution's version (``divopt-rag X.Y.Z``), or the source tree's."""
+    from importlib import metadata
+
+    try:
+        return f"divopt-rag {metadata.version('divopt-rag')}"
+    except metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        import tomllib
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        return f"divopt-rag {tomllib.loads(pyproject.read_text())['project']['version']} (not installed)"
 
 
 def _overview() -> argparse.ArgumentParser:
     """A parser that only lists the commands (used for --help and unknown commands)."""
     parser = argparse.ArgumentParser(prog="divopt-rag", description="divopt: diversity-aware retrieval workbench")
     parser.add_argument(_DEBUG_FLAG, action="store_true", help="show the traceback of an error (or DIVOPT_DEBUG=1)")
+    parser.add_argument(*_VERSION_FLAGS, action="store_true", help="print the version and exit")
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction] = {}
     for path, (_, help_, _) in COMMANDS.items():
@@ -103,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = _DEBUG_FLAG in argv or os.environ.get("DIVOPT_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a != _DEBUG_FLAG]
+    if argv[:1] and argv[0] in _VERSION_FLAGS:
+        print(version())
+        return EXIT_OK
     path = next((p for p in sorted(COMMANDS, key=len, reverse=True) if tuple(argv[: len(p)]) == p), None)
     if path is None:
         _overview().parse_args(argv)  # prints help or a usage error and exits
