@@ -301,8 +301,9 @@ class EmbeddingCache:
         k = load_npy(self.root / keys)
         if k.dtype != _KEY_DTYPE or k.shape != (rows,):
             raise CacheIntegrityError(self.root / keys, f"holds {k.dtype} {k.shape}, expected {_KEY_DTYPE} ({rows},)")
+        want = manifest["files"][data]
         size = (self.root / data).stat().st_size if (self.root / data).exists() else None
-        if size != manifest["files"][data]["size"]:  # cheap now; the full checksum on first use
+        if not isinstance(want, dict) or size != want.get("size"):  # cheap now; the checksum on first use
             verify(self.root, manifest, [data])
         return k, manifest
 

@@ -240,6 +240,9 @@ def load(spec: str | Mapping[str, Any], *, cache_dir: str | os.PathLike | None =
             discarded(exc, f"dataset {req.name!r} is built again")
             shutil.rmtree(folder, ignore_errors=True)
     data = _embed(req)
+    if req.keyed_by_inputs and _key(req) != key:  # the files changed while they were read
+        raise ValueError(f"dataset {req.name!r}: its files {[req.options[p] for p in req.entry.paths if req.options.get(p)]} "
+                         f"changed while they were being read; load it again")
     data.key = key
     data.E = unit_rows(data.E, f"dataset {req.name!r} embeddings E")
     data.Q = unit_rows(data.Q, f"dataset {req.name!r} queries Q")

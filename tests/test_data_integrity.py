@@ -290,6 +290,24 @@ def test_loader_without_named_files_is_keyed_by_its_output(tmp_path):
         DATASETS.pop("_ck_in_memory")
 
 
+def test_files_changed_while_being_read_are_refused(tmp_path):
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("alpha\nbeta\n")
+
+    @register_dataset("_ck_changing", arg="path", paths=("path",))
+    def changing(path: str):
+        lines = Path(path).read_text().split()
+        Path(path).write_text("gamma\n")  # another writer, while the dataset is being built
+        return Dataset("lines", lines, lines, ["q"], ["alpha"])
+
+    try:
+        with pytest.raises(ValueError, match=r"_ck_changing'.*changed while they were being read"):
+            load(f"_ck_changing:{corpus}", model=FakeEncoder(), cache_dir=tmp_path / "cache")
+        assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+    finally:
+        DATASETS.pop("_ck_changing")
+
+
 def test_npz_key_is_the_documented_recipe(tmp_path):
     """A transcription of dataset_key's docstring, with the file digests computed here."""
     import hashlib
