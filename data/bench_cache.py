@@ -9,13 +9,16 @@ Stages (each timed once, in this process):
 * ``save_plain`` / ``save_verified``: ``np.save`` of E and Q, against
   :meth:`EmbeddedDataset.save` (the same files, then their checksums and the manifest);
 * ``load_plain``: ``np.load(mmap_mode="r")`` of E and Q (touches no data page);
+* ``load_unverified``: :meth:`EmbeddedDataset.load` with the checksum step switched off (what
+  a load cost before: the memory maps plus meta.json's ids and labels);
 * ``load_verified_first`` / ``load_verified_again``: :meth:`EmbeddedDataset.load` the first
   time in the process (every byte hashed) and again (the digests remembered per file
   identity: a ``stat`` per file);
+* ``hash_from_page_cache``: the two digests alone, recomputed (the hash's own speed);
 * ``shards_write``: the embedding cache's shards (16384 rows each) with manifests;
-* ``shards_lookup_first`` / ``shards_lookup_again``: a fresh :class:`EmbeddingCache` looking up
-  every key (keys files verified on open, every data shard verified on its first hit), then
-  the same with the digests remembered.
+* ``shards_lookup_unverified`` / ``shards_lookup_first`` / ``shards_lookup_again``: a fresh
+  :class:`EmbeddingCache` looking up every key without checksums, then with them (keys files
+  verified on open, every data shard on its first hit), then with the digests remembered.
 
 Files are hashed from the page cache (they were just written; the machine has the RAM): a
 first load from a cold disk adds the disk's read time, which a memory-mapped run that touches
@@ -25,6 +28,9 @@ before the timed loads so that the "again" rows show the remembered digests.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
+import os
 import platform
 import shutil
 import tempfile
@@ -33,14 +39,17 @@ from pathlib import Path
 
 import numpy as np
 
+from . import embedded as embedded_module
+from . import hashing
 from .embed import EmbeddingCache, text_keys
 from .embedded import EmbeddedDataset
-from .hashing import RACY_SECONDS
+from .hashing import RACY_SECONDS, file_digest
 from .integrity import atomic_write
 
 __all__ = ["run", "main"]
 
 _CHUNK = 16384
+embed_module = importlib.import_module(f"{__package__}.embed")  # the module (the package's `embed` is the function)
 
 
 def _rows(n: int, d: int, seed: int) -> np.ndarray:
@@ -82,15 +91,33 @@ def _bench_one(rows: list[dict], n: int, d: int, work: Path) -> None:
     time.sleep(RACY_SECONDS + 0.5)  # past the racy window: digests may now be remembered
     _timed(rows, "load_plain", n, d, nbytes,
            lambda: (np.load(plain / "E.npy", mmap_mode="r"), np.load(plain / "Q.npy", mmap_mode="r")))
+    with _unverified():
+        _timed(rows, "load_unverified", n, d, nbytes, lambda: EmbeddedDataset.load(work / "verified"))
     _timed(rows, "load_verified_first", n, d, nbytes, lambda: EmbeddedDataset.load(work / "verified"))
     _timed(rows, "load_verified_again", n, d, nbytes, lambda: EmbeddedDataset.load(work / "verified"))
+    hashing._memo.clear()
+    _timed(rows, "hash_from_page_cache", n, d, nbytes,
+           lambda: [file_digest(work / "verified" / f) for f in ("E.npy", "Q.npy")])
 
     def lookup() -> None:
         found, _, _ = EmbeddingCache(work / "emb", "bench/model", revision="r1").lookup(np.sort(keys))
         assert found.all()
 
+    with _unverified():
+        _timed(rows, "shards_lookup_unverified", n, d, nbytes, lookup)
     _timed(rows, "shards_lookup_first", n, d, nbytes, lookup)
     _timed(rows, "shards_lookup_again", n, d, nbytes, lookup)
+
+
+@contextlib.contextmanager
+def _unverified():
+    """The same loads with the checksum step switched off: what they cost before it."""
+    saved = embedded_module.verify, embed_module.verify
+    embedded_module.verify = embed_module.verify = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        embedded_module.verify, embed_module.verify = saved
 
 
 def run(out: str | Path, ns: list[int], d: int = 1024, work_dir: str | None = None):
@@ -105,7 +132,7 @@ def run(out: str | Path, ns: list[int], d: int = 1024, work_dir: str | None = No
         finally:
             shutil.rmtree(work, ignore_errors=True)
     frame = pd.DataFrame(rows)
-    frame.insert(0, "host", platform.node())
+    frame.insert(0, "host", f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cpu, load {os.getloadavg()[0]:.1f})")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, lambda fh: frame.to_parquet(fh, index=False))
