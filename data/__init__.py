@@ -2,12 +2,24 @@
 pools, synthetic generators and benchmark builders.
 
 ``load(spec)`` (:mod:`divopt_rag.data.registry`) returns an :class:`EmbeddedDataset` for every
-registered dataset. Data flows one way: texts -> embeddings E, queries q, labels ->
+registered dataset, keyed by the content it is made from (:func:`dataset_key`); every cache
+file records a checksum that is verified before use (:mod:`divopt_rag.data.integrity`). Data flows one way: texts -> embeddings E, queries q, labels ->
 divopt_rag.models. This package imports only third-party libraries (never divopt_rag.models/solvers).
 """
 from . import download
 from .dataset import DataFormatError, Dataset
-from .embed import DEFAULT_MODEL_ID, EmbeddingCache, embed, embed_dataset, embed_queries, load_model
+from .embed import (
+    DEFAULT_MODEL_ID,
+    EmbeddingCache,
+    embed,
+    embed_dataset,
+    embed_queries,
+    load_model,
+    model_fingerprint,
+    model_revision,
+)
+from .hashing import fingerprint, path_digest
+from .integrity import CacheIntegrityError, CacheWarning
 from .chunking import PAPER_CHUNK_WORDS, chunk_texts, chunk_words
 from .embedded import EmbeddedDataset, unit_rows
 from .loaders import load_beir, load_mini_wikipedia, load_npz, load_rgb, read_trec_qrels
@@ -15,7 +27,7 @@ from .longbench import LONGBENCH_QA_TASKS, load_longbench
 from .qa import load_asqa, load_passages, load_qampari
 from .science_qa import load_arc_da, load_openbookqa, load_sciq
 from .pools import BM25Index, CandidatePool, bm25_pool, ccbqp_pool, dense_pool, union_pool
-from .registry import DATASETS, load, parse_spec, register_dataset, stable_hash
+from .registry import DATASETS, dataset_key, load, parse_spec, register_dataset, stable_hash
 from .rerank import CrossEncoderScorer, cross_encoder_scorer, load_cross_encoder
 from .synthetic import narrow_cone, narrow_cone_npy, synthetic_dataset, synthetic_pools, toy_corpus, toy_dataset
 from .wordnet import DEFAULT_WORDS, find_wordnet_dir, load_wordnet, load_wordnet_glosses
@@ -26,6 +38,13 @@ __all__ = [
     "register_dataset",
     "parse_spec",
     "stable_hash",
+    "dataset_key",
+    "fingerprint",
+    "path_digest",
+    "model_fingerprint",
+    "model_revision",
+    "CacheIntegrityError",
+    "CacheWarning",
     "EmbeddedDataset",
     "unit_rows",
     "download",

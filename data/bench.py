@@ -58,6 +58,7 @@ def run(out: str | Path, *, synthetic_n: int = 200_000, synthetic_d: int = 1024,
     import pandas as pd
 
     from .embed import embed, load_model
+    from .integrity import atomic_write
     from .pools import BM25Index, bm25_pool
     from .registry import stable_hash
     from .synthetic import narrow_cone_npy
@@ -124,8 +125,8 @@ def run(out: str | Path, *, synthetic_n: int = 200_000, synthetic_d: int = 1024,
     frame = pd.DataFrame(rows)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_parquet(out, index=False)
-    stats.to_parquet(out.with_name(out.stem + "_wordnet.parquet"), index=False)
+    for path, table in ((out, frame), (out.with_name(out.stem + "_wordnet.parquet"), stats)):
+        atomic_write(path, lambda fh, table=table: table.to_parquet(fh, index=False))  # never half a file
     return frame, stats
 
 

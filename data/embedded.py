@@ -4,13 +4,16 @@
 queries ``Q`` (m, d) with their ids, optional per-query candidate pools, graded qrels,
 subtopic labels and texts. :func:`divopt_rag.data.load` returns one for every registered dataset;
 :meth:`EmbeddedDataset.save` / :meth:`EmbeddedDataset.load` keep it as ``.npy`` files that
-worker processes memory-map (pages shared through the OS cache, nothing re-encoded).
+worker processes memory-map (pages shared through the OS cache, nothing re-encoded), with a
+``manifest.json`` of their sizes and checksums that every load verifies first.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import uuid
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +21,13 @@ from typing import Any
 import numpy as np
 
 from .dataset import Dataset
+from .integrity import CacheIntegrityError, atomic_write, load_npy, read_manifest, save_npy, verify, write_manifest
 
 __all__ = ["EmbeddedDataset", "unit_rows"]
+
+#: The manifest of a saved dataset folder, and the format it records.
+MANIFEST = "manifest.json"
+_FORMAT = "divopt-embedded-dataset/1"
 
 # rows whose norm is within this of 1 are already unit at float32 precision: kept bit for bit
 _UNIT_TOL = 1e-6
@@ -43,7 +51,12 @@ class EmbeddedDataset:
     """Embeddings and labels of one dataset, as experiments need them.
 
     ``E`` (N, d) float32 unit rows (the passages), ``Q`` (m, d) float32 unit queries;
-    ``key`` identifies the dataset spec (:func:`divopt_rag.data.load` sets it; it names the cache).
+    ``key``: 16 hex digits fingerprinting the content the dataset was made from (corpus,
+    queries, qrels/labels, embedding model id and revision, storage dtype, loader options;
+    the recipe is :func:`divopt_rag.data.dataset_key`): the same content at another path has
+    the same key, one changed byte another. :func:`divopt_rag.data.load` sets it and names its
+    cache folder by it; a dataset built by hand has ``""`` (use
+    :func:`divopt_rag.data.hashing.fingerprint` for a digest of its arrays and labels).
     ``pools``: optional per-query candidate rows of E (e.g. one synthetic pool per query); None
     means every query ranks all of E.
     ``qrels``: query id to {doc id: grade}; ``subtopics``: query id to {doc id: label} (what
@@ -100,46 +113,67 @@ class EmbeddedDataset:
         return len(self.query_ids)
 
     def save(self, folder: str | os.PathLike) -> None:
-        """Write to ``folder`` atomically (a temporary sibling folder, then a rename)."""
+        """Write to ``folder`` atomically: ``E.npy``, ``Q.npy``, ``pools.npz`` (when there are
+        pools) and ``meta.json`` in a temporary sibling folder, then ``manifest.json`` (key,
+        name, and the size and checksum of each file; written last), then one rename. If another
+        process saved the folder first, theirs is kept."""
         folder = Path(folder)
-        tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         tmp.mkdir(parents=True)
-        np.save(tmp / "E.npy", np.ascontiguousarray(self.E, dtype=np.float32))
-        np.save(tmp / "Q.npy", np.ascontiguousarray(self.Q, dtype=np.float32))
-        if self.pools is not None:
-            np.savez(tmp / "pools.npz", *self.pools)
-        meta = {
-            "name": self.name,
-            "key": self.key,
-            "query_ids": self.query_ids,
-            "doc_ids": self.doc_ids.tolist(),
-            "qrels": self.qrels,
-            "subtopics": self.subtopics,
-            "doc_texts": self.doc_texts,
-            "query_texts": self.query_texts,
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta))
         try:
+            save_npy(tmp / "E.npy", np.ascontiguousarray(self.E, dtype=np.float32))
+            save_npy(tmp / "Q.npy", np.ascontiguousarray(self.Q, dtype=np.float32))
+            if self.pools is not None:
+                atomic_write(tmp / "pools.npz", lambda fh: np.savez(fh, *self.pools))
+            meta = {
+                "name": self.name,
+                "key": self.key,
+                "query_ids": self.query_ids,
+                "doc_ids": self.doc_ids.tolist(),
+                "qrels": self.qrels,
+                "subtopics": self.subtopics,
+                "doc_texts": self.doc_texts,
+                "query_texts": self.query_texts,
+            }
+            text = json.dumps(meta).encode()
+            atomic_write(tmp / "meta.json", lambda fh: fh.write(text))
+            files = {p.name: p for p in sorted(tmp.iterdir()) if not p.name.startswith(".")}
+            write_manifest(tmp / MANIFEST, files, format=_FORMAT, key=self.key, name=self.name)
             os.replace(tmp, folder)
-        except OSError:  # another process saved it first: keep theirs
+        except OSError:
+            if not (folder / MANIFEST).exists():
+                raise
+            # another process saved it first: keep theirs
+        finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
     @classmethod
-    def load(cls, folder: str | os.PathLike, mmap: bool = True) -> "EmbeddedDataset":
-        """Read a folder written by :meth:`save` (E and Q memory-mapped read-only when ``mmap``)."""
+    def load(cls, folder: str | os.PathLike, mmap: bool = True, *, key: str | None = None) -> "EmbeddedDataset":
+        """Read a folder written by :meth:`save` (E and Q memory-mapped read-only when ``mmap``).
+
+        Every file is first checked against ``manifest.json`` (size and checksum, once per
+        process per file identity), and with ``key`` the manifest must record that key. A
+        missing, corrupt, truncated, reordered or foreign file raises
+        :class:`~divopt_rag.data.integrity.CacheIntegrityError` naming it; nothing unverified
+        is returned."""
         folder = Path(folder)
-        meta = json.loads((folder / "meta.json").read_text())
-        mode = "r" if mmap else None
+        manifest = read_manifest(folder / MANIFEST, format=_FORMAT, **({} if key is None else {"key": key}))
+        for name in ("E.npy", "Q.npy", "meta.json"):
+            if name not in manifest["files"]:
+                raise CacheIntegrityError(folder / MANIFEST, f"does not list {name}")
+        verify(folder, manifest)
+        try:
+            meta = json.loads((folder / "meta.json").read_bytes())
+        except ValueError as exc:
+            raise CacheIntegrityError(folder / "meta.json", f"not JSON ({exc})") from None
         pools = None
-        if (folder / "pools.npz").exists():
-            with np.load(folder / "pools.npz") as z:
-                pools = [z[f"arr_{i}"] for i in range(len(z.files))]
+        if "pools.npz" in manifest["files"]:
+            pools = _load_pools(folder / "pools.npz")
         return cls(
             name=meta["name"],
             key=meta["key"],
-            E=np.load(folder / "E.npy", mmap_mode=mode),
-            Q=np.load(folder / "Q.npy", mmap_mode=mode),
+            E=load_npy(folder / "E.npy", mmap),
+            Q=load_npy(folder / "Q.npy", mmap),
             query_ids=meta["query_ids"],
             doc_ids=np.asarray(meta["doc_ids"]),
             pools=pools,
@@ -148,3 +182,11 @@ class EmbeddedDataset:
             doc_texts=meta.get("doc_texts"),
             query_texts=meta.get("query_texts"),
         )
+
+
+def _load_pools(path: Path) -> list[np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return [z[f"arr_{i}"] for i in range(len(z.files))]
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        raise CacheIntegrityError(path, f"not an archive of pool arrays ({type(exc).__name__})") from None

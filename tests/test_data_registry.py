@@ -24,7 +24,10 @@ from divopt_rag.data import (
 
 def test_synthetic_pools_are_the_generated_pools_bit_for_bit():
     data = load({"name": "synthetic", "n": 50, "d": 8, "n_queries": 3, "seed": 4})
-    assert data.key == f"synthetic-{stable_hash({'name': 'synthetic', 'n': 50, 'd': 8, 'n_queries': 3, 'seed': 4}, 10)}"
+    # the documented recipe (dataset_key), transcribed: a pure generator is keyed by its options
+    recipe = {"recipe": 1, "dataset": "synthetic", "version": "1", "options": {"n": 50, "d": 8, "n_queries": 3, "seed": 4},
+              "content": {"files": {}}, "embedding": None, "storage": "float32"}
+    assert data.key == stable_hash(recipe, 16)
     assert data.query_ids == ["q0", "q1", "q2"] and data.E.shape == (150, 8)
     for j in range(3):
         ds, E, q = synthetic_dataset(50, 8, seed=4 + j)

@@ -1,0 +1,160 @@
+"""Checksummed cache files: every file a cache writes is listed, with its size and digest, in
+a small JSON manifest written atomically *after* the data, and is verified before it is read.
+
+* :func:`atomic_write` / :func:`save_npy`: write to a hidden temporary name in the same folder,
+  fsync, then ``os.replace``: a reader sees the old file or the whole new one.
+* :func:`checksum` / :func:`write_manifest`: ``{"size": bytes, "xxh3_128": hex}`` per file,
+  plus whatever identifies the cache entry (its key, its model), in ``<name>.json``.
+* :func:`read_manifest` / :func:`verify`: a missing, unreadable, foreign or mismatching file
+  raises :class:`CacheIntegrityError` whose one-line message names the file and what is wrong
+  (``E.npy: 1000 bytes, the manifest records 4096 (truncated or replaced)``).
+* :func:`load_npy`: ``np.load`` (memory-mapped or not, never unpickling) whose failures name
+  the file instead of "mmap length is greater than file size" or "allow_pickle".
+
+Verification costs one read of each file per process (digests are remembered per file
+identity, :func:`~divopt_rag.data.hashing.file_digest`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .dataset import DataFormatError
+from .hashing import DIGEST, file_digest
+
+__all__ = [
+    "CacheIntegrityError",
+    "CacheWarning",
+    "atomic_write",
+    "save_npy",
+    "checksum",
+    "write_manifest",
+    "read_manifest",
+    "verify",
+    "load_npy",
+    "discarded",
+]
+
+
+class CacheIntegrityError(DataFormatError):
+    """A cache file that is missing, corrupt, truncated, foreign or not what its manifest
+    records; the message names the file (``<file>: <problem>``)."""
+
+    def __init__(self, file: Any, problem: str) -> None:
+        super().__init__(file, None, None, problem)
+
+
+class CacheWarning(UserWarning):
+    """A cache file was discarded (and its content is recomputed); the message names it."""
+
+
+def discarded(exc: CacheIntegrityError, what: str) -> None:
+    """Warn that the file of ``exc`` was discarded and ``what`` happens instead."""
+    warnings.warn(f"{exc}; discarded, {what}", CacheWarning, stacklevel=3)
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
+    """Call ``write(fh)`` on a temporary file beside ``path``, fsync it, then rename it to
+    ``path`` (the temporary is removed if ``write`` fails)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
+    """``np.save`` through :func:`atomic_write` (never pickles)."""
+    atomic_write(path, lambda fh: np.save(fh, array, allow_pickle=False))
+
+
+def checksum(path: str | os.PathLike) -> dict[str, Any]:
+    """``{"size": bytes, "xxh3_128": hex digest}`` of the file at ``path``."""
+    return {"size": os.path.getsize(path), DIGEST: file_digest(path)}
+
+
+def write_manifest(path: str | os.PathLike, files: Mapping[str, str | os.PathLike], **fields: Any) -> dict:
+    """Write the manifest ``path`` (JSON, atomically) listing the :func:`checksum` of each file
+    of ``files`` (name as recorded -> its path) and ``fields``; returns what was written."""
+    manifest = {**fields, "files": {name: checksum(p) for name, p in files.items()}}
+    text = json.dumps(manifest, sort_keys=True, indent=1).encode()
+    atomic_write(path, lambda fh: fh.write(text))
+    return manifest
+
+
+def read_manifest(path: str | os.PathLike, **expected: Any) -> dict:
+    """The manifest at ``path``; :class:`CacheIntegrityError` naming it when it is missing, is
+    not a manifest, or a field differs from ``expected`` (e.g. ``key=...``: a foreign entry)."""
+    path = Path(path)
+    try:
+        manifest = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise CacheIntegrityError(path, "missing: the cache entry is incomplete or was written without checksums") from None
+    except (OSError, ValueError) as exc:
+        raise CacheIntegrityError(path, f"not a readable manifest ({type(exc).__name__}: {exc})") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        raise CacheIntegrityError(path, "not a manifest (no 'files' table)")
+    for name, want in expected.items():
+        if manifest.get(name) != want:
+            raise CacheIntegrityError(path, f"records {name} {manifest.get(name)!r}, expected {want!r} "
+                                      f"(a file of another cache entry)")
+    return manifest
+
+
+def verify(folder: str | os.PathLike, manifest: Mapping[str, Any], names: list[str] | None = None) -> None:
+    """Check the files of ``manifest`` (those in ``names``, default all) in ``folder`` against
+    their recorded size and digest; :class:`CacheIntegrityError` naming the first that differs."""
+    folder = Path(folder)
+    files = manifest["files"]
+    for name in files if names is None else names:
+        path = folder / name
+        want = files.get(name)
+        if not isinstance(want, dict):
+            raise CacheIntegrityError(path, "not listed in the manifest")
+        try:
+            size = os.path.getsize(path)
+        except FileNotFoundError:
+            raise CacheIntegrityError(path, "missing (the manifest lists it)") from None
+        if size != want.get("size"):
+            raise CacheIntegrityError(path, f"{size} bytes, the manifest records {want.get('size')} (truncated or replaced)")
+        if file_digest(path) != want.get(DIGEST):
+            raise CacheIntegrityError(path, f"content differs from the manifest's {DIGEST} checksum "
+                                      f"(corrupted, reordered or replaced)")
+
+
+def load_npy(path: str | os.PathLike, mmap: bool = False) -> np.ndarray:
+    """``np.load`` of a ``.npy`` array (read-only memory map when ``mmap``), never unpickling;
+    :class:`CacheIntegrityError` naming the file when it is not a readable array."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(6) != b"\x93NUMPY":
+                raise CacheIntegrityError(path, "not a .npy array (no numpy header)")
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except CacheIntegrityError:
+        raise
+    except FileNotFoundError:
+        raise CacheIntegrityError(path, "missing") from None
+    except ValueError as exc:
+        raise CacheIntegrityError(path, _npy_problem(str(exc))) from None
+    except (OSError, EOFError) as exc:
+        raise CacheIntegrityError(path, f"unreadable .npy file ({type(exc).__name__}: {exc})") from None
+
+
+def _npy_problem(message: str) -> str:
+    """numpy's reason for refusing a .npy file, in the words of the file's problem."""
+    if "pickle" in message or "Python objects" in message:
+        return "holds pickled Python objects, not a numeric array"
+    if "mmap length" in message or "reshape" in message or "read" in message.lower():
+        return "shorter than the shape and dtype its header records (truncated)"
+    return "not a .npy array (its header is not numpy's)"
