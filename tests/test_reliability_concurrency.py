@@ -164,7 +164,7 @@ def test_a_different_grid_in_a_used_folder_is_refused_or_kept_beside(tmp_path, c
                                         "--no-progress", *extra])
     base = {"methods": {"topk": {}}, "plugins": []}
     assert run(_write_config(tmp_path / "a.json", grid={"k": [3], "theta": [0.5]}, **base)) == 0
-    old_id = json.loads((out / "config.json").read_text())["sweep_id"]
+    old_id = json.loads((out / "config.json").read_text())["run_id"]
     old_table = pd.read_parquet(out / "results.parquet")
     capsys.readouterr()
 
@@ -174,15 +174,20 @@ def test_a_different_grid_in_a_used_folder_is_refused_or_kept_beside(tmp_path, c
     assert f"holds sweep {old_id}" in err and "grid.theta: [0.5] -> [0.5, 0.9]" in err and err.count("\n") == 1
     pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), old_table)  # untouched
 
-    # a setting that changes rows without changing run keys can never share the folder
-    assert run(_write_config(tmp_path / "c.json", grid={"k": [3], "theta": [0.5]}, seed=2, **base), "--new-grid") == 2
-    assert "differs in ['seed']" in capsys.readouterr().err
-
     assert run(other, "--new-grid") == 0
     assert "(2 already done, 2 run now" in capsys.readouterr().out  # the runs both grids share are reused
     pd.testing.assert_frame_equal(pd.read_parquet(out / f"results.{old_id}.parquet"), old_table)
-    assert json.loads((out / f"config.{old_id}.json").read_text())["sweep_id"] == old_id
+    assert json.loads((out / f"config.{old_id}.json").read_text())["run_id"] == old_id
     assert len(pd.read_parquet(out / "results.parquet")) == 4
+    other_id = json.loads((out / "config.json").read_text())["run_id"]
+
+    # a setting that changes rows (the seed) is in every run key: sharing the folder reuses none
+    # of the other seed's rows, whatever the grids share
+    assert run(_write_config(tmp_path / "c.json", grid={"k": [3], "theta": [0.5, 0.9]}, seed=2, **base),
+               "--new-grid") == 0
+    assert "(0 already done, 4 run now" in capsys.readouterr().out
+    seeded = pd.read_parquet(out / "results.parquet")
+    assert not set(seeded["run_key"]) & set(pd.read_parquet(out / f"results.{other_id}.parquet")["run_key"])
 
 
 def test_atomic_writers_and_the_stale_cleaner_race_without_losing_a_write(tmp_path):
