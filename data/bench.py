@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +73,7 @@ def run(out: str | Path, *, synthetic_n: int = 200_000, synthetic_d: int = 1024,
         rows.append(
             {
                 "run_id": run_id,
-                "host": f"{platform.node()} ({platform.machine()}, {__import__('os').cpu_count()} cpu)",
+                "host": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cpu)",
                 "stage": stage,
                 "dataset": dataset,
                 "n": int(n),
@@ -123,10 +125,23 @@ def run(out: str | Path, *, synthetic_n: int = 200_000, synthetic_d: int = 1024,
 
     frame = pd.DataFrame(rows)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_parquet(out, index=False)
-    stats.to_parquet(out.with_name(out.stem + "_wordnet.parquet"), index=False)
+    _write_atomically(frame, out)
+    _write_atomically(stats, out.with_name(out.stem + "_wordnet.parquet"))
     return frame, stats
+
+
+def _write_atomically(frame, path: Path) -> None:
+    """Parquet to a private temporary sibling, fsync'ed, then renamed: the file is complete or
+    absent (the rule of divopt_rag.experiments.harness.write_parquet, which data may not import)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        frame.to_parquet(tmp, index=False)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def main(argv=None) -> int:

@@ -367,7 +367,18 @@ def _consolidate(out: Path, tasks: Sequence[Task], run_id: str) -> pd.DataFrame:
     # same however the parts were produced
     table = pd.concat(frames, ignore_index=True, sort=False)
     table.insert(0, "run_id", run_id)
-    return table
+    return table[_schema_order(table.columns, tasks)]
+
+
+def _schema_order(columns: Sequence[str], tasks: Sequence[Task]) -> list[str]:
+    """Identity columns first (run, dataset, query, method, every parameter, the tasks' own
+    columns, status), then the measurements in the order they appeared."""
+    params = list(dict.fromkeys(p for t in tasks for p in t.params))
+    extra = list(dict.fromkeys(e for t in tasks for e in t.extra))
+    head = ["run_id", "run_key", "run_index", "dataset", "data_key", "query_id", "method", "params", *params, *extra,
+            "status", "error"]
+    head = [c for c in dict.fromkeys(head) if c in set(columns)]
+    return head + [c for c in columns if c not in set(head)]
 
 
 def _write_results(out: Path, table: pd.DataFrame) -> pd.DataFrame:
@@ -440,8 +451,8 @@ def _keep_previous(out: Path, old_id: str) -> None:
 def _data_changes(old: Mapping[str, Any] | None, keys: Mapping[str, str], out: Path) -> list[str]:
     """Notes naming every dataset whose content key changed since the folder's last run."""
     before = (old or {}).get("data", {}) or {}
-    return [f"dataset {label!r}: its content changed since the last run in {out} (content key {before[label]} -> "
-            f"{key}); its runs run again, rows of the old content are not used"
+    return [f"dataset {label!r}: its content differs from the last run in {out} (content key {before[label]} -> "
+            f"{key}): the runs that read changed content run again, no row of the old content is used"
             for label, key in keys.items() if label in before and before[label] != key]
 
 

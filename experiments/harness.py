@@ -26,7 +26,8 @@
   1,200 rows behind the README's quality table), so a hit means "the same value as the best
   known", never "close". :func:`exact_gaps` applies this rule to a consolidated table, the
   post-step of every run whose grid holds the ``exact`` method.
-* **Atomic writes** (:func:`write_parquet`, :func:`write_csv`, :func:`write_text`): a hidden temporary sibling
+* **Atomic writes** (:func:`write_parquet`, :func:`write_csv`, :func:`write_text`,
+  :func:`write_figure`): a hidden temporary sibling
   private to the writer (``.<name>.<pid>-<host>-<random>.tmp``), fsync'ed, then
   ``os.replace``'d, so a file is either complete or absent, whatever kills the process
   (checkpoints and resumable sweeps rely on this), and two writers never share a temporary
@@ -90,6 +91,7 @@ __all__ = [
     "SETTING_COLUMNS",
     "write_parquet",
     "write_csv",
+    "write_figure",
     "write_text",
     "remove_stale_temporaries",
     "int_list",
@@ -142,7 +144,8 @@ def gap_record(value: float | None, *, optimum: float, bound: float | None, prov
 #: same (data, query, k, theta, pool) compare with that instance's ``exact`` row.
 INSTANCE_COLUMNS = ("data_key", "query_id", "k", "theta", "pool", "n")
 #: What :func:`exact_gaps` writes on every row.
-GAP_COLUMNS = ("optimum", "bound", "proven_optimal", "gap", "gap_kind", "bound_gap", "exact_hit")
+GAP_COLUMNS = ("optimum", "bound", "proven_optimal", "exact_status", "exact_solver", "gap", "gap_kind", "bound_gap",
+               "exact_hit")
 
 
 def _value(v: Any) -> float | None:
@@ -155,38 +158,43 @@ def exact_gaps(table: pd.DataFrame) -> pd.DataFrame:
     Rows are grouped by the instance they ran on (:data:`INSTANCE_COLUMNS` present in the
     table); in a group with a finished ``exact`` row, every row gets ``optimum`` (the best value
     known, :func:`best_known` over the exact incumbent and every method's f), the exact row's
-    ``bound`` and ``proven_optimal``, and ``gap``, ``gap_kind``, ``bound_gap``, ``exact_hit``
-    by :func:`gap_record`. Rows of an instance without a finished exact row (it failed, or it was
-    not in the grid) keep what they had (NaN gaps, or a full-scale certificate's own
-    ``bound_gap``); an error row has NaN gaps. Returns a new table; ``exact_hit`` is a nullable
-    boolean column (NA: unknown).
+    ``bound``, ``proven_optimal``, ``exact_status`` and ``exact_solver``, and ``gap``,
+    ``gap_kind``, ``bound_gap``, ``exact_hit`` by :func:`gap_record`. Rows of an instance without
+    a finished exact row (it failed, or it was not in the grid) keep what they had (NaN gaps, or
+    a full-scale certificate's own ``bound_gap``); an error row has NaN gaps. Returns a new
+    table; ``exact_hit`` and ``proven_optimal`` are nullable booleans (NA: unknown).
     """
     if table.empty or "method" not in table or not (table["method"] == "exact").any():
         return table
     out = table.copy()
-    for c, default in (("optimum", math.nan), ("bound", math.nan), ("proven_optimal", pd.NA), ("gap", math.nan),
-                       ("gap_kind", ""), ("bound_gap", math.nan), ("exact_hit", pd.NA)):
-        if c not in out:
-            out[c] = default
-    out["proven_optimal"] = out["proven_optimal"].astype("boolean")
-    out["exact_hit"] = out["exact_hit"].astype("boolean")
     ok = out["status"].eq("ok") if "status" in out else pd.Series(True, index=out.index)
     keys = [c for c in INSTANCE_COLUMNS if c in out]
-    for _, g in out.groupby(keys, dropna=False, sort=False):
-        ex = g[(g["method"] == "exact") & ok.loc[g.index]]
-        if ex.empty:
-            continue
-        e = ex.iloc[0]
-        done = g[ok.loc[g.index]]
-        optimum = best_known(_value(e["objective"]), [_value(v) for v in done["objective"]])
-        bound, proven = _value(e["bound"]), bool(e["proven_optimal"]) if pd.notna(e["proven_optimal"]) else False
-        for i, row in g.iterrows():
-            value = _value(row["objective"]) if ok.loc[i] else None
-            rec = gap_record(value, optimum=optimum, bound=bound, proven=proven, k=int(row["k"]))
-            out.loc[i, ["optimum", "bound", "proven_optimal"]] = [optimum, math.nan if bound is None else bound,
-                                                                  proven]
-            for c, v in rec.items():
-                out.at[i, c] = v
+    # the reference of every row: its instance's exact row (merged on the instance columns) and
+    # the best value any finished row of the instance reached
+    ref_cols = ["objective", "bound", "proven_optimal", "exact_status", "exact_solver"]
+    exact_rows = out.loc[(out["method"] == "exact") & ok, keys + [c for c in ref_cols if c in out]]
+    exact_rows = exact_rows.drop_duplicates(keys).rename(columns={c: f"_ref_{c}" for c in ref_cols})
+    ref = out[keys].astype(object).merge(exact_rows.astype({c: object for c in keys}), on=keys, how="left")
+    best = out["objective"].where(ok).groupby([out[c].astype(object) for c in keys], dropna=False).transform("max")
+    has_ref = ref["_ref_exact_status"].notna().to_numpy() if "_ref_exact_status" in ref else np.zeros(len(out), bool)
+    records = {c: list(out[c]) if c in out else [pd.NA] * len(out) for c in GAP_COLUMNS}
+    for i in np.flatnonzero(has_ref):
+        optimum = best_known(_value(ref.at[i, "_ref_objective"]), [_value(best.iat[i])])
+        bound = _value(ref.at[i, "_ref_bound"])
+        proven = bool(ref.at[i, "_ref_proven_optimal"]) if pd.notna(ref.at[i, "_ref_proven_optimal"]) else False
+        value = _value(out["objective"].iat[i]) if ok.iat[i] else None
+        rec = gap_record(value, optimum=optimum, bound=bound, proven=proven, k=int(out["k"].iat[i]))
+        rec.update(optimum=optimum, bound=math.nan if bound is None else bound, proven_optimal=proven,
+                   exact_status=ref.at[i, "_ref_exact_status"], exact_solver=ref.at[i, "_ref_exact_solver"])
+        for c, v in rec.items():
+            records[c][i] = v
+    for c in GAP_COLUMNS:
+        out[c] = records[c]
+    for c in ("optimum", "bound", "gap", "bound_gap"):
+        out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
+    out["proven_optimal"] = out["proven_optimal"].astype("boolean")
+    out["exact_hit"] = out["exact_hit"].astype("boolean")
+    out["gap_kind"] = out["gap_kind"].fillna("").astype(str)
     return out
 
 
@@ -317,6 +325,12 @@ def write_parquet(table: pd.DataFrame | pa.Table, path: str | os.PathLike) -> Pa
 def write_csv(table: pd.DataFrame, path: str | os.PathLike, index: bool = False) -> Path:
     """Write a pandas frame to ``path`` as CSV atomically (``index``: write the frame's index too)."""
     return _replace_atomically(Path(path), lambda tmp: table.to_csv(tmp, index=index))
+
+
+def write_figure(fig: Any, path: str | os.PathLike, **savefig: Any) -> Path:
+    """Save a matplotlib figure to ``path`` atomically (the format from the file's suffix)."""
+    path = Path(path)
+    return _replace_atomically(path, lambda tmp: fig.savefig(tmp, format=path.suffix.lstrip(".") or None, **savefig))
 
 
 def write_text(text: str, path: str | os.PathLike) -> Path:

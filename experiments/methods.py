@@ -84,7 +84,7 @@ def exact(inst: Instance, *, solver: str = "auto", time_limit: float | None = DE
     # solvers.exact loads Pyomo: imported when an exact row runs, not with this module
     from divopt_rag.solvers.exact import exact_optimum, solve_exact
 
-    warm = None if warm_start is None or solver == "brute" else select(inst, warm_start).indices
+    warm = None if warm_start is None else select(inst, warm_start).indices
     if mip_gap is None and threads is None:
         r = exact_optimum(inst, solver, time_limit=time_limit, warm_start=warm)
     else:
@@ -97,16 +97,17 @@ def exact(inst: Instance, *, solver: str = "auto", time_limit: float | None = DE
 @register_method("full_scale", columns=(
     "bound", "bound_gap", "certified", "certificate", "how", "n_survivors", "screening_rounds", "safe_survivors",
     "relaxation_survivors", "concave_bound", "item_bound", "pair_bound", "exact_status"))
-def full_scale(inst: Instance, *, max_exact: int = 1000, exact_solver: str = "auto",
+def full_scale(inst: Instance, *, max_exact: int = 1000, solver: str = "auto",
                time_limit: float | None = DEFAULT_TIME_LIMIT, fw_max_iter: int = 500) -> dict[str, Any]:
     """The full-scale certificate of ``inst`` (:func:`divopt_rag.solvers.certificates.certify_full_scale`:
     safe screening of the whole pool, upper bounds, an exact solve of the survivors when at most
-    ``max_exact`` remain) as a method row: the incumbent's ``indices``, ``bound`` (the certified
+    ``max_exact`` remain, by ``solver``: "auto" is Gurobi within its licence, else divopt's
+    branch-and-bound) as a method row: the incumbent's ``indices``, ``bound`` (the certified
     upper bound on OPT), ``bound_gap`` = (bound - f) / (k (k-1)), ``certified``, ``certificate``
     (its status text), ``how`` and the screening counts and partial bounds."""
     from divopt_rag.solvers.certificates import certify_full_scale  # loads Pyomo, as exact above
 
-    cert = certify_full_scale(inst, max_exact=max_exact, exact_solver=exact_solver, time_limit=time_limit,
+    cert = certify_full_scale(inst, max_exact=max_exact, exact_solver=solver, time_limit=time_limit,
                               fw_max_iter=fw_max_iter)
     row = cert.as_row()
     return {"indices": cert.incumbent, "seconds": cert.seconds, "bound": cert.upper_bound,

@@ -257,16 +257,18 @@ def test_a_killed_driver_takes_its_pool_workers_with_it(tmp_path, plugin_env):
 
 
 def test_certify_keeps_another_runs_table_beside_and_locks_its_output(tmp_path, capsys):
-    out = tmp_path / "certify.parquet"
+    out = tmp_path / "certify"
     base = ["certify", "--queries", "1", "--corpus-size", "60", "--dim", "6", "--n", "6", "--k", "2",
             "--methods", "topk", "--out", str(out), "--no-progress"]
     assert cli.main([*base, "--theta", "0.5"]) == 0
-    first = pd.read_parquet(out)
+    first = pd.read_parquet(out / "results.parquet")
     old_id = first["run_id"].iloc[0]
-    assert cli.main([*base, "--theta", "0.7"]) == 0
-    assert f"held run {old_id}: kept as" in capsys.readouterr().err
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / f"certify.{old_id}.parquet"), first)
-    assert pd.read_parquet(out)["theta"].unique().tolist() == [0.7]
-    with harness.output_lock(tmp_path / "certify.parquet.parts"):  # another run holds the output
+    assert cli.main([*base, "--theta", "0.7"]) == 2  # another configuration: refused, nothing replaced
+    assert f"holds certify {old_id}" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), first)
+    assert cli.main([*base, "--theta", "0.7", "--new-grid"]) == 0
+    pd.testing.assert_frame_equal(pd.read_parquet(out / f"results.{old_id}.parquet"), first)
+    assert pd.read_parquet(out / "results.parquet")["theta"].unique().tolist() == [0.7]
+    with harness.output_lock(out):  # another run holds the output
         assert cli.main([*base, "--theta", "0.7"]) == 2
     assert "is in use by another run" in capsys.readouterr().err
