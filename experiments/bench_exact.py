@@ -28,7 +28,7 @@ import hashlib
 import os
 import platform
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -102,13 +102,9 @@ class ExactBenchSpec(RunSpec):
     warm_start: str = "none"
     extra_glosses: int = 1500
     seed: int = 0
-    cache_dir: str | None = None
-    log_dir: str | None = None
+    cache_dir: str | None = field(default=None, metadata={"config": False})
+    log_dir: str | None = field(default=None, metadata={"config": False})
     command: ClassVar[str] = "bench-exact"
-
-    def config(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("grid", "engines", "queries", "query_offset", "time_limit", "threads",
-                                              "warm_start", "extra_glosses", "seed")}
 
     def row_config(self) -> dict[str, Any]:
         return {"time_limit": self.time_limit, "threads": self.threads, "warm_start": self.warm_start}

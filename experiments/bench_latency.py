@@ -39,6 +39,7 @@ import torch
 from divopt_rag.data import stable_hash
 from divopt_rag.experiments import executor, harness
 from divopt_rag.experiments.executor import Plan, RunSpec, Task, add_run_arguments, make_task, run_options
+from divopt_rag.experiments.methods import check_selectors
 
 __all__ = ["add_arguments", "main", "LatencySpec", "run_latency", "check_targets", "ratio_table", "environment"]
 
@@ -141,19 +142,11 @@ class LatencySpec(RunSpec):
     seed: int = 0
     command: ClassVar[str] = "bench-latency"
 
-    def config(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("ns", "ds", "ks", "thetas", "methods", "repeats", "dtype", "device",
-                                              "seed")}
-
     def row_config(self) -> dict[str, Any]:
         return {"repeats": self.repeats, "dtype": self.dtype, "device": self.device}
 
     def check(self) -> None:
-        from divopt_rag.solvers import METHODS
-
-        unknown = [m for m in self.methods if m not in METHODS]
-        if unknown:
-            raise ValueError(f"unknown methods {unknown}; expected some of {sorted(METHODS)}")
+        check_selectors(self.methods)
         for name in ("ns", "ds", "ks"):
             bad = [v for v in getattr(self, name) if v < 1]
             if bad:

@@ -54,10 +54,11 @@ from divopt_rag.data import load_wordnet_glosses, stable_hash
 from divopt_rag.experiments import executor, harness
 from divopt_rag.experiments.certify import CertifyConfig, CertifySpec, selector_rows
 from divopt_rag.experiments.executor import Plan, RunSpec, Task, add_run_arguments, make_task, run_options
+from divopt_rag.experiments.methods import check_selectors
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import exact_hit, objective_scale
 from divopt_rag.models.kernels import synchronize
-from divopt_rag.solvers import DEFAULT_METHOD, METHODS, instance_methods, select
+from divopt_rag.solvers import DEFAULT_METHOD, instance_methods, select
 
 __all__ = ["add_arguments", "main", "small_config", "LargeSpec", "BatchSpec", "summarize", "large_summary",
            "tuning_words"]
@@ -183,15 +184,11 @@ class LargeSpec(RunSpec):
     default_method: str = DEFAULT_METHOD
     command: ClassVar[str] = "bench-quality-large"
 
-    def config(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("n", "d", "ks", "thetas", "queries", "methods", "repeats", "seed",
-                                              "default_method")}
-
     def row_config(self) -> dict[str, Any]:
         return {"methods": self.methods, "repeats": self.repeats, "default_method": self.default_method}
 
     def check(self) -> None:
-        _check_methods([*self.methods, self.default_method])
+        check_selectors([*self.methods, self.default_method])
 
     def plan(self, out: Path) -> Plan:
         label, key = _generated("narrow_cone", n=self.n, d=self.d, seed=self.seed, queries=self.queries)
@@ -275,9 +272,6 @@ class BatchSpec(RunSpec):
     command: ClassVar[str] = "bench-quality-batch"
     _KINDS: ClassVar[dict[str, str]] = {"batched_default": "", "batched_ws": "fw_ws", "batched_full": "fw_topk"}
 
-    def config(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("n", "d", "k", "thetas", "queries", "seed", "default_method")}
-
     def row_config(self) -> dict[str, Any]:
         return {"thetas": self.thetas, "default_method": self.default_method}
 
@@ -333,12 +327,6 @@ class BatchSpec(RunSpec):
         return row
 
 
-def _check_methods(methods: list[str]) -> None:
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"unknown methods {unknown}; expected some of {sorted(METHODS)}")
-
-
 def _write_tables(res: executor.RunResult) -> None:
     harness.write_csv(res.table, res.path.with_suffix(".csv"))
 
@@ -355,7 +343,7 @@ def main(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     methods = list(args.methods or instance_methods())
     large_methods = list(args.large_methods or instance_methods())
-    _check_methods(methods + large_methods)
+    check_selectors(methods + large_methods)
     bad = set(args.parts) - {"small", "large", "batch"}
     if bad:
         raise ValueError(f"unknown parts {sorted(bad)}; expected small, large, batch")

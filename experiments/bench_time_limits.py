@@ -54,9 +54,6 @@ class TimeLimitSpec(RunSpec):
     seed: int = 0
     command: ClassVar[str] = "bench-time-limits"
 
-    def config(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("solvers", "sizes", "time_limit", "d", "k", "theta", "seed")}
-
     def row_config(self) -> dict[str, Any]:
         return {"time_limit": self.time_limit}
 

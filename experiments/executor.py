@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import abc
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -193,10 +194,13 @@ class RunSpec(abc.ABC):
     #: Run error parts again on every run (not only with ``retry_errors``).
     always_retry_errors: ClassVar[bool] = False
 
-    @abc.abstractmethod
     def config(self) -> dict[str, Any]:
         """Everything that determines the run (JSON-able): its hash is the run id, and
-        ``config.json`` records it."""
+        ``config.json`` records it. Default, for a dataclass spec: its fields, except those
+        marked ``field(metadata={"config": False})`` (where files go, not what runs)."""
+        if not dataclasses.is_dataclass(self):
+            raise NotImplementedError(f"{type(self).__name__} must define config()")
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("config", True)}
 
     def row_config(self) -> dict[str, Any]:
         """The settings that change a task's rows beyond its dataset content, query, method and

@@ -41,6 +41,7 @@ __all__ = [
     "accepted_parameters",
     "required_parameters",
     "run_method",
+    "check_selectors",
     "exact",
     "full_scale",
 ]
@@ -114,6 +115,13 @@ def full_scale(inst: Instance, *, max_exact: int = 1000, solver: str = "auto",
             "bound_gap": cert.bound_gap, "certified": cert.certified, "certificate": cert.status,
             **{c: row[c] for c in ("how", "n_survivors", "screening_rounds", "safe_survivors", "relaxation_survivors",
                                    "concave_bound", "item_bound", "pair_bound", "exact_status")}}
+
+
+def check_selectors(names: list[str]) -> None:
+    """ValueError naming every name that is not a fast selector of :data:`divopt_rag.solvers.METHODS`."""
+    unknown = [m for m in names if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown methods {unknown}; expected some of {sorted(METHODS)}")
 
 
 def available_methods() -> list[str]:

@@ -23,7 +23,7 @@ import pandas as pd
 from divopt_rag.experiments import harness
 from divopt_rag.experiments.executor import add_run_arguments, run_options
 from divopt_rag.experiments.grid import SweepConfig, parse_value
-from divopt_rag.experiments.metrics import CUTOFF_METRICS, metric_columns
+from divopt_rag.experiments.metrics import CUTOFF_METRICS, at_cutoff, metric_columns
 from divopt_rag.experiments.rag.adaptive import adaptive_report
 from divopt_rag.experiments.rag.evaluator import make_evaluator
 from divopt_rag.experiments.sweep import consolidate, error_summary, run_sweep
@@ -118,16 +118,21 @@ SUMMARY_COLUMNS = ("objective", "ilad", *CUTOFF_METRICS, "eval_score", "gap", "s
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
     """Mean of the main columns over queries (ok rows only), per method and per every setting
     that varies in the table (:func:`divopt_rag.experiments.harness.varying_settings`: k, theta,
-    pool, dataset, method parameters, ...): a mean never mixes two values of a setting. Ranking
-    metrics appear at each cutoff present (``recall@5``, ``recall@10``); a metric column that
-    no row of a group has is NaN there."""
+    pool, dataset, method parameters, ...): a mean never mixes two values of a setting. A ranking
+    metric keeps its column name (``recall@10``) when the table has one cutoff; over several k it
+    is read at each row's own k into one column ``recall@k`` (k is then a grouping key)."""
     if table.empty or "status" not in table:
         return pd.DataFrame()
     ok = table[table["status"] == "ok"]
     if ok.empty:
         return pd.DataFrame()
-    cols = [c for name in SUMMARY_COLUMNS for c in metric_columns(ok, name)]
-    cols = [c for c in cols if ok[c].notna().any()]
+    cols = []
+    for name in SUMMARY_COLUMNS:
+        found = [c for c in metric_columns(ok, name) if ok[c].notna().any()]
+        if len(found) > 1:  # one column per cutoff: read each row at its own k (k is a key below)
+            ok = ok.assign(**{f"{name}@k": at_cutoff(ok, name)})
+            found = [f"{name}@k"]
+        cols += found
     keys = ["method", *harness.varying_settings(ok)]
     return ok.groupby(keys, dropna=False)[cols].mean().reset_index()
 
