@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import tempfile
@@ -72,7 +73,7 @@ def run(out: str | Path, *, synthetic_n: int = 200_000, synthetic_d: int = 1024,
         rows.append(
             {
                 "run_id": run_id,
-                "host": f"{platform.node()} ({platform.machine()}, {__import__('os').cpu_count()} cpu)",
+                "host": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cpu)",
                 "stage": stage,
                 "dataset": dataset,
                 "n": int(n),

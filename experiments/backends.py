@@ -1,16 +1,19 @@
-"""Where the runs of a sweep execute: in this process, on a local process pool, or on Ray.
+"""Where the tasks of a run execute: in this process, on a local process pool, or on Ray.
 
-Each backend takes chunks of :class:`~divopt_rag.experiments.grid.RunSpec` and calls
-``on_rows(rows)`` in the driver as chunks finish (in completion order); the driver writes the
-part files, so a backend never touches the output folder.
+Each backend takes the run's :class:`~divopt_rag.experiments.executor.RunSpec` and its
+:class:`~divopt_rag.experiments.executor.Task` s (in chunks for the pools), builds the worker state
+once per worker (``spec.open(data)``), runs every task through :func:`run_task` and calls
+``on_done([(task, rows), ...])`` in the driver as tasks finish (in completion order); the driver
+writes the part files, so a backend never touches the output folder.
 
-* :func:`run_inline`: in this process (``n_workers=0``), plugins imported here;
-* :func:`run_local`: a pool of spawned processes; each memory-maps the dataset cache folder
-  once (pages shared through the OS cache, nothing re-encoded or pickled per run);
+* :func:`run_inline`: in this process, in plan order, one task at a time (timing benchmarks);
+* :func:`run_local`: a pool of spawned processes; each memory-maps the plan's dataset folder
+  once (pages shared through the OS cache, nothing re-encoded or pickled per task);
 * :func:`run_ray`: tasks on a Ray cluster (``address``) or a local ``ray.init``; the arrays are
   ``ray.put`` once and every task receives the same object reference (zero-copy reads).
 
-Plugin modules of the config are imported in every worker, so they can register methods.
+A spec imports what it needs (plugin modules that register methods) in ``open``, so it runs in
+every worker.
 
 No orphans, no open doors:
 
@@ -36,24 +39,24 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import torch
 
 from divopt_rag.data import EmbeddedDataset
-from divopt_rag.experiments.rag.evaluator import make_evaluator
-from divopt_rag.experiments.grid import RunSpec, SweepConfig
-from divopt_rag.experiments.runs import execute_run
 
-__all__ = ["import_plugins", "run_inline", "run_local", "run_ray", "start_local_ray", "ray_addresses",
+if TYPE_CHECKING:  # the executor imports this module
+    from divopt_rag.experiments.executor import RunSpec, Task
+
+__all__ = ["import_plugins", "run_task", "run_inline", "run_local", "run_ray", "start_local_ray", "ray_addresses",
            "die_with_parent", "LOOPBACK"]
 
 #: The only address a local Ray cluster started by divopt listens on.
 LOOPBACK = "127.0.0.1"
 
-_Rows = list[dict[str, Any]]
-_OnRows = Callable[[_Rows], None]
+_Done = list[tuple["Task", list[dict[str, Any]]]]
+_OnDone = Callable[[_Done], None]
 
 
 def import_plugins(plugins: Iterable[str]) -> None:
@@ -62,15 +65,28 @@ def import_plugins(plugins: Iterable[str]) -> None:
         importlib.import_module(mod)
 
 
-def run_inline(chunks: list[list[RunSpec]], data: EmbeddedDataset, config: SweepConfig, on_rows: _OnRows) -> None:
-    """Run every chunk in this process."""
-    import_plugins(config.plugins)
-    evaluator = make_evaluator(config.evaluator)
-    for chunk in chunks:
-        on_rows([execute_run(data, s, evaluator) for s in chunk])
+def run_task(spec: "RunSpec", state: Any, task: "Task") -> list[dict[str, Any]]:
+    """The rows of one task: ``spec.execute(state, task)`` with ``status`` "ok", or one row with
+    status "error" and the message when it raised (a failed run is a row too: visible in the
+    table, retried with ``retry_errors``). The spec's ``fatal`` exceptions propagate."""
+    try:
+        rows = spec.execute(state, task)
+    except spec.fatal:
+        raise
+    except Exception as exc:  # noqa: BLE001  (recorded in the row, never lost)
+        return [{"status": "error", "error": f"{type(exc).__name__}: {exc}"}]
+    rows = [rows] if isinstance(rows, Mapping) else list(rows)
+    return [{"status": "ok", "error": "", **r} for r in rows]
 
 
-# state of a pool worker: the memory-mapped dataset and the evaluator, built once per process
+def run_inline(spec: "RunSpec", data: Any, tasks: list["Task"], on_done: _OnDone) -> None:
+    """Run the tasks in this process, in order, reporting each as it finishes."""
+    state = spec.open(data)
+    for task in tasks:
+        on_done([(task, run_task(spec, state, task))])
+
+
+# state of a pool worker: the spec and its worker state, built once per process
 _WORKER: dict[str, Any] = {}
 
 
@@ -104,40 +120,41 @@ def die_with_parent(parent: int) -> str:
     return how
 
 
-def _init_worker(parent: int, data_dir: str, plugins: list[str], evaluator_spec: Any) -> None:
+def _init_worker(parent: int, spec: "RunSpec", data_dir: str | None) -> None:
     die_with_parent(parent)
-    torch.set_num_threads(1)
-    import_plugins(plugins)
-    _WORKER["data"] = EmbeddedDataset.load(Path(data_dir), mmap=True)
-    _WORKER["evaluator"] = make_evaluator(evaluator_spec)
+    torch.set_num_threads(1)  # parallel workers must not oversubscribe the cores
+    data = None if data_dir is None else EmbeddedDataset.load(Path(data_dir), mmap=True)
+    _WORKER["spec"], _WORKER["state"] = spec, spec.open(data)
 
 
-def _run_chunk(specs: list[RunSpec]) -> _Rows:
-    return [execute_run(_WORKER["data"], s, _WORKER["evaluator"]) for s in specs]
+def _run_chunk(tasks: list["Task"]) -> _Done:
+    spec, state = _WORKER["spec"], _WORKER["state"]
+    return [(t, run_task(spec, state, t)) for t in tasks]
 
 
-def run_local(chunks: list[list[RunSpec]], data_dir: Path, workers: int, config: SweepConfig, on_rows: _OnRows) -> None:
-    """Run the chunks on ``workers`` spawned processes reading the dataset cache ``data_dir``."""
+def run_local(spec: "RunSpec", data_dir: Path | None, chunks: list[list["Task"]], workers: int,
+              on_done: _OnDone) -> None:
+    """Run the chunks on ``workers`` spawned processes; each builds ``spec.open`` once from the
+    dataset folder ``data_dir`` (memory-mapped; None: the spec builds its own data)."""
     # spawn, not fork: forking a process that already runs torch threads can deadlock
     ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(
         max_workers=min(workers, len(chunks)), mp_context=ctx, initializer=_init_worker,
-        initargs=(os.getpid(), str(data_dir), list(config.plugins), config.evaluator),
+        initargs=(os.getpid(), spec, None if data_dir is None else str(data_dir)),
     ) as ex:
         futures = [ex.submit(_run_chunk, c) for c in chunks]
         try:
             for fut in as_completed(futures):
-                on_rows(fut.result())
+                on_done(fut.result())
         except BaseException:
             for f in futures:
                 f.cancel()
             raise
 
 
-def _ray_chunk(data: EmbeddedDataset, specs: list[RunSpec], plugins: list[str], evaluator_spec: Any) -> _Rows:
-    import_plugins(plugins)
-    evaluator = make_evaluator(evaluator_spec)
-    return [execute_run(data, s, evaluator) for s in specs]
+def _ray_chunk(spec: "RunSpec", data: Any, tasks: list["Task"]) -> _Done:
+    state = spec.open(data)
+    return [(t, run_task(spec, state, t)) for t in tasks]
 
 
 @contextlib.contextmanager
@@ -187,8 +204,8 @@ def start_local_ray(ray: Any, num_cpus: int) -> None:
                            f"refusing to send it work: start a cluster on a trusted network and pass its address")
 
 
-def run_ray(chunks: list[list[RunSpec]], data: EmbeddedDataset, address: str | None, workers: int,
-            config: SweepConfig, on_rows: _OnRows) -> None:
+def run_ray(spec: "RunSpec", data: Any, chunks: list[list["Task"]], address: str | None, workers: int,
+            on_done: _OnDone) -> None:
     """Run the chunks as Ray tasks (one CPU each). An already initialized Ray is used as it is;
     otherwise this connects to ``address`` (a cluster on a trusted network: see the module
     docstring) or starts a local Ray of ``workers`` CPUs on 127.0.0.1 (:func:`start_local_ray`),
@@ -205,14 +222,15 @@ def run_ray(chunks: list[list[RunSpec]], data: EmbeddedDataset, address: str | N
             started = True
     try:
         # the arrays go to the object store once; every task gets the same reference
-        local = EmbeddedDataset(**{**data.__dict__, "E": np.array(data.E), "Q": np.array(data.Q)})
-        data_ref = ray.put(local)
-        task = ray.remote(num_cpus=1)(_ray_chunk)
-        pending = [task.remote(data_ref, c, list(config.plugins), config.evaluator) for c in chunks]
+        if isinstance(data, EmbeddedDataset):  # a memory map is a file of this machine: send the arrays
+            data = EmbeddedDataset(**{**data.__dict__, "E": np.array(data.E), "Q": np.array(data.Q)})
+        data_ref = ray.put(data)
+        remote = ray.remote(num_cpus=1)(_ray_chunk)
+        pending = [remote.remote(spec, data_ref, c) for c in chunks]
         try:
             while pending:
                 ready, pending = ray.wait(pending, num_returns=1)
-                on_rows(ray.get(ready[0]))
+                on_done(ray.get(ready[0]))
         except BaseException:
             for ref in pending:
                 ray.cancel(ref)

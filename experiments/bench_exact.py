@@ -9,27 +9,40 @@ words. For each (query, n, k, theta) the pool is the top-n of the query's releva
 and every solver proves (or fails to prove within ``--time-limit``) the CCBQP optimum with
 its default formulation (``divopt_rag.solvers.exact.DEFAULT_FORMULATION``).
 
-One tidy row per (dataset, query, solver, formulation, n, k, theta) with a run id (a hash of
-the arguments), written to CSV and parquet. The default grid finishes in a few minutes on 2 cores; the issue's full
-grid is ``--n 50 100 200 --k 5 10 20 --theta 0.3 0.5 0.7 0.9`` (or ``--full``).
+A run spec of the one executor (:class:`ExactBenchSpec`, inline and sequential: a timing
+benchmark): one task per (query, n, k, theta, solver/formulation), method ``exact`` with the
+solver and formulation as its parameters; one tidy row each with the solver's status
+(``exact_status``: "optimal", "time_limit", ... or "skipped" when the solver refused the model,
+with the reason in ``message``), ``proven_optimal``, ``objective``, ``bound``, ``relative_gap``
+(the solver's (bound - f) / |f|), ``bound_gap`` ((bound - f) / (k (k-1))), times in seconds and
+the model's size; the post-step cross-checks that every proven optimum of an instance equals the
+best incumbent (``agrees``). The data key is a hash of the embeddings and queries themselves.
+Writes ``results.parquet`` and ``results.csv`` to the ``--out`` folder. The default grid
+finishes in a few minutes on 2 cores; the issue's full grid is ``--n 50 100 200 --k 5 10 20
+--theta 0.3 0.5 0.7 0.9`` (or ``--full``).
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from divopt_rag.data import load as load_dataset
-from divopt_rag.experiments import harness
+from divopt_rag.experiments import executor, harness
+from divopt_rag.experiments.executor import Plan, RunSpec, Task, add_run_arguments, make_task, run_options
 from divopt_rag.models import Instance, objective_scale
 from divopt_rag.solvers import available_solvers, select, solve_exact
 from divopt_rag.solvers.exact import DEFAULT_FORMULATION, SolverRefused
+
+__all__ = ["add_arguments", "load_corpus", "ExactBenchSpec", "run", "summarize", "main", "FULL_GRID"]
 
 FULL_GRID = {"n": [50, 100, 200], "k": [5, 10, 20], "theta": [0.3, 0.5, 0.7, 0.9]}
 
@@ -52,8 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--extra-glosses", type=int, default=1500, help="random WordNet noun glosses added as distractors")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "divopt", "embeddings"))
-    p.add_argument("--out", default="results/bench_exact.csv", help="CSV path (a .parquet twin is written too)")
+    p.add_argument("--out", type=Path, default=Path("results/exact"), help="output folder (results.parquet, results.csv)")
     p.add_argument("--log-dir", default=None, help="directory for solver logs (default: none)")
+    add_run_arguments(p)
 
 
 def load_corpus(n_queries: int, extra: int, seed: int, cache_dir: str | None):
@@ -67,92 +81,150 @@ def load_corpus(n_queries: int, extra: int, seed: int, cache_dir: str | None):
             data.E.shape[0])
 
 
-def run(args) -> pd.DataFrame:
-    grid = FULL_GRID if args.full else {"n": args.n, "k": args.k, "theta": args.theta}
-    engines = available_solvers() + ["bnb"]  # divopt's own branch-and-bound needs no licence
-    specs = [tuple(x.split("/", 1)) if "/" in x else (x, args.formulation) for x in (args.solvers or engines)]
-    unknown = sorted({s for s, _ in specs} - set(engines))
-    if unknown:
-        raise ValueError(f"--solvers {unknown} not installed; available: {engines}")
-    if args.time_limit <= 0:
-        raise ValueError(f"--time-limit must be > 0, got {args.time_limit}")
-    offset = getattr(args, "query_offset", 0)
-    if offset < 0:
-        raise ValueError(f"--query-offset must be >= 0, got {offset}")
-    P, Q, words, n_pass = load_corpus(offset + args.queries, args.extra_glosses, args.seed, args.cache_dir)
-    Q, words = Q[offset:], words[offset:]
-    run_id = harness.run_id(vars(args), exclude=("out", "log_dir", "cache_dir"))
-    machine = f"{platform.processor() or platform.machine()} x{os.cpu_count()} cores"
-    jobs = [(qi, n, k, th, s) for qi in range(len(words)) for n in grid["n"] for k in grid["k"]
-            for th in grid["theta"] for s in specs if k < n]
-    rows = []
-    bar = tqdm(jobs, desc="bench exact", unit="solve")
-    for qi, n, k, th, (s, form) in bar:
-        full = Instance(P, Q[qi], k=k, theta=th, normalize=True)
-        inst, orig = full.top_n(min(n, full.n))
-        form = DEFAULT_FORMULATION[s] if form == "auto" else form
-        row = dict(run_id=run_id, dataset=f"wordnet-glosses-{n_pass}", query=words[qi], method=f"{s}/{form}",
-                   solver=s, formulation=form, n=n, k=k, theta=th, time_limit=args.time_limit,
-                   threads=args.threads, warm_start=args.warm_start, machine=machine,
+def _content_key(*arrays: np.ndarray) -> str:
+    """A hash of the arrays' bytes: the data key of what the benchmark solves."""
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class ExactBenchSpec(RunSpec):
+    """The exact-solver benchmark (module docstring): one task per (query, n, k, theta, engine)."""
+
+    grid: dict[str, list]
+    engines: list[tuple[str, str]]
+    queries: int
+    query_offset: int = 0
+    time_limit: float = 30.0
+    threads: int | None = None
+    warm_start: str = "none"
+    extra_glosses: int = 1500
+    seed: int = 0
+    cache_dir: str | None = field(default=None, metadata={"config": False})
+    log_dir: str | None = field(default=None, metadata={"config": False})
+    command: ClassVar[str] = "bench-exact"
+
+    def row_config(self) -> dict[str, Any]:
+        return {"time_limit": self.time_limit, "threads": self.threads, "warm_start": self.warm_start}
+
+    def check(self) -> None:
+        installed = available_solvers() + ["bnb"]  # divopt's own branch-and-bound needs no licence
+        unknown = sorted({s for s, _ in self.engines} - set(installed))
+        if unknown:
+            raise ValueError(f"--solvers {unknown} not installed; available: {installed}")
+        if self.time_limit <= 0:
+            raise ValueError(f"--time-limit must be > 0, got {self.time_limit}")
+        if self.query_offset < 0:
+            raise ValueError(f"--query-offset must be >= 0, got {self.query_offset}")
+
+    def plan(self, out: Path) -> Plan:
+        P, Q, words, n_pass = load_corpus(self.query_offset + self.queries, self.extra_glosses, self.seed,
+                                          self.cache_dir)
+        Q, words = Q[self.query_offset:], list(words[self.query_offset:])
+        label, key = f"wordnet-glosses-{n_pass}", _content_key(P, Q)
+        tasks = []
+        for qi, word in enumerate(words):
+            for n in self.grid["n"]:
+                for k in self.grid["k"]:
+                    for th in self.grid["theta"]:
+                        if k >= n:
+                            continue
+                        for solver, form in self.engines:
+                            form = DEFAULT_FORMULATION[solver] if form == "auto" else form
+                            tasks.append(make_task(len(tasks), config_hash=self.config_hash, data_key=key,
+                                                   query_id=word, method="exact",
+                                                   params={"n": n, "k": k, "theta": th, "solver": solver,
+                                                           "formulation": form},
+                                                   dataset=label, query_index=qi))
+        return Plan(tasks=tasks, data=(P, Q), data_keys={label: key})
+
+    def execute(self, state: tuple[np.ndarray, np.ndarray], task: Task) -> dict[str, Any]:
+        P, Q = state
+        p, qi = task.params, int(task.extra["query_index"])
+        full = Instance(P, Q[qi], k=int(p["k"]), theta=float(p["theta"]), normalize=True)
+        inst, orig = full.top_n(min(int(p["n"]), full.n))
+        row = dict(time_limit=self.time_limit, threads=self.threads, warm_start=self.warm_start,
+                   machine=f"{platform.processor() or platform.machine()} x{os.cpu_count()} cores",
                    load_avg_1min=os.getloadavg()[0])
-        bar.set_postfix_str(f"{words[qi]} n={n} k={k} theta={th} {s}")
-        warm = select(inst, "fw") if args.warm_start == "fw" else None
-        log = None if args.log_dir is None else str(Path(args.log_dir) / f"{run_id}_{qi}_{n}_{k}_{th}_{s}_{form}.log")
+        warm = select(inst, "fw") if self.warm_start == "fw" else None
+        log = None if self.log_dir is None else str(Path(self.log_dir) / f"{task.key}.log")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                r = solve_exact(inst, s, time_limit=args.time_limit, formulation=form, warm_start=warm,
-                                threads=args.threads, log_path=log)
+                r = solve_exact(inst, p["solver"], time_limit=self.time_limit, formulation=p["formulation"],
+                                warm_start=warm, threads=self.threads, log_path=log)
         except SolverRefused as exc:  # measured on the built model (license size, MIQP for HiGHS)
-            rows.append({**row, "status": "skipped", "message": exc.reason})
-            continue
-        rows.append({
-            **row, "status": r.status, "proven_optimal": r.proven_optimal, "objective": r.objective,
-            "bound": r.bound, "gap": r.gap,
-            "normalized_gap": (r.bound - r.objective) / objective_scale(k)
-            if r.bound is not None and r.objective is not None else np.nan,
+            return {**row, "exact_status": "skipped", "message": exc.reason}
+        has = r.bound is not None and r.objective is not None
+        return {
+            **row, "exact_status": r.status, "proven_optimal": r.proven_optimal, "objective": r.objective,
+            "bound": r.bound, "relative_gap": r.gap,
+            "bound_gap": (r.bound - r.objective) / objective_scale(int(p["k"])) if has else np.nan,
             "seconds": r.seconds, "wall_seconds": r.info.get("wall_seconds", r.seconds),
             "build_seconds": r.info.get("build_seconds"),
             "nodes": r.info.get("nodes"), "n_vars": r.info.get("n_vars"),
             "n_constraints": r.info.get("n_constraints"), "solver_version": r.info.get("solver_version"),
-            "selected": " ".join(str(int(orig[i])) for i in r.indices), "message": r.message,
-        })
-    df = pd.DataFrame(rows)
-    # cross-check: every proven optimum of an instance must agree with the best incumbent
-    key = ["query", "n", "k", "theta"]
-    if "objective" in df:
-        best = df.groupby(key)["objective"].transform("max")
-        df["best_objective"] = best
-        df["agrees"] = np.where(df["proven_optimal"] == True, np.isclose(df["objective"], best, rtol=1e-6, atol=1e-6), np.nan)  # noqa: E712
-    return df
+            "selected": [str(int(orig[i])) for i in r.indices], "message": r.message,
+        }
+
+    def finish(self, table: pd.DataFrame, out: Path) -> pd.DataFrame:
+        """Cross-check: every proven optimum of an instance must agree with the best incumbent."""
+        if table.empty or "objective" not in table:
+            return table
+        key = ["query_id", "n", "k", "theta"]
+        best = table.groupby(key)["objective"].transform("max")
+        table = table.assign(best_objective=best)
+        proven = table["proven_optimal"].astype("boolean").fillna(False).astype(bool)
+        table["agrees"] = pd.array([bool(np.isclose(o, b, rtol=1e-6, atol=1e-6)) if p else pd.NA
+                                    for o, b, p in zip(table["objective"], best, proven)], dtype="boolean")
+        return table
+
+
+def spec_from_args(args: argparse.Namespace) -> ExactBenchSpec:
+    grid = FULL_GRID if args.full else {"n": list(args.n), "k": list(args.k), "theta": list(args.theta)}
+    engines = available_solvers() + ["bnb"]
+    pairs = [tuple(x.split("/", 1)) if "/" in x else (x, args.formulation) for x in (args.solvers or engines)]
+    return ExactBenchSpec(grid=grid, engines=pairs, queries=args.queries,
+                          query_offset=getattr(args, "query_offset", 0), time_limit=args.time_limit,
+                          threads=args.threads, warm_start=args.warm_start, extra_glosses=args.extra_glosses,
+                          seed=args.seed, cache_dir=args.cache_dir, log_dir=args.log_dir)
+
+
+def run(args: argparse.Namespace) -> pd.DataFrame:
+    """The benchmark's table (run into ``args.out``)."""
+    return executor.run(spec_from_args(args), args.out, **run_options(args)).table
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Median wall seconds to proof (the whole call, model building and the QCR SDP included;
-    censored at the time limit) and proof rate per (solver, n, k)."""
-    d = df[df["status"] != "skipped"].copy()
+    censored at the time limit) and proof rate per engine (solver, formulation) and every
+    setting that varies (n, k, theta)."""
+    d = df[df["exact_status"] != "skipped"].copy()
+    proven = d["proven_optimal"].astype("boolean").fillna(False).astype(bool)
     wall = d["wall_seconds"] if "wall_seconds" in d else d["seconds"]
-    d["seconds_censored"] = np.where(d["proven_optimal"] == True, wall, np.inf)  # noqa: E712
-    g = d.groupby(["method", "n", "k"])
-    return pd.DataFrame({
-        "instances": g.size(),
-        "proven": g["proven_optimal"].sum().astype(int),
-        "median_s": g["seconds_censored"].median(),
-        "max_proven_s": g.apply(lambda x: x.loc[x["proven_optimal"] == True, "seconds_censored"].max()),  # noqa: E712
-        "median_gap_open": g.apply(lambda x: x.loc[x["proven_optimal"] != True, "gap"].median()),  # noqa: E712
-    }).reset_index()
+    d["seconds_censored"] = np.where(proven, wall, np.inf)
+    d["_proven"] = proven
+    keys = ["solver", "formulation", *[c for c in harness.varying_settings(d) if c not in ("solver", "formulation")]]
+    rows = []
+    for values, g in d.groupby(keys, sort=True):
+        rows.append({**dict(zip(keys, values)), "instances": len(g), "proven": int(g["_proven"].sum()),
+                     "median_seconds": float(g["seconds_censored"].median()),
+                     "max_proven_seconds": float(g.loc[g["_proven"], "seconds_censored"].max()) if g["_proven"].any()
+                     else np.nan,
+                     "median_relative_gap_open": float(g.loc[~g["_proven"], "relative_gap"].median())
+                     if (~g["_proven"]).any() else np.nan})
+    return pd.DataFrame(rows)
 
 
 def main(args) -> int:
-    df = run(args)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out, index=False)
-    harness.write_parquet(df, out.with_suffix(".parquet"))
-    summ = summarize(df)
-    print(summ.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    res = executor.run(spec_from_args(args), args.out, **run_options(args))
+    df = res.table
+    harness.write_csv(df, res.path.with_suffix(".csv"))
+    print(summarize(df).to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     if "agrees" in df and (df["agrees"] == False).any():  # noqa: E712
         print("WARNING: proven optima disagree between solvers; see the 'agrees' column")
         return 1
-    print(f"wrote {out} and {out.with_suffix('.parquet')} ({len(df)} rows, run {df['run_id'].iloc[0]})")
+    print(f"wrote {res.path} and {res.path.with_suffix('.csv')} ({len(df)} rows, run {res.run_id})")
     return 0

@@ -1,7 +1,10 @@
 """``divopt-rag bench latency``: wall-clock latency of every selector, read as GEMV-equivalents.
 
-For each (n, d) pool (synthetic narrow cone, ``divopt_rag.data.synthetic``) it times one GEMV E q
-(median of repeats) and then every selector for each (k, theta); every time is also reported
+A run spec of the one executor (:class:`LatencySpec`; inline and sequential, as every timing
+benchmark): one task per (n, d, k, theta, method), in that order. For each (n, d) pool
+(synthetic narrow cone, ``divopt_rag.data.synthetic``, generated once per process) it times one
+GEMV E q (median of repeats) and warms every method up once, outside the timings; then each
+task times its selector at (k, theta) (median of ``--repeats``); every time is also reported
 divided by the GEMV time, which makes numbers comparable across machines. Per (n, d, k) it also
 times one certificate pass that compares every row (``dense_pass_seconds``); with the default
 method's ``compared`` rows this gives, per cell, the least one certificate of its answer costs
@@ -9,8 +12,13 @@ as a fraction of MMR (``one_pass/mmr`` in ``latency_ratios.csv``). Peak memory o
 selector is measured exactly on Linux (the RSS high-water mark is reset through
 /proc/self/clear_refs before each run) or with torch.cuda.max_memory_allocated on CUDA, and
 reported as (|E| + extra peak) / |E|. Optionally times divopt's MMR against LangChain's
-``maximal_marginal_relevance`` on the same data. Writes ``latency.csv`` (one tidy row per
-(n, d, k, theta, method)), ``latency.json`` (rows, environment, target checks) to ``--out``.
+``maximal_marginal_relevance`` on the same data. The methods are every selector that runs on
+an Instance alone (the registry), or ``--methods``.
+
+Writes to ``--out``: ``results.parquet`` and ``latency.csv`` (one tidy row per (n, d, k, theta,
+method), times in seconds), ``latency_ratios.csv`` and ``latency.json`` (environment, target
+checks, the LangChain comparison). A killed run resumes at the next cell (its timings then come
+from two sessions: use a fresh ``--out`` for numbers you report).
 """
 from __future__ import annotations
 
@@ -19,20 +27,21 @@ import json
 import os
 import platform
 import statistics
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
-from divopt_rag.experiments import harness
+from divopt_rag.data import stable_hash
+from divopt_rag.experiments import executor, harness
+from divopt_rag.experiments.executor import Plan, RunSpec, Task, add_run_arguments, make_task, run_options
+from divopt_rag.experiments.methods import check_selectors
 
-__all__ = ["add_arguments", "main", "run_latency", "check_targets", "ratio_table", "environment"]
-
-BASE_METHODS = ("topk", "mmr", "mmr_lazy", "gmmr", "dpp", "dartboard", "vrsd", "fw", "fw_ws", "fw_topk", "fw_ws_ms")
-# benchmark rows that are a registered method with fixed parameters; "fw" is the paper's Algorithm 1
-# (every ratio below is to it) and "fw_ws_ms" divopt's default (DEFAULT_METHOD)
+__all__ = ["add_arguments", "main", "LatencySpec", "run_latency", "check_targets", "ratio_table", "environment"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=harness.int_list, default=[10, 50, 100], help="selection sizes (default 10,50,100)")
     p.add_argument("--theta", type=harness.float_list, default=[0.3, 0.5, 0.7, 0.9], help="trade-offs (default 0.3,0.5,0.7,0.9)")
     p.add_argument("--methods", type=lambda s: s.split(","), default=None,
-                   help=f"selectors (default: {','.join(BASE_METHODS)})")
+                   help="selectors (default: every selector that runs on an Instance alone)")
     p.add_argument("--default-method", default=None, help="the method whose targets are checked (default: DEFAULT_METHOD)")
     p.add_argument("--repeats", type=int, default=2, help="timed repeats per cell; the median is reported (default 2)")
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
@@ -50,6 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("results/latency"))
+    add_run_arguments(p)
 
 
 class PeakMemory:
@@ -116,64 +126,117 @@ def _dense_pass_time(inst, repeats: int, device: torch.device) -> float:
                         repeats, device)
 
 
-def run_latency(
-    ns, ds, ks, thetas, methods=None, repeats=2, dtype="float32", device="cpu", langchain=(10_000, 50), seed=0
-) -> tuple[pd.DataFrame, dict]:
-    from divopt_rag.data.synthetic import narrow_cone
-    from divopt_rag.models import Instance
-    from divopt_rag.models.kernels import matvec
-    from divopt_rag.solvers import METHODS, select
+@dataclass
+class LatencySpec(RunSpec):
+    """The latency grid: one task per (n, d, k, theta, method), run inline in that order (the
+    pool of an (n, d) is generated and warmed up once per process)."""
 
-    methods = list(methods or BASE_METHODS)
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"unknown methods {unknown}; expected some of {sorted(METHODS)}")
-    dev = torch.device(device)
-    tdtype = getattr(torch, dtype)
-    run_id = harness.run_id(dict(n=ns, d=ds, k=ks, theta=thetas, methods=methods, repeats=repeats, dtype=dtype,
-                                 device=device, seed=seed))
-    rows, extra = [], {}
-    cells = [(n, d) for n in ns for d in ds]
-    bar = tqdm(total=len(cells) * len(ks) * len(thetas) * len(methods), desc="latency")
-    for n, d in cells:
-        bar.set_postfix_str(f"generating n={n} d={d}")
-        E_np, q, _ = narrow_cone(n, d, seed=seed)
-        E = torch.from_numpy(E_np).to(device=dev, dtype=tdtype)
+    ns: list[int]
+    ds: list[int]
+    ks: list[int]
+    thetas: list[float]
+    methods: list[str]
+    repeats: int = 2
+    dtype: str = "float32"
+    device: str = "cpu"
+    seed: int = 0
+    command: ClassVar[str] = "bench-latency"
+
+    def row_config(self) -> dict[str, Any]:
+        return {"repeats": self.repeats, "dtype": self.dtype, "device": self.device}
+
+    def check(self) -> None:
+        check_selectors(self.methods)
+        for name in ("ns", "ds", "ks"):
+            bad = [v for v in getattr(self, name) if v < 1]
+            if bad:
+                raise ValueError(f"--{name[:-1]} values must be >= 1, got {bad}")
+
+    @staticmethod
+    def pool_key(n: int, d: int, seed: int) -> tuple[str, str]:
+        """(label, content key) of the narrow-cone pool: its generator and parameters fix its content."""
+        return f"narrow_cone(n={n},d={d},seed={seed})", stable_hash({"narrow_cone": [n, d, seed]}, 16)
+
+    def plan(self, out: Path) -> Plan:
+        tasks, keys = [], {}
+        for n in self.ns:
+            for d in self.ds:
+                label, key = self.pool_key(n, d, self.seed)
+                keys[label] = key
+                for k in self.ks:
+                    for theta in self.thetas:
+                        for m in self.methods:
+                            tasks.append(make_task(len(tasks), config_hash=self.config_hash, data_key=key,
+                                                   query_id="q0", method=m, params={"n": n, "d": d, "k": k,
+                                                                                    "theta": theta},
+                                                   dataset=label))
+        return Plan(tasks=tasks, data_keys=keys)
+
+    def open(self, data: Any) -> dict[str, Any]:
+        return {}  # the pool of the current (n, d), built by the first task that needs it
+
+    def _pool(self, state: dict[str, Any], n: int, d: int) -> dict[str, Any]:
+        from divopt_rag.data.synthetic import narrow_cone
+        from divopt_rag.models import Instance
+        from divopt_rag.models.kernels import matvec
+        from divopt_rag.solvers import select
+
+        if state.get("shape") == (n, d):
+            return state
+        state.clear()  # one pool in memory at a time
+        dev = torch.device(self.device)
+        E_np, q, _ = narrow_cone(n, d, seed=self.seed)
+        E = torch.from_numpy(E_np).to(device=dev, dtype=getattr(torch, self.dtype))
         del E_np
-        e_bytes = E.numel() * E.element_size()
-        base = Instance(E, q, k=max(ks), theta=thetas[0])
-        qv = base.q
-        matvec(E, qv)  # warm-up (first touch of E, BLAS initialization)
-        for m in methods:  # one warm-up run per method and pool, outside the timings
-            select(base.replace(k=min(ks)), m)
-        gemv = _median_time(lambda: matvec(E, qv), max(5, repeats), dev)
-        for k in ks:
-            dense_pass = _dense_pass_time(base.replace(k=k), max(3, repeats), dev)
-            for theta in thetas:
-                inst = base.replace(k=k, theta=theta)
-                for m in methods:
-                    bar.set_postfix_str(f"n={n} d={d} k={k} theta={theta} {m}")
-                    with PeakMemory(dev) as pm:  # the first timed run also gives the peak memory
-                        sel = select(inst, m)
-                    ts = [sel.seconds] + [select(inst, m).seconds for _ in range(max(0, repeats - 1))]
-                    rows.append(
-                        dict(
-                            run_id=run_id, device=str(dev), dtype=dtype, n=n, d=d, k=k, theta=theta, method=m,
-                            seconds=statistics.median(ts), gemv_seconds=gemv, dense_pass_seconds=dense_pass,
-                            gemv_equivalents=statistics.median(ts) / gemv, iterations=sel.iterations,
-                            objective=sel.objective, peak_extra_bytes=pm.extra, embedding_bytes=e_bytes,
-                            peak_mem_ratio=(e_bytes + max(pm.extra, 0)) / e_bytes,
-                            passes=sel.info.get("passes"),  # reads of the pool ("fw_ws_ms")
-                            compared=sel.info.get("compared"),  # rows its last certificate compared exactly
-                            stage_seconds=json.dumps(sel.info["seconds"]) if "seconds" in sel.info else None,
-                        )
-                    )
-                    bar.update()
-        del base, E
-    bar.close()
+        base = Instance(E, q, k=max(self.ks), theta=self.thetas[0])
+        matvec(E, base.q)  # warm-up (first touch of E, BLAS initialization)
+        for m in self.methods:  # one warm-up run per method and pool, outside the timings
+            select(base.replace(k=min(self.ks)), m)
+        state.update(shape=(n, d), base=base, dense={},
+                     gemv=_median_time(lambda: matvec(E, base.q), max(5, self.repeats), dev))
+        return state
+
+    def execute(self, state: dict[str, Any], task: Task) -> dict[str, Any]:
+        from divopt_rag.solvers import select
+
+        p = task.params
+        pool = self._pool(state, int(p["n"]), int(p["d"]))
+        dev = torch.device(self.device)
+        base, k = pool["base"], int(p["k"])
+        if k not in pool["dense"]:
+            pool["dense"][k] = _dense_pass_time(base.replace(k=k), max(3, self.repeats), dev)
+        inst = base.replace(k=k, theta=float(p["theta"]))
+        e_bytes = base.E.numel() * base.E.element_size()
+        with PeakMemory(dev) as pm:  # the first timed run also gives the peak memory
+            sel = select(inst, task.method)
+        ts = [sel.seconds] + [select(inst, task.method).seconds for _ in range(max(0, self.repeats - 1))]
+        return dict(device=str(dev), dtype=self.dtype, seconds=statistics.median(ts), gemv_seconds=pool["gemv"],
+                    dense_pass_seconds=pool["dense"][k], gemv_equivalents=statistics.median(ts) / pool["gemv"],
+                    iterations=sel.iterations, objective=sel.objective, peak_extra_bytes=pm.extra,
+                    embedding_bytes=e_bytes, peak_mem_ratio=(e_bytes + max(pm.extra, 0)) / e_bytes,
+                    passes=sel.info.get("passes"),  # reads of the pool ("fw_ws_ms")
+                    compared=sel.info.get("compared"),  # rows its last certificate compared exactly
+                    stage_seconds=json.dumps(sel.info["seconds"]) if "seconds" in sel.info else None)
+
+
+def run_latency(ns, ds, ks, thetas, methods=None, repeats=2, dtype="float32", device="cpu", langchain=(10_000, 50),
+                seed=0, out: str | Path | None = None, progress: bool = True) -> tuple[pd.DataFrame, dict]:
+    """The latency table of :class:`LatencySpec` (run into ``out``, or a temporary folder) and
+    the LangChain comparison (``extra["langchain"]``; None skips it)."""
+    from divopt_rag.solvers import instance_methods
+
+    spec = LatencySpec(ns=list(ns), ds=list(ds), ks=list(ks), thetas=list(thetas),
+                       methods=list(methods or instance_methods()), repeats=repeats, dtype=dtype, device=device,
+                       seed=seed)
+    if out is None:
+        with tempfile.TemporaryDirectory(prefix="divopt-latency-") as tmp:
+            table = executor.run(spec, tmp, progress=progress).table
+    else:
+        table = executor.run(spec, out, progress=progress).table
+    extra = {}
     if langchain:
         extra["langchain"] = _langchain_compare(langchain[0], ds[0], langchain[1], seed, repeats)
-    return pd.DataFrame(rows), extra
+    return table, extra
 
 
 def _langchain_compare(n: int, d: int, k: int, seed: int, repeats: int) -> dict:
@@ -253,13 +316,13 @@ def check_targets(df: pd.DataFrame, extra: dict, default_method: str = "fw_ws_ms
 
 
 def ratio_table(df: pd.DataFrame, default_method: str) -> pd.DataFrame | None:
-    """Per (n, d, k, theta): ms of the paper's fw, the default method and MMR, and the ratios."""
+    """Per (n, d, k, theta): seconds of the paper's fw, the default method and MMR, and the ratios."""
     from divopt_rag.solvers.swap_certificate import DENSE_SHARE
 
     piv = df.pivot_table(index=["n", "d", "k", "theta"], columns="method", values="seconds")
     if default_method not in piv.columns:
         return None
-    out = pd.DataFrame({f"{m}_ms": 1e3 * piv[m] for m in ("fw", default_method, "mmr", "mmr_lazy") if m in piv.columns})
+    out = pd.DataFrame({f"{m}_seconds": piv[m] for m in ("fw", default_method, "mmr", "mmr_lazy") if m in piv.columns})
     for ref in ("fw", "mmr"):
         if ref in piv.columns:
             out[f"{default_method}/{ref}"] = piv[default_method] / piv[ref]
@@ -292,33 +355,44 @@ def environment(device: str) -> dict:
 def main(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    from divopt_rag.solvers import DEFAULT_METHOD
+    from divopt_rag.solvers import DEFAULT_METHOD, instance_methods
 
     env = environment(args.device)
-    df, extra = run_latency(args.n, args.d, args.k, args.theta, args.methods, args.repeats, args.dtype, args.device,
-                            tuple(args.langchain) if args.langchain else None, args.seed)
+    spec = LatencySpec(ns=list(args.n), ds=list(args.d), ks=list(args.k), thetas=list(args.theta),
+                       methods=list(args.methods or instance_methods()), repeats=args.repeats, dtype=args.dtype,
+                       device=args.device, seed=args.seed)
+    res = executor.run(spec, args.out, **run_options(args))
+    df = res.table
+    extra = {}
+    if args.langchain:
+        extra["langchain"] = _langchain_compare(args.langchain[0], args.d[0], args.langchain[1], args.seed,
+                                                args.repeats)
     env["load_average_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
-    targets = check_targets(df, extra, args.default_method or DEFAULT_METHOD)
-    ratios = ratio_table(df, args.default_method or DEFAULT_METHOD)
+    dm = args.default_method or DEFAULT_METHOD
+    targets = check_targets(df, extra, dm)
+    ratios = ratio_table(df, dm)
     if ratios is not None and "one_pass/mmr" in ratios:
         floor = ratios["one_pass/mmr"]
         targets["one_pass/mmr"] = {"what": "one certificate pass at the default's answer / MMR (a floor)",
                                    "max": float(floor.max()), "cells_over_0.1": int((floor > 0.1).sum()),
                                    "cells": int(floor.size)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(args.out / "latency.csv", index=False)
-    harness.write_text(json.dumps({"env": env, "targets": targets, **extra, "rows": df.to_dict("records")}, indent=1,
+    harness.write_csv(df, args.out / "latency.csv")
+    harness.write_text(json.dumps({"env": env, "run_id": res.run_id, "targets": targets, **extra}, indent=1,
                                   default=str), args.out / "latency.json")
     if ratios is not None:
-        ratios.to_csv(args.out / "latency_ratios.csv")
-    summary = df.groupby(["n", "d", "k", "method"])[["seconds", "gemv_equivalents", "peak_mem_ratio"]].median().unstack("method")
+        harness.write_csv(ratios, args.out / "latency_ratios.csv", index=True)
+    # one column per method, one row per cell: every setting that varies stays a row key
+    keys = [c for c in ("n", "d", "k", "theta") if c in df]
     with pd.option_context("display.width", 200, "display.max_columns", 50):
-        print((1e3 * summary["seconds"]).round(1).to_string(), "\n(median ms over theta)\n")
-        print(summary["gemv_equivalents"].round(1).to_string(), "\n(GEMV-equivalents)\n")
+        print(df.pivot_table(index=keys, columns="method", values="seconds").to_string(float_format=lambda v: f"{v:.4g}"),
+              "\n(median seconds per cell)\n")
+        print(df.pivot_table(index=keys, columns="method", values="gemv_equivalents").round(1).to_string(),
+              "\n(GEMV-equivalents)\n")
         if ratios is not None:
-            print(ratios.round(3).to_string(), "\n(per cell: ms and ratios of the default method, same run)\n")
+            print(ratios.to_string(float_format=lambda v: f"{v:.4g}"), "\n(per cell: seconds and ratios of the default "
+                                                                      "method, same run)\n")
     print(json.dumps({"targets": targets, **extra}, indent=1))
-    print(f"wrote {args.out / 'latency.csv'} and {args.out / 'latency.json'}")
+    print(f"wrote {args.out / 'latency.csv'} and {args.out / 'latency.json'} (run {res.run_id})")
     return 0
 
 

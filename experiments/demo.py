@@ -98,9 +98,9 @@ def run_demo(n: int = 20_000, d: int = 384, k: int = 10, theta: float = 0.7, see
                 "random_ilad": random_ilad,
                 "random_relevance": random_relevance,
                 "objective": sel.objective,
-                "ms": 1e3 * sel.seconds,
+                "seconds": sel.seconds,
                 "iterations": sel.iterations,
-                "indices": sel.indices.tolist(),
+                "selected": [str(data.doc_ids[i]) for i in sel.indices],
             }
         )
     return pd.DataFrame(rows).sort_values("objective", ascending=False, ignore_index=True)
@@ -187,7 +187,7 @@ def _group_label(methods: list[str]) -> str:
 
 def _relevance_diversity(ax, df: pd.DataFrame) -> None:
     groups = (
-        df.assign(key=df["indices"].map(lambda ix: tuple(sorted(ix))))
+        df.assign(key=df["selected"].map(lambda ids: tuple(sorted(ids))))
         .groupby("key", sort=False)
         .agg(methods=("method", list), ilad=("ilad", "first"), relevance=("relevance", "first"))
         .reset_index(drop=True)
@@ -302,10 +302,10 @@ def plot_demo(df: pd.DataFrame, path: Path) -> list[Path]:
 def main(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     df = run_demo(args.n, args.d, args.k, args.theta, args.seed)
-    args.out.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(args.out / "demo.parquet", index=False)
-    cols = ["method", "relevance", "ilad", "clusters", "relevant_clusters", "objective", "ms", "iterations"]
-    print(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    harness.write_parquet(df, args.out / "demo.parquet")
+    cols = ["method", "relevance", "ilad", "clusters", "relevant_clusters", "objective", "seconds", "iterations"]
+    print(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}",
+                             formatters={"seconds": lambda v: f"{v:.2e}"}))
     written = [args.out / "demo.parquet"]
     if not args.no_plot:
         written += plot_demo(df, args.out / "demo")

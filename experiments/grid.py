@@ -1,10 +1,10 @@
-"""Sweep grids: the configuration of a sweep and its expansion into deterministic run specs.
+"""Sweep grids: the configuration of a sweep (:class:`SweepConfig`) and canonical parameters.
 
-A sweep is the product  queries x methods x parameter grid.  Each element is a :class:`RunSpec`
-whose ``key`` is a hash of (dataset, query, method, parameters), so the same run always gets
-the same key: a restarted sweep recognises finished runs by their part files and skips them,
-and the per-run ``seed`` is derived from the key (independent of grid order or of which
-worker runs it).
+A sweep is the product  queries x methods x parameter grid; :func:`divopt_rag.experiments.sweep.expand_grid`
+turns it into the executor's tasks, each with its run key
+(:func:`divopt_rag.experiments.executor.run_key`: a hash of the row settings, the dataset's content
+key, the query, the method and the :func:`canonical_params`), and a per-run ``seed`` derived
+from the key (:func:`derive_seed`: independent of grid order and of which worker runs it).
 
 Parameters fall in two groups:
 
@@ -36,13 +36,10 @@ from divopt_rag.models.validation import check_scalar, check_theta
 __all__ = [
     "ConfigError",
     "INSTANCE_PARAMS",
-    "RunSpec",
     "SweepConfig",
     "canonical_params",
     "derive_seed",
-    "expand_grid",
     "parse_value",
-    "run_key",
 ]
 
 INSTANCE_PARAMS = ("k", "theta", "pool")
@@ -99,42 +96,9 @@ def canonical_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return dict(sorted(out.items()))
 
 
-def run_key(dataset: str, query_id: str, method: str, params: Mapping[str, Any]) -> str:
-    """Deterministic key of one run: sha256 of (dataset, query_id, method, canonical params)."""
-    return stable_hash(
-        {"dataset": dataset, "query": str(query_id), "method": method, "params": canonical_params(params)}, 20
-    )
-
-
 def derive_seed(base_seed: int, key: str) -> int:
     """The seed of one run: a hash of (base seed, run key), in [0, 2**31)."""
     return int(hashlib.sha256(f"{int(base_seed)}:{key}".encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """One run of a sweep: a method with parameters on one query of one dataset."""
-
-    index: int  # position in the expanded grid (the consolidated table's order)
-    dataset: str
-    query_index: int
-    query_id: str
-    method: str
-    params: tuple[tuple[str, Any], ...]
-    seed: int
-    key: str
-
-    @property
-    def param_dict(self) -> dict[str, Any]:
-        return dict(self.params)
-
-    @property
-    def instance_params(self) -> dict[str, Any]:
-        return {k: v for k, v in self.params if k in INSTANCE_PARAMS}
-
-    @property
-    def method_params(self) -> dict[str, Any]:
-        return {k: v for k, v in self.params if k not in INSTANCE_PARAMS}
 
 
 def _as_list(name: str, values: Any) -> list[Any]:
@@ -210,6 +174,8 @@ class SweepConfig:
         extra selectors or robust models).
     evaluator : optional evaluator spec (see :mod:`divopt_rag.experiments.rag.evaluator`) whose score of
         each selection is stored in the ``eval_score`` column.
+    metrics : options of the metrics of every row (:func:`divopt_rag.experiments.metrics.selection_metrics`):
+        ``sigma`` (also compute the Dartboard score with this spread), ``alpha`` (of alpha-nDCG).
     """
 
     dataset: dict[str, Any] = field(default_factory=lambda: {"name": "synthetic"})
@@ -219,8 +185,11 @@ class SweepConfig:
     seed: int = 0
     plugins: list[str] = field(default_factory=list)
     evaluator: dict[str, Any] | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
 
-    _KEYS = ("dataset", "methods", "grid", "queries", "seed", "plugins", "evaluator")
+    _KEYS = ("dataset", "methods", "grid", "queries", "seed", "plugins", "evaluator", "metrics")
+    #: Metric options :attr:`metrics` may set.
+    METRIC_OPTIONS = ("sigma", "alpha")
 
     def __post_init__(self) -> None:
         if isinstance(self.dataset, str):
@@ -246,6 +215,12 @@ class SweepConfig:
         self.plugins = [str(p) for p in (self.plugins or [])]
         if self.evaluator is not None and (not isinstance(self.evaluator, Mapping) or "name" not in self.evaluator):
             raise ValueError(f"evaluator must be a mapping with a 'name', got {self.evaluator!r}")
+        self.metrics = {str(k): v for k, v in (self.metrics or {}).items() if v is not None}
+        unknown = sorted(set(self.metrics) - set(self.METRIC_OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown metric option(s) {unknown}; expected some of {list(self.METRIC_OPTIONS)}")
+        for name, v in self.metrics.items():
+            self.metrics[name] = check_scalar(v, f"metrics.{name}", float, min_val=0)
 
     # --- (de)serialization -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -282,64 +257,7 @@ class SweepConfig:
             raise ConfigError(path, None, None, str(exc)) from None
 
     @property
-    def sweep_id(self) -> str:
+    def run_id(self) -> str:
         """The run id (:func:`divopt_rag.experiments.harness.run_id`) of everything that determines
-        the rows (the ``sweep_id`` column)."""
+        the rows (the ``run_id`` column)."""
         return harness.run_id(self.to_dict())
-
-
-def expand_grid(
-    config: SweepConfig,
-    dataset_key: str,
-    queries: Sequence[tuple[int, str]],
-    accepts: Callable[[str, str], bool],
-) -> list[RunSpec]:
-    """All runs of ``config`` on ``queries`` ((position in the dataset, query id) pairs), query-major (runs of one query are adjacent).
-
-    ``accepts(method, parameter)`` says whether a method takes a keyword parameter; unknown
-    methods must already have been rejected by the caller. Raises ValueError naming a method
-    parameter that its method does not accept, or a duplicated run.
-    """
-    common_inst = {p: v for p, v in config.grid.items() if p in INSTANCE_PARAMS}
-    common_method = {p: v for p, v in config.grid.items() if p not in INSTANCE_PARAMS}
-    per_method: list[tuple[str, list[dict[str, Any]]]] = []
-    for method, own in config.methods.items():
-        for p in own:
-            if p not in INSTANCE_PARAMS and not accepts(method, p):
-                raise ValueError(f"method {method!r} does not accept parameter {p!r} (given in methods.{method})")
-        axes = dict(common_inst)
-        axes.update({p: v for p, v in common_method.items() if accepts(method, p)})
-        axes.update(own)  # a method's own grid overrides the common one
-        names = sorted(axes)
-        combos = [canonical_params(dict(zip(names, vals))) for vals in itertools.product(*(axes[n] for n in names))]
-        per_method.append((method, combos))
-    specs: list[RunSpec] = []
-    seen: set[str] = set()
-    for qi, qid in queries:
-        for method, combos in per_method:
-            for params in combos:
-                key = run_key(dataset_key, qid, method, params)
-                if key in seen:
-                    raise ValueError(f"duplicated run: method {method!r} with {params} on query {qid!r}")
-                seen.add(key)
-                specs.append(
-                    RunSpec(
-                        index=len(specs),
-                        dataset=dataset_key,
-                        query_index=int(qi),
-                        query_id=str(qid),
-                        method=method,
-                        params=tuple(params.items()),
-                        seed=derive_seed(config.seed, key),
-                        key=key,
-                    )
-                )
-    return specs
-
-
-def chunked(items: Sequence[Any], size: int) -> Iterable[list[Any]]:
-    """Consecutive chunks of at most ``size`` items."""
-    if size < 1:
-        raise ValueError(f"chunk size must be >= 1, got {size}")
-    for i in range(0, len(items), size):
-        yield list(items[i : i + size])

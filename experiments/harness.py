@@ -15,11 +15,19 @@
     upper bound, ``gap = (bound - f) / (k (k-1))``, and labelled ``gap_kind = "upper_bound"``:
     an upper bound on the true gap, never called exact. ``exact_hit`` is then True only when
     f meets the bound (provably optimal) and otherwise unknown (``<NA>``), never False;
-  - ``gap_to_bound = (bound - f) / (k (k-1))`` on every row: a valid upper bound on the true gap
-    even when "proven" means proven within the solver's relative gap.
+  - ``bound_gap = (bound - f) / (k (k-1))`` on every row: a valid upper bound on the true gap
+    even when "proven" means proven within the solver's relative gap (the name the full-scale
+    certificates use for the same quantity; ``ccbqp.normalized_gap`` is the function behind both).
 
-  Gaps are clipped at 0 (values within rounding of the reference).
-* **Atomic writes** (:func:`write_parquet`, :func:`write_text`): a hidden temporary sibling
+  Gaps are clipped at 0 (values within rounding of the reference). The tolerance is the one of
+  the whole project, :data:`divopt_rag.models.ccbqp.EXACT_HIT_TOL` = 1e-9 of k(k-1): far above the
+  float64 rounding of f (|f| <= k(k-1), about 1e-14 of it) and far below the smallest real
+  difference between two k-sets seen in the recorded benchmarks (no gap lies in (0, 1e-6) in the
+  1,200 rows behind the README's quality table), so a hit means "the same value as the best
+  known", never "close". :func:`exact_gaps` applies this rule to a consolidated table, the
+  post-step of every run whose grid holds the ``exact`` method.
+* **Atomic writes** (:func:`write_parquet`, :func:`write_csv`, :func:`write_text`,
+  :func:`write_figure`): a hidden temporary sibling
   private to the writer (``.<name>.<pid>-<host>-<random>.tmp``), fsync'ed, then
   ``os.replace``'d, so a file is either complete or absent, whatever kills the process
   (checkpoints and resumable sweeps rely on this), and two writers never share a temporary
@@ -36,6 +44,9 @@
   :func:`divopt_rag.data.stable_hash` (sha256 of the canonical JSON).
 * **Query instances** (:func:`query_instance`): query ``i`` of an
   :class:`~divopt_rag.data.EmbeddedDataset` as a :class:`~divopt_rag.models.Instance` over its pool.
+* **Settings of a table** (:func:`varying_settings`): the columns of a result table that define
+  its settings (dataset, k, theta, pool, every parameter) and take several values there; summaries
+  and plots group or facet by every one of them, never average over it.
 """
 from __future__ import annotations
 
@@ -72,8 +83,15 @@ from divopt_rag.models.ccbqp import EXACT_HIT_TOL, exact_hit, normalized_gap, ob
 __all__ = [
     "best_known",
     "gap_record",
+    "exact_gaps",
+    "INSTANCE_COLUMNS",
+    "GAP_COLUMNS",
     "quality_summary",
+    "varying_settings",
+    "SETTING_COLUMNS",
     "write_parquet",
+    "write_csv",
+    "write_figure",
     "write_text",
     "remove_stale_temporaries",
     "int_list",
@@ -102,7 +120,7 @@ def best_known(exact_value: float | None, values: Iterable[float | None] = ()) -
 
 def gap_record(value: float | None, *, optimum: float, bound: float | None, proven: bool, k: int,
                tol: float = EXACT_HIT_TOL) -> dict[str, Any]:
-    """``gap``, ``gap_kind``, ``gap_to_bound`` and ``exact_hit`` of a selection of value f =
+    """``gap``, ``gap_kind``, ``bound_gap`` and ``exact_hit`` of a selection of value f =
     ``value`` (the rule is in the module docstring).
 
     optimum : best feasible value known (:func:`best_known`); bound : proven upper bound on OPT
@@ -111,15 +129,73 @@ def gap_record(value: float | None, *, optimum: float, bound: float | None, prov
     (a failed method) gives NaN gaps, an empty kind and an unknown hit.
     """
     if value is None or math.isnan(float(value)):
-        return {"gap": math.nan, "gap_kind": "", "gap_to_bound": math.nan, "exact_hit": pd.NA}
+        return {"gap": math.nan, "gap_kind": "", "bound_gap": math.nan, "exact_hit": pd.NA}
     f = float(value)
     ub = math.inf if bound is None or math.isnan(float(bound)) else float(bound)
     to_bound = max(0.0, (ub - f) / objective_scale(k))
     if proven:
-        return {"gap": max(0.0, normalized_gap(optimum, f, k)), "gap_kind": "exact", "gap_to_bound": to_bound,
+        return {"gap": max(0.0, normalized_gap(optimum, f, k)), "gap_kind": "exact", "bound_gap": to_bound,
                 "exact_hit": exact_hit(optimum, f, k, tol)}
-    return {"gap": to_bound, "gap_kind": "upper_bound", "gap_to_bound": to_bound,
+    return {"gap": to_bound, "gap_kind": "upper_bound", "bound_gap": to_bound,
             "exact_hit": True if to_bound <= tol else pd.NA}
+
+
+#: Columns that identify one CCBQP instance in a result table: the rows of every method on the
+#: same (data, query, k, theta, pool) compare with that instance's ``exact`` row.
+INSTANCE_COLUMNS = ("data_key", "query_id", "k", "theta", "pool", "n")
+#: What :func:`exact_gaps` writes on every row.
+GAP_COLUMNS = ("optimum", "bound", "proven_optimal", "exact_status", "exact_solver", "gap", "gap_kind", "bound_gap",
+               "exact_hit")
+
+
+def _value(v: Any) -> float | None:
+    return None if v is None or pd.isna(v) else float(v)
+
+
+def exact_gaps(table: pd.DataFrame) -> pd.DataFrame:
+    """The post-step of a run whose grid holds the ``exact`` method: the gap columns of every row.
+
+    Rows are grouped by the instance they ran on (:data:`INSTANCE_COLUMNS` present in the
+    table); in a group with a finished ``exact`` row, every row gets ``optimum`` (the best value
+    known, :func:`best_known` over the exact incumbent and every method's f), the exact row's
+    ``bound``, ``proven_optimal``, ``exact_status`` and ``exact_solver``, and ``gap``,
+    ``gap_kind``, ``bound_gap``, ``exact_hit`` by :func:`gap_record`. Rows of an instance without
+    a finished exact row (it failed, or it was not in the grid) keep what they had (NaN gaps, or
+    a full-scale certificate's own ``bound_gap``); an error row has NaN gaps. Returns a new
+    table; ``exact_hit`` and ``proven_optimal`` are nullable booleans (NA: unknown).
+    """
+    if table.empty or "method" not in table or not (table["method"] == "exact").any():
+        return table
+    out = table.copy()
+    ok = out["status"].eq("ok") if "status" in out else pd.Series(True, index=out.index)
+    keys = [c for c in INSTANCE_COLUMNS if c in out]
+    # the reference of every row: its instance's exact row (merged on the instance columns) and
+    # the best value any finished row of the instance reached
+    ref_cols = ["objective", "bound", "proven_optimal", "exact_status", "exact_solver"]
+    exact_rows = out.loc[(out["method"] == "exact") & ok, keys + [c for c in ref_cols if c in out]]
+    exact_rows = exact_rows.drop_duplicates(keys).rename(columns={c: f"_ref_{c}" for c in ref_cols})
+    ref = out[keys].astype(object).merge(exact_rows.astype({c: object for c in keys}), on=keys, how="left")
+    best = out["objective"].where(ok).groupby([out[c].astype(object) for c in keys], dropna=False).transform("max")
+    has_ref = ref["_ref_exact_status"].notna().to_numpy() if "_ref_exact_status" in ref else np.zeros(len(out), bool)
+    records = {c: list(out[c]) if c in out else [pd.NA] * len(out) for c in GAP_COLUMNS}
+    for i in np.flatnonzero(has_ref):
+        optimum = best_known(_value(ref.at[i, "_ref_objective"]), [_value(best.iat[i])])
+        bound = _value(ref.at[i, "_ref_bound"])
+        proven = bool(ref.at[i, "_ref_proven_optimal"]) if pd.notna(ref.at[i, "_ref_proven_optimal"]) else False
+        value = _value(out["objective"].iat[i]) if ok.iat[i] else None
+        rec = gap_record(value, optimum=optimum, bound=bound, proven=proven, k=int(out["k"].iat[i]))
+        rec.update(optimum=optimum, bound=math.nan if bound is None else bound, proven_optimal=proven,
+                   exact_status=ref.at[i, "_ref_exact_status"], exact_solver=ref.at[i, "_ref_exact_solver"])
+        for c, v in rec.items():
+            records[c][i] = v
+    for c in GAP_COLUMNS:
+        out[c] = records[c]
+    for c in ("optimum", "bound", "gap", "bound_gap"):
+        out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
+    out["proven_optimal"] = out["proven_optimal"].astype("boolean")
+    out["exact_hit"] = out["exact_hit"].astype("boolean")
+    out["gap_kind"] = out["gap_kind"].fillna("").astype(str)
+    return out
 
 
 def quality_summary(df: pd.DataFrame, by: str | list[str] = "method") -> pd.DataFrame:
@@ -139,6 +215,40 @@ def quality_summary(df: pd.DataFrame, by: str | list[str] = "method") -> pd.Data
     if "seconds" in df:
         cols.update(mean_seconds=g["seconds"].mean(), median_seconds=g["seconds"].median())
     return pd.DataFrame(cols).reset_index()
+
+
+#: Columns that define the settings of a result table (besides ``method`` and the parameters
+#: listed in its ``params`` column): summaries and plots never average over one that varies.
+SETTING_COLUMNS = ("dataset", "data_key", "model", "n", "d", "k", "pool", "theta")
+
+
+def varying_settings(table: pd.DataFrame, exclude: Iterable[str] = ()) -> list[str]:
+    """The setting columns of ``table`` that take more than one value (NaN / None counts as one).
+
+    Settings are :data:`SETTING_COLUMNS` and every parameter named in the table's ``params``
+    column (JSON of each row's parameters, as the executor writes it). ``data_key`` is left out
+    when ``dataset`` already separates the same rows. ``n`` (the pool a method chose from) is a
+    setting only where the table has no ``pool`` column of its own. Ordered as found.
+    """
+    skip = set(exclude)
+    names = [c for c in SETTING_COLUMNS if c in table]
+    if "params" in table:
+        for text in table["params"].dropna().unique():
+            try:
+                names += [p for p in json.loads(text) if p not in names]
+            except (TypeError, ValueError):
+                continue
+    if "pool" in table:
+        skip.add("n")  # the pool size follows from the pool setting (and the query's candidates)
+    out = []
+    for c in names:
+        if c in skip or c not in table:
+            continue
+        if table[c].astype(str).nunique() > 1:
+            out.append(c)
+    if "dataset" in out and "data_key" in out and table.groupby("dataset")["data_key"].nunique().max() == 1:
+        out.remove("data_key")
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -210,6 +320,17 @@ def write_parquet(table: pd.DataFrame | pa.Table, path: str | os.PathLike) -> Pa
     if isinstance(table, pd.DataFrame):
         table = pa.Table.from_pandas(table, preserve_index=False)
     return _replace_atomically(Path(path), lambda tmp: pq.write_table(table, tmp))
+
+
+def write_csv(table: pd.DataFrame, path: str | os.PathLike, index: bool = False) -> Path:
+    """Write a pandas frame to ``path`` as CSV atomically (``index``: write the frame's index too)."""
+    return _replace_atomically(Path(path), lambda tmp: table.to_csv(tmp, index=index))
+
+
+def write_figure(fig: Any, path: str | os.PathLike, **savefig: Any) -> Path:
+    """Save a matplotlib figure to ``path`` atomically (the format from the file's suffix)."""
+    path = Path(path)
+    return _replace_atomically(path, lambda tmp: fig.savefig(tmp, format=path.suffix.lstrip(".") or None, **savefig))
 
 
 def write_text(text: str, path: str | os.PathLike) -> Path:

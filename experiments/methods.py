@@ -5,10 +5,21 @@ A method is a fast selector of :data:`divopt_rag.solvers.METHODS`, a robust mode
 the selected ``indices``), or anything added with :func:`register_method` (plugin modules do
 this on import). :func:`run_method` runs any of them and returns the same fields, so every
 method's rows compare on one scale (the CCBQP objective of the selection).
+
+Two methods are built in here, so that every command runs them as rows of its grid:
+
+* ``exact`` (:func:`exact`): the exact CCBQP optimum (enumeration for small pools, else a MIP
+  solver or divopt's branch-and-bound), with its proven ``bound``, ``proven_optimal``,
+  ``exact_status`` and ``exact_solver``; the gap of every other row against it is a post-step
+  over the consolidated table (:func:`divopt_rag.experiments.harness.exact_gaps`);
+* ``full_scale`` (:func:`full_scale`): the full-scale certificate of
+  :func:`divopt_rag.solvers.certificates.certify_full_scale` (screening, bounds, exact solve of
+  the survivors) on the query's whole pool.
 """
 from __future__ import annotations
 
 import inspect
+import math
 import time
 from typing import Any, Callable, Mapping
 
@@ -17,9 +28,10 @@ import torch
 
 from divopt_rag.experiments.grid import INSTANCE_PARAMS
 from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.models.runner import DEFAULT_TIME_LIMIT
 from divopt_rag.models.validation import check_indices
 from divopt_rag.robust import ROBUST_MODELS
-from divopt_rag.solvers import METHODS, select
+from divopt_rag.solvers import DEFAULT_METHOD, METHODS, select
 
 __all__ = [
     "register_method",
@@ -29,19 +41,87 @@ __all__ = [
     "accepted_parameters",
     "required_parameters",
     "run_method",
+    "check_selectors",
+    "exact",
+    "full_scale",
 ]
 
 _EXTRA_METHODS: dict[str, Callable[..., Mapping[str, Any]]] = {}
+# record entries an extra method writes as columns of their own (the others become info_<name>)
+_COLUMNS: dict[str, tuple[str, ...]] = {}
 
 
-def register_method(name: str) -> Callable:
-    """Decorator adding a method ``fn(instance, **params) -> {"indices": ..., ...}``."""
+def register_method(name: str, *, columns: tuple[str, ...] = ()) -> Callable:
+    """Decorator adding a method ``fn(instance, **params) -> {"indices": ..., ...}``; the record's
+    entries named in ``columns`` become columns of the row under their own names."""
 
     def deco(fn: Callable[..., Mapping[str, Any]]) -> Callable[..., Mapping[str, Any]]:
         _EXTRA_METHODS[name] = fn
+        _COLUMNS[name] = tuple(columns)
         return fn
 
     return deco
+
+
+def _none_to_nan(v: Any) -> float:
+    return math.nan if v is None else float(v)
+
+
+@register_method("exact", columns=("bound", "proven_optimal", "exact_status", "exact_solver"))
+def exact(inst: Instance, *, solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
+          mip_gap: float | None = None, threads: int | None = None,
+          warm_start: str | None = DEFAULT_METHOD) -> dict[str, Any]:
+    """The exact CCBQP optimum of ``inst`` as a method row.
+
+    solver : "auto" (enumeration when C(n, k) is small, else the first MIP engine that takes the
+        model: :func:`divopt_rag.solvers.exact.exact_optimum`), "brute", "gurobi", "scip",
+        "highs" or "bnb". time_limit, mip_gap, threads : the solver's (a time limit returns the
+        incumbent and the proven bound, never "optimal"). warm_start : a fast method whose set
+        starts the solver (default :data:`divopt_rag.solvers.DEFAULT_METHOD`; None: none).
+    Returns the incumbent's ``indices`` (none when no incumbent was found), ``bound`` (proven
+    upper bound on OPT; NaN if none), ``proven_optimal``, ``exact_status``, ``exact_solver``
+    and ``seconds`` (the whole call, model building included).
+    """
+    # solvers.exact loads Pyomo: imported when an exact row runs, not with this module
+    from divopt_rag.solvers.exact import exact_optimum, solve_exact
+
+    warm = None if warm_start is None else select(inst, warm_start).indices
+    if mip_gap is None and threads is None:
+        r = exact_optimum(inst, solver, time_limit=time_limit, warm_start=warm)
+    else:
+        r = solve_exact(inst, solver, time_limit=time_limit, mip_gap=mip_gap, warm_start=warm, threads=threads)
+    return {"indices": r.indices if r.objective is not None else np.zeros(0, dtype=np.int64),
+            "bound": _none_to_nan(r.bound), "proven_optimal": bool(r.proven_optimal), "exact_status": r.status,
+            "exact_solver": r.solver, "seconds": r.seconds}
+
+
+@register_method("full_scale", columns=(
+    "bound", "bound_gap", "certified", "certificate", "how", "n_survivors", "screening_rounds", "safe_survivors",
+    "relaxation_survivors", "concave_bound", "item_bound", "pair_bound", "exact_status"))
+def full_scale(inst: Instance, *, max_exact: int = 1000, solver: str = "auto",
+               time_limit: float | None = DEFAULT_TIME_LIMIT, fw_max_iter: int = 500) -> dict[str, Any]:
+    """The full-scale certificate of ``inst`` (:func:`divopt_rag.solvers.certificates.certify_full_scale`:
+    safe screening of the whole pool, upper bounds, an exact solve of the survivors when at most
+    ``max_exact`` remain, by ``solver``: "auto" is Gurobi within its licence, else divopt's
+    branch-and-bound) as a method row: the incumbent's ``indices``, ``bound`` (the certified
+    upper bound on OPT), ``bound_gap`` = (bound - f) / (k (k-1)), ``certified``, ``certificate``
+    (its status text), ``how`` and the screening counts and partial bounds."""
+    from divopt_rag.solvers.certificates import certify_full_scale  # loads Pyomo, as exact above
+
+    cert = certify_full_scale(inst, max_exact=max_exact, exact_solver=solver, time_limit=time_limit,
+                              fw_max_iter=fw_max_iter)
+    row = cert.as_row()
+    return {"indices": cert.incumbent, "seconds": cert.seconds, "bound": cert.upper_bound,
+            "bound_gap": cert.bound_gap, "certified": cert.certified, "certificate": cert.status,
+            **{c: row[c] for c in ("how", "n_survivors", "screening_rounds", "safe_survivors", "relaxation_survivors",
+                                   "concave_bound", "item_bound", "pair_bound", "exact_status")}}
+
+
+def check_selectors(names: list[str]) -> None:
+    """ValueError naming every name that is not a fast selector of :data:`divopt_rag.solvers.METHODS`."""
+    unknown = [m for m in names if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown methods {unknown}; expected some of {sorted(METHODS)}")
 
 
 def available_methods() -> list[str]:
@@ -110,10 +190,12 @@ def _scalar(v: Any) -> bool:
 def run_method(inst: Instance, method: str, params: Mapping[str, Any], seed: int) -> dict[str, Any]:
     """Run one method: {"indices", "objective", "seconds", "iterations", "info_*" scalars}.
 
-    ``objective`` is always the CCBQP objective of the selection at the instance's theta and k.
-    A robust model's or extra method's record (a mapping with ``indices``) keeps its own
-    ``objective`` as ``model_objective`` and its other scalar entries (status, bound, gap, ...)
-    as ``info_<name>``.
+    ``objective`` is always the CCBQP objective of the selection at the instance's theta and k
+    (NaN when a record found no selection and gives no objective of its own, e.g. an exact solve
+    stopped before its first incumbent). A robust model's or extra method's record (a mapping
+    with ``indices``) keeps its own ``objective`` as ``model_objective``, the entries its
+    :func:`register_method` names as ``columns`` under their names, and its other scalar entries
+    (status, bound, gap, ...) as ``info_<name>``.
 
     The run's ``seed`` is passed to the method if its signature names ``seed`` (and the
     parameters do not fix it), and seeds torch's global generator for methods that use it.
@@ -135,17 +217,22 @@ def run_method(inst: Instance, method: str, params: Mapping[str, Any], seed: int
         if not isinstance(rec, Mapping) or "indices" not in rec:
             raise TypeError(f"method {method!r} must return a mapping with 'indices', got {type(rec).__name__}")
         idx = check_indices(np.asarray(rec["indices"], dtype=np.int64), inst.n, f"{method} indices")
+        chose_nothing = 0.0 if rec.get("objective") is not None else math.nan  # an empty choice vs no answer
         out.update(
             indices=idx,
             # the CCBQP objective, so that every method's rows compare on one scale; the
             # model's own objective (e.g. a robust worst case) is kept as model_objective
-            objective=ccbqp_objective(inst, idx, any_size=True) if idx.size else 0.0,
+            objective=ccbqp_objective(inst, idx, any_size=True) if idx.size else chose_nothing,
             seconds=float(rec.get("seconds", seconds)),
             iterations=int(rec.get("iterations", 0) or 0),
         )
         if "objective" in rec and _scalar(rec["objective"]):
             out["model_objective"] = float(rec["objective"])
-        extra = {k: v for k, v in rec.items() if k not in ("indices", "objective", "seconds", "iterations")}
+        own = _COLUMNS.get(method, ())
+        for k in own:
+            if k in rec and _scalar(rec[k]):
+                out[k] = rec[k].item() if hasattr(rec[k], "item") else rec[k]
+        extra = {k: v for k, v in rec.items() if k not in ("indices", "objective", "seconds", "iterations", *own)}
     for k, v in (extra or {}).items():
         if _scalar(v):
             out[f"info_{k}"] = v.item() if hasattr(v, "item") else v

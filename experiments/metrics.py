@@ -16,6 +16,12 @@ Conventions
   may cover several subtopics; a passage absent from the mapping covers none). Synthetic
   cluster labels are the one-subtopic-per-passage case.
 * Metrics on fewer than two items that need pairs (ILAD, ILS) are NaN.
+* In result tables a ranking metric carries its cutoff in its column name, as ir-measures and
+  ranx name measures: ``recall@10``, ``ndcg@10``, ``alpha_ndcg@10``, ``s_recall@10``
+  (:data:`CUTOFF_METRICS`, :func:`with_cutoff`); the cutoff is the row's k. A table over several
+  k has one column per cutoff, each filled on the rows of its k; :func:`at_cutoff` reads "the
+  metric at each row's own k" from it. Set measures (``ilad``, ``ils``, ``vrsd``,
+  ``relevance_sum``, ``dartboard``) are properties of the whole selection and have no cutoff.
 """
 from __future__ import annotations
 
@@ -46,7 +52,14 @@ __all__ = [
     "vrsd_win",
     "win_rates",
     "selection_metrics",
+    "CUTOFF_METRICS",
+    "with_cutoff",
+    "at_cutoff",
+    "metric_columns",
 ]
+
+#: Ranking metrics measured at a cutoff (the selection size k): named ``<metric>@<k>`` in tables.
+CUTOFF_METRICS = ("recall", "ndcg", "alpha_ndcg", "s_recall")
 
 _QID = "q"  # ir-measures needs a query id; single-query helpers use this one
 
@@ -270,7 +283,7 @@ def consistency(a: Any, b: Any, keys: Sequence[str] = ("query_id", "theta", "met
     """Jaccard between the selections of two result tables (two embedding models, two runs, ...).
 
     ``a`` and ``b`` are pandas frames with one row per ``keys`` and a column of selected passage
-    ids ("selected_ids" of certify, "selected" of sweep; found automatically). Returns a frame
+    ids (``selected``, as every divopt result table names it; ``column`` for another). Returns a frame
     with ``keys`` and ``jaccard`` for the rows present in both (inner join).
     """
     import pandas as pd
@@ -278,10 +291,9 @@ def consistency(a: Any, b: Any, keys: Sequence[str] = ("query_id", "theta", "met
     def col(df):
         if column is not None:
             return column
-        for c in ("selected_ids", "selected"):
-            if c in df.columns:
-                return c
-        raise ValueError(f"no selected-ids column (selected_ids / selected) in {sorted(df.columns)}")
+        if "selected" in df.columns:
+            return "selected"
+        raise ValueError(f"no column 'selected' (the selected passage ids) in {sorted(df.columns)}")
 
     keys = list(keys)
     for name, df in (("a", a), ("b", b)):
@@ -436,4 +448,45 @@ def selection_metrics(
         if subtopics is not None:
             out["alpha_ndcg"] = alpha_ndcg(ranked, subtopics, k, alpha)
             out["s_recall"] = subtopic_recall(ranked, subtopics, k)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Metric columns of result tables: names with their cutoff
+# --------------------------------------------------------------------------------------------
+def with_cutoff(metrics: Mapping[str, Any], k: int) -> dict[str, Any]:
+    """``metrics`` (as :func:`selection_metrics` returns them) with the ranking metrics of
+    :data:`CUTOFF_METRICS` renamed to their table columns ``<metric>@<k>``; other keys unchanged."""
+    k = check_scalar(k, "k", int, min_val=1)
+    return {(f"{m}@{k}" if m in CUTOFF_METRICS else m): v for m, v in metrics.items()}
+
+
+def metric_columns(table: Any, name: str) -> list[str]:
+    """The columns of ``table`` that hold metric ``name``: ``name`` itself if present, else every
+    ``name@<cutoff>`` column, by increasing cutoff."""
+    if name in table.columns:
+        return [name]
+    cols = [c for c in table.columns if isinstance(c, str) and c.startswith(f"{name}@") and c[len(name) + 1:].isdigit()]
+    return sorted(cols, key=lambda c: int(c.rsplit("@", 1)[1]))
+
+
+def at_cutoff(table: Any, name: str):
+    """Metric ``name`` of each row at its own cutoff: the value of ``<name>@<k>`` for the row's k
+    (a pandas Series; NaN where that column is missing). ``name`` may already be a column
+    (``"ilad"``, ``"ndcg@10"``): then that column is returned as it is."""
+    import pandas as pd
+
+    if name in table.columns:
+        return table[name]
+    if name not in CUTOFF_METRICS or "k" not in table.columns:
+        raise ValueError(f"no column {name!r} in the table (columns: {sorted(map(str, table.columns))})")
+    out = pd.Series(np.nan, index=table.index, dtype=float)
+    found = False
+    for k, rows in table.groupby("k").groups.items():
+        col = f"{name}@{int(k)}"
+        if col in table.columns:
+            out.loc[rows] = table.loc[rows, col].astype(float)
+            found = True
+    if not found:
+        raise ValueError(f"no column {name}@<k> in the table (columns: {sorted(map(str, table.columns))})")
     return out

@@ -3,18 +3,27 @@
 * :func:`plot_pareto` — Pareto frontier of a relevance metric (default Recall@k) against a
   diversity metric (default ILAD), one curve per method over theta (means over queries), with
   the non-dominated points of all methods joined;
-* :func:`plot_latency` — latency against k per method, one panel per (n, d) pool, from the
-  ``divopt-rag bench latency`` CSV/JSON (columns method, n, d, k, theta, seconds, ...);
-* :func:`plot_gaps` — distributions of normalized optimality gaps per method, one panel per
-  theta, from ``divopt-rag certify`` (upper-bound gaps of unproven solves are drawn hollow);
+* :func:`plot_latency` — latency (seconds) against k per method, from the ``divopt-rag bench
+  latency`` table (columns method, n, d, k, theta, seconds, ...);
+* :func:`plot_gaps` — distributions of normalized optimality gaps per method, from
+  ``divopt-rag certify`` (upper-bound gaps of unproven solves are drawn hollow);
 * :func:`plot_certified` — full-scale certificates: certified fraction per theta and the bound
-  gap of the rest, from ``divopt-rag certify --full-scale`` (``*_fullscale.parquet``);
+  gap of the rest, from the ``full_scale`` rows of ``divopt-rag certify --full-scale``;
 * :func:`plot_param_effect` — robust metrics against rho_vec / sparsity_penalty (or any grid
   column) per method, from ``divopt-rag sweep``.
 
-Each function returns ``(figure, data)`` where ``data`` is the tidy table actually drawn, so
-what a figure shows can be checked. :func:`save_figure` writes ``<name>.png`` and ``<name>.svg``.
-``divopt-rag plot KIND --input FILE --out DIR`` is the command-line entry point.
+**A plot never averages over a setting that varies.** Every setting of the table that takes
+several values (:func:`divopt_rag.experiments.harness.varying_settings`: dataset, k, n, pool,
+theta, method parameters, ...) and is not an axis or the curve variable of the plot gets a
+panel of its own (a facet); each panel's title names its values and the figure's title says
+which settings are faceted. A ranking metric is named without its cutoff (``recall``) and read
+at each row's k (``recall@<k>``, :func:`divopt_rag.experiments.metrics.at_cutoff`); since k is then
+a faceted setting, a panel never mixes two cutoffs.
+
+Each function returns ``(figure, data)`` where ``data`` is the tidy table actually drawn (with
+one column per faceted setting), so what a figure shows can be checked. :func:`save_figure`
+writes ``<name>.png`` and ``<name>.svg`` atomically. ``divopt-rag plot KIND --input FILE --out
+DIR`` is the command-line entry point.
 """
 from __future__ import annotations
 
@@ -29,6 +38,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from divopt_rag.experiments import harness
+from divopt_rag.experiments.metrics import at_cutoff, metric_columns
 
 # Figures are built with the object-oriented API (no pyplot): saving renders through Agg and no
 # global backend or figure registry is touched, so plotting works headless, in threads and in
@@ -42,6 +52,8 @@ __all__ = [
     "plot_gaps",
     "plot_param_effect",
     "plot_certified",
+    "facets",
+    "facet_title",
     "save_figure",
     "add_arguments",
     "main",
@@ -108,13 +120,49 @@ def _need(df: pd.DataFrame, cols: Sequence[str], what: str) -> None:
         raise ValueError(f"{what} needs column(s) {missing}; the table has {sorted(df.columns)}")
 
 
+def _metric(df: pd.DataFrame, name: str) -> tuple[pd.Series, str]:
+    """The values of metric ``name`` on every row and its label: a column as it is, or a ranking
+    metric at each row's cutoff (``recall`` -> ``recall@10``, or ``recall@k`` over several k)."""
+    values = at_cutoff(df, name)
+    if name in df.columns:
+        return values, name
+    cols = metric_columns(df, name)
+    return values, cols[0] if len(cols) == 1 else f"{name}@k"
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, (float, np.floating)) else str(v)
+
+
+def facets(df: pd.DataFrame, exclude: Sequence[str] = ()) -> tuple[list[str], list[tuple[dict[str, Any], pd.DataFrame]]]:
+    """(the settings that vary in ``df`` apart from ``exclude``, [(their values, rows), ...]): one
+    facet per combination, in sorted order; one facet of every row when nothing else varies."""
+    dims = harness.varying_settings(df, exclude=exclude)
+    if not dims:
+        return [], [({}, df)]
+    groups = []
+    for _, g in df.groupby([df[d].astype(str) for d in dims], sort=False):
+        groups.append(({d: g[d].iloc[0] for d in dims}, g))
+    groups.sort(key=lambda t: tuple((0, v) if isinstance(v, (int, float, np.number)) and not pd.isna(v) else (1, str(v))
+                                    for v in t[0].values()))
+    return dims, groups
+
+
+def facet_title(values: dict[str, Any]) -> str:
+    """``"k=5, pool=20"``: the settings of one facet."""
+    return ", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
+
+
+def _faceted(title: str, dims: Sequence[str]) -> str:
+    return title + (f"; one panel per {', '.join(dims)} (never averaged over)" if dims else "")
+
+
 def save_figure(fig: Figure, out_dir: str | Path, name: str) -> list[Path]:
-    """Write ``name``.png (150 dpi) and ``name``.svg into ``out_dir``; returns both paths."""
+    """Write ``name``.png (150 dpi) and ``name``.svg into ``out_dir`` atomically; returns both paths."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.svg"]
-    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
+    harness.write_figure(fig, paths[0], dpi=150, bbox_inches="tight")
+    harness.write_figure(fig, paths[1], bbox_inches="tight")
     return paths
 
 
@@ -141,124 +189,139 @@ def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
 
 def plot_pareto(df: pd.DataFrame, x: str = "ilad", y: str = "recall", by: str = "method",
                 over: str = "theta", methods: Sequence[str] | None = None):
-    """Mean (x, y) over queries per (method, theta); one curve per method; Pareto front dashed."""
+    """Mean (x, y) over queries per (method, theta); one curve per method, the Pareto front dashed;
+    one panel per combination of the other settings that vary (k, pool, dataset, ...)."""
     df = _ok_rows(df)
-    _need(df, [x, y, by, over], "the Pareto plot")
+    _need(df, [by, over], "the Pareto plot")
     if methods is not None:
         df = df[df[by].isin(methods)]
-    data = df.groupby([by, over], sort=True)[[x, y]].mean().reset_index()
-    fig, ax = _subplots(figsize=(6.4, 4.8))
-    for i, (name, g) in enumerate(data.groupby(by, sort=True)):
-        g = g.sort_values(over)
-        ax.plot(g[x], g[y], marker=_MARKERS[i % len(_MARKERS)], ms=4, color=_color(i), label=str(name))
-        ax.plot(g[x].iloc[-1:], g[y].iloc[-1:], marker="*", ms=8, color=_color(i))  # largest theta
-    front = pareto_front(data[x].to_numpy(), data[y].to_numpy())
-    data["pareto"] = False
-    data.loc[data.index[front], "pareto"] = True
-    if front.size:
-        f = data.iloc[front]
-        ax.plot(f[x], f[y], "k--", lw=1, alpha=0.6, label="Pareto front")
-    ax.set_xlabel(x.upper() if x == "ilad" else x)
-    ax.set_ylabel(y)
-    ax.set_title(f"{y} vs {x} per {by} over {over} (star: largest {over})")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    return fig, data
+    xs, x_label = _metric(df, x)
+    ys, y_label = _metric(df, y)
+    df = df.assign(**{x_label: xs, y_label: ys})
+    dims, groups = facets(df, exclude=(by, over))
+    fig, axes = _subplots(1, len(groups), figsize=(6.4 * len(groups), 4.8), squeeze=False)
+    drawn = []
+    for ax, (values, sub) in zip(axes[0], groups):
+        data = sub.groupby([by, over], sort=True)[[x_label, y_label]].mean().reset_index()
+        for i, (name, g) in enumerate(data.groupby(by, sort=True)):
+            g = g.sort_values(over)
+            ax.plot(g[x_label], g[y_label], marker=_MARKERS[i % len(_MARKERS)], ms=4, color=_color(i), label=str(name))
+            ax.plot(g[x_label].iloc[-1:], g[y_label].iloc[-1:], marker="*", ms=8, color=_color(i))  # largest theta
+        front = pareto_front(data[x_label].to_numpy(), data[y_label].to_numpy())
+        data["pareto"] = False
+        data.loc[data.index[front], "pareto"] = True
+        if front.size:
+            f = data.iloc[front]
+            ax.plot(f[x_label], f[y_label], "k--", lw=1, alpha=0.6, label="Pareto front")
+        ax.set_xlabel(x_label.upper() if x_label == "ilad" else x_label)
+        ax.set_ylabel(y_label)
+        ax.set_title(facet_title(values) or f"{y_label} vs {x_label}", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+        drawn.append(data.assign(**values)[[*dims, *data.columns]])
+    fig.suptitle(_faceted(f"{y_label} vs {x_label} per {by} over {over} (star: largest {over})", dims), fontsize=9)
+    return fig, pd.concat(drawn, ignore_index=True)
 
 
 # --------------------------------------------------------------------------------------------
 # latency
 # --------------------------------------------------------------------------------------------
 def plot_latency(df: pd.DataFrame, value: str = "seconds", theta: float | None = None):
-    """Latency (``value``: seconds or gemv_equivalents) against k per method, one panel per (n, d).
-
-    Rows are averaged over theta unless one ``theta`` is chosen. Log-scale y.
-    """
-    _need(df, ["method", "n", "d", "k", value], "the latency plot")
+    """Latency (``value``: seconds or gemv_equivalents) against k per method, log-scale y; one
+    panel per combination of the settings that vary besides k (pool size n, dimension d, theta,
+    ...). ``theta`` keeps one theta."""
+    _need(df, ["method", "k", value], "the latency plot")
     if theta is not None:
         _need(df, ["theta"], "a theta filter")
         df = df[np.isclose(df["theta"], theta)]
-    data = df.groupby(["n", "d", "method", "k"], sort=True)[value].mean().reset_index()
-    panels = list(data.groupby(["n", "d"], sort=True))
-    fig, axes = _subplots(1, max(1, len(panels)), figsize=(5 * max(1, len(panels)), 4), squeeze=False)
-    for ax, ((n, d), g) in zip(axes[0], panels):
-        for i, (m, gm) in enumerate(g.groupby("method", sort=True)):
+    dims, groups = facets(df, exclude=("method", "k"))
+    fig, axes = _subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
+    drawn = []
+    for ax, (values, sub) in zip(axes[0], groups):
+        data = sub.groupby(["method", "k"], sort=True)[value].mean().reset_index()  # one row per cell already
+        for i, (m, gm) in enumerate(data.groupby("method", sort=True)):
             ax.plot(gm["k"], gm[value], marker=_MARKERS[i % len(_MARKERS)], ms=4, color=_color(i), label=str(m))
         ax.set_yscale("log")
         ax.set_xlabel("k")
         ax.set_ylabel(value)
-        ax.set_title(f"n={n:,} d={d}")
+        ax.set_title(facet_title(values) or f"{value} against k", fontsize=9)
         ax.grid(alpha=0.3, which="both")
+        drawn.append(data.assign(**values)[[*dims, *data.columns]])
     axes[0][0].legend(fontsize=7)
-    return fig, data
+    fig.suptitle(_faceted(f"{value} against k per method", dims), fontsize=9)
+    return fig, pd.concat(drawn, ignore_index=True)
 
 
 # --------------------------------------------------------------------------------------------
 # optimality gaps
 # --------------------------------------------------------------------------------------------
 def plot_gaps(df: pd.DataFrame, gap: str = "gap"):
-    """Box plots of the normalized gap (OPT - f)/(k(k-1)) per method, one panel per theta.
+    """Box plots of the normalized gap (OPT - f)/(k(k-1)) per method, one panel per combination
+    of the settings that vary (theta, k, pool, dataset, ...).
 
     Points whose gap is only an upper bound (exact solve not proven: ``gap_kind == "upper_bound"``)
     are drawn hollow, proven gaps filled. The returned table is
-    :func:`divopt_rag.experiments.harness.quality_summary` per (theta, method).
+    :func:`divopt_rag.experiments.harness.quality_summary` per (faceted settings, method).
     """
     df = _ok_rows(df)
-    _need(df, ["method", "theta", gap], "the gap plot")
-    df = df[df["method"] != "exact"]
-    kind = df["gap_kind"] if "gap_kind" in df else pd.Series("exact", index=df.index)
-    thetas = sorted(df["theta"].unique())
+    _need(df, ["method", gap], "the gap plot")
+    df = df[~df["method"].isin(("exact", "full_scale"))]
+    df = df.assign(gap_kind=df["gap_kind"] if "gap_kind" in df else "exact",
+                   exact_hit=df["exact_hit"] if "exact_hit" in df else pd.Series(pd.NA, index=df.index, dtype="boolean"))
+    dims, groups = facets(df, exclude=("method",))
     methods = sorted(df["method"].unique())
-    fig, axes = _subplots(1, max(1, len(thetas)), figsize=(max(4, 0.45 * len(methods)) * max(1, len(thetas)), 4),
-                             squeeze=False, sharey=True)
-    for ax, th in zip(axes[0], thetas):
-        sub = df[df["theta"] == th]
+    fig, axes = _subplots(1, len(groups), figsize=(max(4, 0.45 * len(methods)) * len(groups), 4), squeeze=False,
+                          sharey=True)
+    for ax, (values, sub) in zip(axes[0], groups):
         vals = [sub.loc[sub["method"] == m, gap].dropna().to_numpy() for m in methods]
         ax.boxplot(vals, showfliers=False)
         ax.set_xticks(range(1, len(methods) + 1), methods, rotation=60, fontsize=7)
         for i, m in enumerate(methods, start=1):
             sm = sub[sub["method"] == m]
-            proven = kind.loc[sm.index] == "exact"
+            proven = (sm["gap_kind"] == "exact").to_numpy()
             jitter = np.random.default_rng(i).uniform(-0.15, 0.15, len(sm))  # fixed seed: same figure every time
-            ax.scatter(i + jitter[proven.to_numpy()], sm.loc[proven, gap], s=8, color="C0", alpha=0.6)
-            ax.scatter(i + jitter[~proven.to_numpy()], sm.loc[~proven, gap], s=8, facecolors="none",
-                       edgecolors="C3", alpha=0.8)
-        ax.set_title(f"theta={th:g}")
+            ax.scatter(i + jitter[proven], sm.loc[proven, gap], s=8, color="C0", alpha=0.6)
+            ax.scatter(i + jitter[~proven], sm.loc[~proven, gap], s=8, facecolors="none", edgecolors="C3", alpha=0.8)
+        ax.set_title(facet_title(values), fontsize=9)
         ax.grid(alpha=0.3, axis="y")
     axes[0][0].set_ylabel("(OPT - f) / (k(k-1))")
-    fig.suptitle("normalized optimality gaps (hollow: upper bound, exact solve not proven)", fontsize=9)
-    table = df.assign(gap=df[gap], gap_kind=kind,
-                      exact_hit=df["exact_hit"] if "exact_hit" in df else pd.Series(pd.NA, index=df.index, dtype="boolean"))
-    return fig, harness.quality_summary(table, ["theta", "method"])
+    fig.suptitle(_faceted("normalized optimality gaps (hollow: upper bound, exact solve not proven)", dims), fontsize=9)
+    return fig, harness.quality_summary(df.assign(gap=df[gap]), [*dims, "method"])
 
 
 def plot_certified(df: pd.DataFrame):
-    """Full-scale certificates per theta: the certified fraction (bars) and, for the queries not
-    certified, the normalized bound gap (upper_bound - incumbent)/(k(k-1)) (points)."""
+    """Full-scale certificates per setting (theta, and every other setting that varies): the
+    certified fraction (bars) and, for the queries not certified, the normalized bound gap
+    (upper_bound - incumbent)/(k(k-1)) (points). Reads the ``full_scale`` rows of a certify table
+    (or a table of certificates only)."""
+    if "method" in df and (df["method"] == "full_scale").any():
+        df = df[df["method"] == "full_scale"]
     _need(df, ["theta", "certified", "bound_gap"], "the certificate plot")
-    g = df.groupby("theta", sort=True)
-    data = pd.DataFrame({
-        "queries": g.size(),
-        "certified_fraction": g["certified"].mean(),
-        "median_survivors": g["n_survivors"].median() if "n_survivors" in df else np.nan,
-        "mean_bound_gap_uncertified": g.apply(
-            lambda x: x.loc[~x["certified"].astype(bool), "bound_gap"].mean(), include_groups=False),
-    }).reset_index()
+    dims, groups = facets(df, exclude=())
+    rows, labels, rests = [], [], []
+    for values, g in groups:
+        certified = g["certified"].astype(bool)
+        rows.append({**values, "queries": len(g), "certified_fraction": float(certified.mean()),
+                     "median_survivors": float(g["n_survivors"].median()) if "n_survivors" in g else np.nan,
+                     "mean_bound_gap_uncertified": float(g.loc[~certified, "bound_gap"].mean())
+                     if (~certified).any() else np.nan})
+        labels.append(facet_title(values).replace(", ", "\n") or "all")
+        rests.append(g.loc[~certified, "bound_gap"])
+    data = pd.DataFrame(rows)
     fig, (a1, a2) = _subplots(1, 2, figsize=(9, 3.6))
     pos = np.arange(len(data))
     a1.bar(pos, data["certified_fraction"], color="C2")
-    a1.set_xticks(pos, [f"{t:g}" for t in data["theta"]])
+    a1.set_xticks(pos, labels, fontsize=7)
     a1.set_ylim(0, 1.05)
-    a1.set_xlabel("theta")
     a1.set_ylabel("certified optimal at full scale")
-    for i, th in enumerate(data["theta"]):
-        rest = df[(df["theta"] == th) & ~df["certified"].astype(bool)]["bound_gap"]
+    for i, rest in enumerate(rests):
         a2.scatter(np.full(len(rest), i) + np.random.default_rng(i).uniform(-0.1, 0.1, len(rest)), rest, s=10)
-    a2.set_xticks(pos, [f"{t:g}" for t in data["theta"]])
-    a2.set_xlabel("theta")
+    a2.set_xticks(pos, labels, fontsize=7)
     a2.set_ylabel("bound gap (UB - f)/(k(k-1)), uncertified")
     for ax in (a1, a2):
         ax.grid(alpha=0.3, axis="y")
+    fig.suptitle(_faceted("full-scale certificates", [d for d in dims if d != "theta"]) + " (bars: one per setting)",
+                 fontsize=9)
     return fig, data
 
 
@@ -267,29 +330,42 @@ def plot_certified(df: pd.DataFrame):
 # --------------------------------------------------------------------------------------------
 def plot_param_effect(df: pd.DataFrame, param: str = "rho_vec",
                       metrics: Sequence[str] = ("recall", "ilad", "objective"), by: str = "method"):
-    """Mean of each metric against ``param`` (rho_vec, sparsity_penalty, ...) per method.
+    """Mean of each metric against ``param`` (rho_vec, sparsity_penalty, ...) per method; one row of
+    panels per combination of the other settings that vary (k, theta, the other parameters, ...).
 
     Only rows where ``param`` is set are used; metrics missing from the table are skipped.
     """
     df = _ok_rows(df)
     _need(df, [param, by], f"the {param} plot")
     df = df[df[param].notna()]
-    metrics = [m for m in metrics if m in df.columns]
-    if not metrics:
+    found = {}
+    for m in metrics:
+        try:
+            found[m] = _metric(df, m)
+        except ValueError:
+            continue
+    if not found:
         raise ValueError(f"none of the metrics is in the table (columns: {sorted(df.columns)})")
     if df.empty:
         raise ValueError(f"no row of the table sets {param}")
-    data = df.groupby([by, param], sort=True)[metrics].mean().reset_index()
-    fig, axes = _subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.6), squeeze=False)
-    for ax, m in zip(axes[0], metrics):
-        for i, (name, g) in enumerate(data.groupby(by, sort=True)):
-            ax.plot(g[param], g[m], marker=_MARKERS[i % len(_MARKERS)], ms=4, color=_color(i), label=str(name))
-        ax.set_xlabel(param)
-        ax.set_ylabel(m)
-        ax.grid(alpha=0.3)
+    labels = [label for _, label in found.values()]
+    df = df.assign(**{label: values for values, label in found.values()})
+    dims, groups = facets(df, exclude=(param, by))
+    fig, axes = _subplots(len(groups), len(labels), figsize=(4.2 * len(labels), 3.6 * len(groups)), squeeze=False)
+    drawn = []
+    for row, (values, sub) in zip(axes, groups):
+        data = sub.groupby([by, param], sort=True)[labels].mean().reset_index()
+        for ax, m in zip(row, labels):
+            for i, (name, g) in enumerate(data.groupby(by, sort=True)):
+                ax.plot(g[param], g[m], marker=_MARKERS[i % len(_MARKERS)], ms=4, color=_color(i), label=str(name))
+            ax.set_xlabel(param)
+            ax.set_ylabel(m)
+            ax.set_title(facet_title(values), fontsize=8)
+            ax.grid(alpha=0.3)
+        drawn.append(data.assign(**values)[[*dims, *data.columns]])
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"metrics against {param}", fontsize=9)
-    return fig, data
+    fig.suptitle(_faceted(f"metrics against {param}", dims), fontsize=9)
+    return fig, pd.concat(drawn, ignore_index=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -301,10 +377,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="result file(s) or folder(s): parquet/CSV/JSON (all: certify, sweep and latency outputs)")
     p.add_argument("--out", default="results/plots", help="output folder for PNG and SVG files")
     p.add_argument("--x", default="ilad", help="Pareto x metric (diversity)")
-    p.add_argument("--y", default="recall", help="Pareto y metric (relevance)")
+    p.add_argument("--y", default="recall", help="Pareto y metric (relevance; a ranking metric is read at each row's "
+                                                 "k: recall means recall@k)")
     p.add_argument("--param", nargs="+", default=["rho_vec", "sparsity_penalty"], help="robust plot parameters")
     p.add_argument("--metrics", nargs="+", default=["recall", "ilad", "objective"], help="robust plot metrics")
     p.add_argument("--value", default="seconds", help="latency column: seconds | gemv_equivalents")
+    p.add_argument("--theta", type=float, default=None, help="latency plot: keep one theta (default: one panel each)")
 
 
 def _plots_for(kind: str, df: pd.DataFrame, args: argparse.Namespace, tag: str) -> list[tuple[str, Any]]:
@@ -312,7 +390,7 @@ def _plots_for(kind: str, df: pd.DataFrame, args: argparse.Namespace, tag: str) 
     if kind == "pareto":
         figs.append((f"pareto_{args.y}_vs_{args.x}{tag}", plot_pareto(df, args.x, args.y)[0]))
     elif kind == "latency":
-        figs.append((f"latency_vs_k{tag}", plot_latency(df, args.value)[0]))
+        figs.append((f"latency_vs_k{tag}", plot_latency(df, args.value, getattr(args, "theta", None))[0]))
     elif kind == "gaps":
         figs.append((f"gaps{tag}", plot_gaps(df)[0]))
     elif kind == "certified":
@@ -335,11 +413,11 @@ def main(args: argparse.Namespace) -> int:
             kinds = []
             if {"gemv_seconds", "k", "n", "d"} <= set(df.columns):
                 kinds.append("latency")
-            if "gap" in df.columns:
+            if "gap" in df.columns and df["gap"].notna().any():
                 kinds.append("gaps")
-            if {"certified", "bound_gap"} <= set(df.columns):
+            if {"certified", "bound_gap"} <= set(df.columns) and df["certified"].notna().any():
                 kinds.append("certified")
-            if {args.x, args.y, "theta"} <= set(df.columns):
+            if "theta" in df.columns and all(metric_columns(df, m) for m in (args.x, args.y)):
                 kinds.append("pareto")
             if any(p in df.columns and df[p].notna().any() for p in args.param):
                 kinds.append("robust")

@@ -1,25 +1,26 @@
-"""One run of a sweep: a :class:`~divopt_rag.experiments.grid.RunSpec` on an embedded dataset, as
-one tidy row (parameters, the method's fields, every metric, the evaluator's score).
+"""One task of a sweep: a method with its parameters on one query of an embedded dataset, as one
+tidy row (the method's fields, every metric, the evaluator's score).
 
-A failed run is a row too (``status == "error"`` with the message), so it is visible in the
-table and retried with ``--retry-errors``. Every run sets ``torch.set_num_threads(1)`` while it
-runs, so parallel workers do not oversubscribe the cores and the floating-point results do not
-depend on the backend or the worker count.
+The row's identity columns (run key, dataset, query, method, parameters, seed) are the task's
+(:meth:`divopt_rag.experiments.executor.Task.columns`); a method that raises becomes an error row
+in the executor (:func:`divopt_rag.experiments.backends.run_task`). Every run sets
+``torch.set_num_threads(1)`` while it runs, so parallel workers do not oversubscribe the cores
+and the floating-point results do not depend on the backend or the worker count.
 """
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import torch
 
 from divopt_rag.data import EmbeddedDataset
 from divopt_rag.experiments import harness
-from divopt_rag.experiments.rag.evaluator import QueryContext
-from divopt_rag.experiments.grid import RunSpec
+from divopt_rag.experiments.executor import Task
+from divopt_rag.experiments.grid import INSTANCE_PARAMS
 from divopt_rag.experiments.methods import run_method
-from divopt_rag.experiments.metrics import selection_metrics
+from divopt_rag.experiments.metrics import selection_metrics, with_cutoff
+from divopt_rag.experiments.rag.evaluator import QueryContext
 from divopt_rag.models import Instance
 
 __all__ = ["query_context", "execute_run"]
@@ -55,35 +56,30 @@ def query_context(data: EmbeddedDataset, query_index: int, pool: int | None = No
     )
 
 
-def execute_run(data: EmbeddedDataset, spec: RunSpec, evaluator: Any = None) -> dict[str, Any]:
-    """Run ``spec`` on ``data`` and return its tidy row (status "error" with the message if it raised)."""
-    params = spec.param_dict
-    row: dict[str, Any] = {
-        "run_key": spec.key,
-        "run_index": spec.index,
-        "dataset": spec.dataset,
-        "query_index": spec.query_index,
-        "query_id": spec.query_id,
-        "method": spec.method,
-        "params": json.dumps(params, sort_keys=True),
-        **params,
-        "seed": spec.seed,
-    }
+def execute_run(data: EmbeddedDataset, task: Task, evaluator: Any = None,
+                metric_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The measurement columns of ``task`` on ``data``: the method's fields (objective, seconds,
+    iterations, ...), ``n`` (the pool it chose from), ``selected`` (passage ids, in the method's
+    order), every metric of :func:`~divopt_rag.experiments.metrics.selection_metrics` (ranking
+    metrics at the cutoff k, named ``recall@<k>``, ...; ``metric_options``: sigma, alpha) and the
+    evaluator's score."""
+    params = dict(task.params)
+    method_params = {p: v for p, v in params.items() if p not in INSTANCE_PARAMS}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        ctx = query_context(data, spec.query_index, params.get("pool"), params["k"], params["theta"])
-        res = run_method(ctx.instance, spec.method, spec.method_params, spec.seed)
+        ctx = query_context(data, int(task.extra["query_index"]), params.get("pool"), params["k"], params["theta"])
+        res = run_method(ctx.instance, task.method, method_params, int(task.extra["seed"]))
         idx = res.pop("indices")
-        metrics = selection_metrics(ctx.instance, idx, qrels=ctx.qrels, subtopics=ctx.subtopics)
+        k = ctx.instance.k
+        metrics = selection_metrics(ctx.instance, idx, qrels=ctx.qrels, subtopics=ctx.subtopics, k=k,
+                                    **dict(metric_options or {}))
         metrics.pop("objective", None)  # same value as the method's objective
-        row.update(status="ok", error="", n_pool=ctx.instance.n, **res, **metrics)
-        row["selected"] = [str(ctx.instance.ids[i]) for i in idx]
+        row: dict[str, Any] = {**res, "n": ctx.instance.n, "selected": [str(ctx.instance.ids[i]) for i in idx],
+                               **with_cutoff(metrics, k)}
         if evaluator is not None:
             row["eval_name"] = evaluator.name
             row["eval_score"] = float(evaluator.score(ctx, idx))
-    except Exception as exc:  # a failed run is a row too: visible in the table, retried with --retry-errors
-        row.update(status="error", error=f"{type(exc).__name__}: {exc}", selected=[])
+        return row
     finally:
         torch.set_num_threads(threads)
-    return row

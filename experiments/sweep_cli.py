@@ -1,7 +1,8 @@
 """``divopt-rag sweep`` on the command line: flags (or a config file they override) to a
 :class:`~divopt_rag.experiments.grid.SweepConfig`, then :func:`divopt_rag.experiments.sweep.run_sweep`,
-a summary per (method, theta) and, with ``--adaptive-metric``, the per-query Oracle / gated
-theta table of :mod:`divopt_rag.experiments.rag.adaptive`.
+a summary (means over queries per method and every setting that varies in the grid:
+:func:`summarize`) and, with ``--adaptive-metric``, the per-query Oracle / gated theta table of
+:mod:`divopt_rag.experiments.rag.adaptive`.
 
 Exit codes: 0 when every run of the grid succeeded; 1 when some runs failed (the end of the
 output counts them and prints the most frequent reasons; every reason is in the ``error``
@@ -20,12 +21,14 @@ from typing import Any, Mapping
 import pandas as pd
 
 from divopt_rag.experiments import harness
+from divopt_rag.experiments.executor import add_run_arguments, run_options
+from divopt_rag.experiments.grid import SweepConfig, parse_value
+from divopt_rag.experiments.metrics import CUTOFF_METRICS, at_cutoff, metric_columns
 from divopt_rag.experiments.rag.adaptive import adaptive_report
 from divopt_rag.experiments.rag.evaluator import make_evaluator
-from divopt_rag.experiments.grid import SweepConfig, parse_value
-from divopt_rag.experiments.sweep import check_folder, check_parameters, consolidate, error_summary, plan, run_sweep
+from divopt_rag.experiments.sweep import consolidate, error_summary, run_sweep
 
-__all__ = ["add_arguments", "config_from_args", "summarize", "main"]
+__all__ = ["add_arguments", "config_from_args", "summarize", "print_notes", "main"]
 
 
 def _kv(text: str) -> tuple[str, list[Any]]:
@@ -58,19 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="base seed (default 0)")
     parser.add_argument("--plugin", action="append", default=[], help="module to import in driver and workers (repeatable)")
     parser.add_argument("--evaluator", help="score each selection: coverage | metric:<name> (openai: via --config)")
-    parser.add_argument("--backend", choices=("local", "ray"), default="local")
-    parser.add_argument("--n-workers", type=int, default=None, help="workers (default: CPU count; 0 = in this process)")
-    parser.add_argument("--address", help="Ray cluster address (with --backend ray), e.g. ray://host:10001; it must be a "
-                                          "cluster on a trusted network (anyone who reaches a Ray cluster can run code "
-                                          "on it). Default: a local Ray bound to 127.0.0.1")
-    parser.add_argument("--chunk-size", type=int, default=None, help="runs per task")
-    parser.add_argument("--retry-errors", action="store_true", help="run again the runs that ended in an error")
-    parser.add_argument("--new-grid", action="store_true",
-                        help="run a configuration other than the one OUT holds; the previous config.json and "
-                             "results.parquet are kept beside as config.<id>.json and results.<id>.parquet")
     parser.add_argument("--consolidate-only", action="store_true", help="only rebuild OUT/results.parquet from the parts")
-    parser.add_argument("--adaptive-metric", help="also write OUT/adaptive.parquet: per-query Oracle/gated theta by this metric")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--adaptive-metric", help="also write OUT/adaptive.parquet: per-query Oracle/gated theta by this "
+                                                  "metric (a ranking metric without cutoff, e.g. s_recall: at each k)")
+    add_run_arguments(parser, parallel=True)
 
 
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
@@ -117,37 +111,50 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
     return SweepConfig.from_dict(d)
 
 
+#: Columns the printed summary averages over queries (those present; ranking metrics at every cutoff).
+SUMMARY_COLUMNS = ("objective", "ilad", *CUTOFF_METRICS, "eval_score", "gap", "seconds")
+
+
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
-    """Mean of the main columns per (method, theta) over queries (ok rows only)."""
+    """Mean of the main columns over queries (ok rows only), per method and per every setting
+    that varies in the table (:func:`divopt_rag.experiments.harness.varying_settings`: k, theta,
+    pool, dataset, method parameters, ...): a mean never mixes two values of a setting. A ranking
+    metric keeps its column name (``recall@10``) when the table has one cutoff; over several k it
+    is read at each row's own k into one column ``recall@k`` (k is then a grouping key)."""
     if table.empty or "status" not in table:
         return pd.DataFrame()
     ok = table[table["status"] == "ok"]
-    cols = [c for c in ("objective", "ilad", "recall", "ndcg", "alpha_ndcg", "s_recall", "eval_score", "seconds") if c in ok]
-    keys = [c for c in ("method", "theta") if c in ok]
+    if ok.empty:
+        return pd.DataFrame()
+    cols = []
+    for name in SUMMARY_COLUMNS:
+        found = [c for c in metric_columns(ok, name) if ok[c].notna().any()]
+        if len(found) > 1:  # one column per cutoff: read each row at its own k (k is a key below)
+            ok = ok.assign(**{f"{name}@k": at_cutoff(ok, name)})
+            found = [f"{name}@k"]
+        cols += found
+    keys = ["method", *harness.varying_settings(ok)]
     return ok.groupby(keys, dropna=False)[cols].mean().reset_index()
+
+
+def print_notes(notes: list[str], stream=None) -> None:
+    """Print the executor's notes (a changed dataset, skipped data) one per line."""
+    for note in notes:
+        print(f"note: {note}", file=stream or sys.stdout)
 
 
 def main(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if args.consolidate_only:
-        with harness.output_lock(args.out):
-            check_parameters(config)
-            previous = check_folder(args.out, config)  # never rebuild another sweep's table in its place
-            if previous is None and not (args.out / "config.json").exists():
-                raise ValueError(f"{args.out} holds no sweep (no config.json): nothing to consolidate")
-            _, specs = plan(config, args.out)
-            table = consolidate(args.out, specs, config.sweep_id)
-        print(f"{len(table)} of {len(specs)} runs in {args.out / 'results.parquet'}")
-        if args.adaptive_metric and len(table):
-            _adaptive(table, args)
-        return _report_errors(table, len(specs))
-    res = run_sweep(
-        config, args.out, backend=args.backend, n_workers=args.n_workers, address=args.address,
-        chunk_size=args.chunk_size, progress=not args.no_progress, retry_errors=args.retry_errors,
-        new_grid=args.new_grid,
-    )
+        res = consolidate(args.out, config)
+        print(f"{len(res.table)} rows of {res.n_runs} runs in {res.path}")
+        if args.adaptive_metric and len(res.table):
+            _adaptive(res.table, args)
+        return _report_errors(res.table, res.n_runs)
+    res = run_sweep(config, args.out, **run_options(args))
+    print_notes(res.notes)
     print(
-        f"sweep {config.sweep_id}: {res.n_runs} runs ({res.n_skipped} already done, {res.n_executed} run now, "
+        f"sweep {res.run_id}: {res.n_runs} runs ({res.n_skipped} already done, {res.n_executed} run now, "
         f"{res.n_errors} errors) -> {res.path}"
     )
     summary = summarize(res.table)
@@ -173,8 +180,17 @@ def _report_errors(table: pd.DataFrame, n_runs: int) -> int:
 
 
 def _adaptive(table: pd.DataFrame, args: argparse.Namespace) -> None:
-    """Write OUT/adaptive.parquet (per-query Oracle / gated theta) and print the policy table."""
-    per_query, policies = adaptive_report(table, metric=args.adaptive_metric)
+    """Write OUT/adaptive.parquet (per-query Oracle / gated theta) and print the policy table.
+    A ranking metric named without its cutoff (``s_recall``) is read at each row's k, one report
+    per k (a policy never mixes two cutoffs)."""
+    metric = args.adaptive_metric
+    if metric in CUTOFF_METRICS and "k" in table:
+        parts = [adaptive_report(table[table["k"] == k], metric=f"{metric}@{int(k)}")
+                 for k in sorted(table["k"].dropna().unique())]
+        per_query = pd.concat([p for p, _ in parts], ignore_index=True)
+        policies = pd.concat([p for _, p in parts], ignore_index=True)
+    else:
+        per_query, policies = adaptive_report(table, metric=metric)
     harness.write_parquet(per_query, args.out / "adaptive.parquet")
     harness.write_parquet(policies, args.out / "adaptive_policies.parquet")
     with pd.option_context("display.width", 160, "display.max_columns", 20):

@@ -6,7 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from divopt_rag.data import load
 from divopt_rag.experiments import certify as C
+from divopt_rag.experiments import harness
+from divopt_rag.experiments import sweep as sweep_module
 from divopt_rag.models.runner import Result
 from divopt_rag.solvers import exact as X
 from divopt_rag.models import ccbqp_objective
@@ -20,36 +23,41 @@ def _brute(inst):
     return max(ccbqp_objective(inst, list(s)) for s in itertools.combinations(range(inst.n), inst.k))
 
 
+def _pools(cfg):
+    """Every query's top-n pool (the pool setting of a sweep), rebuilt from the dataset without the executor."""
+    data = load(C.dataset_spec(cfg))
+    for i, qid in enumerate(data.query_ids):
+        yield qid, harness.query_instance(data, i, pool=cfg.n)[0]
+
+
 def test_certify_rows_match_brute_force(tmp_path):
     cfg = C.CertifyConfig(**CFG)
-    df, full = C.run_certify(cfg, tmp_path / "c.parquet", progress=False)
-    assert full is None
+    df = C.run_certify(cfg, tmp_path / "c", progress=False).table
     assert len(df) == 2 * 2 * 4  # queries x thetas x (3 methods + exact)
     assert set(df.method) == {"topk", "mmr", "fw", "exact"}
-    assert df.run_id.nunique() == 1
+    assert df.run_id.nunique() == 1 and df.run_key.is_unique
     # independent truth: rebuild each pool and enumerate
-    for qd in C.load_queries(cfg):
-        pool, _ = qd.instance.top_n(cfg.n)
+    for qid, pool in _pools(cfg):
         for theta in cfg.thetas:
             inst = pool.replace(k=cfg.k, theta=theta)
             opt = _brute(inst)
-            sub = df[(df.query_id == qd.query_id) & (df.theta == theta)]
+            sub = df[(df.query_id == qid) & (df.theta == theta)]
             assert sub.optimum.to_numpy() == pytest.approx(opt)
             assert sub.proven_optimal.all() and (sub.gap_kind == "exact").all()
             for _, r in sub.iterrows():
-                idx = [int(pool.ids.tolist().index(i)) for i in r.selected_ids]
+                idx = [int(pool.ids.tolist().index(i)) for i in r.selected]
                 f = ccbqp_objective(inst, idx)
                 assert r.objective == pytest.approx(f)
                 assert r.gap == pytest.approx((opt - f) / (cfg.k * (cfg.k - 1)), abs=1e-12)
                 assert bool(r.exact_hit) == (f >= opt - 1e-9)
-                assert r.gap_to_bound == pytest.approx(r.gap, abs=1e-12)  # brute force: bound == OPT
+                assert r.bound_gap == pytest.approx(r.gap, abs=1e-12)  # brute force: bound == OPT
     exact_rows = df[df.method == "exact"]
     assert (exact_rows.gap.abs() < 1e-12).all() and exact_rows.exact_hit.all()
-    assert pd.read_parquet(tmp_path / "c.parquet").shape == df.shape
+    assert pd.read_parquet(tmp_path / "c" / "results.parquet").shape == df.shape
     s = C.summarize(df)
     assert set(s.columns) >= {"theta", "method", "mean_gap", "p95_gap", "hit_rate"}
     assert len(s) == 2 * 3
-    assert {"recall", "ndcg", "ilad", "alpha_ndcg", "s_recall"} <= set(df.columns)
+    assert {"recall@3", "ndcg@3", "ilad", "alpha_ndcg@3", "s_recall@3"} <= set(df.columns)
 
 
 def test_unproven_exact_solve_reports_gap_against_bound(tmp_path, monkeypatch):
@@ -64,38 +72,39 @@ def test_unproven_exact_solve_reports_gap_against_bound(tmp_path, monkeypatch):
 
     monkeypatch.setattr(X, "exact_optimum", time_limited)
     cfg = C.CertifyConfig(**{**CFG, "queries": 1, "thetas": (0.5,)})
-    df, _ = C.run_certify(cfg, tmp_path / "c.parquet", progress=False)
+    df = C.run_certify(cfg, tmp_path / "c", progress=False).table
     assert not df.proven_optimal.any()
     assert (df.gap_kind == "upper_bound").all()
     assert (df.gap == ((df.bound - df.objective) / 6).clip(lower=0)).all()
-    assert (df.gap == df.gap_to_bound).all()
+    assert (df.gap == df.bound_gap).all()
     assert df.exact_hit.isna().all()  # unknown, not False and not True
     assert (df.exact_status == "time_limit").all()
 
 
 def test_resume_after_kill_loses_nothing(tmp_path, monkeypatch):
     cfg = C.CertifyConfig(**{**CFG, "queries": 3, "thetas": (0.7,)})
-    out = tmp_path / "c.parquet"
+    out = tmp_path / "c"
     calls = []
-    real = C.certify_query
+    real = sweep_module.execute_run
 
-    def dies_on_third(qd, *a, **kw):
-        calls.append(qd.query_id)
-        if len(calls) == 3:
+    def dies_on_ninth(data, task, *a, **kw):
+        calls.append(task.key)
+        if len(calls) == 9:
             raise KeyboardInterrupt("killed")
-        return real(qd, *a, **kw)
+        return real(data, task, *a, **kw)
 
-    monkeypatch.setattr(C, "certify_query", dies_on_third)
+    monkeypatch.setattr(sweep_module, "execute_run", dies_on_ninth)  # what every task of the run calls
     with pytest.raises(KeyboardInterrupt):
         C.run_certify(cfg, out, progress=False)
-    assert not out.exists()
-    parts = list((tmp_path / "c.parquet.parts" / cfg.run_id()).glob("*.parquet"))
-    assert len(parts) == 2  # the two finished queries are on disk
+    assert not (out / "results.parquet").exists()
+    assert len(list((out / "parts").glob("*.parquet"))) == 8  # every finished run is on disk
+    done_first = set(calls[:8])
     calls.clear()
-    monkeypatch.setattr(C, "certify_query", lambda qd, *a, **kw: (calls.append(qd.query_id), real(qd, *a, **kw))[1])
-    df, _ = C.run_certify(cfg, out, progress=False)
-    assert calls == ["q2"]  # only the unfinished query ran again
-    fresh, _ = C.run_certify(cfg, tmp_path / "fresh.parquet", progress=False)
+    monkeypatch.setattr(sweep_module, "execute_run", lambda data, task, *a, **kw: (calls.append(task.key),
+                                                                                   real(data, task, *a, **kw))[1])
+    df = C.run_certify(cfg, out, progress=False).table
+    assert len(calls) == 3 * 4 - 8 and not set(calls) & done_first  # only the unfinished runs ran again
+    fresh = C.run_certify(cfg, tmp_path / "fresh", progress=False).table
     cols = ["query_id", "theta", "method", "objective", "optimum", "gap"]
     pd.testing.assert_frame_equal(df[cols].reset_index(drop=True), fresh[cols].reset_index(drop=True))
 
@@ -103,30 +112,34 @@ def test_resume_after_kill_loses_nothing(tmp_path, monkeypatch):
 def test_cli_runs_every_selector_and_full_scale(tmp_path, capsys):
     from divopt_rag.experiments.cli import main
 
-    out = tmp_path / "cli.parquet"
+    out = tmp_path / "cli"
     rc = main(["certify", "--queries", "1", "--corpus-size", "150", "--dim", "8", "--n", "8", "--k", "3",
                "--theta", "0.95", "--solver", "brute", "--full-scale", "--max-exact", "40", "--out", str(out),
                "--no-progress"])
     assert rc == 0
-    df = pd.read_parquet(out)
-    assert set(df.method) == set(instance_methods()) | {"exact"}
-    full = pd.read_parquet(tmp_path / "cli_fullscale.parquet")
-    assert len(full) == 1 and full.upper_bound.iloc[0] >= full.incumbent_objective.iloc[0] - 1e-9
+    df = pd.read_parquet(out / "results.parquet")
+    assert set(df.method) == set(instance_methods()) | {"exact", "full_scale"}
+    full = df[df.method == "full_scale"]
+    assert len(full) == 1 and full.bound.iloc[0] >= full.objective.iloc[0] - 1e-9
+    assert full.n.iloc[0] == 150  # the query's whole pool, not the top-n
     # the pool optimum can never beat a certified full-scale optimum
     if full.certified.iloc[0]:
-        assert full.incumbent_objective.iloc[0] >= full.pool_optimum.iloc[0] - 1e-9
+        assert full.objective.iloc[0] >= full.pool_optimum.iloc[0] - 1e-9
     text = capsys.readouterr().out
     assert "mean_gap" in text and "certified_fraction" in text
 
 
 def test_bad_input_names_the_problem(tmp_path):
     with pytest.raises(ValueError, match="unknown method"):
-        C.run_certify(C.CertifyConfig(**{**CFG, "methods": ("nope",)}), tmp_path / "x.parquet", progress=False)
+        C.run_certify(C.CertifyConfig(**{**CFG, "methods": ("nope",)}), tmp_path / "x", progress=False)
     with pytest.raises(ValueError, match="theta"):
-        C.run_certify(C.CertifyConfig(**{**CFG, "thetas": (1.5,)}), tmp_path / "x.parquet", progress=False)
+        C.run_certify(C.CertifyConfig(**{**CFG, "thetas": (1.5,)}), tmp_path / "x", progress=False)
+    with pytest.raises(ValueError, match="k must be <= n"):
+        C.CertifyConfig(**{**CFG, "k": 11})
     with pytest.raises(ValueError, match="unknown dataset"):
-        next(C.load_queries(C.CertifyConfig(**{**CFG, "dataset": "nope:x"})))
+        C.run_certify(C.CertifyConfig(**{**CFG, "dataset": "nope:x"}), tmp_path / "x", progress=False)
     with pytest.raises(ValueError, match="unknown dataset"):
-        next(C.load_queries(C.CertifyConfig(**{**CFG, "dataset": "nope"})))
+        C.run_certify(C.CertifyConfig(**{**CFG, "dataset": "nope"}), tmp_path / "x", progress=False)
     with pytest.raises(ValueError, match="needs a path"):
-        next(C.load_queries(C.CertifyConfig(**{**CFG, "dataset": "beir"})))
+        C.run_certify(C.CertifyConfig(**{**CFG, "dataset": "beir"}), tmp_path / "x", progress=False)
+    assert not (tmp_path / "x" / "parts").exists() or not list((tmp_path / "x" / "parts").iterdir())

@@ -15,7 +15,7 @@ def test_demo_writes_one_row_per_method_and_a_plot(tmp_path):
     df = pd.read_parquet(tmp_path / "demo.parquet")
     assert sorted(df["method"]) == instance_methods()
     assert (tmp_path / "demo.png").stat().st_size > 1000 and (tmp_path / "demo.svg").exists()
-    assert df["indices"].map(len).eq(6).all() and df["run_id"].nunique() == 1
+    assert df["selected"].map(len).eq(6).all() and df["run_id"].nunique() == 1
     # recomputed here from narrow_cone's own labels and the planted clusters of synthetic_dataset's qrels
     from divopt_rag.data.synthetic import narrow_cone, synthetic_dataset
     from divopt_rag.models import Instance, ccbqp_objective
@@ -25,7 +25,7 @@ def test_demo_writes_one_row_per_method_and_a_plot(tmp_path):
     relevant_rows = {int(p[1:]) for p in ds.qrels["q0"]}
     inst = Instance(E, q, k=6, theta=0.7)
     for _, r in df.iterrows():
-        idx = np.array(r["indices"])
+        idx = np.array([int(p.rsplit("-d", 1)[1]) for p in r["selected"]])  # passage ids "q0-d<row>"
         # the reported objective is the CCBQP objective of the reported indices
         assert abs(ccbqp_objective(inst, idx) - r["objective"]) < 1e-9
         assert r["clusters"] == len(set(labels[idx]))
@@ -101,7 +101,7 @@ def test_bench_latency_tiny_grid(tmp_path):
                "--repeats", "1", "--langchain", "500,5", "--out", str(tmp_path)])
     assert rc == 0
     df = pd.read_csv(tmp_path / "latency.csv")
-    methods = {"topk", "mmr", "mmr_lazy", "gmmr", "dpp", "dartboard", "vrsd", "fw", "fw_ws", "fw_topk", "fw_ws_ms"}
+    methods = set(instance_methods())  # the registry: every selector that runs on an Instance alone
     assert set(df["method"]) == methods
     assert len(df) == len(methods) * 2 and (df["seconds"] > 0).all() and (df["gemv_seconds"] > 0).all()
     np.testing.assert_allclose(df["gemv_equivalents"], df["seconds"] / df["gemv_seconds"])
@@ -111,7 +111,7 @@ def test_bench_latency_tiny_grid(tmp_path):
             "fw_ws_ms/mmr"} <= set(meta["targets"])
     assert meta["targets"]["fw_ws_ms/fw"]["per_cell"]["cells"] == 2
     ratios = pd.read_csv(tmp_path / "latency_ratios.csv")
-    np.testing.assert_allclose(ratios["fw_ws_ms/fw"], ratios["fw_ws_ms_ms"] / ratios["fw_ms"])
+    np.testing.assert_allclose(ratios["fw_ws_ms/fw"], ratios["fw_ws_ms_seconds"] / ratios["fw_seconds"])
     assert meta["env"]["cpu_count"] >= 1 and "load_average" in meta["env"]
     # the one-pass floor: a GEMV where the default's last certificate compared < n/4 rows, else the
     # pass that compares every row, over MMR's time in the same cell
@@ -138,14 +138,20 @@ def test_bench_quality_small_rows_match_brute_force(tmp_path, monkeypatch):
     from divopt_rag.data import load
     from divopt_rag.models import Instance, ccbqp_objective
 
+    import divopt_rag.experiments.sweep as sweep_module
+
     data = load("synthetic", n=30, d=6, n_queries=2, seed=1)
-    monkeypatch.setattr(bq, "load_dataset", lambda spec: data)  # a stand-in for the WordNet glosses
+    real = sweep_module.load_dataset
+    # a stand-in for the WordNet glosses (the small part's dataset)
+    monkeypatch.setattr(sweep_module, "load_dataset", lambda spec, **kw: data if spec["name"] == "wordnet_glosses"
+                        else real(spec, **kw))
     assert main(["bench", "quality", "--parts", "small", "--methods", "topk,mmr,fw,fw_ms", "--queries", "2",
                  "--pool", "8", "--k", "3", "--theta", "0.5,0.9", "--cache-dir", str(tmp_path / "cache"),
                  "--out", str(tmp_path / "q")]) == 0
-    df = pd.read_parquet(tmp_path / "q" / "quality_small.parquet")
+    df = pd.read_parquet(tmp_path / "q" / "small" / "results.parquet")
+    df = df[df.method != "exact"]
     assert len(df) == 2 * 2 * 4 and df["run_id"].nunique() == 1 and df["proven_optimal"].all()
-    for (qid, theta), g in df.groupby(["query", "theta"]):
+    for (qid, theta), g in df.groupby(["query_id", "theta"]):
         j = data.query_ids.index(qid)
         rows = data.pools[j]
         E, q = data.E[rows], data.Q[j]
@@ -156,10 +162,10 @@ def test_bench_quality_small_rows_match_brute_force(tmp_path, monkeypatch):
             assert r.optimum == pytest.approx(opt, abs=1e-7) and r.gap_kind == "exact"
             assert r.gap == pytest.approx(max(0.0, (opt - r.objective) / 6), abs=1e-7)
             assert bool(r.exact_hit) == (r.gap <= 1e-7)
-    summary = pd.read_csv(tmp_path / "q" / "quality_summary.csv").set_index("method")
-    for m, g in df.groupby("method"):
-        assert summary.loc[m, "hit_rate"] == pytest.approx(g["exact_hit"].astype(float).mean())
-        assert summary.loc[m, "rows"] == 4
+    summary = pd.read_csv(tmp_path / "q" / "quality_summary.csv").set_index(["theta", "method"])
+    for (m, theta), g in df.groupby(["method", "theta"]):  # per theta: the summary never mixes two
+        assert summary.loc[(theta, m), "hit_rate"] == pytest.approx(g["exact_hit"].astype(float).mean())
+        assert summary.loc[(theta, m), "rows"] == 2
 
 
 def test_bench_quality_large_and_batch_parts_tiny(tmp_path):
@@ -168,14 +174,14 @@ def test_bench_quality_large_and_batch_parts_tiny(tmp_path):
                  "--large-d", "16", "--large-k", "5", "--large-queries", "1", "--large-theta", "0.4,0.9",
                  "--large-methods", "fw,fw_ls,fw_ws_ms,mmr", "--repeats", "1", "--batch-queries", "2",
                  "--batch-thetas", "0.3,0.8", "--out", str(out)]) == 0
-    df = pd.read_csv(out / "quality_large.csv")
+    df = pd.read_csv(out / "large" / "results.csv")
     assert set(df["method"]) == {"fw", "fw_ls", "fw_ws_ms", "mmr"} and len(df) == 4 * 2
-    for (_, _, _), cell in df.groupby(["query", "k", "theta"]):  # the win flag agrees with the objectives
+    for (_, _, _), cell in df.groupby(["query_id", "k", "theta"]):  # the win flag agrees with the objectives
         f = cell.set_index("method")["objective"]
         wins = bool((f["fw_ws_ms"] >= f.drop("fw_ws_ms") - 1e-9 * 20).all())
         assert (cell["default_wins"] == wins).all()
     np.testing.assert_allclose(df[df.method == "fw"]["ratio_to_fw"], 1.0)
     meta = json.loads((out / "quality.json").read_text())
-    batch = meta["batch"]["batched_default"]
+    batch = next(b for b in meta["batch"] if b["method"] == "batched_default")
     assert batch["single_method"] == "fw_ws_ms" and batch["same_sets"] == 4
     assert {"time<=3x_fw(per cell)", "f>=every_other_method", "batched_default>=10x_singles"} <= set(meta["targets"])

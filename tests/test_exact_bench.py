@@ -23,7 +23,7 @@ def _args(tmp_path, **kw):
     p = argparse.ArgumentParser()
     bench.add_arguments(p)
     argv = ["--n", "10", "--k", "3", "--theta", "0.4", "0.9", "--queries", "2", "--time-limit", "30",
-            "--out", str(tmp_path / "b.csv")]
+            "--out", str(tmp_path / "b"), "--no-progress"]
     for key, val in kw.items():
         argv += [f"--{key.replace('_', '-')}"] + ([str(v) for v in val] if isinstance(val, list) else [str(val)])
     return p.parse_args(argv)
@@ -33,23 +33,23 @@ def test_bench_rows_match_brute_force(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench, "load_corpus", _fake_corpus)
     args = _args(tmp_path)
     assert bench.main(args) == 0
-    df = pd.read_parquet(tmp_path / "b.parquet")
-    assert (tmp_path / "b.csv").exists()
+    df = pd.read_parquet(tmp_path / "b" / "results.parquet")
+    assert (tmp_path / "b" / "results.csv").exists()
     solvers = bench.available_solvers() + ["bnb"]  # divopt's own engine is always there
-    assert len(df) == 2 * 2 * len(solvers)
+    assert len(df) == 2 * 2 * len(solvers) and set(df["method"]) == {"exact"} and set(df["solver"]) == set(solvers)
     assert df["run_id"].nunique() == 1
-    assert set(df["status"]) == {"optimal"} and df["proven_optimal"].all()
+    assert set(df["exact_status"]) == {"optimal"} and df["proven_optimal"].all() and df["agrees"].all()
     P, Q, _, _ = _fake_corpus(2, 0, 0, None)
-    for (qi, theta), g in df.groupby([df["query"].str[1:].astype(int), "theta"]):
+    for (qi, theta), g in df.groupby([df["query_id"].str[1:].astype(int), "theta"]):
         inst, orig = Instance(P, Q[qi], k=3, theta=theta).top_n(10)
         best = max(ccbqp_objective(inst, list(s)) for s in itertools.combinations(range(10), 3))
         np.testing.assert_allclose(g["objective"].to_numpy(float), best, atol=1e-6)
         # 'selected' holds corpus row ids; re-scoring them on the full pool gives the optimum
         full = Instance(P, Q[qi], k=3, theta=theta)
         for sel in g["selected"]:
-            assert ccbqp_objective(full, [int(t) for t in sel.split()]) == pytest.approx(best, abs=1e-6)
+            assert ccbqp_objective(full, [int(t) for t in sel]) == pytest.approx(best, abs=1e-6)
     out = capsys.readouterr().out
-    assert "median_s" in out and "wrote" in out
+    assert "median_seconds" in out and "wrote" in out
 
 
 def test_bench_bad_flags(tmp_path, monkeypatch):

@@ -28,7 +28,7 @@ def test_proven_gap_and_hit_against_brute_force():
     opt, second = values[-1], values[-2]
     rec = H.gap_record(second, optimum=opt, bound=opt, proven=True, k=3)
     assert rec["gap"] == pytest.approx((opt - second) / 6, abs=1e-15) and rec["gap_kind"] == "exact"
-    assert rec["exact_hit"] is False and rec["gap_to_bound"] == pytest.approx(rec["gap"], abs=1e-15)
+    assert rec["exact_hit"] is False and rec["bound_gap"] == pytest.approx(rec["gap"], abs=1e-15)
     top = H.gap_record(opt, optimum=opt, bound=opt, proven=True, k=3)
     assert top["gap"] == 0.0 and top["exact_hit"] is True
     # within tol counts as a hit; the tolerance is on the normalized gap
@@ -48,7 +48,7 @@ def test_a_method_beating_the_incumbent_becomes_the_reference():
 def test_unproven_gap_is_an_upper_bound_and_the_hit_unknown():
     rec = H.gap_record(7.0, optimum=7.5, bound=8.2, proven=False, k=3)
     assert rec["gap_kind"] == "upper_bound" and rec["gap"] == pytest.approx(1.2 / 6)
-    assert rec["gap"] == rec["gap_to_bound"] and rec["exact_hit"] is pd.NA
+    assert rec["gap"] == rec["bound_gap"] and rec["exact_hit"] is pd.NA
     meets = H.gap_record(8.2, optimum=8.2, bound=8.2, proven=False, k=3)
     assert meets["exact_hit"] is True and meets["gap"] == 0.0
     assert H.gap_record(8.2, optimum=8.2, bound=None, proven=False, k=3)["gap"] == np.inf

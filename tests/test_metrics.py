@@ -143,7 +143,7 @@ def test_consistency_between_two_runs():
     import pandas as pd
 
     a = pd.DataFrame({"query_id": ["q1", "q1", "q2"], "theta": [0.5, 0.9, 0.5], "method": ["fw"] * 3,
-                      "selected_ids": [["a", "b"], ["a", "c"], ["x", "y"]]})
+                      "selected": [["a", "b"], ["a", "c"], ["x", "y"]]})
     b = pd.DataFrame({"query_id": ["q1", "q1", "q3"], "theta": [0.5, 0.9, 0.5], "method": ["fw"] * 3,
                       "selected": [["b", "a"], ["a", "d"], ["x", "y"]]})
     out = M.consistency(a, b)

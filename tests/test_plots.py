@@ -49,9 +49,16 @@ def test_latency_plot_from_csv_and_json(tmp_path):
     (tmp_path / "latency.json").write_text(json.dumps({"rows": rows}))
     for f in ("latency.csv", "latency.json"):
         fig, data = P.plot_latency(P.read_table(tmp_path / f))
-        cell = data[(data.method == "mmr") & (data.n == 1000) & (data.k == 10)]["seconds"].iloc[0]
-        assert cell == pytest.approx((5e-3 * 10 + 5e-3 * 30) / 2)
-        assert len(fig.axes) == 2  # one panel per (n, d)
+        # theta varies: each theta has its own panel, never averaged with the other
+        for theta, want in ((0.5, 5e-3 * 10), (0.9, 5e-3 * 10 * 3)):
+            cell = data[(data.method == "mmr") & (data.n == 1000) & (data.k == 10) & (data.theta == theta)]
+            assert len(cell) == 1 and cell["seconds"].iloc[0] == pytest.approx(want)
+        assert len(fig.axes) == 4  # one panel per (n, theta); d is one value
+        titles = sorted(ax.get_title() for ax in fig.axes)
+        assert titles == ["n=100, theta=0.5", "n=100, theta=0.9", "n=1000, theta=0.5", "n=1000, theta=0.9"]
+        assert "one panel per n, theta" in fig._suptitle.get_text()
+        one, _ = P.plot_latency(P.read_table(tmp_path / f), theta=0.9)
+        assert len(one.axes) == 2
     _check_files(P.save_figure(fig, tmp_path, "lat"))
     with pytest.raises(ValueError, match="needs column"):
         P.plot_latency(pd.DataFrame({"method": ["a"]}))

@@ -52,31 +52,31 @@ def test_demo_bad_values(tmp_path, capsys, afile):
 
 
 def test_bench_bad_values(tmp_path, capsys):
-    _bad(["bench", "exact", "--solvers", "cplex", "--out", str(tmp_path / "b.csv")], capsys,
+    _bad(["bench", "exact", "--solvers", "cplex", "--out", str(tmp_path / "b")], capsys,
          "divopt-rag bench exact: ", "--solvers ['cplex'] not installed")
-    (tmp_path / "folder").mkdir()
-    _bad(["bench", "exact", "--out", str(tmp_path / "folder")], capsys, "is a folder, expected a file name")
+    (tmp_path / "afile").write_text("x")
+    _bad(["bench", "exact", "--out", str(tmp_path / "afile")], capsys, "is a file, expected a folder")
     _bad(["bench", "quality", "--methods", "nope", "--out", str(tmp_path / "q")], capsys, "unknown methods ['nope']")
     _bad(["bench", "latency", "--n", "0", "--out", str(tmp_path / "l")], capsys, "divopt-rag bench latency: ")
 
 
 def test_certify_bad_values_and_empty_inputs(tmp_path, capsys, afile):
-    _bad(["certify", "--methods", "nope", "--out", str(tmp_path / "c.parquet"), "--no-progress"], capsys,
-         "unknown method(s) ['nope']")
-    _bad(["certify", "--dataset", f"beir:{tmp_path / 'missing'}", "--out", str(tmp_path / "c.parquet")], capsys,
+    _bad(["certify", "--methods", "nope", "--out", str(tmp_path / "c"), "--no-progress"], capsys,
+         "unknown method 'nope'")
+    _bad(["certify", "--dataset", f"beir:{tmp_path / 'missing'}", "--out", str(tmp_path / "c")], capsys,
          "BEIR dataset directory not found")
     empty = tmp_path / "empty.json"
     empty.write_text("")
-    _bad(["certify", "--dataset", f"rgb:{empty}", "--out", str(tmp_path / "c.parquet"), "--no-progress"], capsys,
+    _bad(["certify", "--dataset", f"rgb:{empty}", "--out", str(tmp_path / "c"), "--no-progress"], capsys,
          f"{empty}: no queries: the file is empty")
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)
     (beir / "corpus.jsonl").write_text("")
     (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n')
     (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n")
-    _bad(["certify", "--dataset", f"beir:{beir}", "--out", str(tmp_path / "c.parquet"), "--no-progress"], capsys,
+    _bad(["certify", "--dataset", f"beir:{beir}", "--out", str(tmp_path / "c"), "--no-progress"], capsys,
          "corpus.jsonl: no passages: the corpus is empty")
-    _bad(["certify", "--out", str(afile / "c.parquet")], capsys, "is a file, so nothing can be created under it")
+    _bad(["certify", "--out", str(afile / "c")], capsys, "is a file, so nothing can be created under it")
 
 
 @pytest.mark.parametrize("flag, value, expected", [
@@ -87,8 +87,8 @@ def test_certify_bad_values_and_empty_inputs(tmp_path, capsys, afile):
     ("--time-limit", "-1", "time_limit must be a number >= 0, got -1.0"),
 ])
 def test_certify_options_are_checked_before_any_work(tmp_path, capsys, flag, value, expected):
-    _bad(["certify", flag, value, "--out", str(tmp_path / "c.parquet"), "--no-progress"], capsys, expected)
-    assert not (tmp_path / "c.parquet.parts").exists()
+    _bad(["certify", flag, value, "--out", str(tmp_path / "c"), "--no-progress"], capsys, expected)
+    assert not (tmp_path / "c" / "parts").exists()
 
 
 def test_sweep_parameter_names_are_checked(tmp_path, capsys):
@@ -279,17 +279,17 @@ def test_partial_failures_are_summarised_at_the_end(tmp_path, capsys):
 
 
 def test_certify_reports_failed_selectors(tmp_path, capsys, monkeypatch):
-    from divopt_rag.experiments import certify
+    from divopt_rag.experiments import sweep
 
-    real = certify.certify_query
+    real = sweep.execute_run
 
-    def with_a_failure(qd, cfg, run_id, methods):
-        rows, full = real(qd, cfg, run_id, methods)
-        rows[0] = {**rows[0], "error": "RuntimeError: broken selector", "objective": None}
-        return rows, full
+    def with_a_failure(data, task, *a, **kw):
+        if task.method == "topk":
+            raise RuntimeError("broken selector")
+        return real(data, task, *a, **kw)
 
-    monkeypatch.setattr(certify, "certify_query", with_a_failure)
+    monkeypatch.setattr(sweep, "execute_run", with_a_failure)
     rc = cli.main(["certify", "--queries", "1", "--corpus-size", "60", "--dim", "6", "--n", "6", "--k", "2",
-                   "--theta", "0.5", "--methods", "topk", "mmr", "--out", str(tmp_path / "c.parquet"), "--no-progress"])
+                   "--theta", "0.5", "--methods", "topk", "mmr", "--out", str(tmp_path / "c"), "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 1 and "divopt-rag certify: 1 of 2 selector runs failed" in err and "broken selector" in err

@@ -164,7 +164,7 @@ def test_a_different_grid_in_a_used_folder_is_refused_or_kept_beside(tmp_path, c
                                         "--no-progress", *extra])
     base = {"methods": {"topk": {}}, "plugins": []}
     assert run(_write_config(tmp_path / "a.json", grid={"k": [3], "theta": [0.5]}, **base)) == 0
-    old_id = json.loads((out / "config.json").read_text())["sweep_id"]
+    old_id = json.loads((out / "config.json").read_text())["run_id"]
     old_table = pd.read_parquet(out / "results.parquet")
     capsys.readouterr()
 
@@ -174,15 +174,20 @@ def test_a_different_grid_in_a_used_folder_is_refused_or_kept_beside(tmp_path, c
     assert f"holds sweep {old_id}" in err and "grid.theta: [0.5] -> [0.5, 0.9]" in err and err.count("\n") == 1
     pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), old_table)  # untouched
 
-    # a setting that changes rows without changing run keys can never share the folder
-    assert run(_write_config(tmp_path / "c.json", grid={"k": [3], "theta": [0.5]}, seed=2, **base), "--new-grid") == 2
-    assert "differs in ['seed']" in capsys.readouterr().err
-
     assert run(other, "--new-grid") == 0
     assert "(2 already done, 2 run now" in capsys.readouterr().out  # the runs both grids share are reused
     pd.testing.assert_frame_equal(pd.read_parquet(out / f"results.{old_id}.parquet"), old_table)
-    assert json.loads((out / f"config.{old_id}.json").read_text())["sweep_id"] == old_id
+    assert json.loads((out / f"config.{old_id}.json").read_text())["run_id"] == old_id
     assert len(pd.read_parquet(out / "results.parquet")) == 4
+    other_id = json.loads((out / "config.json").read_text())["run_id"]
+
+    # a setting that changes rows (the seed) is in every run key: sharing the folder reuses none
+    # of the other seed's rows, whatever the grids share
+    assert run(_write_config(tmp_path / "c.json", grid={"k": [3], "theta": [0.5, 0.9]}, seed=2, **base),
+               "--new-grid") == 0
+    assert "(0 already done, 4 run now" in capsys.readouterr().out
+    seeded = pd.read_parquet(out / "results.parquet")
+    assert not set(seeded["run_key"]) & set(pd.read_parquet(out / f"results.{other_id}.parquet")["run_key"])
 
 
 def test_atomic_writers_and_the_stale_cleaner_race_without_losing_a_write(tmp_path):
@@ -252,16 +257,18 @@ def test_a_killed_driver_takes_its_pool_workers_with_it(tmp_path, plugin_env):
 
 
 def test_certify_keeps_another_runs_table_beside_and_locks_its_output(tmp_path, capsys):
-    out = tmp_path / "certify.parquet"
+    out = tmp_path / "certify"
     base = ["certify", "--queries", "1", "--corpus-size", "60", "--dim", "6", "--n", "6", "--k", "2",
             "--methods", "topk", "--out", str(out), "--no-progress"]
     assert cli.main([*base, "--theta", "0.5"]) == 0
-    first = pd.read_parquet(out)
+    first = pd.read_parquet(out / "results.parquet")
     old_id = first["run_id"].iloc[0]
-    assert cli.main([*base, "--theta", "0.7"]) == 0
-    assert f"held run {old_id}: kept as" in capsys.readouterr().err
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / f"certify.{old_id}.parquet"), first)
-    assert pd.read_parquet(out)["theta"].unique().tolist() == [0.7]
-    with harness.output_lock(tmp_path / "certify.parquet.parts"):  # another run holds the output
+    assert cli.main([*base, "--theta", "0.7"]) == 2  # another configuration: refused, nothing replaced
+    assert f"holds certify {old_id}" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), first)
+    assert cli.main([*base, "--theta", "0.7", "--new-grid"]) == 0
+    pd.testing.assert_frame_equal(pd.read_parquet(out / f"results.{old_id}.parquet"), first)
+    assert pd.read_parquet(out / "results.parquet")["theta"].unique().tolist() == [0.7]
+    with harness.output_lock(out):  # another run holds the output
         assert cli.main([*base, "--theta", "0.7"]) == 2
     assert "is in use by another run" in capsys.readouterr().err

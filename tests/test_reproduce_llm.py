@@ -221,7 +221,7 @@ def test_dartboard_table2_every_method(tmp_path, data_dir, server):
             assert r["component_ndcg"] == pytest.approx(want)
     assert 0 < rows["accuracy"].mean() < 1 and rows["ndcg"].nunique() > 3  # not a degenerate fixture
     for (ds, method), g in rows.groupby(["dataset", "method"]):
-        s = g["setting"].iloc[0]
+        s = g["params"].iloc[0]
         setting = {"topk": "k=3", "mmr": "k=3,theta=0.5", "mmr_cc": "k=3,theta=0.5", "knn_cc": "k=3"}.get(method,
                                                                                                       "k=3,sigma=0.096")
         assert s  # every row carries its setting

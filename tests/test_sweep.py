@@ -20,7 +20,8 @@ from divopt_rag.data.synthetic import narrow_cone, synthetic_dataset
 from divopt_rag.experiments import harness, runs
 from divopt_rag.experiments import sweep as sw
 from divopt_rag.experiments.methods import register_method
-from divopt_rag.experiments.grid import SweepConfig, canonical_params, derive_seed, expand_grid, run_key
+from divopt_rag.experiments.executor import run_key
+from divopt_rag.experiments.grid import SweepConfig, canonical_params, derive_seed
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.solvers import select
 
@@ -50,12 +51,14 @@ def _comparable(table: pd.DataFrame) -> pd.DataFrame:
 # Grid and keys
 # --------------------------------------------------------------------------------------------
 def test_run_key_is_canonical_and_distinguishes_runs():
-    a = run_key("ds", "q1", "fw", {"theta": 1, "k": 5})
-    assert a == run_key("ds", "q1", "fw", {"k": 5, "theta": 1.0})  # order and int/float do not matter
-    assert a != run_key("ds", "q1", "fw", {"k": 5, "theta": 0.5})
-    assert a != run_key("ds", "q2", "fw", {"k": 5, "theta": 1.0})
-    assert a != run_key("ds", "q1", "mmr", {"k": 5, "theta": 1.0})
-    assert a != run_key("other", "q1", "fw", {"k": 5, "theta": 1.0})
+    a = run_key("cfg", "ds", "q1", "fw", {"theta": 1, "k": 5})
+    assert a == run_key("cfg", "ds", "q1", "fw", {"k": 5, "theta": 1.0})  # order and int/float do not matter
+    assert a != run_key("cfg", "ds", "q1", "fw", {"k": 5, "theta": 0.5})
+    assert a != run_key("cfg", "ds", "q2", "fw", {"k": 5, "theta": 1.0})
+    assert a != run_key("cfg", "ds", "q1", "mmr", {"k": 5, "theta": 1.0})
+    assert a != run_key("cfg", "other", "q1", "fw", {"k": 5, "theta": 1.0})  # other data content
+    assert a != run_key("cfg2", "ds", "q1", "fw", {"k": 5, "theta": 1.0})  # other row settings (seed, ...)
+    assert a != run_key("cfg", "ds", "q1", "fw", {"k": 5, "theta": 1.0, "pool": 20})  # the pool is in the key
     assert derive_seed(0, a) == derive_seed(0, a) != derive_seed(1, a)
     with pytest.raises(ValueError, match="theta"):
         canonical_params({"theta": 1.5})
@@ -69,16 +72,16 @@ def test_expand_grid_product_and_method_specific_axes():
         "grid": {"k": [3, 5], "theta": [0.2, 0.5, 0.9], "sigma": [0.1, 0.2]},
     })
     accepts = {("a", "sigma"): True, ("b", "sigma"): False, ("b", "rho_vec"): True}
-    specs = expand_grid(cfg, "ds", [(0, "q0"), (4, "q4")], lambda m, p: accepts.get((m, p), False))
+    specs = sw.expand_grid(cfg, [(0, "q0"), (4, "q4")], lambda m, p: accepts.get((m, p), False), data_key="ds")
     # a: k x theta x sigma = 12 ; b: k x theta x rho_vec = 18 (sigma does not expand b); x 2 queries
     assert len(specs) == 2 * (12 + 18)
     assert len({s.key for s in specs}) == len(specs)
     assert [s.index for s in specs] == list(range(len(specs)))
-    assert {s.query_index for s in specs} == {0, 4}
-    assert all("sigma" not in s.param_dict for s in specs if s.method == "b")
-    assert all(s.seed == derive_seed(0, s.key) for s in specs)
+    assert {s.extra["query_index"] for s in specs} == {0, 4}
+    assert all("sigma" not in s.params for s in specs if s.method == "b")
+    assert all(s.extra["seed"] == derive_seed(0, s.key) for s in specs)
     with pytest.raises(ValueError, match="does not accept parameter 'rho_vec'"):
-        expand_grid(cfg, "ds", [(0, "q0")], lambda m, p: m == "a")
+        sw.expand_grid(cfg, [(0, "q0")], lambda m, p: m == "a", data_key="ds")
 
 
 def test_config_validation_and_files(tmp_path):
@@ -92,7 +95,7 @@ def test_config_validation_and_files(tmp_path):
     assert cfg.methods == {"fw": {}} and cfg.grid["theta"] == [0.5, 1] and cfg.seed == 3
     q = tmp_path / "s.json"
     q.write_text(json.dumps(cfg.to_dict()))
-    assert SweepConfig.from_file(q).sweep_id == cfg.sweep_id
+    assert SweepConfig.from_file(q).run_id == cfg.run_id
 
 
 def test_unknown_method_fails_before_any_work(tmp_path):
@@ -122,8 +125,8 @@ def test_rows_match_direct_selector_calls(tmp_path):
         # recall and S-recall by plain loops over the planted relevant clusters
         picked = [labels[int(s.split("-d")[1])] for s in row["selected"]]
         n_relevant_items = sum(lab in relevant for lab in labels)
-        assert row["recall"] == pytest.approx(sum(lab in relevant for lab in picked) / n_relevant_items)
-        assert row["s_recall"] == pytest.approx(len(set(picked) & relevant) / len(relevant))
+        assert row["recall@4"] == pytest.approx(sum(lab in relevant for lab in picked) / n_relevant_items)
+        assert row["s_recall@4"] == pytest.approx(len(set(picked) & relevant) / len(relevant))
     assert Path(res.path).exists()
     assert len(pd.read_parquet(res.path)) == len(t)
 
@@ -248,8 +251,7 @@ def test_kill_midway_and_resume_with_the_same_command(tmp_path):
     final = pd.read_parquet(out / "results.parquet")
     assert len(final) == n_total and final["run_key"].is_unique
     assert set(final["run_key"]) == set(ref["run_key"]) and final["eval_score"].notna().all()
-    pd.testing.assert_frame_equal(_comparable(final.drop(columns="sweep_id")),
-                                  _comparable(ref.drop(columns="sweep_id")))
+    pd.testing.assert_frame_equal(_comparable(final), _comparable(ref))
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,10 +309,11 @@ def test_ray_backend_starts_its_own_cluster_on_loopback(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", fake)
     monkeypatch.setattr(backends, "start_local_ray", lambda ray, n: calls.append(("local", {"num_cpus": n})))
     data = load_dataset(TINY)
-    backends.run_ray([], data, None, 3, _config(), lambda rows: None)
+    spec = sw.SweepSpec(_config())
+    backends.run_ray(spec, data, [], None, 3, lambda rows: None)
     assert calls == [("local", {"num_cpus": 3}), ("shutdown", {})]
     calls.clear()
-    backends.run_ray([], data, "ray://trusted-head:10001", 3, _config(), lambda rows: None)
+    backends.run_ray(spec, data, [], "ray://trusted-head:10001", 3, lambda rows: None)
     assert calls == [("init", {"address": "ray://trusted-head:10001", "log_to_driver": False}), ("shutdown", {})]
 
 
@@ -354,10 +357,10 @@ def test_text_dataset_adapter_qrels_texts_and_evaluator(tmp_path):
     ids = [ds.passage_ids[i] for i in sorted(range(len(cos)), key=lambda i: -cos[i])[:5]]
     relevant = {p for p, g in ds.qrels["q0"].items() if g > 0}
     assert list(row["selected"]) == ids
-    assert row["recall"] == pytest.approx(len(relevant & set(ids)) / len(relevant))
-    assert row["eval_score"] == row["recall"] and row["eval_name"] == "metric:recall"
+    assert row["recall@5"] == pytest.approx(len(relevant & set(ids)) / len(relevant))
+    assert row["eval_score"] == row["recall@5"] and row["eval_name"] == "metric:recall"
     data = load_dataset({"name": "_toy_random_test"}, cache_dir=tmp_path / "data")  # the sweep's cached copy
-    assert data.key == row["dataset"] and isinstance(data.E, np.memmap)
+    assert data.key == row["data_key"] and data.name == row["dataset"] and isinstance(data.E, np.memmap)
     ctx = runs.query_context(data, 0)
     assert ctx.query_text == ds.queries[0] and list(ctx.passages) == list(ds.texts)
     assert ctx.subtopics == ds.subtopics_for("q0")

@@ -81,7 +81,7 @@ def _pareto_execute(prep: Prepared, run: Run, env: Env) -> dict[str, Any]:
     p = run.params
     inst, rows = query_instance(prep, run.query_index, env=env)
     idx, info = select_rows(inst, run.method, k=p["k"], theta=p.get("theta", 1.0), env=env)
-    return {"n_pool": inst.n, "seconds": info["seconds"], "objective": info["objective"],
+    return {"n": inst.n, "seconds": info["seconds"], "objective": info["objective"],
             "selected": [str(inst.ids[i]) for i in idx],
             **retrieval_metrics(prep, run.query_id, inst, rows, idx, ("answer_recall", "ilad"))}
 
@@ -162,12 +162,13 @@ def _latency_execute(prep: Prepared, run: Run, env: Env) -> dict[str, Any]:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - t0)
-    return {"n_pool": inst.n, "ms": 1e3 * statistics.median(times), "iterations": sel.iterations,
+    return {"n": inst.n, "seconds": statistics.median(times), "iterations": sel.iterations,
             "objective": sel.objective, "device": str(device), "dtype": str(dtype).replace("torch.", "")}
 
 
 def _latency_table(rows: pd.DataFrame) -> pd.DataFrame:
-    t = mean_table(rows, "latency vs k", ("ms",), ("k", "theta"), agg="median")
+    # the paper's unit: ms (the rows, like every divopt table, hold seconds)
+    t = mean_table(rows.assign(ms=1e3 * rows["seconds"]), "latency vs k", ("ms",), ("k", "theta"), agg="median")
     # FW's speed-up over MMR and DPP in the same run, cell by cell
     extra = []
     for (ds, s), g in t[t["metric"] == "ms"].groupby(["dataset", "setting"], sort=False):
@@ -180,9 +181,9 @@ def _latency_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _latency_plot(rows: pd.DataFrame, out, options: Options) -> list:
-    """Latency vs k per method (median ms over theta), log scale."""
+    """Latency vs k per method (seconds), one panel per theta, log scale."""
     n, d = int(LATENCY.param(options, "n")), int(LATENCY.param(options, "d"))
-    fig, _ = plot_latency(rows.assign(n=n, d=d), value="ms")
+    fig, _ = plot_latency(rows.assign(n=n, d=d), value="seconds")
     return save_figure(fig, out, "latency_vs_k")
 
 
@@ -192,12 +193,12 @@ LATENCY = Recipe(
     paper=PAPER,
     source=SOURCE,
     target="latency vs k",
-    summary="median wall-clock ms of FW, MMR, DPP and top-k vs k on an n x d pool; FW's speed-up over MMR and DPP",
+    summary="median wall-clock time of FW, MMR, DPP and top-k vs k on an n x d pool; FW's speed-up over MMR and DPP",
     needs=Needs(gpu="for the paper's scale (--set device=cuda --set n=2000000)"),
     methods={"topk": {}, "fw": {"theta": (0.5, 0.7, 0.9)}, "mmr": {"theta": (0.5, 0.7, 0.9)},
              "dpp": {"theta": (0.5, 0.7, 0.9)}},
     grid={"k": PAPER_KS},
-    metrics=("ms",),
+    metrics=("seconds",),
     datasets=_latency_datasets,
     execute=_latency_execute,
     table=_latency_table,
@@ -222,7 +223,7 @@ def _generation_execute(prep: Prepared, run: Run, env: Env) -> dict[str, Any]:
     p = run.params
     inst, rows = query_instance(prep, run.query_index, env=env)
     idx, info = select_rows(inst, run.method, k=p["k"], theta=p.get("theta", 1.0), env=env)
-    out: dict[str, Any] = {"n_pool": inst.n, "seconds": info["seconds"], "selected": [str(inst.ids[i]) for i in idx],
+    out: dict[str, Any] = {"n": inst.n, "seconds": info["seconds"], "selected": [str(inst.ids[i]) for i in idx],
                            **retrieval_metrics(prep, run.query_id, inst, rows, idx, ("answer_recall",))}
     if env.llm is not None:
         answer = env.generator(GENERATION.param(env.options, "template")).generate(

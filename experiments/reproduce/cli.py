@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="replace a grid axis or recipe parameter, e.g. k=25 or theta=0.3,0.7 (repeatable)")
     parser.add_argument("--cache-dir", type=Path, help="embedding cache (default ~/.cache/divopt/embeddings)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--new-grid", action="store_true",
+                        help="run another configuration in an output folder that holds one; its config.json and "
+                             "results.parquet are kept beside as config.<id>.json and results.<id>.parquet")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -80,6 +83,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         data_dir=args.data_dir, limit=args.limit, analogue=args.analogue, retrieval_only=args.retrieval_only,
         model=args.model, encoders=tuple(args.encoder), cross_encoder=cross, corpus=args.corpus,
         overrides=dict(args.overrides), cache_dir=args.cache_dir, seed=args.seed, progress=not args.no_progress,
+        new_grid=args.new_grid,
     )
 
 

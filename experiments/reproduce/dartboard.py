@@ -62,7 +62,7 @@ def _execute(recipe: Recipe):
         extra = {"sigma": p["sigma"]} if "sigma" in p else {}
         idx, info = select_rows(inst, run.method, k=p["k"], theta=p.get("theta", 1.0), env=env, prep=prep, rows=rows,
                                 query_index=run.query_index, **extra)
-        out: dict[str, Any] = {"n_pool": inst.n, "seconds": info["seconds"], "selected": [str(inst.ids[i]) for i in idx],
+        out: dict[str, Any] = {"n": inst.n, "seconds": info["seconds"], "selected": [str(inst.ids[i]) for i in idx],
                                **retrieval_metrics(prep, run.query_id, inst, rows, idx, _RETRIEVAL)}
         if env.llm is not None:
             answer = env.generator("dartboard").generate(prep.question(run.query_index), prep.texts(rows[idx]))

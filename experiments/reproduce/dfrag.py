@@ -103,7 +103,7 @@ def _execute(recipe: Recipe):
         inst, rows = query_instance(prep, run.query_index, env=env)
         if run.method in ("gmmr", "mmr"):
             idx, info = select_rows(inst, run.method, k=k, theta=p["theta"], env=env)
-            out: dict[str, Any] = {"n_pool": inst.n, "seconds": info["seconds"],
+            out: dict[str, Any] = {"n": inst.n, "seconds": info["seconds"],
                                    "selected": [str(inst.ids[i]) for i in idx],
                                    **retrieval_metrics(prep, run.query_id, inst, rows, idx, ("answer_recall",))}
             if env.llm is not None:
@@ -116,7 +116,7 @@ def _execute(recipe: Recipe):
                                    method=p.get("base", "gmmr"))
         res = pipeline.answer(_context(prep, run, inst.replace(k=k, theta=1.0), rows))
         distinct = {tuple(int(i) for i in s) for s in res.selections.values()}
-        return {"n_pool": inst.n, "chosen_theta": res.theta, "thetas_scored": len(res.visited),
+        return {"n": inst.n, "chosen_theta": res.theta, "thetas_scored": len(res.visited),
                 "evaluator_calls": len(distinct), "plan_steps": len(res.plan), "answer": res.answer,
                 "f1": _score(prep, run, res.answer), "selected": [str(inst.ids[i]) for i in res.indices],
                 **retrieval_metrics(prep, run.query_id, inst, rows, np.asarray(res.indices), ("answer_recall",))}

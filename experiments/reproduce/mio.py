@@ -125,7 +125,7 @@ def _execute(recipe: Recipe):
                 p.setdefault("rho_vec", float(recipe.param(env.options, "cp_rho_vec")))
         res = run_method(inst, run.method, p, env.options.seed)
         idx = np.asarray(res.pop("indices"), dtype=np.int64)
-        out: dict[str, Any] = {"encoder": prep.extra.get("encoder", ""), "n_pool": inst.n, "n_selected": int(idx.size),
+        out: dict[str, Any] = {"encoder": prep.extra.get("encoder", ""), "n": inst.n, "n_selected": int(idx.size),
                                "seconds": res.get("seconds"), "selected": [str(inst.ids[i]) for i in idx],
                                "status_solver": str(res.get("info_status", "")), "gap": res.get("info_gap")}
         if env.llm is not None:

@@ -1,41 +1,46 @@
-"""Run a recipe: check what it needs, plan its runs, execute the missing ones with per-run
-checkpoints, consolidate the tidy rows, build the paper's table and print it beside the
-published numbers.
+"""Run a recipe: check what it needs, plan its runs, hand them to the one executor, build the
+paper's table and print it beside the published numbers.
 
-Resume works like ``divopt-rag sweep``: every run has a key (a hash of recipe, dataset, query,
-method, setting and the options that change rows, :func:`~divopt_rag.experiments.reproduce.spec.run_key`);
-a finished run is written to ``OUT/parts/<key>.parquet`` (``<key>.error.parquet`` if it raised)
-atomically by :func:`divopt_rag.experiments.harness.write_parquet`; a restart skips the keys already
-there. ``--limit N`` keeps the first N queries of each dataset: their keys are those of the
-full run, which later reuses them (datasets whose pool depends on the limit put it in their key).
+A recipe becomes a run spec (:class:`RecipeSpec`) of :mod:`divopt_rag.experiments.executor`, which
+checkpoints every run (query x method x setting) as a part file, resumes after a kill without
+redoing a finished run, locks the output folder and consolidates ``OUT/results.parquet``; error
+rows are run again on every run. Run keys are the executor's
+(:func:`~divopt_rag.experiments.executor.run_key`): a hash of the recipe's row-changing options,
+the content each query reads (:func:`content_key`: the passages it chooses from, its embedding,
+labels and answers, so a changed file runs again exactly the rows that read what changed), the
+query, the method and the setting. ``--limit N`` keeps the first N queries of each dataset: their keys are those of the
+full run, which later reuses them in the same folder (datasets whose pool depends on the limit
+have other content, hence other keys); the limit is not part of the run's configuration.
 
 Files in ``OUT``: ``results.parquet`` (one row per query x method x setting, ordered as
 planned, with ``run_id``, the hash of the recipe's configuration), ``table.parquet`` and
 ``table.csv`` (the paper's table in long form with the published value beside ours),
-``config.json``.
+``config.json``, ``parts/``.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, ClassVar, TextIO
 
+import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
-from tqdm.auto import tqdm
 
-from divopt_rag.experiments import harness
-from divopt_rag.experiments.rag.llm import OpenAIChat
+from divopt_rag.experiments import executor, harness
+from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task
+from divopt_rag.experiments.rag.llm import LLMNotConfigured, OpenAIChat
 
 from .data import Prepared
 from .published import missing, published
-from .spec import MissingData, Options, Recipe, ReproduceError, Run, expand_settings, run_key
+from .spec import MissingData, Options, Recipe, ReproduceError, Run, expand_settings
 from .steps import Env
 
-__all__ = ["ReproduceResult", "check_needs", "plan", "run_recipe", "paper_table", "format_table", "TABLE_COLUMNS"]
+__all__ = ["ReproduceResult", "RecipeSpec", "check_needs", "plan", "run_recipe", "paper_table", "format_table",
+           "content_key", "TABLE_COLUMNS"]
 
 #: Columns of a recipe's paper table (long form), before the published values are joined.
 TABLE_COLUMNS = ("table", "dataset", "setting", "method", "metric", "value")
@@ -103,17 +108,52 @@ def _config(recipe: Recipe, options: Options, env: Env) -> dict[str, Any]:
     return cfg
 
 
+def _digest(*parts: Any) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, np.ndarray):
+            h.update(np.ascontiguousarray(part).tobytes())
+        else:
+            h.update(json.dumps(part, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def content_key(prep: Prepared, query_index: int | None = None, corpus: str | None = None) -> str:
+    """A hash of what a recipe's rows read from a dataset: the spec key (model, options), the
+    passages the query chooses from (its candidate pool's embeddings and ids, or the whole
+    corpus's), the query's embedding, qrels, subtopic labels and answers. ``query_index=None``:
+    of the whole dataset (every query). ``corpus``: the whole corpus's digest, when already known.
+
+    Per query, so that a changed file runs again exactly the rows that read what changed: a
+    query with its own passages (RGB, LongBench) is untouched by another query's change, and the
+    first N queries of a limited run read what they read in the full run."""
+    d, ds = prep.data, prep.dataset
+    if query_index is None:
+        return _digest(prep.key, np.asarray(d.Q, np.float32), [content_key(prep, i, corpus) for i in prep.queries])
+    qid = d.query_ids[query_index]
+    if d.pools is not None:
+        rows = np.asarray(d.pools[query_index])
+        passages = _digest(np.asarray(d.E[rows], np.float32), [str(x) for x in d.doc_ids[rows]])
+    else:
+        passages = corpus or _digest(np.asarray(d.E, np.float32), [str(x) for x in d.doc_ids])
+    labels = {"qrels": (d.qrels or {}).get(qid), "subtopics": (d.subtopics or {}).get(qid),
+              "answers": None if ds is None else (getattr(ds, "answers", None) or {}).get(qid),
+              "groups": None if ds is None else (getattr(ds, "answer_groups", None) or {}).get(qid),
+              "question": None if d.query_texts is None else d.query_texts[query_index]}
+    return _digest(prep.key, passages, np.asarray(d.Q[query_index], np.float32), labels)
+
+
 def plan(recipe: Recipe, options: Options, env: Env, notes: list[str] | None = None
-         ) -> tuple[list[Prepared], list[Run], dict[str, Any]]:
-    """Build the recipe's datasets and expand its runs (query-major, then method, then setting).
-    A dataset whose data is missing is skipped (its reason appended to ``notes``)."""
+         ) -> tuple[list[Prepared], list[tuple[Prepared, int, str, dict[str, Any]]]]:
+    """Build the recipe's datasets and expand its runs, query-major, then method, then setting:
+    (prepared dataset, query index, method, setting) each. A dataset whose data is missing is
+    skipped (its reason appended to ``notes``)."""
     methods = {m: g for m, g in recipe.methods.items()
                if not (options.retrieval_only and m in recipe.llm_methods)
                and not (env.cross_encoder is None and m in recipe.ce_methods)}
     if not methods:
         raise ReproduceError(f"recipe {recipe.name!r}: no method left to run with these options")
     settings = expand_settings(methods, recipe.grid, options.overrides, tuple(recipe.params))
-    config = _config(recipe, options, env)
     prepared: list[Prepared] = []
     first_missing: MissingData | None = None
     for ds_plan in recipe.datasets(options):
@@ -129,104 +169,83 @@ def plan(recipe: Recipe, options: Options, env: Env, notes: list[str] | None = N
         if first_missing is not None:
             raise first_missing
         raise ReproduceError(f"recipe {recipe.name!r}: no dataset to run")
-    runs: list[Run] = []
-    for prep in prepared:
-        for qi in prep.queries:
-            qid = prep.data.query_ids[qi]
-            for method, setting in settings:
-                key = run_key(recipe.name, prep.key, qid, method, setting, config)
-                runs.append(Run(index=len(runs), dataset=prep.label, dataset_key=prep.key, query_index=qi,
-                                query_id=qid, method=method, setting=tuple(setting.items()), key=key))
-    return prepared, runs, config
+    runs = [(prep, qi, method, setting) for prep in prepared for qi in prep.queries for method, setting in settings]
+    return prepared, runs
 
 
 # ---------------------------------------------------------------------------------------------
-# execution
+# the run spec
 # ---------------------------------------------------------------------------------------------
-def _finished(parts: Path) -> set[str]:
-    """Keys with a finished part (``<key>.parquet``; error parts are run again)."""
-    return {p.name[: -len(".parquet")] for p in parts.glob("*.parquet")
-            if not p.name.startswith(".") and not p.name.endswith(".error.parquet")}
+@dataclass
+class RecipeSpec(RunSpec):
+    """A recipe with its options as a run spec (module docstring). Runs in this process: recipes
+    hold LLM clients, cross-encoders and closures."""
 
+    recipe: Recipe
+    options: Options
+    command: ClassVar[str] = "reproduce"
+    fatal: ClassVar[tuple[type[BaseException], ...]] = (ReproduceError, MissingData, LLMNotConfigured)
+    always_retry_errors: ClassVar[bool] = True
+    env: Env | None = field(default=None, repr=False)
+    notes: list[str] = field(default_factory=list)
+    table: pd.DataFrame | None = field(default=None, repr=False)
 
-def _execute(recipe: Recipe, prep: Prepared, run: Run, env: Env, run_id: str) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "run_id": run_id, "run_key": run.key, "run_index": run.index, "recipe": recipe.name,
-        "dataset": run.dataset, "analogue": prep.analogue, "query_index": run.query_index, "query_id": run.query_id,
-        "method": run.method, "setting": json.dumps(run.params, sort_keys=True), **run.params,
-    }
-    try:
-        out = recipe.execute(prep, run, env)
-    except (ReproduceError, MissingData, KeyboardInterrupt):
-        raise
-    except Exception as exc:  # a failed run is a row too: visible in the table, run again on resume
-        row.update(status="error", error=f"{type(exc).__name__}: {exc}")
-        return row
-    row.update(status="ok", error="", **out)
-    return row
+    def check(self) -> None:
+        self.env, self.notes = check_needs(self.recipe, self.options)
 
+    def row_config(self) -> dict[str, Any]:
+        if self.env is None:
+            self.check()
+        return {"recipe": self.recipe.name, **_config(self.recipe, self.options, self.env)}
 
-def _consolidate(out: Path, runs: list[Run]) -> pd.DataFrame:
-    parts = out / "parts"
-    frames = []
-    for run in runs:
-        for name in (f"{run.key}.parquet", f"{run.key}.error.parquet"):
-            p = parts / name
-            if p.exists():
-                frames.append(pq.read_table(p).to_pandas().assign(run_index=run.index))
-                break
-    table = pd.concat(frames, ignore_index=True, sort=False) if frames else pd.DataFrame()
-    harness.write_parquet(table, out / "results.parquet")
-    return pq.read_table(out / "results.parquet").to_pandas()
+    def config(self) -> dict[str, Any]:
+        """What the user chose (the limit aside: a limited run is the first queries of the same grid)."""
+        o = self.options
+        return {**self.row_config(), "overrides": {k: list(v) for k, v in o.overrides.items()}, "seed": o.seed,
+                "analogue": o.analogue, "corpus": None if o.corpus is None else str(o.corpus)}
+
+    def plan(self, out: Path) -> Plan:
+        prepared, runs = plan(self.recipe, self.options, self.env, self.notes)
+        keys, by_key = {}, {}
+        for n, prep in enumerate(prepared):
+            corpus = None if prep.data.pools is not None else _digest(np.asarray(prep.data.E, np.float32),
+                                                                     [str(x) for x in prep.data.doc_ids])
+            for qi in prep.queries:
+                keys[n, qi] = content_key(prep, qi, corpus)
+                by_key[keys[n, qi]] = prep
+        index = {id(p): n for n, p in enumerate(prepared)}
+        tasks = [make_task(i, config_hash=self.config_hash, data_key=keys[index[id(prep)], qi],
+                           query_id=prep.data.query_ids[qi], method=method, params=setting, dataset=prep.label,
+                           query_index=int(qi), recipe=self.recipe.name, analogue=bool(prep.analogue))
+                 for i, (prep, qi, method, setting) in enumerate(runs)]
+        data_keys = {f"{p.label} [{p.key}]": _digest([keys[n, qi] for qi in p.queries]) for n, p in enumerate(prepared)}
+        return Plan(tasks=tasks, data=by_key, data_keys=data_keys, notes=self.notes)
+
+    def execute(self, state: dict[str, Prepared], task: Task) -> dict[str, Any]:
+        prep = state[task.data_key]
+        run = Run(index=task.index, dataset=task.dataset, dataset_key=prep.key,
+                  query_index=int(task.extra["query_index"]), query_id=task.query_id, method=task.method,
+                  setting=tuple(task.params.items()), key=task.key)
+        return self.recipe.execute(prep, run, self.env)
+
+    def finish(self, rows: pd.DataFrame, out: Path) -> pd.DataFrame:
+        self.table = paper_table(self.recipe, rows)
+        harness.write_parquet(self.table, out / "table.parquet")
+        harness.write_csv(self.table, out / "table.csv")
+        ok = rows[rows["status"] == "ok"] if len(rows) and "status" in rows else rows.iloc[0:0]
+        if self.recipe.plot is not None and len(ok):
+            self.notes += [f"figure: {p}" for p in self.recipe.plot(ok, out, self.options) if str(p).endswith(".png")]
+        return rows
 
 
 def run_recipe(recipe: Recipe, options: Options) -> ReproduceResult:
     """Run (or resume) ``recipe`` with ``options`` into ``options.out``; see the module docstring.
     One run per output folder at a time (:func:`divopt_rag.experiments.harness.output_lock`)."""
-    with harness.output_lock(options.out):
-        return _run_recipe(recipe, options)
-
-
-def _run_recipe(recipe: Recipe, options: Options) -> ReproduceResult:
-    env, notes = check_needs(recipe, options)
-    prepared, runs, config = plan(recipe, options, env, notes)
-    run_id = harness.run_id({"recipe": recipe.name, **config, "datasets": [p.key for p in prepared],
-                             "overrides": {k: list(v) for k, v in options.overrides.items()}, "seed": options.seed})
-    out = options.out
-    parts = out / "parts"
-    parts.mkdir(parents=True, exist_ok=True)
-    harness.remove_stale_temporaries(parts)  # half-written parts of a killed run (never a live writer's)
-    harness.write_text(json.dumps({"recipe": recipe.name, "run_id": run_id, "config": config, "n_runs": len(runs),
-                                   "limit": options.limit, "analogue": options.analogue}, indent=2, default=str),
-                       out / "config.json")
-    by_key = {p.key: p for p in prepared}
-    # a run whose previous attempt raised is run again; a finished one is skipped
-    done = _finished(parts)
-    todo = [r for r in runs if r.key not in done]
-    n_errors = 0
-    bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc=recipe.name, unit="run",
-               disable=not options.progress)
-    try:
-        for run in todo:
-            bar.set_postfix_str(f"{run.dataset} {run.query_id} {run.method}", refresh=False)
-            row = _execute(recipe, by_key[run.dataset_key], run, env, run_id)
-            ok = row["status"] == "ok"
-            n_errors += not ok
-            harness.write_parquet(pd.DataFrame([row]), parts / (f"{run.key}.parquet" if ok else f"{run.key}.error.parquet"))
-            if ok:
-                (parts / f"{run.key}.error.parquet").unlink(missing_ok=True)
-            bar.update(1)
-    finally:
-        bar.close()
-    rows = _consolidate(out, runs)
-    table = paper_table(recipe, rows)
-    harness.write_parquet(table, out / "table.parquet")
-    harness.write_text(table.to_csv(index=False), out / "table.csv")
-    ok = rows[rows["status"] == "ok"] if len(rows) and "status" in rows else rows.iloc[0:0]
-    if recipe.plot is not None and len(ok):
-        notes += [f"figure: {p}" for p in recipe.plot(ok, out, options) if str(p).endswith(".png")]
-    return ReproduceResult(recipe=recipe.name, run_id=run_id, rows=rows, table=table, out=out, n_runs=len(runs),
-                           n_skipped=len(runs) - len(todo), n_executed=len(todo), n_errors=n_errors, notes=notes)
+    spec = RecipeSpec(recipe, options)
+    res = executor.run(spec, options.out, progress=options.progress, new_grid=options.new_grid)
+    return ReproduceResult(recipe=recipe.name, run_id=res.run_id, rows=res.table, table=spec.table, out=options.out,
+                           n_runs=res.n_runs, n_skipped=res.n_skipped, n_executed=res.n_executed,
+                           n_errors=res.n_errors, notes=[*spec.notes, *[n for n in res.notes if n not in spec.notes]])
 
 
 # ---------------------------------------------------------------------------------------------

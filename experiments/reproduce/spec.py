@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from divopt_rag.data import stable_hash
 from divopt_rag.experiments.grid import canonical_params
 
 __all__ = [
@@ -122,6 +121,8 @@ class Options:
     (left, right) pairs (``divopt_rag.data.load_cross_encoder(path)``). llm : an
     :class:`~divopt_rag.experiments.rag.llm.OpenAIChat` (None: from the environment when needed).
     overrides : grid axes replaced, e.g. ``{"k": [25]}``. cache_dir : embedding cache.
+    new_grid : run another configuration in an output folder that holds one, keeping its files
+    beside (:func:`divopt_rag.experiments.executor.check_folder`).
     """
 
     out: Path = Path("results/reproduce")
@@ -138,6 +139,7 @@ class Options:
     seed: int = 0
     progress: bool = True
     corpus: Path | None = None
+    new_grid: bool = False
 
     def __post_init__(self) -> None:
         self.out, self.data_dir = Path(self.out), Path(self.data_dir)
@@ -158,9 +160,10 @@ class Options:
 
 @dataclass(frozen=True)
 class Run:
-    """One run: a method with one setting on one query of one dataset; ``key`` is a hash of
-    (recipe, dataset key, query, method, setting, row-changing options): the same run always
-    has the same key, so its checkpoint is found again."""
+    """One run as a recipe's ``execute`` sees it: a method with one setting on one query of one
+    dataset; ``key`` is its executor run key (:func:`divopt_rag.experiments.executor.run_key`:
+    the recipe's row-changing options, the content the query reads, query, method, setting), so
+    its checkpoint is found again."""
 
     index: int
     dataset: str
@@ -214,13 +217,6 @@ def expand_settings(methods: Mapping[str, Mapping[str, Sequence[Any]]], grid: Ma
             except (TypeError, ValueError) as exc:
                 raise ReproduceError(f"method {method!r}: {exc}") from None
     return out
-
-
-def run_key(recipe: str, dataset_key: str, query_id: str, method: str, setting: Mapping[str, Any],
-            config: Mapping[str, Any]) -> str:
-    """The key of one run (see :class:`Run`)."""
-    return stable_hash({"recipe": recipe, "dataset": dataset_key, "query": str(query_id), "method": method,
-                        "setting": dict(setting), "config": dict(config)}, 20)
 
 
 @dataclass

@@ -15,8 +15,9 @@ __all__ = ["setting_labels", "mean_table", "long_rows", "upper_median", "leave_o
 
 
 def setting_labels(rows: pd.DataFrame, keys: Sequence[str]) -> pd.Series:
-    """The ``setting`` text of each row from its parameters ``keys`` (those it has)."""
-    return pd.Series([setting_label(json.loads(s), keys) for s in rows["setting"]], index=rows.index, dtype=object)
+    """The ``setting`` text of each row from its parameters ``keys`` (those it has; the rows'
+    ``params`` column, as every executor table names it)."""
+    return pd.Series([setting_label(json.loads(s), keys) for s in rows["params"]], index=rows.index, dtype=object)
 
 
 def mean_table(rows: pd.DataFrame, table: str, metrics: Sequence[str], keys: Sequence[str],

@@ -72,7 +72,7 @@ def _execute(prep: Prepared, run: Run, env: Env) -> dict[str, Any]:
     inst, rows = query_instance(prep, run.query_index, env=env)
     idx, info = select_rows(inst, run.method, k=p["k"], theta=p.get("theta", 1.0), env=env)
     m = retrieval_metrics(prep, run.query_id, inst, rows, idx, ("vrsd", "ilad"))
-    return {"n_pool": inst.n, "seconds": info["seconds"], "selected": [str(inst.ids[i]) for i in idx],
+    return {"n": inst.n, "seconds": info["seconds"], "selected": [str(inst.ids[i]) for i in idx],
             "sim": m["vrsd"], "div": m["ilad"]}
 
 
