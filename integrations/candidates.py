@@ -39,13 +39,16 @@ ORDERS = ("selection", "relevance")
 class Picks:
     """The chosen candidates of one query.
 
+    Attributes
+    ----------
     indices : int64 array, rows of the candidate matrix in the requested order: "selection"
         is the order :func:`divopt_rag.solvers.select` returns (greedy methods: pick order; set
         methods such as ``fw``: the solver's order, which carries no meaning), "relevance"
         sorts the chosen set by decreasing cosine to the query (ties: selection order).
     relevance : float64 array (n,), cosine similarity of every candidate to the query.
     objective : CCBQP objective f of the chosen set (NaN when nothing was chosen).
-    method, theta : what chose them.
+    method : the method that chose them.
+    theta : the trade-off it used.
     """
 
     indices: np.ndarray

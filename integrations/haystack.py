@@ -79,7 +79,7 @@ class DivoptRanker:
     model : local path or Hugging Face name of a sentence-transformers model, for documents and
         queries that come without vectors (loaded in ``warm_up``). Optional when vectors come in.
     top_k : documents returned (fewer when fewer come in).
-    method : any name in [`METHODS`][divopt_rag.solvers.METHODS] (default ``DEFAULT_METHOD``).
+    method : any name in :data:`~divopt_rag.solvers.METHODS` (default ``DEFAULT_METHOD``).
     theta : relevance-diversity trade-off in [0, 1], 1 = pure relevance (default 0.5).
     lambda_threshold : Haystack's name for ``theta``; give one of the two.
     method_params : the method's own parameters (checked here).

@@ -204,7 +204,7 @@ class DivoptRetriever(BaseRetriever):
     embedding : the model that embeds the query (default: ``vectorstore.embeddings``).
     k : documents returned; fewer when fewer candidates exist.
     fetch_k : candidates fetched per query (>= k).
-    method : any name in [`METHODS`][divopt_rag.solvers.METHODS] (default ``DEFAULT_METHOD``).
+    method : any name in :data:`~divopt_rag.solvers.METHODS` (default ``DEFAULT_METHOD``).
     theta : relevance-diversity trade-off in [0, 1], 1 = pure relevance. LangChain's
         ``lambda_mult`` is the same number and is accepted in its place (not both).
     method_params : the method's own parameters (checked when the retriever is built).

@@ -68,7 +68,7 @@ class DivoptPostprocessor(BaseNodePostprocessor):
     ----------
     top_n : nodes kept (fewer when fewer come in).
     theta : relevance-diversity trade-off in [0, 1], 1 = pure relevance.
-    method : any name in [`METHODS`][divopt_rag.solvers.METHODS] (default ``DEFAULT_METHOD``).
+    method : any name in :data:`~divopt_rag.solvers.METHODS` (default ``DEFAULT_METHOD``).
     method_params : the method's own parameters (checked when the postprocessor is built).
     index : the index the nodes come from; its ``vector_store`` supplies their stored vectors.
     vector_store : a store with ``get(node_id) -> vector`` (instead of ``index``).
