@@ -205,16 +205,15 @@ def load_beir(path: str | os.PathLike, split: str = "test", *, strict: bool = Tr
             raise DataFormatError(qrels_path, None, None, f"none of the {len(qids)} queries has a judgment in this "
                                   f"split: nothing to evaluate (keep_unjudged_queries=True keeps them)")
         qids, qtexts = [qids[i] for i in keep], [qtexts[i] for i in keep]
-    return Dataset(
-        name=root.name,
-        passage_ids=pids,
-        texts=texts,
-        titles=titles if any(titles) else None,
-        query_ids=qids,
-        queries=qtexts,
-        qrels=qrels,
-        meta={"format": "beir", "path": str(root), "split": qrels_path.stem, "skipped_qrels": skipped},
-    )
+    meta = {"format": "beir", "path": str(root), "split": qrels_path.stem, "skipped_qrels": skipped}
+    return _ir_dataset(root.name, pids, texts, titles, qids, qtexts, qrels, meta)
+
+
+def _ir_dataset(name: str, pids: list, texts: list, titles: list, qids: list, qtexts: list,
+                qrels: dict[str, dict[str, int]], meta: dict) -> Dataset:
+    """An IR collection (passages with optional titles, queries, graded qrels) as a Dataset."""
+    return Dataset(name=name, passage_ids=pids, texts=texts, titles=titles if any(titles) else None,
+                   query_ids=qids, queries=qtexts, qrels=qrels, meta=meta)
 
 
 # ---- rag-mini-wikipedia ---------------------------------------------------------------------
@@ -510,16 +509,8 @@ def load_ir_datasets(dataset_id: str, *, keep_unjudged_queries: bool = False) ->
         if keep_unjudged_queries or query.query_id in qrels:
             qids.append(query.query_id)
             qtexts.append(text(query))
-    return Dataset(
-        name=dataset_id.replace("/", "-"),
-        passage_ids=pids,
-        texts=texts,
-        titles=titles if any(titles) else None,
-        query_ids=qids,
-        queries=qtexts,
-        qrels=qrels,
-        meta={"format": "ir_datasets", "id": dataset_id},
-    )
+    return _ir_dataset(dataset_id.replace("/", "-"), pids, texts, titles, qids, qtexts, qrels,
+                       {"format": "ir_datasets", "id": dataset_id})
 
 
 def load_npz(path: str | os.PathLike, qrels: str | os.PathLike | None = None) -> EmbeddedDataset:
