@@ -22,7 +22,7 @@ from .hashing import fingerprint, path_digest
 from .integrity import CacheIntegrityError, CacheWarning
 from .chunking import PAPER_CHUNK_WORDS, chunk_texts, chunk_words
 from .embedded import EmbeddedDataset, unit_rows
-from .loaders import load_beir, load_mini_wikipedia, load_npz, load_rgb, read_trec_qrels
+from .loaders import load_beir, load_ir_datasets, load_mini_wikipedia, load_npz, load_rgb, read_trec_qrels
 from .longbench import LONGBENCH_QA_TASKS, load_longbench
 from .qa import load_asqa, load_passages, load_qampari
 from .science_qa import load_arc_da, load_openbookqa, load_sciq
@@ -64,6 +64,7 @@ __all__ = [
     "load_rgb",
     "load_npz",
     "read_trec_qrels",
+    "load_ir_datasets",
     "load_asqa",
     "load_qampari",
     "load_longbench",

@@ -21,9 +21,11 @@
   list whose items are each a required part -- a string, or a list of aliases.
 * Your own embeddings (:func:`load_npz`): an ``.npz`` with ``E`` (N, d) and ``Q`` (m, d),
   optional ``doc_ids`` / ``query_ids``, and optional TREC qrels (``qid iter docid grade`` lines,
-  :func:`read_trec_qrels`).
+  :func:`read_trec_qrels`, parsed by ``ir_measures``).
+* Any `ir_datasets` collection by its id (:func:`load_ir_datasets`, e.g. ``"beir/scifact/test"``):
+  ir_datasets downloads it once (this needs a network) and reads its cache afterwards.
 
-Only local files are read. Malformed input raises :class:`DataFormatError` naming the file,
+Apart from :func:`load_ir_datasets`'s first download, only local files are read. Malformed input raises :class:`DataFormatError` naming the file,
 the line (or parquet row) and the field.
 """
 from __future__ import annotations
@@ -36,12 +38,13 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterator
 
+import ir_measures
 import numpy as np
 
 from .dataset import DataFormatError, Dataset
 from .embedded import EmbeddedDataset
 
-__all__ = ["load_beir", "load_mini_wikipedia", "load_rgb", "load_npz", "read_trec_qrels"]
+__all__ = ["load_beir", "load_ir_datasets", "load_mini_wikipedia", "load_rgb", "load_npz", "read_trec_qrels"]
 
 
 class _TextFile:
@@ -202,16 +205,15 @@ def load_beir(path: str | os.PathLike, split: str = "test", *, strict: bool = Tr
             raise DataFormatError(qrels_path, None, None, f"none of the {len(qids)} queries has a judgment in this "
                                   f"split: nothing to evaluate (keep_unjudged_queries=True keeps them)")
         qids, qtexts = [qids[i] for i in keep], [qtexts[i] for i in keep]
-    return Dataset(
-        name=root.name,
-        passage_ids=pids,
-        texts=texts,
-        titles=titles if any(titles) else None,
-        query_ids=qids,
-        queries=qtexts,
-        qrels=qrels,
-        meta={"format": "beir", "path": str(root), "split": qrels_path.stem, "skipped_qrels": skipped},
-    )
+    meta = {"format": "beir", "path": str(root), "split": qrels_path.stem, "skipped_qrels": skipped}
+    return _ir_dataset(root.name, pids, texts, titles, qids, qtexts, qrels, meta)
+
+
+def _ir_dataset(name: str, pids: list, texts: list, titles: list, qids: list, qtexts: list,
+                qrels: dict[str, dict[str, int]], meta: dict) -> Dataset:
+    """An IR collection (passages with optional titles, queries, graded qrels) as a Dataset."""
+    return Dataset(name=name, passage_ids=pids, texts=texts, titles=titles if any(titles) else None,
+                   query_ids=qids, queries=qtexts, qrels=qrels, meta=meta)
 
 
 # ---- rag-mini-wikipedia ---------------------------------------------------------------------
@@ -432,22 +434,83 @@ def load_rgb(path: str | os.PathLike, *, file: str = "en.json") -> Dataset:
 
 
 # ---- embeddings of your own -----------------------------------------------------------------
+class _Lines:
+    """A text file for a parser that only raises (ir_measures, ir_datasets): it remembers the
+    number and text of the line last handed out, so an error can name ``file:line``."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh, self.lineno, self.line = fh, 0, ""
+
+    def read(self) -> str:  # ir_measures takes anything with .read as an open file
+        return "".join(self)
+
+    def __iter__(self) -> Iterator[str]:
+        for self.lineno, self.line in enumerate(self.fh, 1):
+            yield self.line
+
+
 def read_trec_qrels(path: str | os.PathLike) -> dict[str, dict[str, int]]:
-    """A TREC qrels file (``qid iter docid grade`` per line) as query id to {doc id: grade}."""
+    """A TREC qrels file (``qid iter docid grade`` per line; ``.gz`` too) as query id to
+    {doc id: grade}, parsed by ``ir_measures.read_trec_qrels``; a malformed line raises
+    :class:`DataFormatError` naming the file and line."""
     out: dict[str, dict[str, int]] = {}
     with _open_text(Path(path)) as fh:
-        for lineno, line in enumerate(fh, 1):
-            parts = line.split()
-            if not parts:
-                continue
+        lines = _Lines(fh)
+        try:
+            for qrel in ir_measures.read_trec_qrels(lines):
+                out.setdefault(qrel.query_id, {})[qrel.doc_id] = qrel.relevance
+        except ValueError:
+            parts = lines.line.split()
             if len(parts) != 4:
-                raise DataFormatError(path, lineno, None, f"a TREC qrels line has 4 fields (qid iter docid grade), got {len(parts)}")
-            try:
-                grade = int(parts[3])
-            except ValueError:
-                raise DataFormatError(path, lineno, "grade", f"expected an integer, got {parts[3]!r}") from None
-            out.setdefault(parts[0], {})[parts[2]] = grade
+                raise DataFormatError(path, lines.lineno, None,
+                                      f"a TREC qrels line has 4 fields (qid iter docid grade), got {len(parts)}") from None
+            raise DataFormatError(path, lines.lineno, "grade", f"expected an integer, got {parts[3]!r}") from None
     return out
+
+
+# ---- any ir_datasets collection (downloads on first use: needs a network) -------------------
+def load_ir_datasets(dataset_id: str, *, keep_unjudged_queries: bool = False) -> Dataset:
+    """Load an `ir_datasets <https://ir-datasets.com>`_ collection with documents, queries and
+    qrels, e.g. ``"beir/scifact/test"``, ``"beir/nfcorpus/test"``, ``"msmarco-passage/dev/small"``.
+
+    ir_datasets downloads the files on first use into its cache (``IR_DATASETS_HOME``, default
+    ``~/.ir_datasets``) and reads them from there afterwards, offline. A document's text is its
+    ``text`` field (its ``default_text()`` when it has none) and its title, where the collection
+    has one, goes to ``titles``; a query's text is its ``text`` (else ``default_text()``).
+    Queries without a judgment are dropped, as in BEIR, unless ``keep_unjudged_queries``.
+    Needs ``ir_datasets`` (``pip install "divopt-rag[ir]"``).
+    """
+    try:
+        import ir_datasets
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError('load_ir_datasets needs ir_datasets: pip install "divopt-rag[ir]"') from exc
+    try:
+        ds = ir_datasets.load(dataset_id)
+    except KeyError:
+        raise ValueError(f"unknown ir_datasets id {dataset_id!r} (see https://ir-datasets.com for the ids)") from None
+    missing = [part for part in ("docs", "queries", "qrels") if not getattr(ds, f"has_{part}")()]
+    if missing:
+        raise ValueError(f"ir_datasets {dataset_id!r} has no {' / '.join(missing)}: pick an id with all three, "
+                         f"e.g. {dataset_id}/test")
+
+    def text(record: Any) -> str:
+        return record.text if "text" in record._fields else record.default_text()
+
+    pids, texts, titles = [], [], []
+    for doc in ds.docs_iter():
+        pids.append(doc.doc_id)
+        texts.append(text(doc))
+        titles.append(getattr(doc, "title", "") or "")
+    qrels: dict[str, dict[str, int]] = {}
+    for qrel in ds.qrels_iter():
+        qrels.setdefault(qrel.query_id, {})[qrel.doc_id] = int(qrel.relevance)
+    qids, qtexts = [], []
+    for query in ds.queries_iter():
+        if keep_unjudged_queries or query.query_id in qrels:
+            qids.append(query.query_id)
+            qtexts.append(text(query))
+    return _ir_dataset(dataset_id.replace("/", "-"), pids, texts, titles, qids, qtexts, qrels,
+                       {"format": "ir_datasets", "id": dataset_id})
 
 
 def load_npz(path: str | os.PathLike, qrels: str | os.PathLike | None = None) -> EmbeddedDataset:

@@ -2,13 +2,16 @@
 
 * :mod:`divopt_rag.integrations.langchain`: ``DivoptRetriever`` (a LangChain retriever over any
   vector store) and a drop-in ``maximal_marginal_relevance`` (``pip install "divopt-rag[langchain]"``).
+  It reads the stored vectors of InMemoryVectorStore, FAISS (``[faiss]``) and Chroma (``[chroma]``).
 * :mod:`divopt_rag.integrations.llamaindex`: ``DivoptPostprocessor`` (a LlamaIndex node
   postprocessor; ``pip install "divopt-rag[llamaindex]"``).
+* :mod:`divopt_rag.integrations.haystack`: ``DivoptRanker`` (a Haystack 2 ranker component,
+  Haystack's diversity ranker's MMR with ``method="mmr"``; ``pip install "divopt-rag[haystack]"``).
 
-Both fetch candidates with their vectors and call :func:`select_candidates`, which runs any
+Each fetches candidates with their vectors and calls :func:`select_candidates`, which runs any
 method of :data:`divopt_rag.solvers.METHODS`. The stack-specific modules are imported on demand so
 this package needs neither stack.
 """
-from .candidates import Picks, check_method_params, select_candidates
+from .candidates import METADATA_KEYS, Picks, check_method_params, select_candidates
 
-__all__ = ["Picks", "select_candidates", "check_method_params"]
+__all__ = ["Picks", "select_candidates", "check_method_params", "METADATA_KEYS"]

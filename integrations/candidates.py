@@ -16,8 +16,9 @@ stores give the same picks for the same vectors.
 """
 from __future__ import annotations
 
+import difflib
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,7 +28,8 @@ from divopt_rag.models import Instance
 from divopt_rag.models.validation import check_choice, check_scalar, check_theta
 from divopt_rag.solvers import DEFAULT_METHOD, METHODS, get_selector, select
 
-__all__ = ["Picks", "select_candidates", "check_method_params", "ORDERS"]
+__all__ = ["Picks", "select_candidates", "check_method_params", "check_argument_names", "pick_metadata", "ORDERS",
+           "METADATA_KEYS"]
 
 #: How chosen items are listed: as the method returns them, or by decreasing relevance.
 ORDERS = ("selection", "relevance")
@@ -37,13 +39,16 @@ ORDERS = ("selection", "relevance")
 class Picks:
     """The chosen candidates of one query.
 
+    Attributes
+    ----------
     indices : int64 array, rows of the candidate matrix in the requested order: "selection"
         is the order :func:`divopt_rag.solvers.select` returns (greedy methods: pick order; set
         methods such as ``fw``: the solver's order, which carries no meaning), "relevance"
         sorts the chosen set by decreasing cosine to the query (ties: selection order).
     relevance : float64 array (n,), cosine similarity of every candidate to the query.
     objective : CCBQP objective f of the chosen set (NaN when nothing was chosen).
-    method, theta : what chose them.
+    method : the method that chose them.
+    theta : the trade-off it used.
     """
 
     indices: np.ndarray
@@ -51,6 +56,42 @@ class Picks:
     objective: float
     method: str
     theta: float
+
+
+#: The keys every adapter adds to a returned item's metadata (never a key the user may own, such
+#: as ``score``): cosine to the query, position in the returned list, what chose it, and the
+#: CCBQP objective of the whole chosen set.
+METADATA_KEYS = ("divopt_score", "divopt_rank", "divopt_method", "divopt_theta", "divopt_objective")
+
+
+def pick_metadata(picks: Picks, rank: int, row: int) -> dict[str, Any]:
+    """divopt's metadata for candidate ``row`` returned at position ``rank`` (keys: ``METADATA_KEYS``)."""
+    return {
+        "divopt_score": float(picks.relevance[row]),
+        "divopt_rank": rank,
+        "divopt_method": picks.method,
+        "divopt_theta": picks.theta,
+        "divopt_objective": float(picks.objective),
+    }
+
+
+def check_argument_names(
+    given: Iterable[str], accepted: Iterable[str], owner: str, hints: Mapping[str, str] | None = None
+) -> None:
+    """Refuse an argument name that ``owner`` does not take, with a hint, instead of ignoring it.
+
+    ``hints`` maps names users bring from other libraries (``top_k``, ``lambda_mult``) to what to
+    write instead; other unknown names get the closest accepted name, if one is close.
+    """
+    accepted = list(accepted)
+    for name in given:
+        if name in accepted:
+            continue
+        hint = (hints or {}).get(name)
+        if hint is None:
+            close = difflib.get_close_matches(name, accepted, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"accepted: {', '.join(sorted(accepted))}"
+        raise ValueError(f"{owner} got an unknown argument {name!r}; {hint}")
 
 
 def check_method_params(method: str, params: Mapping[str, Any]) -> None:

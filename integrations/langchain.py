@@ -4,28 +4,44 @@ Needs ``langchain-core`` (``pip install "divopt-rag[langchain]"``).
 
 Retriever
 ---------
-``DivoptRetriever(vectorstore=store, embedding=..., k=4, fetch_k=20, method="fw_ms", theta=0.5)``
+``DivoptRetriever(vectorstore=store, k=4, fetch_k=20, method=DEFAULT_METHOD, theta=0.5)``
 fetches the ``fetch_k`` nearest documents of the query, gets their vectors, and returns the
 ``k`` documents that ``method`` picks, in selection order (``order="relevance"`` lists the
-chosen set by decreasing similarity instead: set methods such as ``fw`` have no pick order). Each returned document is a copy
-whose metadata carries ``score`` (cosine similarity to the query) and ``divopt_rank``,
-``divopt_method``, ``divopt_theta``, ``divopt_objective`` (CCBQP objective of the set).
+chosen set by decreasing similarity instead: set methods such as ``fw`` have no pick order).
+It is a LangChain ``BaseRetriever``: ``invoke``, ``ainvoke`` (native async), ``batch`` and
+chains (``retriever | format_docs | prompt | llm``) work as with ``store.as_retriever()``.
+Coming from ``store.as_retriever(search_type="mmr", search_kwargs={"k": 5, "fetch_k": 50,
+"lambda_mult": 0.3})``: write ``DivoptRetriever(vectorstore=store, k=5, fetch_k=50,
+lambda_mult=0.3, method="mmr")`` for the same documents, and change ``method`` for another
+selector. ``lambda_mult`` is accepted as the name of ``theta`` (1 = pure relevance).
+
+Each returned document is a copy whose metadata keeps every key of the stored document and adds
+divopt's own: ``divopt_score`` (cosine similarity to the query), ``divopt_rank``,
+``divopt_method``, ``divopt_theta`` and ``divopt_objective`` (CCBQP objective of the set).
 
 Where the candidates' vectors come from (``vectors=``):
 
-* ``"store"``: read from the store. Built in for :class:`~langchain_core.vectorstores.InMemoryVectorStore`
-  (its ``store`` dict keeps every vector by document id). LangChain's ``VectorStore``
-  interface has no method that returns vectors, so for other stores subclass and override
-  :meth:`DivoptRetriever.candidate_vectors` (e.g. FAISS ``index.reconstruct``, Chroma
-  ``collection.get(ids, include=["embeddings"])``).
+* ``"store"``: read from the store by document id, through its public API, without
+  re-embedding anything:
+
+    * LangChain's ``InMemoryVectorStore``: its ``store`` records;
+    * FAISS (``langchain_community.vectorstores.FAISS``, ``pip install "divopt-rag[faiss]"``):
+      ``index.reconstruct_batch`` on the rows that ``index_to_docstore_id`` names;
+    * Chroma (``langchain_chroma.Chroma`` or the older ``langchain_community`` one,
+      ``pip install "divopt-rag[chroma]"``): ``get(ids=..., include=["embeddings"])``.
+
+  For other stores subclass and override :meth:`DivoptRetriever.stored_vectors`.
 * ``"reembed"``: embed the fetched texts again with the query's embedding model
   (``embed_documents``); works with every store, costs ``fetch_k`` document embeddings per
   query, and equals the stored vectors when the model is deterministic.
-* ``"auto"`` (default): ``"store"`` when the store exposes vectors, else ``"reembed"``.
+* ``"auto"`` (default): ``"store"`` for the stores above, else ``"reembed"``.
 
-Candidates are fetched with ``similarity_search_by_vector`` (part of the ``VectorStore``
-interface; ``search_kwargs`` such as ``filter`` are passed on), falling back to
-``similarity_search`` for stores that do not implement it. Precomputed candidates (documents
+Candidates are fetched with ``similarity_search_by_vector`` (``asimilarity_search_by_vector``
+when awaited; part of the ``VectorStore`` interface; ``search_kwargs`` such as ``filter`` are
+passed on), falling back to ``similarity_search`` for stores that do not implement it. With
+``method="mmr"`` the picks equal the store's own ``max_marginal_relevance_search`` with the same
+``k``, ``fetch_k`` and ``lambda_mult`` (tested for InMemoryVectorStore, FAISS and Chroma; Chroma
+lists its picks in fetch order, ``order="relevance"`` here). Precomputed candidates (documents
 with their vectors, no store) are given as ``documents=`` and ``document_embeddings=``; the
 ``fetch_k`` most similar of them are the candidates.
 
@@ -40,17 +56,18 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from divopt_rag.models.validation import check_theta
 from divopt_rag.solvers import DEFAULT_METHOD
 
-from .candidates import Picks, check_method_params, select_candidates
+from .candidates import Picks, check_argument_names, check_method_params, pick_metadata, select_candidates
 
 __all__ = ["DivoptRetriever", "maximal_marginal_relevance", "select_documents"]
 
@@ -101,17 +118,80 @@ def _annotate(documents: list[Document], picks: Picks) -> list[Document]:
     out = []
     for rank, i in enumerate(picks.indices.tolist()):
         doc = documents[i]
-        meta = {
-            **doc.metadata,
-            "score": float(picks.relevance[i]),
-            "divopt_rank": rank,
-            "divopt_method": picks.method,
-            "divopt_theta": picks.theta,
-            "divopt_objective": float(picks.objective),
-        }
-        # a copy: the store's own documents stay untouched
+        # a copy whose metadata keeps every key of the user's and adds divopt's own (METADATA_KEYS)
+        meta = {**doc.metadata, **pick_metadata(picks, rank, i)}
         out.append(Document(id=doc.id, page_content=doc.page_content, metadata=meta))
     return out
+
+
+# --- reading stored vectors, per store (public APIs only) ---------------------------------------
+# Matched by class name along the store's MRO, so subclasses work and no store package is imported
+# here: a FAISS or Chroma store can only exist if its package is already loaded.
+_STORE_KINDS = {
+    "langchain_core.vectorstores.in_memory.InMemoryVectorStore": "in_memory",
+    "langchain_community.vectorstores.faiss.FAISS": "faiss",
+    "langchain_chroma.vectorstores.Chroma": "chroma",
+    "langchain_community.vectorstores.chroma.Chroma": "chroma",
+}
+
+
+def _store_kind(store: VectorStore | None) -> str | None:
+    for cls in type(store).__mro__:
+        kind = _STORE_KINDS.get(f"{cls.__module__}.{cls.__qualname__}")
+        if kind is not None:
+            return kind
+    return None
+
+
+def _ids(docs: list[Document], store: VectorStore) -> list[str]:
+    missing = [i for i, d in enumerate(docs) if d.id is None]
+    if missing:
+        raise KeyError(
+            f"{type(store).__name__} returned documents without an id (positions {missing[:3]}), so their stored "
+            "vectors cannot be looked up; use vectors='reembed'"
+        )
+    return [d.id for d in docs]
+
+
+def _in_memory_vectors(store: InMemoryVectorStore, ids: list[str]) -> list:
+    records = store.store  # InMemoryVectorStore keeps {id: {"id", "vector", "text", "metadata"}}
+    missing = [i for i in ids if i not in records]
+    if missing:
+        raise KeyError(f"documents {missing[:3]} returned by the store have no stored vector")
+    return [records[i]["vector"] for i in ids]
+
+
+def _chroma_vectors(store: VectorStore, ids: list[str]) -> list:
+    # Chroma.get(ids=..., include=["embeddings"]) returns rows in its own order: match them by id
+    got = store.get(ids=ids, include=["embeddings"])
+    by_id = dict(zip(got["ids"], got["embeddings"]))
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise KeyError(f"documents {missing[:3]} returned by the store have no stored vector")
+    return [by_id[i] for i in ids]
+
+
+class _FaissPositions:
+    """Document id -> row of a FAISS store's index, from its public ``index_to_docstore_id``.
+
+    The inverse map is built once per store and checked on every lookup (adds, deletes and
+    merges renumber rows): a stale entry rebuilds it, so lookups cost O(fetch_k) per query.
+    """
+
+    def __init__(self) -> None:
+        self.store_id: int | None = None
+        self.rows: dict[str, int] = {}
+
+    def __call__(self, store: Any, ids: list[str]) -> np.ndarray:
+        mapping = store.index_to_docstore_id
+        for attempt in (0, 1):
+            if attempt or self.store_id != id(store):
+                self.store_id, self.rows = id(store), {v: int(k) for k, v in mapping.items()}
+            rows = [self.rows.get(i) for i in ids]
+            if all(r is not None and mapping.get(r) == i for r, i in zip(rows, ids)):
+                return np.asarray(rows, dtype=np.int64)
+        missing = [i for r, i in zip(rows, ids) if r is None]
+        raise KeyError(f"documents {missing[:3]} returned by the store have no row in its FAISS index")
 
 
 class DivoptRetriever(BaseRetriever):
@@ -124,17 +204,20 @@ class DivoptRetriever(BaseRetriever):
     embedding : the model that embeds the query (default: ``vectorstore.embeddings``).
     k : documents returned; fewer when fewer candidates exist.
     fetch_k : candidates fetched per query (>= k).
-    method : any name in :data:`divopt_rag.solvers.METHODS` (default ``DEFAULT_METHOD``).
-    theta : relevance-diversity trade-off in [0, 1] (LangChain's ``lambda_mult``; 1 = relevance).
+    method : any name in :data:`~divopt_rag.solvers.METHODS` (default ``DEFAULT_METHOD``).
+    theta : relevance-diversity trade-off in [0, 1], 1 = pure relevance. LangChain's
+        ``lambda_mult`` is the same number and is accepted in its place (not both).
     method_params : the method's own parameters (checked when the retriever is built).
-    search_kwargs : passed to the store's search (e.g. ``filter``).
+    search_kwargs : passed to the store's search (e.g. ``filter``); ``k``, ``fetch_k`` and
+        ``lambda_mult`` are the retriever's own arguments and are refused here.
     vectors : ``"auto"``, ``"store"`` or ``"reembed"``: where candidate vectors come from.
     order : ``"selection"`` (as the method picks them) or ``"relevance"`` (decreasing cosine).
 
-    Example
-    -------
+    Examples
+    --------
     >>> retriever = DivoptRetriever(vectorstore=store, k=5, fetch_k=50, theta=0.7)  # doctest: +SKIP
     >>> docs = retriever.invoke("what causes tides?")  # doctest: +SKIP
+    >>> docs = await retriever.ainvoke("what causes tides?")  # doctest: +SKIP
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -151,6 +234,25 @@ class DivoptRetriever(BaseRetriever):
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     vectors: Literal["auto", "store", "reembed"] = "auto"
     order: Literal["selection", "relevance"] = "selection"
+    _faiss_rows: _FaissPositions = PrivateAttr(default_factory=_FaissPositions)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if "lambda_mult" in data:
+            if "theta" in data:
+                raise ValueError("give theta or lambda_mult, not both (lambda_mult is LangChain's name for theta)")
+            data = {**data}
+            data["theta"] = data.pop("lambda_mult")
+        check_argument_names(data, cls.model_fields, "DivoptRetriever", _HINTS)
+        for key in ("k", "fetch_k", "lambda_mult"):
+            if key in (data.get("search_kwargs") or {}):
+                raise ValueError(
+                    f"search_kwargs[{key!r}]: pass {key}= to DivoptRetriever itself (search_kwargs go to the store's search)"
+                )
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> DivoptRetriever:
@@ -181,45 +283,106 @@ class DivoptRetriever(BaseRetriever):
             raise ValueError("no model to embed the query: pass embedding= or a vectorstore whose .embeddings is set")
         return self
 
-    # --- where vectors come from (override for stores that expose them) ------------------------
+    @property
+    def lambda_mult(self) -> float:
+        """LangChain's name for ``theta``."""
+        return self.theta
+
+    # --- where vectors come from (override candidate_vectors for other stores) ------------------
     def _query_model(self) -> Embeddings | None:
         if self.embedding is not None:
             return self.embedding
         return None if self.vectorstore is None else self.vectorstore.embeddings
 
     def _store_has_vectors(self) -> bool:
-        return isinstance(self.vectorstore, InMemoryVectorStore)
+        return _store_kind(self.vectorstore) is not None
+
+    def _use_store(self) -> bool:
+        return self.vectors == "store" or (self.vectors == "auto" and self._store_has_vectors())
+
+    def stored_vectors(self, docs: list[Document]) -> list:
+        """The store's own vectors of ``docs`` (matched by document id), read through its public API."""
+        ids = _ids(docs, self.vectorstore)
+        kind = _store_kind(self.vectorstore)
+        if kind == "in_memory":
+            return _in_memory_vectors(self.vectorstore, ids)
+        if kind == "faiss":
+            return self.vectorstore.index.reconstruct_batch(self._faiss_rows(self.vectorstore, ids))
+        return _chroma_vectors(self.vectorstore, ids)
 
     def candidate_vectors(self, docs: list[Document]) -> np.ndarray:
         """The (len(docs), d) vectors of fetched documents (see module doc for the choice)."""
-        use_store = self.vectors == "store" or (self.vectors == "auto" and self._store_has_vectors())
-        if use_store and isinstance(self.vectorstore, InMemoryVectorStore):
-            records = self.vectorstore.store
-            missing = [d.id for d in docs if d.id not in records]
-            if missing:
-                raise KeyError(f"documents {missing[:3]} returned by the store have no stored vector")
-            return np.asarray([records[d.id]["vector"] for d in docs], dtype=np.float64)
         if not docs:
             return np.zeros((0, 0))
+        if self._use_store():
+            return np.asarray(self.stored_vectors(docs), dtype=np.float64)
         return np.asarray(self._query_model().embed_documents([d.page_content for d in docs]), dtype=np.float64)
+
+    async def acandidate_vectors(self, docs: list[Document]) -> np.ndarray:
+        """Async :meth:`candidate_vectors`: the embedding model's ``aembed_documents`` when
+        re-embedding; Chroma's lookup (a local call with no async API) runs in a worker thread."""
+        if not docs:
+            return np.zeros((0, 0))
+        if not self._use_store():
+            texts = [d.page_content for d in docs]
+            return np.asarray(await self._query_model().aembed_documents(texts), dtype=np.float64)
+        if _store_kind(self.vectorstore) == "chroma":
+            return np.asarray(await run_in_executor(None, self.stored_vectors, docs), dtype=np.float64)
+        return np.asarray(self.stored_vectors(docs), dtype=np.float64)  # in-memory lookups
+
+    # --- candidates -------------------------------------------------------------------------------
+    def _search_kwargs(self) -> dict[str, Any]:
+        kwargs = dict(self.search_kwargs)
+        if _store_kind(self.vectorstore) == "faiss" and kwargs.get("filter") is not None:
+            # FAISS filters after its search: look at 2 fetch_k rows, as its own MMR search does
+            kwargs.setdefault("fetch_k", 2 * self.fetch_k)
+        return kwargs
+
+    def _precomputed(self, query_vector: list[float]) -> tuple[list[Document], np.ndarray]:
+        E = self.document_embeddings
+        q = np.asarray(query_vector, dtype=np.float64)
+        cos = (E @ q) / (np.linalg.norm(E, axis=1) * np.linalg.norm(q))
+        top = np.argsort(-cos, kind="stable")[: self.fetch_k]
+        return [self.documents[i] for i in top], E[top]
 
     def fetch_candidates(self, query: str, query_vector: list[float]) -> tuple[list[Document], np.ndarray]:
         """The ``fetch_k`` candidates of a query and their vectors."""
         if self.documents is not None:
-            E = self.document_embeddings
-            q = np.asarray(query_vector, dtype=np.float64)
-            cos = (E @ q) / (np.linalg.norm(E, axis=1) * np.linalg.norm(q))
-            top = np.argsort(-cos, kind="stable")[: self.fetch_k]
-            return [self.documents[i] for i in top], E[top]
+            return self._precomputed(query_vector)
         try:
-            docs = self.vectorstore.similarity_search_by_vector(query_vector, k=self.fetch_k, **self.search_kwargs)
+            docs = self.vectorstore.similarity_search_by_vector(query_vector, k=self.fetch_k, **self._search_kwargs())
         except NotImplementedError:
-            docs = self.vectorstore.similarity_search(query, k=self.fetch_k, **self.search_kwargs)
+            docs = self.vectorstore.similarity_search(query, k=self.fetch_k, **self._search_kwargs())
         return docs, self.candidate_vectors(docs)
+
+    async def afetch_candidates(self, query: str, query_vector: list[float]) -> tuple[list[Document], np.ndarray]:
+        """Async :meth:`fetch_candidates`, through the store's async search."""
+        if self.documents is not None:
+            return self._precomputed(query_vector)
+        store = self.vectorstore
+        try:
+            docs = await store.asimilarity_search_by_vector(query_vector, k=self.fetch_k, **self._search_kwargs())
+        except NotImplementedError:
+            docs = await store.asimilarity_search(query, k=self.fetch_k, **self._search_kwargs())
+        return docs, await self.acandidate_vectors(docs)
+
+    def _pick(self, q: list[float], docs: list[Document], E: np.ndarray) -> list[Document]:
+        return _annotate(docs, select_candidates(q, E, self.k, self.theta, self.method, self.order, **self.method_params))
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         q = self._query_model().embed_query(query)
-        docs, E = self.fetch_candidates(query, q)
-        return _annotate(
-            docs, select_candidates(q, E, self.k, self.theta, self.method, self.order, **self.method_params)
-        )
+        return self._pick(q, *self.fetch_candidates(query, q))
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        q = await self._query_model().aembed_query(query)
+        return self._pick(q, *(await self.afetch_candidates(query, q)))
+
+
+# names users bring from LangChain's own retrievers, and what to write instead
+_HINTS = {
+    "search_type": "DivoptRetriever always selects with method= (e.g. method='mmr' is LangChain's search_type='mmr')",
+    "top_k": "the number of documents returned is k=",
+    "top_n": "the number of documents returned is k=",
+}

@@ -7,7 +7,6 @@ import pytest
 
 pytest.importorskip("langchain_core")
 from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance as lc_mmr
 from pydantic import ValidationError
@@ -16,39 +15,8 @@ from divopt_rag.integrations.langchain import DivoptRetriever, maximal_marginal_
 from divopt_rag.models import Instance
 from divopt_rag.solvers import select
 
-from integration_fakes import QUERY, corpus, cosine, hash_embed
-
-
-class HashEmbedding(Embeddings):
-    """LangChain face of the deterministic fake embedding (tests/integration_fakes.py)."""
-
-    def embed_documents(self, texts):
-        return [hash_embed(t) for t in texts]
-
-    def embed_query(self, text):
-        return hash_embed(text)
-
-
-def make_store(seed=0):
-    texts, meta = corpus(seed)
-    store = InMemoryVectorStore(embedding=HashEmbedding())
-    store.add_texts(texts, metadatas=meta, ids=[f"id{i}" for i in range(len(texts))])
-    return store, texts, meta
-
-
-def expected_texts(texts, query, fetch_k, k, method, theta, keep=None, order="selection"):
-    """Truth written here: cosine by numpy over the whole corpus, top fetch_k, then select()."""
-    emb = HashEmbedding()
-    rows = [i for i in range(len(texts)) if keep is None or keep(i)]
-    E = np.asarray(emb.embed_documents([texts[i] for i in rows]))
-    q = np.asarray(emb.embed_query(query))
-    cos = cosine(E, q)
-    top = np.argsort(-cos)[:fetch_k]
-    assert len(np.unique(np.round(cos[top], 12))) == len(top), "ties would make the fetch order ambiguous"
-    sel = select(Instance(E[top], q, k=min(k, len(top)), theta=theta, normalize=True), method).indices
-    if order == "relevance":
-        sel = sel[np.argsort(-cos[top][sel], kind="stable")]
-    return [texts[rows[top[i]]] for i in sel], cos[top][sel]
+from integration_fakes import QUERY, cosine, hash_embed
+from langchain_fakes import HashEmbedding, expected_texts, make_store
 
 
 @pytest.mark.parametrize("method", ["mmr", "fw", "fw_ms", "dpp", "gmmr", "dartboard", "topk"])
@@ -60,7 +28,7 @@ def test_retriever_picks_equal_select_on_the_same_vectors(method, theta):
     want, cos = expected_texts(texts, QUERY, 20, 5, method, theta)
     assert [d.page_content for d in docs] == want
     assert [d.metadata["divopt_rank"] for d in docs] == list(range(5))
-    np.testing.assert_allclose([d.metadata["score"] for d in docs], cos, atol=1e-9)
+    np.testing.assert_allclose([d.metadata["divopt_score"] for d in docs], cos, atol=1e-9)
     assert {d.metadata["divopt_method"] for d in docs} == {method}
     assert all("topic" in d.metadata for d in docs)  # the store's metadata is kept
 
@@ -204,3 +172,79 @@ def test_drop_in_defaults_and_other_methods():
         assert maximal_marginal_relevance(q, list(E), 0.5, 4, method=method) == want
     with pytest.raises(ValueError, match="row 2 is all zeros"):
         maximal_marginal_relevance(q, [E[0], E[1], np.zeros(8)], 0.5, 2)
+
+
+# --- LangChain's names, the user's metadata, native async ---------------------------------------
+def test_lambda_mult_is_theta_and_misplaced_names_are_refused_with_a_hint():
+    store, _, _ = make_store(seed=1)
+    by_lambda = DivoptRetriever(vectorstore=store, k=6, fetch_k=25, method="mmr", lambda_mult=0.3)
+    assert by_lambda.theta == by_lambda.lambda_mult == 0.3
+    theirs = store.max_marginal_relevance_search(QUERY, k=6, fetch_k=25, lambda_mult=0.3)
+    assert [d.id for d in by_lambda.invoke(QUERY)] == [d.id for d in theirs]
+    cases = [
+        ({"theta": 0.3, "lambda_mult": 0.3}, "give theta or lambda_mult, not both"),
+        ({"lambda_mult": 2.0}, r"theta must lie in \[0, 1\]"),
+        ({"search_kwargs": {"k": 5}}, r"search_kwargs\['k'\]: pass k= to DivoptRetriever"),
+        ({"search_kwargs": {"lambda_mult": 0.2}}, r"pass lambda_mult= to DivoptRetriever"),
+        ({"top_k": 5}, "unknown argument 'top_k'; the number of documents returned is k="),
+        ({"search_type": "mmr"}, "always selects with method="),
+        ({"thetaa": 0.2}, "unknown argument 'thetaa'; did you mean 'theta'"),
+    ]
+    for kwargs, msg in cases:
+        with pytest.raises(ValidationError, match=msg):
+            DivoptRetriever(vectorstore=store, **kwargs)
+
+
+def test_user_metadata_is_kept_whole(recwarn):
+    store = InMemoryVectorStore(embedding=HashEmbedding())
+    texts = ["tide moon ocean", "lava volcano magma", "bread oven yeast", "tide ocean gravity"]
+    meta = [{"score": f"user {i}", "rank": i, "method": "editor"} for i in range(4)]
+    store.add_texts(texts, metadatas=meta, ids=[f"id{i}" for i in range(4)])
+    docs = DivoptRetriever(vectorstore=store, k=3, fetch_k=4, method="mmr").invoke("tide lava")
+    assert len(docs) == 3 and not recwarn.list
+    for rank, d in enumerate(docs):
+        i = int(d.id[2:])
+        assert {key: d.metadata[key] for key in ("score", "rank", "method")} == meta[i]
+        assert d.metadata["divopt_rank"] == rank and d.metadata["divopt_method"] == "mmr"
+        np.testing.assert_allclose(d.metadata["divopt_score"], cosine([hash_embed(texts[i])], hash_embed("tide lava"))[0])
+    assert store.store["id0"]["metadata"] == meta[0]  # the stored documents are untouched
+
+
+class AsyncOnlyStore(InMemoryVectorStore):
+    """An in-memory store with a native async search (it yields to the event loop, as a network
+    client would) whose sync search fails: only a native async path can use it."""
+
+    def similarity_search_by_vector(self, embedding, k=4, **kwargs):
+        raise AssertionError("the async path called the sync search")
+
+    async def asimilarity_search_by_vector(self, embedding, k=4, **kwargs):
+        await asyncio.sleep(0)
+        return InMemoryVectorStore.similarity_search_by_vector(self, embedding, k=k, **kwargs)
+
+    def similarity_search(self, query, k=4, **kwargs):
+        raise AssertionError("the async path called the sync search")
+
+
+class AsyncEmbedding(HashEmbedding):
+    def embed_query(self, text):
+        raise AssertionError("the async path called the sync embedding")
+
+    async def aembed_query(self, text):
+        return hash_embed(text)
+
+
+@pytest.mark.parametrize("vectors", ["store", "reembed"])
+def test_async_uses_the_stores_async_search(vectors):
+    store, texts, meta = make_store()
+    want = [d.id for d in DivoptRetriever(vectorstore=store, k=5, fetch_k=20, method="dpp", theta=0.6).invoke(QUERY)]
+    async_store = AsyncOnlyStore(embedding=AsyncEmbedding())
+    async_store.add_texts(texts, metadatas=meta, ids=[f"id{i}" for i in range(len(texts))])
+    r = DivoptRetriever(vectorstore=async_store, k=5, fetch_k=20, method="dpp", theta=0.6, vectors=vectors)
+
+    async def both():
+        return await asyncio.gather(r.ainvoke(QUERY), r.ainvoke(QUERY))
+
+    for docs in asyncio.run(both()):
+        assert [d.id for d in docs] == want
+    with pytest.raises(AssertionError, match="sync"):
+        r.invoke(QUERY)

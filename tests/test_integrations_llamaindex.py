@@ -60,6 +60,7 @@ def test_postprocessor_picks_equal_select_on_the_same_vectors(method, theta):
     assert "divopt_rank" not in out[0].node.get_content(metadata_mode=MetadataMode.LLM)
     assert "topic" in out[0].node.get_content(metadata_mode=MetadataMode.LLM)
     assert all("divopt_rank" not in n.node.metadata for n in nodes)
+    assert all(n.node.metadata["divopt_score"] == n.score for n in out)
 
 
 @pytest.mark.parametrize("theta", [0.0, 0.5, 0.9])
@@ -92,15 +93,50 @@ def test_in_a_vector_store_index_pipeline():
     index = VectorStoreIndex([TextNode(id_=f"n{i}", text=t, metadata=m, excluded_embed_metadata_keys=["topic", "j"])
                               for i, (t, m) in enumerate(zip(texts, meta))], embed_model=model)
     retrieved = index.as_retriever(similarity_top_k=20).retrieve(QUERY)
-    store = index.vector_store
-    post = DivoptPostprocessor(top_n=5, theta=0.6, method="dpp", embed_model=model, vector_store=store)
-    calls = model.calls
-    out = post.postprocess_nodes(retrieved, query_str=QUERY)
-    assert model.calls == calls  # vectors came from the store, not from re-embedding
+    assert all(n.node.embedding is None for n in retrieved)  # SimpleVectorStore: nodes come without vectors
     ids = [n.node.node_id for n in retrieved]
     E = np.asarray([hash_embed(texts[int(i[1:])]) for i in ids])
     want = select(Instance(E, hash_embed(QUERY), k=5, theta=0.6, normalize=True), "dpp").indices
-    assert [n.node.node_id for n in out] == [ids[i] for i in want]
+    for source in ({"index": index}, {"vector_store": index.vector_store}):
+        post = DivoptPostprocessor(top_n=5, theta=0.6, method="dpp", embed_model=model, **source)
+        calls = model.calls
+        out = post.postprocess_nodes(retrieved, query_str=QUERY)
+        assert model.calls == calls  # vectors came from the store, not from re-embedding
+        assert [n.node.node_id for n in out] == [ids[i] for i in want]
+
+
+def test_in_a_query_engine_with_the_index_vectors(recwarn):
+    from llama_index.core.llms import MockLLM
+
+    texts, meta = corpus(3)
+    model = HashEmbedding()
+    index = VectorStoreIndex([TextNode(id_=f"n{i}", text=t, metadata=m, excluded_embed_metadata_keys=["topic", "j"])
+                              for i, (t, m) in enumerate(zip(texts, meta))], embed_model=model)
+    calls = model.calls
+    post = DivoptPostprocessor(index=index, top_n=5, theta=0.4)
+    engine = index.as_query_engine(llm=MockLLM(), similarity_top_k=40, node_postprocessors=[post])
+    out = engine.query(QUERY).source_nodes
+    assert model.calls == calls and not recwarn.list  # only the query was embedded
+    # truth: the index's 40 nearest, their vectors computed here, select() with the default method
+    fetched = [n.node.node_id for n in index.as_retriever(similarity_top_k=40).retrieve(QUERY)]
+    E = np.asarray([hash_embed(texts[int(i[1:])]) for i in fetched])
+    want = select(Instance(E, hash_embed(QUERY), k=5, theta=0.4, normalize=True)).indices
+    assert [n.node.node_id for n in out] == [fetched[i] for i in want]
+
+
+def test_reembedding_without_a_store_says_so(monkeypatch):
+    texts, meta = corpus(1)
+    model = HashEmbedding()
+    index = VectorStoreIndex([TextNode(id_=f"n{i}", text=t) for i, t in enumerate(texts)], embed_model=model)
+    retrieved = index.as_retriever(similarity_top_k=20).retrieve(QUERY)
+    from llama_index.core import Settings
+
+    # the global default model, restored afterwards (reading Settings.embed_model would load OpenAI's)
+    monkeypatch.setattr(Settings, "_embed_model", model)
+    with pytest.warns(UserWarning, match="embedding 20 retrieved nodes again.*pass index="):
+        out = DivoptPostprocessor(top_n=5).postprocess_nodes(retrieved, query_str=QUERY)
+    stored = DivoptPostprocessor(index=index, top_n=5).postprocess_nodes(retrieved, query_str=QUERY)
+    assert [n.node.node_id for n in out] == [n.node.node_id for n in stored]
 
 
 def test_edge_cases_and_bad_configuration():
@@ -112,6 +148,10 @@ def test_edge_cases_and_bad_configuration():
         post.postprocess_nodes(nodes)
     for kwargs, msg in [({"method": "nope"}, "unknown method"), ({"theta": -0.1}, r"theta must lie in \[0, 1\]"),
                         ({"method": "dpp", "method_params": {"bogus": 1}}, "do not fit method 'dpp'"),
-                        ({"top_n": 0}, "top_n")]:
+                        ({"top_n": 0}, "top_n"),
+                        ({"thetaa": 0.2}, "unknown argument 'thetaa'; did you mean 'theta'"),
+                        ({"top_k": 5}, "unknown argument 'top_k'; the number of nodes kept is top_n="),
+                        ({"lambda_mult": 0.3}, "write theta="),
+                        ({"index": object()}, "index= must be a LlamaIndex vector index")]:
         with pytest.raises(ValidationError, match=msg):
             DivoptPostprocessor(**kwargs)
