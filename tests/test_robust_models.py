@@ -394,3 +394,20 @@ def test_rho_zero_matches_the_exact_engineers_nominal_sparsity_builder(seed):
     # and a positive radius never does better than the nominal model
     robust = _solve(build_robust_model(inst, NormBall(2, 0.02), **kw, max_size=5))
     assert robust.objective <= nominal.objective + 1e-9
+
+
+def test_cutting_plane_starts_from_the_heuristic_top_k():
+    """The MIO report's start (Sec. 4.2): the first scenario separates at the start_k most relevant
+    documents (they alone are perturbed in it), and that set is the first incumbent when feasible."""
+    inst = _instance(6, n=9, d=6)
+    kw = _params(inst, 6)
+    s = inst.E.double().numpy() @ inst.q.double().numpy()
+    for start in (1, 3, 9):
+        cp = cutting_plane_ksparse(inst, KSparse(0.05, 2), **kw, start_k=start, solver=SOLVER,
+                                   query_similarity="inner")
+        first = set(np.flatnonzero(cp.scenarios[0]).tolist())
+        assert first == set(np.argsort(-s, kind="stable")[:start].tolist())
+    default = cutting_plane_ksparse(inst, KSparse(0.05, 2), **kw, solver=SOLVER, query_similarity="inner")
+    assert set(np.flatnonzero(default.scenarios[0]).tolist()) == set(np.argsort(-s, kind="stable")[:inst.k].tolist())
+    with pytest.raises(ValueError, match="start_k"):
+        cutting_plane_ksparse(inst, KSparse(0.05, 2), **kw, start_k=0, solver=SOLVER)
