@@ -6,9 +6,10 @@ Protocol (the report, with the authors' code where the report is silent): a ques
 come from the whole mini-Wikipedia pool (3,200 passages, Sec. 2); Llama-3 answers with the
 report's prompt (Table 2, template ``mio_llama3``); the answer is scored against the gold answer
 by token F1 (the notebook's set overlap, ``token_f1(style="mio")``), exact match, cosine and
-Manhattan distance of the two answers' embeddings (L2-normalized; divopt embeds them with the
-recipe's ``--model``: the report's answer encoder is not stated) and BERTScore (with ``--set
-bertscore_model=PATH``, a local model folder, e.g. distilbert-base-uncased, bert-score's default).
+Manhattan distance of the two answers' embeddings (L2-normalized; the report does not name the
+encoder, the authors' notebook uses multi-qa-mpnet-base-dot-v1: ``--set answer_model=PATH``, else
+the recipe's ``--model``) and BERTScore (with ``--set bertscore_model=PATH``, a local model folder;
+the notebook's default is distilbert-base-uncased).
 
 * ``mio-encoders`` (Table 1 and Sec. 3.2): top-k with k = 5 with each embedding model given by
   ``--encoder PATH`` (the report's four: bert-base-uncased, multi-qa-mpnet-base-dot-v1,
@@ -133,8 +134,10 @@ def _datasets(recipe: Recipe, per_encoder: bool):
     return plans
 
 
-def _answer_embedder(env: Env) -> Any:
-    model = env.options.model
+def _answer_embedder(recipe: Recipe, env: Env) -> Any:
+    """The encoder of the answer metrics: ``--set answer_model=PATH`` (the authors' notebook embeds
+    answers with multi-qa-mpnet-base-dot-v1), else the recipe's ``--model``."""
+    model = recipe.param(env.options, "answer_model") or env.options.model
     if model is None or isinstance(model, (str, os.PathLike)):
         return load_model(None if model is None else str(model))
     return model  # a callable encoder (texts -> array)
@@ -143,7 +146,7 @@ def _answer_embedder(env: Env) -> Any:
 def _answer_metrics(recipe: Recipe, env: Env, prep: Prepared, run: Run, passages: list[str]) -> dict[str, Any]:
     gold = prep.answer_groups(run.query_id)[0][0]
     answer = env.generator("mio_llama3").generate(prep.question(run.query_index), passages)
-    emb = answers.embedding_scores([answer], [gold], _answer_embedder(env))
+    emb = answers.embedding_scores([answer], [gold], _answer_embedder(recipe, env))
     out = {"answer": answer, "f1": answers.token_f1(answer, gold, style="mio"),
            "em": answers.exact_match(answer, gold), "answer_cosine": float(emb["cosine"][0]),
            "answer_manhattan": float(emb["manhattan"][0])}
@@ -220,7 +223,7 @@ def _robust_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 _PARAMS = {"questions": EVAL_QUESTIONS, "bertscore_model": "", "candidates": 100, "time_limit": 60.0,
-           "cp_rho_vec": 0.05, "cp_start_k": 100, "protected": REPORT_PROTECTED}
+           "cp_rho_vec": 0.05, "cp_start_k": 100, "protected": REPORT_PROTECTED, "answer_model": ""}
 
 ENCODERS = Recipe(
     name="mio-encoders", paper_key="mio", paper=PAPER, source=SOURCE, target="Table 1",
