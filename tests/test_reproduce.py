@@ -186,9 +186,10 @@ def test_latency_claims_join_at_the_papers_scale():
 
 # ---- VRSD ------------------------------------------------------------------------------------
 def test_vrsd_tables_equal_plain_recomputation(tmp_path, data_dir):
-    over = {"k": [2, 3], "theta": [0.3, 0.5], "query_share": [1.0]}
+    over = {"k": [2, 3], "theta": [0.3, 0.5], "query_share": [1.0], "candidates": [4]}
     res = run_recipe(RECIPES["vrsd-tables"], _opts(tmp_path, data_dir, corpus=CORPUS, overrides=over))
     rows = res.rows
+    assert (rows["n_pool"] <= 4).all() and (rows["n_pool"] == 4).any()  # every method picks among the query's 4 most similar passages (Sec. 3.1)
     assert res.n_errors == 0 and set(rows["dataset"]) == {"arc-da", "openbookqa", "sciq"}
     enc = "test-hash-embedder-32"  # the encoder's name keys every cell (Tables 1 and 3 are per encoder)
     assert set(rows["encoder"]) == {enc}
@@ -200,6 +201,9 @@ def test_vrsd_tables_equal_plain_recomputation(tmp_path, data_dir):
         E = dict(zip(ds.passage_ids, _unit(HashEmbedder()(ds.texts))))
         Q = dict(zip(ds.query_ids, _unit(HashEmbedder()(ds.queries))))
         for _, r in rows[rows["dataset"] == name].iterrows():
+            q = Q[r["query_id"]]
+            top4 = sorted(E, key=lambda p: -float(E[p] @ q))[:4]
+            assert set(r["selected"]) <= set(top4)
             V = np.array([E[p] for p in r["selected"]])
             s = V.sum(0)
             assert r["sim"] == pytest.approx(float(s @ Q[r["query_id"]] / np.linalg.norm(s)), abs=1e-5)

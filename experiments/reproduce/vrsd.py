@@ -3,7 +3,11 @@ Is It?", arXiv:2407.04573v3; v1-v2 "VRSD: Rethinking Similarity and Diversity fo
 Large Language Models").
 
 ``vrsd-tables`` (Tables 1 and 3, and the win rates of App. E.2, a figure): on ARC-DA, OpenBookQA
-and SciQ, a seeded 20 % of the questions are the queries (Sec. 4.2: "20% of each data set was
+and SciQ, every method selects from the query's ``candidates`` most similar passages (Sec. 3.1:
+"the candidate vectors are identified from the entire set of vectors (size = N) using cosine
+similarity metrics, resulting in a subset of vectors (size = n)"; the paper does not give n, divopt
+takes 20, LangChain's ``fetch_k`` default, since the paper runs MMR "out-of-the-box" from
+LangChain, App. D.1), a seeded 20 % of the questions are the queries (Sec. 4.2: "20% of each data set was
 used as a set of retrieval queries"; ``--set query_share=...``; ``--limit N`` takes the first N
 questions instead, a quick run); VRSD, k-DPP and MMR with lambda in {0.2, ..., 0.9} select
 k in {6, 12, 18}; per method and k the **Sim. Mean** (Eq. 6: mean over queries of cos(sum of the
@@ -120,7 +124,8 @@ def _tag(prep: Prepared, options: Options) -> Prepared:
 
 def _execute(prep: Prepared, run: Run, env: Env) -> dict[str, Any]:
     p = run.params
-    inst, rows = query_instance(prep, run.query_index, env=env)
+    pool = TABLES.param(env.options, "candidates")
+    inst, rows = query_instance(prep, run.query_index, None if pool in (None, "", 0) else int(pool), env=env)
     theta = float(TABLES.param(env.options, "kdpp_theta")) if run.method == "dpp" else p.get("theta", 1.0)
     idx, info = select_rows(inst, run.method, k=p["k"], theta=theta, env=env)
     m = retrieval_metrics(prep, run.query_id, inst, rows, idx, ("vrsd", "ilad"))
@@ -173,6 +178,6 @@ TABLES = Recipe(
     grid={"k": PAPER_KS}, metrics=("sim", "div"),
     datasets=_datasets, execute=_execute, table=_table,
     layout=(("method", "setting"), ("dataset", "metric")), analogues=("wordnet", "synthetic"),
-    published_tables=("Table 1", "Table 3", "Fig. 3"), params={"query_share": 0.2, "kdpp_theta": 0.5},
+    published_tables=("Table 1", "Table 3", "Fig. 3"), params={"query_share": 0.2, "kdpp_theta": 0.5, "candidates": 20},
     config=lambda o: {"encoder": encoder_label(o.model)},
 )
