@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from .chunking import _check_sizes, chunk_words
 from .dataset import DataFormatError, Dataset
@@ -63,17 +64,8 @@ def load_longbench(
     if not p.is_file():
         raise FileNotFoundError(f"LongBench file not found: {p}")
 
-    def sample(obj, lineno):
-        qid = str(_get(obj, "_id", p, lineno, "_id", (str, int)))
-        answers = _strings(_get(obj, "answers", p, lineno, "answers", (list,)), p, lineno, "answers", non_empty=True)
-        classes = obj.get("all_classes")
-        if classes is not None:
-            _strings(classes, p, lineno, "all_classes")
-        info = {"length": _get(obj, "length", p, lineno, "length", (int,), required=False),
-                "dataset": _get(obj, "dataset", p, lineno, "dataset", required=False),
-                "language": _get(obj, "language", p, lineno, "language", required=False), "all_classes": classes}
-        return qid, _get(obj, "input", p, lineno, "input"), _get(obj, "context", p, lineno, "context"), answers, info
-
+    sample = _reader(p, id_field="_id", answers_field="answers", list_field="all_classes",
+                     extra=(("length", (int,)), ("dataset", (str,)), ("language", (str,))))
     name = task or p.stem
     return _chunked(p, sample, words=words, overlap=overlap, limit=limit, name=f"longbench-{name}-w{words}",
                     meta={"format": "longbench", "path": str(p), "task": name, "words": words, "overlap": overlap})
@@ -98,17 +90,29 @@ def load_infinitebench_qa(
     fname = INFINITEBENCH_QA_TASKS["en_qa"]
     p = _locate(path, [fname, f"data/{fname}"], "InfiniteBench En.QA")
 
-    def sample(obj, lineno):
-        qid = str(_get(obj, "id", p, lineno, "id", (str, int)))
-        answers = _strings(_get(obj, "answer", p, lineno, "answer", (list,)), p, lineno, "answer", non_empty=True)
-        options = obj.get("options")
-        if options is not None:
-            _strings(options, p, lineno, "options")
-        return qid, _get(obj, "input", p, lineno, "input"), _get(obj, "context", p, lineno, "context"), answers, {}
-
+    sample = _reader(p, id_field="id", answers_field="answer", list_field="options")
     return _chunked(p, sample, words=words, overlap=overlap, limit=limit, name=f"infinitebench-en_qa-w{words}",
                     meta={"format": "infinitebench", "path": str(p), "task": "en_qa", "words": words,
                           "overlap": overlap})
+
+
+def _reader(p: Path, *, id_field: str, answers_field: str, list_field: str, extra: tuple = ()):
+    """``sample(obj, lineno) -> (id, question, context, answers, info)`` for one file's layout: the
+    sample id, ``input`` and ``context`` (required), the non-empty answer list, an optional list of
+    strings (``list_field``, kept in info) and optional typed ``extra`` fields (kept in info)."""
+    def sample(obj: Any, lineno: int):
+        qid = str(_get(obj, id_field, p, lineno, id_field, (str, int)))
+        answers = _strings(_get(obj, answers_field, p, lineno, answers_field, (list,)), p, lineno, answers_field,
+                           non_empty=True)
+        listed = obj.get(list_field)
+        if listed is not None:
+            _strings(listed, p, lineno, list_field)
+        info = {f: _get(obj, f, p, lineno, f, types, required=False) for f, types in extra}
+        info[list_field] = listed
+        return qid, _get(obj, "input", p, lineno, "input"), _get(obj, "context", p, lineno, "context"), answers, info
+
+    sample.id_field = id_field
+    return sample
 
 
 def _chunked(p: Path, sample, *, words: int, overlap: int, limit: int | None, name: str, meta: dict) -> Dataset:
@@ -121,7 +125,7 @@ def _chunked(p: Path, sample, *, words: int, overlap: int, limit: int | None, na
     groups: dict[str, list[list[str]]] = {}
     candidates: dict[str, list[str]] = {}
     info: dict[str, dict] = {}
-    id_field = "id" if meta["format"] == "infinitebench" else "_id"
+    id_field = sample.id_field
     for lineno, obj in _read_jsonl(p):
         if limit is not None and len(qids) >= limit:
             break
