@@ -5,7 +5,6 @@ enumeration) and its call count against a brute-force game-tree search, and a fa
 OpenAI-compatible server on 127.0.0.1 whose replies follow rules this file states."""
 from __future__ import annotations
 
-import itertools
 import math
 import re
 import string
