@@ -23,7 +23,7 @@ from .integrity import CacheIntegrityError, CacheWarning
 from .chunking import PAPER_CHUNK_WORDS, chunk_texts, chunk_words
 from .embedded import EmbeddedDataset, unit_rows
 from .loaders import load_beir, load_ir_datasets, load_mini_wikipedia, load_npz, load_rgb, read_trec_qrels
-from .longbench import LONGBENCH_QA_TASKS, load_longbench
+from .longbench import INFINITEBENCH_QA_TASKS, LONGBENCH_QA_TASKS, load_infinitebench_qa, load_longbench
 from .qa import load_asqa, load_passages, load_qampari
 from .science_qa import load_arc_da, load_openbookqa, load_sciq
 from .pools import BM25Index, CandidatePool, bm25_pool, ccbqp_pool, dense_pool, union_pool
@@ -68,6 +68,8 @@ __all__ = [
     "load_asqa",
     "load_qampari",
     "load_longbench",
+    "load_infinitebench_qa",
+    "INFINITEBENCH_QA_TASKS",
     "LONGBENCH_QA_TASKS",
     "load_arc_da",
     "load_openbookqa",

@@ -42,8 +42,11 @@ Two masters (:func:`~divopt_rag.robust.models.build_ksparse_master_model`):
 document worst-case, after which the first cut(s) already equal the robust objective (a
 check of the machinery, not a speed-up claim).
 
-The first cut comes from the nominal top-k solution (k = max_size, or the instance's k):
-separation at the k most relevant documents. The loop stops when the violation is at most
+The loop starts from the heuristic top-k solution, as the MIO report does (Sec. 4.2: "we implement
+a cutting-plane scheme and initialize with the heuristic Top-k solution"): the first cut is the
+separation at the k most relevant documents (``start_k``; default max_size, else the instance's
+k), and that set is the first incumbent when it is feasible. The report's code (robust_rag.ipynb)
+also restricts the candidates to the heuristic top-100 (``candidates=100`` of the record). The loop stops when the violation is at most
 ``tol``, at ``max_iter`` rounds (status "iteration_limit") or at ``time_limit`` (status
 "time_limit"); only a converged loop whose last master was proven optimal reports "optimal".
 """
@@ -136,6 +139,7 @@ def cutting_plane_ksparse(
     cut_type: str = "multi",
     progress: bool = False,
     query_similarity: str = "cosine",
+    start_k: int | None = None,
 ) -> CuttingPlaneResult:
     """Solve the k-sparse robust model by scenario generation (module docstring).
 
@@ -143,7 +147,8 @@ def cutting_plane_ksparse(
     violation t* - v(x*) below which the loop stops; ``time_limit`` covers the whole loop
     (each master gets the time left); ``cut_support`` is "selected" or "pool"; ``cut_type``
     is "multi" (per-document cuts) or "single" (one aggregated cut per scenario);
-    ``query_similarity`` is "cosine" (the report's, default) or "inner".
+    ``query_similarity`` is "cosine" (the report's, default) or "inner"; ``start_k`` is the size of
+    the heuristic top-k start (default max_size, else the instance's k).
     """
     if not isinstance(uset, KSparse):
         raise TypeError(f"uset must be a KSparse set, got {type(uset).__name__}")
@@ -203,8 +208,11 @@ def cutting_plane_ksparse(
         iu = np.triu_indices(idx.size, 1)
         return float((sub[iu] - info.rho_div).sum()) <= 1e-9
 
-    # First cut: separation at the nominal top-k solution.
-    k0 = info.max_size if info.max_size is not None else inst.k
+    # First cut: separation at the heuristic (nominal) top-k solution.
+    if start_k is not None:
+        k0 = check_scalar(start_k, "start_k", int, min_val=1, max_val=n)
+    else:
+        k0 = info.max_size if info.max_size is not None else inst.k
     x0 = np.sort(np.argsort(-s, kind="stable")[:k0])
     scenarios: list[np.ndarray] = []
     add_cut(x0)

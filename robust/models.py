@@ -64,6 +64,8 @@ __all__ = [
     "build_nominal_model",
     "build_robust_norm_model",
     "build_ksparse_lpdual_model",
+    "lpdual_cosine_bound",
+    "REPORT_PROTECTED",
     "build_ksparse_master_model",
     "add_scenario_cut",
     "build_robust_model",
@@ -221,6 +223,49 @@ def _candidate_coords(absq: np.ndarray, free: np.ndarray, K: int) -> list[np.nda
     return out
 
 
+#: Coordinates protected from the k-sparse adversary by default in the MIO report's models: the
+#: report (Sec. 4.1) found that letting the adversary attack the coordinates that carry most of the
+#: similarity made every retrieved document irrelevant, and that protecting those "key coordinates"
+#: was necessary; how many is not printed, the authors' code (robust_rag.ipynb, ``m_core = 20``)
+#: protects the 20 largest contributions of each document. divopt's ``protected=m`` protects the
+#: top-m of |q_j mu_ij| (the authors rank the positive contributions max(q_j mu_ij, 0)).
+REPORT_PROTECTED = 20
+
+
+def lpdual_cosine_bound(E: np.ndarray, q: np.ndarray, uset: KSparse, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(r, N): the sound lower bound r_i = (c_i - h_i(q^)) / N_i of document i's worst-case cosine
+    over the k-sparse set that :func:`build_ksparse_lpdual_model` optimizes with
+    ``query_similarity="cosine"``, and the norm N_i it divides by.
+
+    With q^ = q / ||q||, c_i = q^T mu_i and x = mu_i + delta (delta in U_i): q^T x / ||q|| >=
+    c_i - h_i(q^) (the LP's worst numerator), and ||x|| lies in [N_min, N_max] with
+    N_max^2 = ||mu_i||^2 + sum of the K largest (2 rho |mu_ij| + rho^2) over free j and
+    N_min^2 = ||mu_i||^2 + sum of the K smallest min(-mu_ij^2, rho^2 - 2 rho |mu_ij|) over free j
+    (each coordinate moves independently; both extremes are attained). So cos(q, x) >=
+    (c_i - h_i)/N_max when c_i - h_i >= 0, and >= (c_i - h_i)/N_min otherwise (-inf when
+    N_min = 0, i.e. the set reaches the origin). Sound for every delta in U_i; not the exact
+    worst case (the numerator's and the norm's worst deltas differ)."""
+    qh = q / np.linalg.norm(q)
+    c = E @ qh
+    h = uset.support(np.broadcast_to(qh, E.shape), free)
+    rho, K = uset.rho_vec, uset.attack_budget
+    absE = np.abs(E)
+    grow = np.where(free, 2.0 * rho * absE + rho * rho, -np.inf)
+    shrink = np.where(free, np.where(absE <= rho, -E * E, rho * rho - 2.0 * rho * absE), np.inf)
+    d = E.shape[1]
+    kk = min(K, d)
+    base = (E * E).sum(axis=1)
+    up = np.sort(grow, axis=1)[:, d - kk:] if kk else np.zeros((E.shape[0], 0))
+    down = np.sort(shrink, axis=1)[:, :kk] if kk else np.zeros((E.shape[0], 0))
+    n_max = np.sqrt(base + np.where(np.isfinite(up), up, 0.0).sum(axis=1))
+    n_min = np.sqrt(np.maximum(base + np.where(np.isfinite(down), down, 0.0).sum(axis=1), 0.0))
+    num = c - h
+    with np.errstate(divide="ignore"):
+        norm = np.where(num >= 0, n_max, n_min)
+        r = np.where(norm > 0, num / np.where(norm > 0, norm, 1.0), -np.inf)
+    return r, norm
+
+
 def build_ksparse_lpdual_model(
     inst: Instance,
     uset: KSparse,
@@ -231,43 +276,61 @@ def build_ksparse_lpdual_model(
     max_size: int | None = None,
     query_similarity: str = "inner",
 ) -> BuiltModel:
-    """Compact LP-dual (Bertsimas-Sim style) MILP for the k-sparse set, linear relevance q^T mu~_i.
+    """Compact LP-dual (Bertsimas-Sim style) MILP for the k-sparse set.
 
-    The LP dual reformulates the worst case of the LINEAR score q^T mu~_i only (the report's
-    tractable "dot product surrogate"), so ``query_similarity`` must be "inner" here; the
-    report's cosine has no LP dual (use :func:`build_robust_model` or the cutting plane).
+    For document i with free coordinates F_i and K = attack_budget, the adversary's worst loss of
+    the LINEAR score a^T mu~_i is the LP (totally unimodular, so equal to the combinatorial value
+    rho * sum of the K largest |a_j| over F_i)::
 
-    For document i with free coordinates F_i and K = attack_budget, the adversary's worst
-    relevance loss is the LP (totally unimodular, so equal to the combinatorial value
-    rho * sum of the K largest |q_j| over F_i)::
-
-        h_i(q) x_i = max { sum_{j in F_i} rho |q_j| x_i z_j : sum_j z_j <= K, 0 <= z_j <= 1 }
-                   = min { K pi_i + sum_j sigma_ij : pi_i + sigma_ij >= rho |q_j| x_i, pi, sigma >= 0 }
+        h_i(a) x_i = max { sum_{j in F_i} rho |a_j| x_i z_j : sum_j z_j <= K, 0 <= z_j <= 1 }
+                   = min { K pi_i + sum_j sigma_ij : pi_i + sigma_ij >= rho |a_j| x_i, pi, sigma >= 0 }
 
     by LP strong duality (the primal is feasible and bounded). Substituting the dual into the
-    maximization gives the compact MILP::
+    maximization gives the compact MILP.
+
+    ``query_similarity="inner"`` (default; the linear score q^T mu~_i, a = q)::
 
         max sum_i (s_i - sparsity_penalty) x_i - sum_i (K pi_i + sum_j sigma_ij)
-        s.t. pi_i + sigma_ij >= rho_vec |q_j| x_i  (j in F_i),  pi, sigma >= 0,
-             robust diversity constraint, size cap, x binary,
 
-    whose optimum equals the robust optimum: for fixed x the maximizer takes the smallest
-    dual objective, which is x_i h_i(q). Only coordinates in the global top-(K + |P_i|) of |q|
-    are kept (see :func:`_candidate_coords`). The relevance part does NOT use the oracle, so
-    comparing this model with the cutting plane (which does) is an independent cross-check.
+    whose optimum equals the robust optimum of the inner-product model.
+
+    ``query_similarity="cosine"`` (the MIO report's relevance q^T mu~_i / (||q|| ||mu~_i||), a = q^):
+    the cosine has no LP dual itself, so the model optimizes the sound bound r_i = (c_i - h_i(q^)) /
+    N_i of :func:`lpdual_cosine_bound` (N_i a per-document constant, the largest or smallest norm
+    of mu_i + delta)::
+
+        max sum_i ((c_i x_i - K pi_i - sum_j sigma_ij) / N_i - sparsity_penalty x_i)
+
+    whose optimum is max_x sum_i (r_i - sparsity_penalty) x_i: a safe approximation (never
+    overstates a selection's worst-case cosine; the oracle's bound of :func:`build_robust_model`
+    may be tighter or looser per document, both are sound).
+
+    Either way: pi_i + sigma_ij >= rho |a_j| x_i (j in F_i), pi, sigma >= 0, the robust diversity
+    constraint, the size cap, x binary. For fixed x the inner minimum is x_i h_i(a), so the
+    optimum is the stated one. Only coordinates in the global top-(K + |P_i|) of |a| are kept
+    (see :func:`_candidate_coords`). The relevance part does NOT use the oracle, so comparing this
+    model with the cutting plane (which does) is an independent cross-check.
     """
     lam, rd, ms = _check_common(inst, sparsity_penalty, rho_div, similarity, max_size, query_similarity)
-    if query_similarity != "inner":
-        raise ValueError("query_similarity must be 'inner' for the LP-dual model (it dualizes the linear score "
-                         f"q^T mu~_i; the cosine has no LP dual), got {query_similarity!r}: use build_robust_model "
-                         "or cutting_plane_ksparse for the cosine relevance")
     if not isinstance(uset, KSparse):
         raise TypeError(f"uset must be a KSparse set, got {type(uset).__name__}")
     E, q, s = pool_arrays(inst)
     free = uset.free_mask(E, q)
     B = similarity_upper_bounds(E, uset, similarity, q=q, free=free)
     m = _selection_model("robust_ksparse_lpdual", inst.n, B, rd, ms)
-    absq = np.abs(q)
+    cosine = query_similarity == "cosine"
+    a = q / np.linalg.norm(q) if cosine else q
+    scores = E @ a if cosine else s
+    scale = np.ones(inst.n)
+    if cosine:
+        r, norm = lpdual_cosine_bound(E, q, uset, free)
+        if not np.all(np.isfinite(r)):
+            bad = int(np.flatnonzero(~np.isfinite(r))[0])
+            raise ValueError(f"query_similarity='cosine': document {bad}'s perturbation set reaches the origin "
+                             f"(rho_vec {uset.rho_vec} too large for its embedding), so its cosine is unbounded below")
+        scale = 1.0 / norm
+        scores = scores / np.linalg.norm(E, axis=1)  # the nominal cosine, for the record
+    absq = np.abs(a)
     K, rho = uset.attack_budget, uset.rho_vec
     coords = _candidate_coords(absq, free, K)
     idx = [(i, int(j)) for i in range(inst.n) for j in coords[i]]
@@ -276,18 +339,26 @@ def build_ksparse_lpdual_model(
     m.sigma = pe.Var(m.J, bounds=(0.0, None))
     m.dual_cover = pe.Constraint(
         m.J, rule=lambda m, i, j: m.pi[i] + m.sigma[i, j] >= float(rho * absq[j]) * m.x[i])
-    nominal = quicksum(float(s[i] - lam) * m.x[i] for i in range(inst.n))
-    loss = quicksum(K * m.pi[i] for i in range(inst.n)) + quicksum(m.sigma[p] for p in idx)
+    num = E @ a
+    nominal = quicksum(float(num[i] * scale[i] - lam) * m.x[i] for i in range(inst.n))
+    by_doc: dict[int, list] = {}
+    for p in idx:
+        by_doc.setdefault(p[0], []).append(p)
+    loss = quicksum(float(scale[i]) * (K * m.pi[i] + quicksum(m.sigma[p] for p in by_doc.get(i, [])))
+                    for i in range(inst.n))
     m.obj = pe.Objective(expr=nominal - loss, sense=pe.maximize)
-    # pi and sigma are bounded at the optimum (<= rho max|q|), bound them for the solver too.
+    # pi and sigma are bounded at the optimum (<= rho max|a|), bound them for the solver too.
     cap = float(rho * absq.max()) if absq.size else 0.0
     for i in range(inst.n):
         m.pi[i].setub(cap)
     for p in idx:
         m.sigma[p].setub(cap)
-    return _built(m, scores=s, shift=uset.support(np.broadcast_to(q, E.shape), free), bounds=B, free=free,
-                  sparsity_penalty=lam, rho_div=rd, similarity=similarity, max_size=ms, uset=uset.describe(),
-                  query_similarity="inner")
+    if cosine:
+        shift = scores - r
+    else:
+        shift = uset.support(np.broadcast_to(q, E.shape), free)
+    return _built(m, scores=scores, shift=shift, bounds=B, free=free, sparsity_penalty=lam, rho_div=rd,
+                  similarity=similarity, max_size=ms, uset=uset.describe(), query_similarity=query_similarity)
 
 
 def build_ksparse_master_model(

@@ -34,7 +34,7 @@ from divopt_rag.models.runner import DEFAULT_TIME_LIMIT, solve
 from divopt_rag.models.validation import check_k
 
 from .cutting_planes import cutting_plane_ksparse
-from .models import build_ksparse_lpdual_model, build_robust_model
+from .models import REPORT_PROTECTED, build_ksparse_lpdual_model, build_robust_model
 from .oracles import average_similarity, pool_arrays, worst_case_average_similarity, worst_case_relevance
 from .sets import KSparse, NormBall, UncertaintySet
 
@@ -198,13 +198,15 @@ robust_linf = _norm_record(math.inf, "robust_linf")
 
 
 def robust_ksparse(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
-                   rho_div: float, protected: int | None = None, similarity: str = "cosine",
+                   rho_div: float, protected: int | None = REPORT_PROTECTED, similarity: str = "cosine",
                    query_similarity: str = "cosine", max_size: int | str | None = DEFAULT_MAX_SIZE,
                    candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
                    time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
     """k-sparse robust model, compact form with the oracle's worst-case relevance: the cosine's
     sound lower bound (default) or, with query_similarity="inner", the exact s_i - rho_vec * (sum
     of the attack_budget largest |q_j| outside the top-``protected`` coordinates of |q * mu_i|).
+    ``protected`` defaults to the MIO report's protection of key coordinates
+    (:data:`~divopt_rag.robust.models.REPORT_PROTECTED` = 20; None protects nothing).
     n binaries: fits the size-limited Gurobi license."""
     return _solve_compact("robust_ksparse", build_robust_model, instance, KSparse(rho_vec, attack_budget, protected),
                           sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity,
@@ -213,7 +215,7 @@ def robust_ksparse(instance: Instance, *, rho_vec: float, attack_budget: int, sp
 
 
 def robust_ksparse_lpdual(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
-                          rho_div: float, protected: int | None = None, similarity: str = "cosine",
+                          rho_div: float, protected: int | None = REPORT_PROTECTED, similarity: str = "cosine",
                           query_similarity: str = "inner", max_size: int | str | None = DEFAULT_MAX_SIZE,
                           candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
                           time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
@@ -229,7 +231,7 @@ def robust_ksparse_lpdual(instance: Instance, *, rho_vec: float, attack_budget: 
 
 
 def robust_ksparse_cp(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
-                      rho_div: float, protected: int | None = None, similarity: str = "cosine",
+                      rho_div: float, protected: int | None = REPORT_PROTECTED, similarity: str = "cosine",
                       query_similarity: str = "cosine", max_size: int | str | None = DEFAULT_MAX_SIZE,
                       candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
                       time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None,

@@ -61,7 +61,7 @@ def overlap_cross_encoder(pairs):
 _SKIP = {"Answer", "Answers", "Question", "Passages", "Passage", "Document", "Documents", "Instruction", "The",
          "Give", "Only", "You", "Please", "If", "List", "Context", "Instructions", "Provide", "Do", "Based", "Read",
          "Now", "In", "It", "Write", "Use", "Separate", "For", "Always", "Cite", "When", "Title", "According",
-         "Instructions", "Passage", "Following"}
+         "Instructions", "Passage", "Following", "Role", "Reply", "Here", "Keep", "As", "Mark"}
 
 
 def generation_reply(user: str) -> str:
@@ -90,10 +90,11 @@ def generation_reply(user: str) -> str:
 
 
 def evaluator_reply(user: str) -> str:
-    """DF-RAG's Evaluator: step i scores min(5, number of chunks of the task part that contain
-    the letter of step i: 'a' for step 1, 'e' for step 2)."""
+    """DF-RAG's Evaluator: step i scores min(5, number of chunks of the task part (one
+    double-quoted chunk per line) that contain the letter of step i more than twice: 'a' for step
+    1, 'e' for step 2)."""
     part = user[user.rindex("\nChunks:\n") + len("\nChunks:\n"):]
-    chunks = [ln for ln in part.split("\n") if ln.startswith("- ")]
+    chunks = [ln for ln in part.split("\n") if ln.startswith('"')]
     scores = [min(5, sum(c.count(ch) > 2 for c in chunks)) for ch in ("a", "e")]
     return "\n".join(f"{i}. Score: {s}. Short Explanation: note {i}" for i, s in enumerate(scores, 1))
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from divopt_rag.data import DataFormatError, chunk_texts, chunk_words, load_longbench
+from divopt_rag.data import DataFormatError, chunk_texts, chunk_words, load_infinitebench_qa, load_longbench
 
 FIX = Path(__file__).parent / "fixtures" / "qa" / "longbench"
 
@@ -88,3 +88,43 @@ def test_longbench_file_path_limit_and_errors(tmp_path):
             load_longbench(tmp_path, "2wikimqa")
         assert (err.value.line, err.value.field) == (2, field), err.value
         assert f"2wikimqa.jsonl:2: field '{field}'" in str(err.value)
+
+
+# ---- InfiniteBench En.QA (longbook_qa_eng.jsonl: id, context, input, answer, options) -------------
+EN_QA = [
+    {"id": 0, "context": " ".join(f"w{i}" for i in range(250)), "input": "Who is the lighthouse keeper?",
+     "answer": ["Ada", "Ada Lind"], "options": []},
+    {"id": 1, "context": "Chapter one. " * 40, "input": "Where does the story start?", "answer": ["the harbour"],
+     "options": []},
+]
+
+
+@pytest.mark.parametrize("words", [100, 200, 300])
+def test_en_qa_chunks_each_book_like_a_longbench_task(tmp_path, words):
+    (tmp_path / "longbook_qa_eng.jsonl").write_text("".join(json.dumps(r) + "\n" for r in EN_QA))
+    ds = load_infinitebench_qa(tmp_path, words=words)
+    assert ds.query_ids == ["0", "1"] and ds.queries == [r["input"] for r in EN_QA]
+    for r in EN_QA:
+        qid = str(r["id"])
+        expected = plain_chunks(r["context"], words, 0)
+        own = ds.candidate_indices(qid)
+        assert [ds.texts[i] for i in own] == expected
+        assert [ds.passage_ids[i] for i in own] == [f"{qid}:{j}" for j in range(len(expected))]
+        assert ds.answer_groups_for(qid) == [r["answer"]]  # alternatives of one answer: one part
+    assert ds.name == f"infinitebench-en_qa-w{words}" and ds.meta["task"] == "en_qa"
+    assert load_infinitebench_qa(tmp_path / "longbook_qa_eng.jsonl", words=words, limit=1).query_ids == ["0"]
+
+
+def test_en_qa_errors_name_the_line_and_field(tmp_path):
+    with pytest.raises(FileNotFoundError, match="InfiniteBench En.QA not found"):
+        load_infinitebench_qa(tmp_path)
+    for mutate, field in [(lambda r: r.pop("context"), "context"), (lambda r: r.update(answer="Ada"), "answer"),
+                          (lambda r: r.update(answer=[" "]), "answer"), (lambda r: r.update(id=0), "id"),
+                          (lambda r: r.pop("input"), "input"), (lambda r: r.update(options=[3]), "options")]:
+        bad = dict(EN_QA[1])
+        mutate(bad)
+        p = tmp_path / "longbook_qa_eng.jsonl"
+        p.write_text(json.dumps(EN_QA[0]) + "\n" + json.dumps(bad) + "\n")
+        with pytest.raises(DataFormatError) as err:
+            load_infinitebench_qa(p)
+        assert (err.value.line, err.value.field) == (2, field), err.value

@@ -1,10 +1,15 @@
 """DF-RAG as published (divopt_rag.experiments.rag.dfrag) against independent truths: plain transcriptions
-written here (gMMR formula, upper-median gate, binary search, answer F1), and a fake
+written here (gMMR formula, upper-median gate, the official LongBench / InfiniteBench F1), the
+binary-search sampling on EVERY strictly unimodal profile of the 10-point grid (exhaustive
+enumeration) and its call count against a brute-force game-tree search, and a fake
 OpenAI-compatible server on 127.0.0.1 whose replies follow rules this file states."""
 from __future__ import annotations
 
+import math
 import re
+import string
 from collections import Counter
+from functools import lru_cache
 
 import numpy as np
 import pytest
@@ -16,14 +21,19 @@ from fake_llm import FakeChat
 from divopt_rag.experiments.rag.dfrag import (
     DFRAG,
     DFRAG_THETAS,
+    ORACLE_THETAS,
     Planner,
     StepEvaluator,
     StepScores,
     binary_search_sampling,
+    dfrag_f1,
     dfrag_oracle,
+    dfrag_script_f1,
     dfrag_select,
+    in_context_block,
     parse_plan,
     parse_step_scores,
+    peak_search_cost,
     uniform_sampling,
     upper_median_gate,
 )
@@ -107,40 +117,93 @@ def test_upper_median_gate_against_plain_loop(rs):
     assert upper_median_gate(DFRAG_THETAS, rs) == _upper_median_plain(DFRAG_THETAS, rs)
 
 
-def _binary_search_plain(grid, rs):
-    """Appendix B.3 as read here: score both ends; bisect toward the better end (ties: upper)."""
-    g = sorted(grid)
-    order = [0, len(g) - 1] if len(g) > 1 else [0]
-    lo, hi = 0, len(g) - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if mid not in order:
-            order.append(mid)
-        if rs[g[lo]] > rs[g[hi]]:
-            hi = mid
-        else:
-            lo = mid
-    return [g[i] for i in order]
+def _unimodal_profiles(n):
+    """Every strictly unimodal profile on n points up to order-isomorphism: a peak p, values rising
+    strictly to it and falling strictly after it; the left and right values interleave in every
+    way, ties between a left and a right value included (Delannoy many per peak; 2,378 for n = 10).
+    Returns (peak, values) with integer levels."""
+    out = []
+    for p in range(n):
+        nl, nr = p, n - 1 - p
+
+        def merges(i, j, level, left, right):
+            if i == nl and j == nr:
+                yield left, right
+                return
+            if i < nl:
+                yield from merges(i + 1, j, level + 1, left + [level], right)
+            if j < nr:
+                yield from merges(i, j + 1, level + 1, left, right + [level])
+            if i < nl and j < nr:
+                yield from merges(i + 1, j + 1, level + 1, left + [level], right + [level])
+
+        for left, right in merges(0, 0, 0, [], []):
+            out.append((p, left + [len(left) + len(right) + 1] + right[::-1]))  # right: nearest the peak first
+    return out
+
+
+def test_binary_search_finds_the_peak_of_every_strictly_unimodal_profile():
+    grid = list(DFRAG_THETAS)
+    profiles = _unimodal_profiles(len(grid))
+    assert len(profiles) == 2378 and sum(len(set(v)) == 10 for _, v in profiles) == 2 ** 9
+    calls = []
+    for peak, values in profiles:
+        rs = dict(zip(grid, values))
+        asked = []
+        visited = binary_search_sampling(grid, lambda t: asked.append(t) or rs[t])
+        assert visited == asked and len(set(visited)) == len(visited)  # each lambda scored once, in this order
+        assert upper_median_gate(visited, [rs[t] for t in visited]) == grid[peak], (values, visited)
+        calls.append(len(visited))
+    assert max(calls) == peak_search_cost(10) == 5  # uniform sampling asks 10
+    assert round(sum(calls) / len(calls), 2) == 4.94
+    # the issue's profile: the old endpoint bisection returned 0.7, the peak is at 0.9
+    rs = dict(zip(grid, [0, 1, 2, 3, 4, 5, 6, 7, 8, 3]))
+    visited = binary_search_sampling(grid, rs.get)
+    assert upper_median_gate(visited, [rs[t] for t in visited]) == 0.9
+
+
+def _minimax_calls(n):
+    """The fewest scores ANY comparison-based search needs, in the worst case over the strictly
+    unimodal profiles of n points, to have scored the peak and know it (a game-tree search over
+    the profiles consistent with what was seen; each score reveals how the new value compares
+    with the values seen)."""
+    profiles = [v for _, v in _unimodal_profiles(n)]
+    peak = [max(range(n), key=v.__getitem__) for v in profiles]
+
+    @lru_cache(maxsize=None)
+    def solve(alive, seen):
+        if len({peak[a] for a in alive}) == 1 and peak[next(iter(alive))] in seen:
+            return 0
+        best = math.inf
+        for x in set(range(n)) - seen:
+            outcomes = {}
+            for a in alive:
+                v = profiles[a]
+                outcomes.setdefault(tuple((v[x] > v[y]) - (v[x] < v[y]) for y in sorted(seen)), []).append(a)
+            best = min(best, 1 + max(solve(frozenset(o), seen | {x}) for o in outcomes.values()))
+        return best
+
+    return solve(frozenset(range(len(profiles))), frozenset())
+
+
+@pytest.mark.parametrize("n", range(1, 8))
+def test_binary_search_uses_the_fewest_calls_any_search_can_guarantee(n):
+    assert peak_search_cost(n) == _minimax_calls(n)
+    grid = list(DFRAG_THETAS[-n:])
+    worst = max(len(binary_search_sampling(grid, dict(zip(grid, v)).get)) for _, v in _unimodal_profiles(n))
+    assert worst == peak_search_cost(n)
 
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.integers(0, 15), min_size=10, max_size=10), st.integers(1, 10))
-def test_binary_search_visits_the_transcribed_lambdas(values, n):
+def test_binary_search_on_any_profile_scores_each_lambda_once(values, n):
     grid = list(DFRAG_THETAS[-n:])
     rs = dict(zip(grid, values))
     calls = []
     visited = binary_search_sampling(grid, lambda t: calls.append(t) or rs[t])
-    assert visited == _binary_search_plain(grid, rs) == calls  # each lambda scored once, in this order
-    assert len(visited) <= 2 + int(np.ceil(np.log2(max(n - 1, 1))))
+    assert visited == calls and len(set(visited)) == len(visited) and set(visited) <= set(grid)
+    assert 1 <= len(visited) <= n
     assert uniform_sampling(grid, lambda t: rs[t]) == sorted(grid)
-
-
-def test_binary_search_by_hand():
-    rs = dict(zip(DFRAG_THETAS, [1, 1, 2, 3, 8, 9, 6, 5, 4, 2]))
-    # ends 0.1 (1) < 1.0 (2): keep [0.5, 1]; then 0.5 (8) > 1.0 (2): keep [0.5, 0.7]; 0.5 (8) > 0.7 (6): [0.5, 0.6]
-    assert binary_search_sampling(DFRAG_THETAS, rs.get) == [0.1, 1.0, 0.5, 0.7, 0.6]
-    rs = dict(zip(DFRAG_THETAS, [9, 1, 2, 3, 8, 9, 6, 5, 4, 2]))
-    assert binary_search_sampling(DFRAG_THETAS, rs.get) == [0.1, 1.0, 0.5, 0.3, 0.2]
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,9 +268,10 @@ def _context(seed=0):
 
 
 def _final_chunks(user):
-    """The chunk ids of the task part of an Evaluator prompt (after the last 'Chunks:')."""
+    """The chunk ids of the task part of an Evaluator prompt (after the last 'Chunks:'), one
+    double-quoted chunk per line as Figs. 10-11 lay them out."""
     part = user[user.rindex("\nChunks:\n") + len("\nChunks:\n"):].split("\n\n")[0]
-    return [int(m) for m in re.findall(r"^- passage (\d+)$", part, re.MULTILINE)]
+    return [int(m) for m in re.findall(r'^"passage (\d+)"$', part, re.MULTILINE)]
 
 
 def _step_scores(ids):
@@ -247,13 +311,21 @@ def test_dfrag_pipeline_on_a_fake_server(chat):
     n_sets = len({tuple(s) for s in sets.values()})
     assert len(reqs) == 1 + n_sets + 1
     plan_req = reqs[0]["messages"]
-    assert plan_req[0]["role"] == "system" and "minimal ordered list of sub-questions" in plan_req[0]["content"]
-    assert plan_req[1] == {"role": "user", "content": "QUESTION:\nWhich fact links the three?"}
+    # Fig. 8's structure: a role line, the task, one worked example ('Jacob'), the rule, the question last
+    assert plan_req[0]["role"] == "system" and "planner" in plan_req[0]["content"]
+    plan_user = plan_req[1]["content"]
+    assert plan_user.startswith("Task:") and "'Jacob'" in plan_user and "\n1) " in plan_user and "\n2) " in plan_user
+    assert plan_user.endswith("Question: Which fact links the three?")
     ev_user = reqs[1]["messages"][-1]["content"]
     assert "1) Find the first fact\n2) Find the second fact\n3) Find the third fact" in ev_user
     assert _final_chunks(ev_user) == sets[0.1]  # chunks in gMMR pick order
     assert "Which fact links" not in ev_user  # the Evaluator sees the plan, not the question
-    assert "5: an explicit answer" in ev_user and "0: no relevant information" in ev_user
+    # Fig. 9's fields: the six-level rubric, the strict rules, the output format, Figs. 10-11's three examples
+    assert [f"- {i}:" in ev_user for i in range(6)] == [True] * 6 and "STRICT RULES:" in ev_user
+    assert "Total Score: <Total Score>" in ev_user
+    for film, total in (("'Inception'", 15), ("'Titanic'", 0), ("'Harry Potter'", 8)):
+        assert film in ev_user and f"Total Score: {total}" in ev_user
+    assert ev_user.index("Example 3") < ev_user.rindex("Plan:") < ev_user.rindex("Chunks:")
     gen = reqs[-1]["messages"]
     assert gen == get_template("dfrag").render(ctx.query_text, res.passages)
     assert reqs[-1]["max_tokens"] == 50 and reqs[0]["temperature"] == 0.0
@@ -270,10 +342,12 @@ def test_dfrag_in_context_and_binary_sampling(chat):
 
     res = DFRAG(Planner(chat), StepEvaluator(chat), generator=generator, in_context=True).answer(ctx)
     ev = res.evaluations[res.theta]
-    assert sent["extra"] == res.extra_context
-    for i, step in enumerate(STEPS, 1):  # +IC: the plan and the Evaluator's short answer of every step
-        assert f"{i}) {step}" in res.extra_context and f"{i}) {ev.notes[i - 1]}" in res.extra_context
-    assert f"note 1 score {ev.scores[0]}" in res.extra_context
+    assert sent["extra"] == res.extra_context == in_context_block(STEPS, ev)
+    for i, step in enumerate(STEPS, 1):  # +IC: the plan ...
+        assert f"{i}) {step}" in res.extra_context
+    # ... and the Evaluator's short answer for the chosen set: its reply as it wrote it
+    assert ev.reply.strip() in res.extra_context and f"note 1 score {ev.scores[0]}" in res.extra_context
+    assert res.extra_context.index("3) Find the third fact") < res.extra_context.index("1. Score:")
     # the generator prompt places the extra context after the passages
     prompt = get_template("dfrag").render("Q", ["p a", "p b"], "EXTRA")[-1]["content"]
     assert prompt.index("p a") < prompt.index("p b") < prompt.index("EXTRA") < prompt.index("Question: Q")
@@ -282,7 +356,7 @@ def test_dfrag_in_context_and_binary_sampling(chat):
     res_b = dfrag_select(ctx, Planner(chat), StepEvaluator(chat), sampling="binary")
     E, q = ctx.instance.E.double().numpy(), ctx.instance.q.double().numpy()
     rs = {t: sum(_step_scores(_gmmr_plain(E, q, K, t))) for t in DFRAG_THETAS}
-    assert res_b.visited == _binary_search_plain(DFRAG_THETAS, rs)
+    assert res_b.visited == binary_search_sampling(DFRAG_THETAS, rs.get)  # the same search on the server's profile
     assert res_b.theta == _upper_median_plain(res_b.visited, [rs[t] for t in res_b.visited])
     assert len(res_b.visited) < len(DFRAG_THETAS)
     with pytest.raises(ValueError, match="sampling"):
@@ -293,7 +367,7 @@ def test_chat_generator_and_input_errors(chat):
     _Chat.rule = _replies("  Oslo \n")
     assert Generator(chat, template="dfrag")("Where?", ["p1", "p2"], "extra") == "Oslo"
     sent = _Chat.requests[0]["messages"][-1]["content"]
-    assert sent.startswith("You are a question answering assistant.") and "p1\n\np2\n\nextra" in sent
+    assert sent.startswith("Role: you are an assistant that answers questions.") and "p1\n\np2\n\nextra" in sent
     assert "Question: Where?\nAnswer:" in sent and _Chat.requests[0]["max_tokens"] == 50
     ctx = _context()
     ctx.query_text = None
@@ -306,14 +380,36 @@ def test_chat_generator_and_input_errors(chat):
 # --------------------------------------------------------------------------------------------
 # The Oracle
 # --------------------------------------------------------------------------------------------
-def _f1_plain(pred, gold):
-    """DF-RAG's public script's F1, transcribed: \\w+ tokens of the lower-cased strings, multiset
-    overlap (articles kept)."""
-    p, g = re.findall(r"\w+", pred.lower()), re.findall(r"\w+", gold.lower())
-    if not p and not g:
-        return 1.0
-    same = sum((Counter(p) & Counter(g)).values())
-    return 0.0 if same == 0 else 2 * (same / len(p)) * (same / len(g)) / (same / len(p) + same / len(g))
+def _official_f1_plain(pred, golds):
+    """LongBench's / InfiniteBench's qa_f1_score, transcribed: lower case, drop punctuation and the
+    articles a/an/the, split on whitespace, multiset overlap F1, the best over the gold answers."""
+    def norm(s):
+        s = "".join(ch for ch in s.lower() if ch not in set(string.punctuation))
+        return re.sub(r"\b(a|an|the)\b", " ", s).split()
+
+    best = 0.0
+    for gold in golds:
+        p, g = norm(pred), norm(gold)
+        same = sum((Counter(p) & Counter(g)).values())
+        if same:
+            best = max(best, 2 * (same / len(p)) * (same / len(g)) / (same / len(p) + same / len(g)))
+    return best
+
+
+def test_dfrag_f1_is_the_official_scorers_max_over_golds():
+    assert dfrag_f1("Paris", ["London", "Paris"]) == 1.0  # the issue's case: max over the gold answers
+    assert dfrag_f1("The Eiffel Tower!", ["eiffel tower"]) == 1.0  # articles and punctuation dropped
+    # by hand: "red apple pie" vs "an apple": tokens {red, apple, pie} / {apple}: P = 1/3, R = 1, F1 = 1/2
+    assert dfrag_f1("red apple pie", ["an apple", "green pear"]) == pytest.approx(0.5)
+    assert dfrag_f1("Oslo", ["Lyon"]) == 0.0
+    for pred, golds in (("the red apple tree", ["Red apple!", "an apple"]), ("stone", ["stone age", "a stone"]),
+                        ("1999 The Tides", ["The Tides", "Tides"])):
+        assert dfrag_f1(pred, golds) == pytest.approx(_official_f1_plain(pred, golds))
+    # the authors' script scores the first gold only, with \w+ tokens (articles kept)
+    assert dfrag_script_f1("Paris", ["London", "Paris"]) == 0.0
+    assert dfrag_script_f1("the tides", ["The Tides"]) == 1.0
+    with pytest.raises(ValueError, match="at least one gold"):
+        dfrag_f1("x", [])
 
 
 def test_oracle_picks_the_f1_best_lambda():
@@ -327,15 +423,16 @@ def test_oracle_picks_the_f1_best_lambda():
     golds = ["Red apple!", "an apple"]
     orc = dfrag_oracle(ctx, generator, answers=golds)
     E, q = ctx.instance.E.double().numpy(), ctx.instance.q.double().numpy()
+    assert list(orc.values) == list(ORACLE_THETAS) and ORACLE_THETAS[0] == 0.0  # the paper's Oracle grid has lambda = 0
     f1 = {}
-    for t in DFRAG_THETAS:
+    for t in ORACLE_THETAS:
         ans = words[min(_gmmr_plain(E, q, K, t)) % len(words)]
-        f1[t] = _f1_plain(ans, golds[0])  # the script scores against the first gold answer
+        f1[t] = _official_f1_plain(ans, golds)
     assert orc.values == pytest.approx(f1)
     assert orc.theta == _upper_median_plain(list(f1), list(f1.values())) and orc.value == pytest.approx(max(f1.values()))
     # the gold answers default to context.answers; a custom answer metric plugs in
     assert dfrag_oracle(ctx, generator, metric=lambda a, g: float(len(a))).theta == _upper_median_plain(
-        list(f1), [len(words[min(_gmmr_plain(E, q, K, t)) % len(words)]) for t in DFRAG_THETAS])
+        list(f1), [len(words[min(_gmmr_plain(E, q, K, t)) % len(words)]) for t in ORACLE_THETAS])
     with pytest.raises(ValueError, match="gold answers"):
         dfrag_oracle(QueryContext("x", ctx.instance, query_text="q", passages=ctx.passages), generator)
     with pytest.raises(ValueError, match="needs a generator"):
@@ -348,7 +445,7 @@ def test_oracle_by_a_retrieval_metric_without_answers():
     labels = {f"d{i}": i % 6 for i in range(24)}
     ctx = QueryContext("q", inst, subtopics=labels)
     orc = dfrag_oracle(ctx, metric="s_recall")
-    truth = {t: len({labels[f"d{i}"] for i in select(inst.replace(theta=t), "gmmr").indices}) / 6 for t in DFRAG_THETAS}
+    truth = {t: len({labels[f"d{i}"] for i in select(inst.replace(theta=t), "gmmr").indices}) / 6 for t in ORACLE_THETAS}
     assert orc.values == pytest.approx(truth) and orc.answers == {}
     assert orc.theta == _upper_median_plain(list(truth), list(truth.values()))
 

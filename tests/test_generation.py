@@ -1,6 +1,7 @@
-"""The generation step against a fake OpenAI-compatible server on 127.0.0.1: the exact prompt
-text each template sends (written out here by hand from the cited sources), the reply cache,
-batching in order, extra context, and the clear error when no endpoint is configured."""
+"""The generation step against a fake OpenAI-compatible server on 127.0.0.1: the prompt each template
+sends keeps the cited source's structure, fields, scorer phrases and output format (the wording is
+divopt's own: paraphrased, never copied), the reply cache, batching in order, extra context, and the
+clear error when no endpoint is configured."""
 from __future__ import annotations
 
 
@@ -25,15 +26,16 @@ def server():
 PASSAGES = ["Facebook bought Instagram in 2012.", "Instagram is a photo app."]
 
 
-def test_rgb_prompt_is_rgbs_instruction(server):
+def test_rgb_prompt_keeps_rgbs_layout_and_the_phrases_its_scorer_reads(server):
     gen = Generator(OpenAIChat(server, "m", timeout=5), "rgb")
     answer = gen.generate("Who acquired Instagram?", PASSAGES)
     (req,) = _Chat.requests
-    assert req["messages"][0]["role"] == "system"
-    assert req["messages"][0]["content"].startswith("You are an accurate and reliable AI assistant")
-    assert "\u2019I can not answer the question because of the insufficient information in documents.\u2018" in \
-        req["messages"][0]["content"]
-    # RGB's instruction "Document:\n{DOCS} \n\nQuestion:\n{QUERY}" with the documents joined by newlines
+    system = req["messages"][0]["content"]
+    assert req["messages"][0]["role"] == "system" and system.startswith("You are an AI assistant")
+    # RGB's evalue.py counts an answer containing "insufficient information" as a decline; its fact check
+    # looks for "factual errors": the paraphrase keeps both phrases
+    assert "insufficient information" in system and "factual errors" in system
+    # RGB's instruction layout "Document:\n{DOCS} \n\nQuestion:\n{QUERY}", documents joined by newlines
     assert req["messages"][1] == {"role": "user", "content": "Document:\nFacebook bought Instagram in 2012.\n"
                                   "Instagram is a photo app. \n\nQuestion:\nWho acquired Instagram?"}
     assert req["max_tokens"] == 256 and req["temperature"] == 0.0
@@ -46,21 +48,22 @@ def test_mio_and_longbench_prompts(server):
     mio = _Chat.requests[-1]
     assert len(mio["messages"]) == 1 and mio["max_tokens"] == 500
     content = mio["messages"][0]["content"]
-    assert content.startswith("You are a precise question-answering assistant. Based on the provided documents, "
-                              "answer the question with ONLY the direct answer.")
+    # the report's Table 2: role and rule, Context Documents, Question, five Instructions, Answer
     assert "Context Documents:\nDocument 1:\nfirst doc\n\nDocument 2:\nsecond doc\n\nQuestion: Who?\n\nInstructions:\n" \
         in content and content.endswith("\n\nAnswer:")
+    assert content.split("Instructions:\n")[1].count("\n- ") == 4 and "ONLY" in content.split("Context Documents")[0]
     Generator(client, "longbench_multidoc").generate("Where?", ["c1", "c2"])
     lb = _Chat.requests[-1]
-    assert lb["messages"][0]["content"] == (
-        "Answer the question based on the given passages. Only give me the answer and do not output any other words."
-        "\n\nThe following are given passages.\nc1\n\nc2\n\nAnswer the question based on the given passages. Only "
-        "give me the answer and do not output any other words.\n\nQuestion: Where?\nAnswer:")
-    assert lb["max_tokens"] == 32
+    text = lb["messages"][0]["content"]
+    # LongBench's layout: the instruction, the passages, the instruction again, Question, Answer
+    head, rest = text.split("\nc1\n\nc2\n\n")
+    assert head.startswith("Use the passages below to answer the question.") and rest.startswith("Use the passages above")
+    assert text.endswith("\n\nQuestion: Where?\nAnswer:") and lb["max_tokens"] == 32
     Generator(client, "dfrag").generate("Where?", ["c1", "c2"], extra_context=["plan: find X", "X"])
     df = _Chat.requests[-1]
     assert df["max_tokens"] == 50
-    assert "\nc1\n\nc2\n\nplan: find X\n\nX\n\nAnswer the question" in df["messages"][0]["content"]
+    assert df["messages"][0]["content"].startswith("Role: you are an assistant that answers questions.\n\n" + head)
+    assert "\nc1\n\nc2\n\nplan: find X\n\nX\n\nUse the passages above" in df["messages"][0]["content"]
 
 
 def test_alce_layout_with_titles(server):
@@ -69,7 +72,7 @@ def test_alce_layout_with_titles(server):
     content = _Chat.requests[-1]["messages"][0]["content"]
     assert content.endswith("\n\nQuestion: Which cars did Autozam make?\n\nDocument [1](Title: Autozam): The Scrum.\n"
                             "Document [2](Title: ): The Clef.\n\nAnswer:")
-    assert content.startswith("Instruction: Provide a list of accurate answers for the given question")
+    assert content.startswith("Instruction: List correct answers") and "commas" in content
 
 
 def test_cache_answers_repeats_without_requests(server, tmp_path):
@@ -108,7 +111,11 @@ def test_templates_registry_and_rendering_errors():
             "neutral"} <= set(TEMPLATES)
     for t in TEMPLATES.values():
         assert t.source and "{question}" in t.user and "{passages}" in t.user
-    assert not TEMPLATES["ccbqp"].verbatim and not TEMPLATES["dfrag"].verbatim and TEMPLATES["rgb"].verbatim
+    # nobody's sentences ship: every template is paraphrased from its source or divopt's own
+    assert not any(t.verbatim for t in TEMPLATES.values())
+    for name in ("rgb", "mio_llama3", "longbench_multidoc", "longbench_multifieldqa_en", "dfrag", "alce_qampari",
+                 "alce_asqa"):
+        assert TEMPLATES[name].source.startswith("paraphrased from"), name
     own = PromptTemplate(name="mine", user="Q={question} P={passages}", passage="<{i}:{title}|{text}>", joiner=";")
     assert get_template(own) is own
     assert own.render("x {passages}", ["a", {"text": "b", "title": "T"}]) == [

@@ -3,8 +3,8 @@
 Table 2 (with a fake cross-encoder) and the MIO report's tables run end to end on fixture files in
 the datasets' public formats, and each table equals a plain recomputation written here from the
 tidy rows: answer metrics re-derived from the stored answers with loops (QAMPARI's list P/R/F1,
-DF-RAG's script F1, RGB's string match, the report's set F1), nDCG with log2 discounts, Jaccard
-distances, the fixed-lambda choice by leave-one-question-out and the Oracle by hand."""
+the official LongBench / InfiniteBench F1, RGB's string match, the report's set F1), nDCG with log2
+discounts, Jaccard distances, the best single fixed lambda, its held-out twin and the Oracle by hand."""
 from __future__ import annotations
 
 import math
@@ -67,9 +67,13 @@ def _list_prf_plain(answer, parts):
     return p, r, (0.0 if p == 0 or r == 0 else 2 * p * r / (p + r))
 
 
+def _contains_norm(text, alias):
+    return f" {_squad_norm(alias)} " in f" {_squad_norm(text)} " and bool(_squad_norm(alias))
+
+
 def test_ccbqp_generation_tables(tmp_path, data_dir, server):
     res = run_recipe(RECIPES["ccbqp-generation"], _opts(tmp_path, data_dir, server, corpus=CORPUS,
-                                                        overrides={"k": [2]}))
+                                                        overrides={"k": [2], "theta": [0.6]}))
     rows = res.rows
     assert res.n_errors == 0 and set(rows["dataset"]) == {"qampari-dev", "asqa-dev"}
     sources = {"qampari-dev": load_qampari(data_dir / "qampari" / "dev_data.jsonl", corpus=CORPUS),
@@ -81,32 +85,49 @@ def test_ccbqp_generation_tables(tmp_path, data_dir, server):
         texts = [ds.texts[ds.passage_index(p)] for p in r["selected"]]
         msg = tmpl.render(ds.query_text(r["query_id"]), texts)[-1]["content"]
         assert msg in prompts and r["answer"] == generation_reply(msg)  # the request and the stored reply
-        p, rc, f = _list_prf_plain(r["answer"], ds.answer_groups_for(r["query_id"]))
+        parts = ds.answer_groups_for(r["query_id"])
+        p, rc, f = _list_prf_plain(r["answer"], parts)
         assert (r["list_precision"], r["list_recall"], r["list_f1"]) == pytest.approx((p, rc, f))
+        assert r["str_recall"] == pytest.approx(np.mean([any(_contains_norm(r["answer"], a) for a in part)
+                                                         for part in parts]))
     assert rows["list_recall"].max() > 0  # the fake replies do name some answers
+    # the published keys: datasets "qampari" / "asqa" (the paper's pool, given by --corpus)
     for (ds, method), g in rows.groupby(["dataset", "method"]):
-        tid = "Table 1" if ds.startswith("qampari") else "Table 2"
-        setting = "k=2" if method == "topk" else "k=2,theta=0.5"
-        for m in ("list_precision", "list_recall", "list_f1", "answer_recall"):
-            assert cell(res.table, table=tid, method=method, setting=setting, metric=m) == pytest.approx(g[m].mean())
+        tid, name = ("Table 1", "qampari") if ds.startswith("qampari") else ("Table 2", "asqa")
+        setting = "k=2" if method == "topk" else "k=2,theta=0.6"
+        metrics = {"Table 1": {"list_precision": g["list_precision"].mean(), "list_recall": g["list_recall"].mean(),
+                               "list_f1": g["list_f1"].mean(),
+                               "share_list_recall_ge_0.8": (g["list_recall"] >= 0.8).mean(),
+                               "share_list_f1_ge_0.5": (g["list_f1"] >= 0.5).mean()},
+                   "Table 2": {"str_recall": g["str_recall"].mean(),
+                               "share_str_recall_eq_1": (g["str_recall"] == 1.0).mean()}}[tid]
+        for m, want in {**metrics, "answer_recall": g["answer_recall"].mean()}.items():
+            assert cell(res.table, table=tid, dataset=name, method=method, setting=setting, metric=m) \
+                == pytest.approx(want)
+    # the paper's numbers sit beside ours where the keys meet (k = 25, 50 in the paper: none here)
+    assert res.table[res.table["value"].notna()]["published"].isna().all()
+    assert res.table[res.table["value"].isna()]["published"].notna().all()
 
 
 def test_ccbqp_generation_retrieval_only_sends_nothing(tmp_path, data_dir, server):
     res = run_recipe(RECIPES["ccbqp-generation"], _opts(tmp_path, data_dir, corpus=CORPUS, retrieval_only=True,
                                                         overrides={"k": [2]}))
-    assert not server.requests and "answer" not in res.rows and set(res.table["metric"]) == {"answer_recall"}
+    assert not server.requests and "answer" not in res.rows
+    assert set(res.table[res.table["value"].notna()]["metric"]) == {"answer_recall"}
 
 
 # ---- DF-RAG ---------------------------------------------------------------------------------------
-def _dfrag_f1(pred, gold):
-    p, g = re.findall(r"\w+", pred.lower()), re.findall(r"\w+", gold.lower())
-    if not p and not g:
-        return 1.0
-    common = sum((Counter(p) & Counter(g)).values())
-    if common == 0:
-        return 0.0
-    pr, rc = common / len(p), common / len(g)
-    return 2 * pr * rc / (pr + rc)
+def _official_f1(pred, golds):
+    """LongBench's / InfiniteBench's qa_f1_score transcribed: SQuAD-normalized tokens, multiset
+    overlap, the best over the gold answers."""
+    best = 0.0
+    for gold in golds:
+        p, g = _squad_norm(pred).split(), _squad_norm(gold).split()
+        common = sum((Counter(p) & Counter(g)).values())
+        if common:
+            pr, rc = common / len(p), common / len(g)
+            best = max(best, 2 * pr * rc / (pr + rc))
+    return best
 
 
 def _upper_median(vals):
@@ -115,7 +136,13 @@ def _upper_median(vals):
     return tied[len(tied) // 2]
 
 
-def _loo_fixed(per):  # per: {query: {theta: value}}
+def _best_fixed(per):  # per: {query: {theta: value}}; the paper's fixed lambda: best mean over the task
+    thetas = next(iter(per.values())).keys()
+    t = _upper_median({t: np.mean([per[q][t] for q in per]) for t in thetas})
+    return float(np.mean([per[q][t] for q in per]))
+
+
+def _loo_fixed(per):  # divopt's held-out twin: each question gets the lambda best on the others
     out = {}
     for q in per:
         others = [o for o in per if o != q] or [q]
@@ -132,34 +159,54 @@ def test_dfrag_table1_equals_plain_recomputation(tmp_path, data_dir, server):
     res = run_recipe(RECIPES["dfrag-table1"], _opts(tmp_path, data_dir, server, overrides=DF_OVER))
     rows = res.rows
     assert res.n_errors == 0 and set(rows["dataset"]) == {"2wikimqa"}
-    assert any("hotpotqa" in n for n in res.notes)  # the tasks not on disk are named
-    gold = {r["_id"]: r["answers"][0] for r in LONGBENCH_ROWS}
+    assert any("hotpotqa" in n for n in res.notes) and any("En.QA" in n for n in res.notes)  # tasks not on disk
+    assert set(rows["w"]) == {20} and set(rows["llm"]) == {"fake"}
+    gold = {r["_id"]: r["answers"] for r in LONGBENCH_ROWS}
     for _, r in rows.iterrows():
-        assert r["f1"] == pytest.approx(_dfrag_f1(r["answer"], gold[r["query_id"]]))
+        assert r["f1"] == pytest.approx(_official_f1(r["answer"], gold[r["query_id"]]))
     g = rows[rows["method"] == "gmmr"]
     per = {q: dict(zip(sub["theta"], sub["f1"])) for q, sub in g.groupby("query_id")}
-    assert all(len(v) == 10 for v in per.values())
+    assert all(sorted(v) == [round(0.1 * i, 1) for i in range(11)] for v in per.values())  # lambda = 0 included
     vanilla = np.mean([v[1.0] for v in per.values()])
     oracle = np.mean([max(v.values()) for v in per.values()])
-    fixed = _loo_fixed(per)
+    fixed, held_out = _best_fixed(per), _loo_fixed(per)
     assert oracle > vanilla  # the fixture's answers change with lambda: the Oracle is not trivial
     df = rows[rows["method"] == "dfrag"]["f1"].mean()
     ic = rows[rows["method"] == "dfrag_ic"]["f1"].mean()
     t = res.table
-    for method, want in (("vanilla", vanilla), ("oracle", oracle), ("fixed-lambda", fixed), ("dfrag", df),
-                         ("dfrag_ic", ic)):
-        assert cell(t, table="Table 1", method=method, metric="f1") == pytest.approx(want)
-    cap = (df - vanilla) / (oracle - vanilla) if oracle > vanilla else math.nan
-    got = cell(t, table="Table 1", method="dfrag", metric="gap_captured")
-    assert (math.isnan(cap) and math.isnan(got)) or got == pytest.approx(cap)
-    # the abstract's claims, beside the published bounds
+    s = "llm=fake,w=20"
+    for method, want in (("vanilla", vanilla), ("oracle", oracle), ("fixed-lambda", fixed),
+                         ("fixed-lambda (held out)", held_out), ("dfrag", df), ("dfrag_ic", ic)):
+        assert cell(t, table="Table 1", setting=s, method=method, metric="f1") == pytest.approx(100 * want)
+    cap = (df - vanilla) / (oracle - vanilla)
+    assert cell(t, table="Table 1", method="dfrag", metric="gap_captured") == pytest.approx(cap)
+    # the paper's other systems print their published value beside "-" (none for this backbone)
+    assert t[(t["table"] == "Table 1") & (t["method"] == "longrag") & (t["setting"] == "llm=fake")]["value"].isna().all()
+    # the abstract's claims, beside the published bounds (F1 points)
     ab = t[t["table"] == "abstract"].set_index(["method", "metric"])
-    assert ab.loc[("dfrag", "f1_gain_vs_vanilla_max"), "value"] == pytest.approx(df - vanilla)
-    assert ab.loc[("oracle", "f1_gain_vs_vanilla_max"), "value"] == pytest.approx(oracle - vanilla)
-    assert ab.loc[("oracle", "f1_gain_vs_vanilla_max"), "published"] == 0.18
+    assert ab.loc[("dfrag", "f1_gain_vs_vanilla_max"), "value"] == pytest.approx(100 * (max(df, ic) - vanilla))
+    assert ab.loc[("oracle", "f1_gain_vs_vanilla_max"), "value"] == pytest.approx(100 * (oracle - vanilla))
+    assert ab.loc[("oracle", "f1_gain_vs_vanilla_max"), "published"] == 18
     assert ab.loc[("dfrag", "gap_captured_max"), "qualifier"] == "up_to"
-    # one plan per DF-RAG question, one generation per distinct prompt (the reply cache)
+    # Sec. 5.4: the Planner's mean number of steps, beside the paper's 2.88 for 2WikiMQA
+    steps = t[(t["table"] == "Sec. 5.4") & (t["dataset"] == "2wikimqa")]
+    assert steps["value"].tolist() == [2.0] and steps["published"].tolist() == [2.88]
     assert (rows[rows["method"] == "dfrag"]["plan_steps"] == 2).all()
+
+
+def test_dfrag_published_cells_join_the_papers_backbone(tmp_path, data_dir):
+    """A run whose model names one of the paper's backbones joins its published cells (rows written
+    here with that backbone's label; the table function is the recipe's)."""
+    rows = []
+    for theta in [round(0.1 * i, 1) for i in range(11)]:
+        rows.append({"dataset": "2wikimqa", "query_id": "q", "method": "gmmr", "theta": theta, "status": "ok",
+                     "setting": f'{{"theta": {theta}}}', "f1": theta, "llm": "llama-3.3-70b", "w": 100})
+    import pandas as pd
+    from divopt_rag.experiments.reproduce import runner
+    t = runner.paper_table(RECIPES["dfrag-table1"], pd.DataFrame(rows))
+    v = t[(t["table"] == "Table 1") & (t["method"] == "vanilla") & (t["setting"] == "llm=llama-3.3-70b,w=100")
+          & (t["dataset"] == "2wikimqa")]
+    assert v["value"].tolist() == [100.0] and v["published"].tolist() == [49.8]  # Table 1: Llama, 2WikiMQA, 500 words
 
 
 def test_dfrag_table1_retrieval_only_scores_answer_recall(tmp_path, data_dir, server):
@@ -168,7 +215,8 @@ def test_dfrag_table1_retrieval_only_scores_answer_recall(tmp_path, data_dir, se
     per = {q: dict(zip(s["theta"], s["answer_recall"])) for q, s in res.rows.groupby("query_id")}
     assert cell(res.table, method="oracle", metric="answer_recall") == pytest.approx(
         np.mean([max(v.values()) for v in per.values()]))
-    assert cell(res.table, method="fixed-lambda", metric="answer_recall") == pytest.approx(_loo_fixed(per))
+    assert cell(res.table, method="fixed-lambda", metric="answer_recall") == pytest.approx(_best_fixed(per))
+    assert cell(res.table, method="fixed-lambda (held out)", metric="answer_recall") == pytest.approx(_loo_fixed(per))
 
 
 def test_dfrag_table3_and_table4(tmp_path, data_dir, server):
@@ -177,18 +225,22 @@ def test_dfrag_table3_and_table4(tmp_path, data_dir, server):
     assert set(rows["method"]) == {"mmr", "gmmr", "dfrag"} and set(rows["base"].dropna()) == {"mmr", "gmmr"}
     for base in ("mmr", "gmmr"):
         per = {q: dict(zip(s["theta"], s["f1"])) for q, s in rows[rows["method"] == base].groupby("query_id")}
-        s = f"base={base}"
-        assert cell(r3.table, method="oracle", setting=s) == pytest.approx(np.mean([max(v.values()) for v in per.values()]))
-        assert cell(r3.table, method="fixed-lambda", setting=s) == pytest.approx(_loo_fixed(per))
+        s = f"base={base},llm=fake,w=20"
+        assert cell(r3.table, method="oracle", setting=s) == pytest.approx(
+            100 * np.mean([max(v.values()) for v in per.values()]))
+        assert cell(r3.table, method="fixed-lambda", setting=s) == pytest.approx(100 * _best_fixed(per))
         mine = rows[(rows["method"] == "dfrag") & (rows["base"] == base)]
-        assert cell(r3.table, method="dfrag", setting=s) == pytest.approx(mine["f1"].mean())
+        assert cell(r3.table, method="dfrag", setting=s) == pytest.approx(100 * mine["f1"].mean())
     r4 = run_recipe(RECIPES["dfrag-table4"], _opts(tmp_path / "t4", data_dir, server, overrides=DF_OVER))
     rows = r4.rows
+    assert set(rows["method"]) == {"dfrag_ic"}  # Table 4 compares DF-RAG + IC
     for sampling, g in rows.groupby("sampling"):
-        for m in ("f1", "thetas_scored", "evaluator_calls"):
-            assert cell(r4.table, setting=f"sampling={sampling}", metric=m) == pytest.approx(g[m].mean())
+        s = f"llm=fake,sampling={sampling},w=20"
+        assert cell(r4.table, setting=s, metric="f1") == pytest.approx(100 * g["f1"].mean())
+        for m in ("thetas_scored", "evaluator_calls"):
+            assert cell(r4.table, setting=s, metric=m) == pytest.approx(g[m].mean())
     uni, binr = (rows[rows["sampling"] == s].set_index("query_id") for s in ("uniform", "binary"))
-    assert (uni["thetas_scored"] == 10).all() and (binr["thetas_scored"] <= 6).all()
+    assert (uni["thetas_scored"] == 10).all() and (binr["thetas_scored"] <= 5).all()
 
 
 # ---- Dartboard Table 2 --------------------------------------------------------------------------
@@ -201,39 +253,55 @@ def _ndcg_plain(ranked, grades, k):
 
 def test_dartboard_table2_every_method(tmp_path, data_dir, server):
     res = run_recipe(RECIPES["dartboard-rgb"], _opts(tmp_path, data_dir, server, cross_encoder=overlap_cross_encoder,
-                                                     overrides={"k": [3]}))
+                                                     overrides={"k": [3], "theta": [0.3, 0.7], "sigma": [0.096]}))
     rows = res.rows
     assert res.n_errors == 0
-    assert set(rows["method"]) == {"topk", "mmr", "dartboard", "dartboard_hybrid", "dartboard_cc", "knn_cc", "mmr_cc"}
+    assert set(rows["method"]) == {"topk", "mmr", "dartboard", "dartboard_hybrid", "dartboard_cc", "knn_cc", "mmr_cc",
+                                   "oracle", "random", "empty"}
     sources = {"simple": load_rgb(data_dir / "rgb" / "en.json"), "integration": load_rgb(data_dir / "rgb" / "en_int.json")}
     for _, r in rows.iterrows():
         ds = sources[r["dataset"]]
         sel = list(r["selected"])
-        assert set(sel) <= set(ds.candidates[r["query_id"]]) and len(sel) == 3
-        assert r["ndcg"] == pytest.approx(_ndcg_plain(sel, ds.qrels[r["query_id"]], 3))
+        # the paper's collection: every question ranks every passage of its file
+        assert set(sel) <= set(ds.passage_ids) and len(sel) == (0 if r["method"] == "empty" else 3)
+        assert len(set(sel)) == len(sel)
+        qrels = ds.qrels[r["query_id"]]
+        assert r["ndcg"] == pytest.approx(_ndcg_plain(sel, qrels, 3) if sel else 0.0)
+        if r["method"] == "oracle":  # positives first (components in turn), then the question's negatives
+            pos = [p for p in ds.candidates[r["query_id"]] if qrels.get(p, 0) > 0]
+            n_pos = min(3, len(pos))
+            assert all(qrels.get(p, 0) > 0 for p in sel[:n_pos]) and set(sel) <= set(ds.candidates[r["query_id"]])
         parts = ds.answer_groups_for(r["query_id"])
         ok = all(any(a.lower() in r["answer"].lower() for a in part) for part in parts)
         assert r["accuracy"] == float(ok)
-        if r["dataset"] == "integration":
+        if r["dataset"] == "integration" and sel:
             labels = ds.subtopics_for(r["query_id"])
             comps = sorted(set(labels.values()))
             want = np.mean([_ndcg_plain(sel, {p: 1 for p, l in labels.items() if l == c}, 3) for c in comps])
             assert r["component_ndcg"] == pytest.approx(want)
     assert 0 < rows["accuracy"].mean() < 1 and rows["ndcg"].nunique() > 3  # not a degenerate fixture
+    # Table 2: per dataset and column the best grid point's mean (accuracy in percent); every grid point beside
     for (ds, method), g in rows.groupby(["dataset", "method"]):
-        s = g["params"].iloc[0]
-        setting = {"topk": "k=3", "mmr": "k=3,theta=0.5", "mmr_cc": "k=3,theta=0.5", "knn_cc": "k=3"}.get(method,
-                                                                                                      "k=3,sigma=0.096")
-        assert s  # every row carries its setting
+        grid = g.groupby("params")  # one group per grid point
         for m in ("ndcg", "accuracy") + (("component_ndcg",) if ds == "integration" else ()):
-            assert cell(res.table, dataset=ds, method=method, setting=setting, metric=m) == pytest.approx(g[m].mean())
+            scale = 100.0 if m == "accuracy" else 1.0
+            assert cell(res.table, table="Table 2", dataset=ds, method=method, setting="k=3", metric=m) \
+                == pytest.approx(scale * grid[m].mean().max())
+        if method == "mmr":
+            assert len(res.table[(res.table["table"] == "Table 2 (grid)") & (res.table["dataset"] == ds)
+                                 & (res.table["method"] == "mmr") & (res.table["metric"] == "ndcg")]) == 2
     assert not ((res.table["dataset"] == "simple") & (res.table["metric"] == "component_ndcg")).any()
+    # the oracle retrieves positives only where a question has k of them: the paper's NDCG 1.000
+    simple = rows[(rows["dataset"] == "simple") & (rows["method"] == "oracle")]
+    full = [q for q in simple["query_id"] if sum(v > 0 for v in sources["simple"].qrels[q].values()) >= 3]
+    assert (simple.set_index("query_id").loc[full, "ndcg"] == 1.0).all()
 
 
 def test_dartboard_without_cross_encoder_skips_its_rows(tmp_path, data_dir):
     res = run_recipe(RECIPES["dartboard-rgb"], _opts(tmp_path, data_dir, retrieval_only=True, limit=1,
-                                                     overrides={"k": [3]}))
-    assert set(res.rows["method"]) == {"topk", "mmr", "dartboard"} and "accuracy" not in res.rows
+                                                     overrides={"k": [3], "theta": [0.5], "sigma": [0.096]}))
+    assert set(res.rows["method"]) == {"topk", "mmr", "dartboard", "oracle", "random", "empty"}
+    assert "accuracy" not in res.rows
     assert any("dartboard_hybrid" in n for n in res.notes)
 
 
@@ -261,20 +329,22 @@ def _check_answer_metrics(rows):
 
 
 def test_mio_encoders_table1_and_jaccard(tmp_path, data_dir, server):
+    # the default questions are Table 1's 100 (the fixture holds one, 1492): pick three of the fixture's
     res = run_recipe(RECIPES["mio-encoders"], _opts(tmp_path, data_dir, server, encoders=(HashEmbedder(), OtherEmbedder()),
-                                                    overrides={"k": [2]}))
+                                                    overrides={"questions": ["1492", "178", "1480"]}))
     rows = res.rows
-    # the default evaluation questions are the authors' 20 ids; the fixture holds three of them
-    assert set(rows["query_id"]) == {"1492", "178", "1480"} and res.n_errors == 0
+    assert set(rows["query_id"]) == {"1492", "178", "1480"} and res.n_errors == 0 and set(rows["k"]) == {5}
     _check_answer_metrics(rows)
     for enc, g in rows.groupby("encoder"):
         for m in ("f1", "answer_cosine"):
             assert cell(res.table, method=enc, metric=m) == pytest.approx(g[m].mean())
+            assert cell(res.table, method=enc, metric=f"{m}_std") == pytest.approx(g[m].std(ddof=1))
     dists = []
     for _, g in rows.groupby("query_id"):
         a, b = (set(s) for s in g.sort_values("encoder")["selected"])
         dists.append(1 - len(a & b) / len(a | b))
     got = res.table[res.table["metric"] == "mean_jaccard_distance"]
+    assert got["table"].tolist() == ["Sec. 3.2"] and got["setting"].tolist() == ["k=5"]
     assert float(got["value"].iloc[0]) == pytest.approx(np.mean(dists)) and float(got["published"].iloc[0]) == 0.8935
 
 
@@ -287,15 +357,69 @@ def test_mio_robust_grid(tmp_path, data_dir, server):
     _check_answer_metrics(rows)
     for _, r in rows.iterrows():
         assert r["n_selected"] == len(r["selected"]) and (r["method"] != "topk" or r["n_selected"] == r["k"])
+    tables = {"topk": "Table 3", "robust_l1": "Table 4", "robust_l2": "Table 5", "robust_linf": "Table 6",
+              "robust_ksparse_cp": "Table 7"}
     for method, g in rows.groupby("method"):
         s = "attack_budget=4,rho_div=0.9,sparsity_penalty=0.5" if method == "robust_ksparse_cp" else \
             "rho_div=0.9,rho_vec=0.05,sparsity_penalty=0.5"
         for _, sub in (g.groupby("k") if method == "topk" else [(None, g)]):
             setting = f"k={int(sub['k'].iloc[0])}" if method == "topk" else s
-            assert cell(res.table, table="robust grid", method=method, setting=setting, metric="answer_cosine") \
+            assert cell(res.table, table=tables[method], method=method, setting=setting, metric="answer_cosine") \
                 == pytest.approx(sub["answer_cosine"].mean())
         assert cell(res.table, table="grid means", method=method, metric="f1") == pytest.approx(g["f1"].mean())
-    # the authors' numbers sit beside ours in the same cells
-    row = res.table[(res.table["table"] == "robust grid") & (res.table["method"] == "topk")
+    # the report's numbers sit beside ours in the same cells (Table 3, k = 2)
+    row = res.table[(res.table["table"] == "Table 3") & (res.table["method"] == "topk")
                     & (res.table["setting"] == "k=2") & (res.table["metric"] == "answer_cosine")]
-    assert float(row["published"].iloc[0]) == 0.835223 and not math.isnan(float(row["value"].iloc[0]))
+    assert float(row["published"].iloc[0]) == 0.8352 and not math.isnan(float(row["value"].iloc[0]))
+
+
+def test_mio_cutting_plane_starts_from_the_heuristic_top_k_with_protected_key_coordinates(monkeypatch, tmp_path,
+                                                                                         data_dir, server):
+    """Sec. 4.2: the cutting plane starts from the heuristic top-k (here the pool: fewer than the 100
+    the authors' code starts with); Sec. 4.1: the adversary may not touch each document's 20 key
+    coordinates (the authors' m_core). The call the recipe makes is recorded here."""
+    from divopt_rag.experiments.reproduce import mio
+    from divopt_rag.robust.models import REPORT_PROTECTED
+
+    seen = []
+    real = mio.run_method
+
+    def spy(inst, method, params, seed):
+        seen.append((method, inst.k, inst.n, dict(params)))
+        return real(inst, method, params, seed)
+
+    monkeypatch.setattr(mio, "run_method", spy)
+    over = {"k": [2], "rho_vec": [0.05], "sparsity_penalty": [0.5], "rho_div": [0.9], "attack_budget": [4]}
+    run_recipe(RECIPES["mio-robust"], _opts(tmp_path, data_dir, server, overrides=over, limit=1))
+    cp = [x for x in seen if x[0] == "robust_ksparse_cp"]
+    assert cp and all(k == n for _, k, n, _ in cp)  # top-min(100, n): here the whole 8-passage pool
+    assert all(p["protected"] == REPORT_PROTECTED == 20 and p["rho_vec"] == 0.05 for *_, p in cp)
+    assert all("protected" not in p for m, *_, p in seen if m != "robust_ksparse_cp")
+
+
+def test_dfrag_runs_en_qa_and_every_chunk_size(tmp_path, data_dir):
+    """The paper's five tasks include InfiniteBench's En.QA, and w in {100, 200, 300}: here two sizes of
+    the fixtures' contexts; each (task, w) is its own pool, keyed and printed apart."""
+    import json
+    import shutil
+
+    from divopt_rag.data import load_infinitebench_qa
+
+    root = tmp_path / "data"
+    shutil.copytree(data_dir, root)
+    (root / "infinitebench").mkdir()
+    books = [{"id": i, "context": r["context"], "input": r["input"], "answer": r["answers"], "options": []}
+             for i, r in enumerate(LONGBENCH_ROWS)]
+    (root / "infinitebench" / "longbook_qa_eng.jsonl").write_text("".join(json.dumps(b) + "\n" for b in books))
+    res = run_recipe(RECIPES["dfrag-table1"], _opts(tmp_path, root, retrieval_only=True,
+                                                    overrides={"k": [2], "words": [20, 30],
+                                                               "tasks": ["2wikimqa", "en_qa"]}))
+    rows = res.rows
+    assert set(zip(rows["dataset"], rows["w"])) == {(t, w) for t in ("2wikimqa", "en_qa") for w in (20, 30)}
+    for w in (20, 30):
+        ds = load_infinitebench_qa(root / "infinitebench", words=w)
+        sub = rows[(rows["dataset"] == "en_qa") & (rows["w"] == w)]
+        assert sub["n"].tolist() == [len(ds.candidates[q]) for q in sub["query_id"]]
+        per = {q: dict(zip(s["theta"], s["answer_recall"])) for q, s in sub.groupby("query_id")}
+        assert cell(res.table, dataset="en_qa", setting=f"llm=none,w={w}", method="oracle", metric="answer_recall") \
+            == pytest.approx(np.mean([max(v.values()) for v in per.values()]))

@@ -150,6 +150,50 @@ def test_compact_robust_models_equal_brute_force(uset):
             assert r2.objective == pytest.approx(truth, abs=1e-6)
 
 
+def _lpdual_cosine_plain(E, q, uset, free):
+    """The LP dual's cosine bound written out: min over U_i's vertices of q^T x / ||q|| for the
+    numerator, and the largest / smallest ||mu_i + delta|| over every support of <= K free
+    coordinates, each coordinate at its extreme (+-rho, or -mu_ij when |mu_ij| <= rho)."""
+    qh = q / np.linalg.norm(q)
+    out = []
+    for i, mu in enumerate(E):
+        num = min(float(qh @ (mu + v)) for v in vertices(uset, len(mu), free[i]))
+        coords = [j for j in range(len(mu)) if free[i, j]]
+        lo, hi = float(mu @ mu), float(mu @ mu)
+        for size in range(1, min(uset.attack_budget, len(coords)) + 1):
+            for J in itertools.combinations(coords, size):
+                up = sum(max((mu[j] + t) ** 2 - mu[j] ** 2 for t in (-uset.rho_vec, uset.rho_vec)) for j in J)
+                down = sum(min((mu[j] + t) ** 2 - mu[j] ** 2 for t in (-uset.rho_vec, uset.rho_vec)
+                               + ((-mu[j],) if abs(mu[j]) <= uset.rho_vec else ())) for j in J)
+                hi, lo = max(hi, float(mu @ mu) + up), min(lo, float(mu @ mu) + down)
+        out.append(num / math.sqrt(hi) if num >= 0 else num / math.sqrt(lo))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("seed", (3, 4, 5))
+def test_ksparse_lpdual_takes_the_reports_cosine_as_a_sound_bound(seed):
+    """The LP dual with the report's cosine: its per-document value equals the bound written out
+    here by enumeration, that bound is below every vertex's cosine (the exact worst case, attained at
+    a vertex), and the model optimum equals brute force over all subsets with that relevance."""
+    inst = _instance(seed)
+    kw = _params(inst, seed)
+    E, q = inst.E.double().numpy(), inst.q.double().numpy()
+    for uset in (KSparse(0.05, 2), KSparse(0.15, 3, 2)):
+        free = uset.free_mask(E, q)
+        plain = _lpdual_cosine_plain(E, q, uset, free)
+        model, info = build_ksparse_lpdual_model(inst, uset, **kw, query_similarity="cosine")
+        assert info.scores - info.shift == pytest.approx(plain, abs=1e-12)
+        for i in range(inst.n):
+            worst = min(float(q @ (E[i] + v)) / np.linalg.norm(E[i] + v) for v in vertices(uset, inst.d, free[i]))
+            assert plain[i] <= worst + 1e-12  # sound: never above the exact worst case
+        truth, _ = _brute_force(inst, uset, **kw, relevance=plain)
+        assert _solve(build_ksparse_lpdual_model(inst, uset, **kw, query_similarity="cosine")).objective == \
+            pytest.approx(truth, abs=1e-6)
+    # rho = 0: the nominal cosine
+    model, info = build_ksparse_lpdual_model(inst, KSparse(0.0, 3), **kw, query_similarity="cosine")
+    assert info.scores - info.shift == pytest.approx(E @ q, abs=1e-12)
+
+
 def test_cosine_l2_model_equals_brute_force_with_the_written_out_worst_cosine():
     for seed in (3, 4, 5):
         inst = _instance(seed)
@@ -322,8 +366,12 @@ def test_builders_return_models_without_solving_and_validate_inputs():
         build_robust_model(inst, NormBall(2, 0.1), sparsity_penalty=0.1, rho_div=0.5, max_size=0)
     with pytest.raises(TypeError, match="KSparse"):
         build_ksparse_lpdual_model(inst, NormBall(2, 0.1), sparsity_penalty=0.1, rho_div=0.5)
-    with pytest.raises(ValueError, match="LP-dual"):
-        build_ksparse_lpdual_model(inst, KSparse(0.1, 2), sparsity_penalty=0.1, rho_div=0.5, query_similarity="cosine")
+    # the report's cosine is accepted (a sound bound, tested below); a set reaching the origin is refused
+    assert build_ksparse_lpdual_model(inst, KSparse(0.1, 2), sparsity_penalty=0.1, rho_div=0.5,
+                                      query_similarity="cosine").info.query_similarity == "cosine"
+    with pytest.raises(ValueError, match="reaches the origin"):
+        build_ksparse_lpdual_model(inst, KSparse(5.0, inst.d), sparsity_penalty=0.1, rho_div=0.5,
+                                   query_similarity="cosine")
     with pytest.raises(ValueError, match="query_similarity"):
         build_robust_model(inst, NormBall(2, 0.1), sparsity_penalty=0.1, rho_div=0.5, query_similarity="dot")
     with pytest.raises(TypeError, match="NormBall"):
@@ -346,3 +394,20 @@ def test_rho_zero_matches_the_exact_engineers_nominal_sparsity_builder(seed):
     # and a positive radius never does better than the nominal model
     robust = _solve(build_robust_model(inst, NormBall(2, 0.02), **kw, max_size=5))
     assert robust.objective <= nominal.objective + 1e-9
+
+
+def test_cutting_plane_starts_from_the_heuristic_top_k():
+    """The MIO report's start (Sec. 4.2): the first scenario separates at the start_k most relevant
+    documents (they alone are perturbed in it), and that set is the first incumbent when feasible."""
+    inst = _instance(6, n=9, d=6)
+    kw = _params(inst, 6)
+    s = inst.E.double().numpy() @ inst.q.double().numpy()
+    for start in (1, 3, 9):
+        cp = cutting_plane_ksparse(inst, KSparse(0.05, 2), **kw, start_k=start, solver=SOLVER,
+                                   query_similarity="inner")
+        first = set(np.flatnonzero(cp.scenarios[0]).tolist())
+        assert first == set(np.argsort(-s, kind="stable")[:start].tolist())
+    default = cutting_plane_ksparse(inst, KSparse(0.05, 2), **kw, solver=SOLVER, query_similarity="inner")
+    assert set(np.flatnonzero(default.scenarios[0]).tolist()) == set(np.argsort(-s, kind="stable")[:inst.k].tolist())
+    with pytest.raises(ValueError, match="start_k"):
+        cutting_plane_ksparse(inst, KSparse(0.05, 2), **kw, start_k=0, solver=SOLVER)

@@ -1,118 +1,149 @@
-"""DF-RAG's prompts (Khan et al., Findings of EACL 2026): Planner, Evaluator, generator.
+"""DF-RAG's prompts (Khan et al., arXiv:2601.17212v1, Appendix A.3, Figs. 8-12), in divopt's words.
 
-The paper's prompt text could not be read from the stored copy available to this project (only
-its abstract). These prompts keep the structure, the 0-5 rubric and the reply formats of the
-authors' public prompts (repository SaadatKhan/DF-RAG: a Planner with one worked example and
-numbered sub-questions; an Evaluator shown the plan and the chunks, not the question, with a
-six-level rubric, three worked examples of full / no / partial support and the reply format
-"<i>. Score: <0-5>. Short Explanation: <text>" ... "Total Score: <sum>"), in this module's own
-words and with its own examples. The generator prompt is LongBench's multi-document QA prompt
-(Bai et al., 2024) with a role line, as DF-RAG uses it. Every class that sends one takes the
-text as an argument, so the paper's exact wording can be passed in.
+Each prompt keeps the figure's structure, fields, rubric, example content and output format;
+the sentences are divopt's own (neither the paper's nor the authors' code's):
+
+* **Planner** (Fig. 8): a role line ("Instruction"), the task (split the one question into the
+  fewest ordered sub-questions that must all be answered, without outside help), one worked
+  example (the birthplace of the author of the book 'Jacob', planned in two numbered steps), the
+  rule to write the plan only, then the question. Reply: numbered lines ``1) ...``.
+* **Evaluator** (Fig. 9, examples Figs. 10-11): a role line (a strict judge who counts only what
+  the chunks state), the task (score each plan question 0-5 by how directly the chunks answer it)
+  with the six-level rubric, three strict rules (explicit statements only; no credit for leaps or
+  inferences; none for vague or tangential text), the demand to keep the reasoning compact and
+  to end with ``Total Score: <total>``, three worked examples (Fig. 10: the lead of 'Inception',
+  his birthplace and its population, all stated: 5/5/5 = 15; the director of 'Titanic', his net
+  worth and his next projects, none stated: 0/0/0 = 0; Fig. 11: the author of 'Harry Potter' only
+  reachable through a chain of relations (3), the author's age (0) and the number of books (5):
+  8), then the plan and the candidate chunks. Each example states the judging rule after its
+  chunks and replies ``<i>. Score: <0-5>. Short Explanation: <text>`` per step, then the total.
+* **Generator** (Fig. 12): LongBench's multi-document QA layout with a role line; it is the
+  ``dfrag`` template of :mod:`divopt_rag.experiments.rag.prompts`.
+
+The examples' facts are the figures' (including Fig. 11's deliberately made-up family relation,
+which is what makes its first step inferred rather than stated); their wording is divopt's.
+Every class that sends a prompt takes the text as an argument, so other wordings plug in.
 """
 from __future__ import annotations
 
 __all__ = [
     "PLANNER_SYSTEM_PROMPT", "PLANNER_USER_TEMPLATE", "EVALUATOR_SYSTEM_PROMPT", "EVALUATOR_EXAMPLES",
-    "EVALUATOR_USER_TEMPLATE", "REASK_TEMPLATE",
+    "EVALUATOR_USER_TEMPLATE", "EVALUATOR_JUDGING_RULE", "REASK_TEMPLATE", "format_chunks",
 ]
 
 # ---------------------------------------------------------------------------------------------
-PLANNER_SYSTEM_PROMPT = """You are an expert planner that decomposes questions.
-Break the user's single question into the minimal ordered list of sub-questions that must all be
-answered to answer the original question fully, using only your own knowledge of how such
-questions are answered. Write one sub-question per line, numbered as in this example.
+# Planner (Fig. 8)
+# ---------------------------------------------------------------------------------------------
+PLANNER_SYSTEM_PROMPT = "Role: you are a planner whose job is to decompose questions into sub-questions."
 
-Question: Which river flows through the birthplace of the painter of 'Harbour at Dusk'?
+PLANNER_USER_TEMPLATE = """Task: split the user's one question into the shortest sequence of sub-questions, in order, whose
+answers together settle the original question completely. Rely on your own knowledge alone, and
+copy the output layout of the example below exactly: the plan is a numbered list of sub-questions.
+
+Question: In which place was the writer of the book 'Jacob' born?
+
 Plan:
-1) Identify the painter of 'Harbour at Dusk'
-2) Identify where the painter was born
-3) Identify the river that flows through that place
+1) Find out who wrote 'Jacob'
+2) Find out the birthplace of that writer
 
-Write only the plan, with no other commentary."""
+For the question below, write the plan and nothing else: no comments before or after it.
 
-PLANNER_USER_TEMPLATE = "QUESTION:\n{question}"
+Question: {question}"""
 
-EVALUATOR_SYSTEM_PROMPT = (
-    "You are a strict judge of retrieved text chunks. Count only information the chunks state explicitly."
-)
+# ---------------------------------------------------------------------------------------------
+# Evaluator (Figs. 9-11)
+# ---------------------------------------------------------------------------------------------
+EVALUATOR_SYSTEM_PROMPT = ("Role: you are a strict judge of text chunks, and you give credit only for information "
+                           "the chunks state outright.")
 
-EVALUATOR_EXAMPLES = """Example 1
-Plan:
-1) Find the author of the novel 'The Glass Harbor'
-2) Find the author's country of birth
-3) Find the capital of that country
-Chunks:
-- "The Glass Harbor is a 1998 novel by Mira Tanaka about a lighthouse keeper and his daughter..."
-- "Mira Tanaka was born in Canada in 1961 and later studied in Montreal..."
-- "Ottawa is the capital city of Canada, on the south bank of the Ottawa River..."
-1. Score: 5. Short Explanation: Mira Tanaka is named as the author.
-2. Score: 5. Short Explanation: Born in Canada is stated directly.
-3. Score: 5. Short Explanation: Ottawa is stated as Canada's capital.
-Total Score: 15
+#: The sentence every worked example states after its chunks (and the task repeats).
+EVALUATOR_JUDGING_RULE = ("Check, for every question of the plan, whether the chunks state the information it needs "
+                          "clearly and outright; taken together, the chunks should supply every kind of information "
+                          "the steps ask for.")
 
-Example 2
-Plan:
-1) Find the composer of the opera 'Night Ferry'
-2) Find the composer's teacher
-3) Find the year the opera premiered
-Chunks:
-- "Night Ferry follows two strangers who meet on a crossing in a winter storm..."
-- "The soprano role of Ilse was written for a coloratura voice..."
-- "Critics praised the staging and the lighting of the final act..."
-1. Score: 0. Short Explanation: No composer is named.
-2. Score: 0. Short Explanation: No teacher is mentioned.
-3. Score: 0. Short Explanation: No premiere date is given.
-Total Score: 0
 
-Example 3
-Plan:
-1) Find the founder of the company Arlo Works
-2) Find the founder's age
-3) Find the number of factories the company runs
-Chunks:
-- "Arlo Works was set up by the younger brother of the chemist Ada Lind..."
-- "Ada Lind and her brother Per Lind grew up in Uppsala..."
-- "Today Arlo Works runs twelve factories across northern Europe..."
-1. Score: 3. Short Explanation: Per Lind follows from the family relation.
-2. Score: 0. Short Explanation: No age is given.
-3. Score: 5. Short Explanation: Twelve factories is stated directly.
-Total Score: 8"""
+def format_chunks(chunks) -> str:
+    """The chunk list as the figures lay it out: each chunk in double quotes, one per line."""
+    return "\n".join(f'"{c}"' for c in chunks)
 
-EVALUATOR_USER_TEMPLATE = """Score each question of the plan from 0 to 5 by how directly the chunks answer it:
-5: an explicit answer, the specific facts or numbers stated directly
-4: a clear and complete answer from directly relevant information
-3: a mostly complete answer; a minor detail is missing but can be inferred
-2: partial information; key details are missing
-1: very limited relevance, mostly vague
-0: no relevant information, or only by inference
 
-Strict rules:
-- Count only information stated directly in the chunks.
+EVALUATOR_EXAMPLES = "\n\n".join([
+    "Example 1\n\nPlan:\n"
+    "1) Find the main character of the film 'Inception'\n"
+    "2) Find where that character's actor was born\n"
+    "3) Find how many people live in that city\n\nChunks:\n"
+    + format_chunks([
+        "Inception, a science-fiction film from 2010, casts Leonardo DiCaprio as Dom Cobb, a thief who breaks into "
+        "the dreams of other people...",
+        "Leonardo DiCaprio was born on November 11, 1974, in Los Angeles, California, in the United States...",
+        "Los Angeles, the largest city of California, had about 4 million residents in 2023...",
+    ])
+    + f"\n\n{EVALUATOR_JUDGING_RULE}\n\n"
+    "1. Score: 5. Short Explanation: The chunks name Leonardo DiCaprio as the main character.\n"
+    "2. Score: 5. Short Explanation: His birth in Los Angeles, California is stated outright.\n"
+    "3. Score: 5. Short Explanation: A population of about 4 million is given.\n\n"
+    "Total Score: 15",
+    "Example 2\n\nPlan:\n"
+    "1) Find who directed the film 'Titanic'\n"
+    "2) Find how wealthy that director is\n"
+    "3) Find the director's next projects\n\nChunks:\n"
+    + format_chunks([
+        "Titanic, a 1997 romance set during a sea disaster, became a huge success at the box office...",
+        "Among its 11 Academy Awards were Best Picture and Best Director...",
+        "The two leads of this love story were played by Leonardo DiCaprio and Kate Winslet...",
+    ])
+    + f"\n\n{EVALUATOR_JUDGING_RULE}\n\n"
+    "1. Score: 0. Short Explanation: No director is named; only the Best Director award is mentioned.\n"
+    "2. Score: 0. Short Explanation: Nobody's wealth is mentioned.\n"
+    "3. Score: 0. Short Explanation: Nothing is said about coming projects.\n\n"
+    "Total Score: 0",
+    "Example 3\n\nPlan:\n"
+    "1) Find who wrote 'Harry Potter'\n"
+    "2) Find how old that author is\n"
+    "3) Find how many books the series has\n\nChunks:\n"
+    + format_chunks([
+        "Harry Potter, a fantasy book series written by James Franco's sister, became popular around the world...",
+        "James Franco went on a trip to Europe with all of his siblings...",
+        "While in Europe, Franco and JK Rowling played hockey, as all the siblings did...",
+        "The series has seven main novels and a number of companion books...",
+        "Rowling is now one of the most successful authors in modern publishing...",
+    ])
+    + f"\n\n{EVALUATOR_JUDGING_RULE}\n\n"
+    "1. Score: 3. Short Explanation: J.K. Rowling as the author follows only from the family relations.\n"
+    "2. Score: 0. Short Explanation: No chunk gives an age.\n"
+    "3. Score: 5. Short Explanation: Seven main novels are stated outright.\n\n"
+    "Total Score: 8",
+])
+
+EVALUATOR_USER_TEMPLATE = """Task: give every question of the plan a score from 0 to 5 for how directly the chunks answer it:
+
+- 5: an explicit answer; the specific facts or numbers are stated outright
+- 4: a clear and complete answer from information that bears on it directly
+- 3: an answer that is mostly complete; a small detail is absent yet can be worked out
+- 2: only part of the information; important details are absent
+- 1: barely relevant, mostly vague
+- 0: nothing relevant, or only reachable by inference
+
+STRICT RULES:
+
+- Count only what the chunks state outright.
 - Give no points for logical leaps or inferences.
-- Give no points for vague or tangential content.
+- Give no points for vague or off-topic content.
 
-Keep each short explanation under 20 tokens. Answer with one line per question, in plan order,
-"<number>. Score: <0-5>. Short Explanation: <text>", and end with "Total Score: <sum>".
-
-Follow the examples:
+Keep the reasoning behind your scores brief, and do not forget this: finish with the line
+Total Score: <Total Score>
+Learn the task from these examples:
 
 {examples}
 
-Now do the same for the following.
+Now do the same for this plan and these chunks:
 
 Plan:
 {plan}
 
 Chunks:
-{chunks}
-
-For each question of the plan, judge whether the information it needs is clearly and explicitly
-present in the chunks; together the chunks should cover every kind of information the steps need."""
-
-#: DF-RAG's generator prompt: LongBench's multi-document QA prompt (Bai et al., 2024) with a
-#: role line, one user message, as in the authors' public code. ``{context}`` is the passages
-#: (and, for +IC, the extra context) separated by blank lines.
+{chunks}"""
 
 #: Sent after a reply that cannot be parsed (``reason``: the parse error, ``detail``: the format).
-REASK_TEMPLATE = ("Your reply could not be used: {reason}. Reply again in exactly the required format{detail}.")
+#: divopt's addition: the paper does not say what happens to a malformed reply.
+REASK_TEMPLATE = "Your reply could not be used: {reason}. Reply again in exactly the required format{detail}."

@@ -1,30 +1,34 @@
 """Generation prompt templates of the seed papers, as data.
 
 A :class:`PromptTemplate` turns a question and its retrieved passages into chat messages.
-``verbatim=True`` marks text taken as published (the source is cited in ``source``);
-``verbatim=False`` marks divopt's own text, written where a paper does not publish its
-prompt (the ``source`` says so). Placeholders: ``{question}`` and ``{passages}`` in the
-user text; ``{i}`` (1-based rank), ``{text}`` and ``{title}`` in one passage's format.
+Placeholders: ``{question}`` and ``{passages}`` in the user text; ``{i}`` (1-based rank),
+``{text}`` and ``{title}`` in one passage's format.
 
-==================  ========  ==============================================================
-template            verbatim  source
-==================  ========  ==============================================================
-``rgb``             yes       RGB benchmark ``config/instruction.yaml`` (en)
-``dartboard``       no        Dartboard's own prompt not available; RGB's (``rgb``) reused
-``mio_llama3``      yes       MIO report, ``rag_llm_evaluation.ipynb`` ``create_rag_prompt``
-``longbench_multidoc`` yes    LongBench ``config/dataset2prompt.json`` (hotpotqa, 2wikimqa,
-                              musique)
-``longbench_multifieldqa_en`` yes  LongBench ``config/dataset2prompt.json``
-``dfrag``           no        DF-RAG's generator prompt not available; LongBench's multi-doc
-                              QA prompt reused, DF-RAG's 50-token answer budget
-``alce_qampari``    yes*      ALCE ``prompts/qampari_default.json`` (instruction, layout)
-``alce_asqa``       yes*      ALCE ``prompts/asqa_default.json`` (instruction, layout)
-``ccbqp``           no        CCBQP paper's Tables 1-2 prompt not available; divopt's list
-                              prompt
-``neutral``         no        divopt's short-answer prompt
-==================  ========  ==============================================================
+Team rule: nobody's sentences go into divopt. Where a paper or benchmark publishes its prompt,
+divopt's template is **paraphrased from** it: the same structure (system / user split, the order
+of instruction, passages, question), the same fields and labels, the same output format and the
+same phrases a scorer looks for (RGB's decline "insufficient information"), in divopt's own
+words; ``source`` says what it paraphrases. ``verbatim`` stays False for every template (it would
+mark text copied as published; divopt ships none).
 
-(*) ALCE's prompts carry two in-context demonstrations; divopt's versions are zero-shot.
+==============================  ===============================================================
+template                        origin
+==============================  ===============================================================
+``rgb``                         paraphrased from RGB ``config/instruction.yaml`` (en)
+``dartboard``                   ``rgb`` (Dartboard evaluates on RGB and keeps its prompt, Sec. 3)
+``mio_llama3``                  paraphrased from the MIO report's Table 2 (its notebook's
+                                ``create_rag_prompt``)
+``longbench_multidoc``          paraphrased from LongBench ``config/dataset2prompt.json``
+                                (hotpotqa, 2wikimqa, musique)
+``longbench_multifieldqa_en``   paraphrased from LongBench ``config/dataset2prompt.json``
+``dfrag``                       paraphrased from DF-RAG's Fig. 12 (LongBench's multi-document
+                                prompt after a role line), DF-RAG's 50-token answer budget
+``alce_qampari``, ``alce_asqa`` paraphrased from ALCE ``prompts/{qampari,asqa}_default.json``
+                                (instruction, document layout); zero-shot (ALCE adds two
+                                demonstrations)
+``ccbqp``                       divopt's: the CCBQP paper does not print its Tables 1-2 prompt
+``neutral``                     divopt's short-answer prompt
+==============================  ===============================================================
 """
 from __future__ import annotations
 
@@ -42,7 +46,8 @@ _PSLOT = re.compile(r"\{(i|text|title)\}")
 @dataclass(frozen=True)
 class PromptTemplate:
     """A generation prompt: ``system`` (optional) and ``user`` texts, the format of one
-    passage and the string joining them, the answer budget and where the text comes from."""
+    passage and the string joining them, the answer budget and where the text comes from
+    (``source``; ``verbatim`` would mark copied text, which divopt does not ship)."""
 
     name: str
     user: str
@@ -90,13 +95,11 @@ class PromptTemplate:
 
 # ---- RGB and Dartboard --------------------------------------------------------------------
 _RGB_SYSTEM = (
-    "You are an accurate and reliable AI assistant that can answer questions with the help of external documents. "
-    "Please note that external documents may contain noisy or factually incorrect information. If the information "
-    "in the document contains the correct answer, you will give an accurate answer. If the information in the "
-    "document does not contain the answer, you will generate \u2019I can not answer the question because of the "
-    "insufficient information in documents.\u2018. If there are inconsistencies with the facts in some of the "
-    "documents, please generate the response 'There are factual errors in the provided documents.' and provide "
-    "the correct answer."
+    "You are an AI assistant who answers questions accurately and reliably with the help of outside documents. "
+    "Bear in mind that the documents may be noisy or may contain false statements. When the documents hold the "
+    "correct answer, give it accurately. When they do not hold it, reply 'I cannot answer the question: the documents "
+    "give insufficient information.'. When some documents contradict the facts, reply 'The provided documents contain "
+    "factual errors.' and then give the correct answer."
 )
 RGB = PromptTemplate(
     name="rgb",
@@ -105,105 +108,107 @@ RGB = PromptTemplate(
     passage="{text}",
     joiner="\n",
     max_tokens=256,
-    verbatim=True,
-    source="RGB (Chen et al., 2024), github.com/chen700564/RGB config/instruction.yaml, 'en' system and "
-    "instruction; evalue.py joins the documents with newlines. The answer budget is divopt's (RGB uses each "
-    "model's default).",
+    verbatim=False,
+    source="paraphrased from RGB (Chen et al., 2024), github.com/chen700564/RGB config/instruction.yaml, the 'en' "
+    "system text and instruction layout (Document / Question); the decline keeps the phrase 'insufficient "
+    "information' that RGB's evalue.py looks for, the error reply the phrase 'factual errors'; evalue.py joins the "
+    "documents with newlines. The answer budget is divopt's (RGB uses each model's default).",
 )
 DARTBOARD = PromptTemplate(
-    **{**RGB.__dict__, "name": "dartboard", "verbatim": False,
-       "source": "Dartboard (Pickett et al., 2024) evaluates end-to-end QA on RGB; its own generation prompt is not "
-       "available to divopt, so divopt uses RGB's benchmark prompt (template 'rgb', verbatim from RGB)."},
+    **{**RGB.__dict__, "name": "dartboard",
+       "source": "Dartboard (Pickett et al., 2024, Sec. 3): 'we do not modify the prompting of LLMs', so its QA "
+       "column uses RGB's benchmark prompt: template 'rgb' (paraphrased from RGB)."},
 )
 
 # ---- MIO report ---------------------------------------------------------------------------
 MIO_LLAMA3 = PromptTemplate(
     name="mio_llama3",
     user=(
-        "You are a precise question-answering assistant. Based on the provided documents, answer the question with "
-        "ONLY the direct answer. Do not include explanations, context, or additional information.\n\n"
+        "You answer questions precisely. Using the documents provided, reply with the direct answer ONLY: no "
+        "explanation, no context, nothing extra.\n\n"
         "Context Documents:\n{passages}\n\n"
         "Question: {question}\n\n"
         "Instructions:\n"
-        "- Provide ONLY the direct answer to the question\n"
-        '- Do NOT add phrases like "Based on the documents..." or "According to..."\n'
-        "- Do NOT provide explanations or reasoning\n"
-        "- If the answer is a single word, number, or short phrase, return only that\n"
-        "- If the answer requires a sentence, make it as brief as possible\n\n"
+        "- Reply with the direct answer ONLY\n"
+        '- Do NOT start with lead-ins like "The documents say..." or "As stated in..."\n'
+        "- Do NOT give explanations or reasoning\n"
+        "- When a single word, number or short phrase answers the question, reply with just that\n"
+        "- When a sentence is needed, keep it as short as you can\n\n"
         "Answer:"
     ),
     passage="Document {i}:\n{text}",
     joiner="\n\n",
     max_tokens=500,
-    verbatim=True,
-    source="MIO report (Zhang, Liu, Zhang, MIT 15.C57), github.com/kbzh2558/robustness_view_of_rag "
-    "rag_llm_evaluation.ipynb, create_rag_prompt; sent to Llama-3 8B (Ollama 'llama3') at temperature 0 with "
-    "num_predict 500.",
+    verbatim=False,
+    source="paraphrased from the MIO report (Zhang, Liu, Zhang, MIT 15.C57), Table 2 (the notebook "
+    "rag_llm_evaluation.ipynb, create_rag_prompt, github.com/kbzh2558/robustness_view_of_rag): the same fields "
+    "(Context Documents, Question, Instructions, Answer) and five instructions; sent to Llama-3 8B (Ollama "
+    "'llama3') at temperature 0 with num_predict 500.",
 )
 
 # ---- LongBench and DF-RAG -----------------------------------------------------------------
+_LB_ONLY = "Reply with the answer alone and no other words."
 _LB_MULTIDOC = (
-    "Answer the question based on the given passages. Only give me the answer and do not output any other words."
-    "\n\nThe following are given passages.\n{passages}\n\nAnswer the question based on the given passages. Only "
-    "give me the answer and do not output any other words.\n\nQuestion: {question}\nAnswer:"
+    "Use the passages below to answer the question. " + _LB_ONLY + "\n\nHere are the passages.\n{passages}\n\n"
+    "Use the passages above to answer the question. " + _LB_ONLY + "\n\nQuestion: {question}\nAnswer:"
 )
 LONGBENCH_MULTIDOC = PromptTemplate(
     name="longbench_multidoc",
     user=_LB_MULTIDOC,
     joiner="\n\n",
     max_tokens=32,
-    verbatim=True,
-    source="LongBench (Bai et al., 2024), github.com/THUDM/LongBench config/dataset2prompt.json, the prompt of "
-    "hotpotqa / 2wikimqa / musique ({input} -> {question}, {context} -> the passages); max_tokens from "
-    "config/dataset2maxlen.json (32).",
+    verbatim=False,
+    source="paraphrased from LongBench (Bai et al., 2024), github.com/THUDM/LongBench config/dataset2prompt.json, "
+    "the prompt of hotpotqa / 2wikimqa / musique: instruction, the passages, the instruction again, Question, "
+    "Answer; max_tokens from config/dataset2maxlen.json (32).",
 )
 LONGBENCH_MULTIFIELDQA_EN = PromptTemplate(
     name="longbench_multifieldqa_en",
-    user="Read the following text and answer briefly.\n\n{passages}\n\nNow, answer the following question based on "
-    "the above text, only give me the answer and do not output any other words.\n\nQuestion: {question}\nAnswer:",
+    user="Read the text below and keep your answer short.\n\n{passages}\n\nNow answer the question below from the "
+    "text above. " + _LB_ONLY + "\n\nQuestion: {question}\nAnswer:",
     joiner="\n\n",
     max_tokens=64,
-    verbatim=True,
-    source="LongBench config/dataset2prompt.json, multifieldqa_en; max_tokens from config/dataset2maxlen.json (64).",
+    verbatim=False,
+    source="paraphrased from LongBench config/dataset2prompt.json, multifieldqa_en; max_tokens from "
+    "config/dataset2maxlen.json (64).",
 )
 DFRAG = PromptTemplate(
-    **{**LONGBENCH_MULTIDOC.__dict__, "name": "dfrag", "verbatim": False, "max_tokens": 50,
-       "user": "You are a question answering assistant. " + _LB_MULTIDOC,
-       "source": "DF-RAG (Khan et al., 2026): the paper's generator prompt text is not available to divopt "
-       "(the public run_dfrag.py builds it with prompts.format_prompt, whose text is not in the public copy). "
-       "divopt uses LongBench's multi-document QA prompt (verbatim, template 'longbench_multidoc') after a "
-       "role line, as the authors' code frames it, with run_dfrag.py's answer budget of 50 tokens (it samples "
-       "at temperature 0.01)."},
+    **{**LONGBENCH_MULTIDOC.__dict__, "name": "dfrag", "max_tokens": 50,
+       "user": "Role: you are an assistant that answers questions.\n\n" + _LB_MULTIDOC,
+       "source": "paraphrased from DF-RAG (Khan et al., 2026), Fig. 12: a role line ('Instruction'), then LongBench's "
+       "multi-document QA layout (Sec. 3.4: 'We follow the prompt released in LongBench'): instruction, the "
+       "passages, the instruction again, Question, Answer. One user message and the answer budget of 50 tokens "
+       "(temperature 0.01) as in the authors' run_dfrag.py; for +IC the incremental context follows the passages."},
 )
 
 # ---- ALCE (QAMPARI, ASQA) and the CCBQP paper ---------------------------------------------
 _ALCE_DOC = "Document [{i}](Title: {title}): {text}\n"
 ALCE_QAMPARI = PromptTemplate(
     name="alce_qampari",
-    user="Instruction: Provide a list of accurate answers for the given question using only the provided search "
-    "results (some of which might be irrelevant) and cite them properly. Always cite one and only one document for "
-    "each answer. Separate answers by commas. For questions that have more than 5 answers, write at least 5 "
-    "answers.\n\nQuestion: {question}\n\n{passages}\nAnswer:",
-    passage=_ALCE_DOC,
-    joiner="",
-    max_tokens=300,
-    verbatim=True,
-    source="ALCE (Gao et al., 2023), github.com/princeton-nlp/ALCE prompts/qampari_default.json: instruction, "
-    "demo_prompt layout and doc_prompt; zero-shot (ALCE adds two demonstrations).",
-)
-ALCE_ASQA = PromptTemplate(
-    name="alce_asqa",
-    user="Instruction: Write an accurate, engaging, and concise answer for the given question using only the "
-    "provided search results (some of which might be irrelevant) and cite them properly. Use an unbiased and "
-    "journalistic tone. Always cite for any factual claim. When citing several search results, use [1][2][3]. Cite "
-    "at least one document and at most three documents in each sentence. If multiple documents support the "
-    "sentence, only cite a minimum sufficient subset of the documents.\n\nQuestion: {question}\n\n{passages}\n"
+    user="Instruction: List correct answers to the question below, using nothing but the search results given "
+    "(some may be irrelevant), and cite them. Cite exactly one document for every answer. Put commas between "
+    "answers. When the question has more than 5 answers, give at least 5.\n\nQuestion: {question}\n\n{passages}\n"
     "Answer:",
     passage=_ALCE_DOC,
     joiner="",
     max_tokens=300,
-    verbatim=True,
-    source="ALCE prompts/asqa_default.json: instruction, demo_prompt layout and doc_prompt; zero-shot.",
+    verbatim=False,
+    source="paraphrased from ALCE (Gao et al., 2023), github.com/princeton-nlp/ALCE prompts/qampari_default.json: "
+    "instruction, demo_prompt layout and doc_prompt; zero-shot (ALCE adds two demonstrations).",
+)
+ALCE_ASQA = PromptTemplate(
+    name="alce_asqa",
+    user="Instruction: Write a correct, readable and short answer to the question below, using nothing but the search "
+    "results given (some may be irrelevant), and cite them. Keep a neutral, journalistic tone. Cite a source for "
+    "every factual claim. Cite several results as [1][2][3]. Every sentence cites at least one and at most three "
+    "documents; when several documents support a sentence, cite the smallest subset that suffices.\n\n"
+    "Question: {question}\n\n{passages}\nAnswer:",
+    passage=_ALCE_DOC,
+    joiner="",
+    max_tokens=300,
+    verbatim=False,
+    source="paraphrased from ALCE prompts/asqa_default.json: instruction, demo_prompt layout and doc_prompt; "
+    "zero-shot.",
 )
 CCBQP = PromptTemplate(
     name="ccbqp",

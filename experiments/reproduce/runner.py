@@ -279,7 +279,7 @@ def _cell(v: float, p: float, q: Any) -> str:
     ours = "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return ours
-    mark = {"up_to": "<=", "range_low": ">=", "range_high": "<="}.get(q, "")
+    mark = {"up_to": "<=", "range_low": ">=", "range_high": "<=", "approx": "~"}.get(q, "")
     return f"{ours} | {mark}{p:.4g}"
 
 
