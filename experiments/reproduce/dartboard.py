@@ -1,71 +1,226 @@
 """Recipes of Dartboard (Pickett et al., "Better RAG using Relevant Information Gain",
 arXiv:2407.12101), on RGB (Chen et al., 2024).
 
-Protocol: each RGB question retrieves k = 5 passages (RGB's default number of documents) from
-its own passages (positives and negatives, :func:`divopt_rag.data.load_rgb`); NDCG@k against the
-positives; on the information-integration questions (``en_int``) also the nDCG per answer
-component (each part's positive group), averaged; QA accuracy is RGB's string match of an
-LLM's answer (every part matched, no decline) with RGB's prompt (template ``dartboard``).
-Methods by their plain names: ``topk`` (the paper's KNN), ``mmr`` (theta 0.5: the paper's
-lambda could not be read; ``--set theta=...``), ``dartboard`` (cosine, sigma 0.096), and with
-``--cross-encoder`` the paper's ``dartboard_hybrid``, ``dartboard_cc``, ``knn_cc``, ``mmr_cc``.
+Protocol (the paper's Section 3 and Appendix A.2, read with the authors' retrieval code,
+github.com/EmergenceAI/dartboard, ``end2end/do_eval.py``):
+
+* **Collection** (``--set pool=collection``, the default): every question of a file retrieves
+  from ONE collection, the positive and negative passages of all its questions merged (the
+  paper: 11,641 passages for the 300 simple questions of ``en.json``, 5,701 for the 100
+  integration questions of ``en_int.json``). divopt's loader de-duplicates passages by text;
+  the authors' code concatenates the lists and keeps repeats, so the paper's counts are the
+  number of listed passages (``Dataset.meta["n_listed"]``), divopt's pool the distinct ones.
+  ``--set pool=question`` gives the older per-question pool (a question's own passages only,
+  RGB's generation protocol), not the paper's retrieval experiment.
+* **NDCG** (``ndcg``): the paper's retrieval score, one positive suffices: 1 / log2(1 + r) for
+  the first positive passage at rank r <= k, 0 when none is retrieved (the authors'
+  ``get_single_ndcg``; the ideal ranking scores 1). On the integration questions
+  (``component_ndcg``, Table 2's "Integrated NDCG") the same score per answer component (its
+  positive group), averaged over the question's components. Table 2 says k = 5; the
+  authors' code scores NDCG on 40-passage lists (``ndcg_num = 40``), a difference the paper
+  does not mention.
+* **Rows** (cosine ones; ``--cross-encoder`` adds the paper's D-H, D-CC, KNN-CC, MMR-CC):
+  ``topk`` (KNN cossim), ``mmr_cs`` (MMR cossim: the paper's set-average MMR,
+  :func:`divopt_rag.solvers.mmr_cc`, on cosine distances (1 - cos)/2 over the 100-passage KNN
+  triage, diversity = 1 - theta), ``dartboard`` (D-CS, sigma; the paper reports the best over a
+  sigma sweep, ``dartboard-sigma``), ``random`` (k passages drawn from the whole collection;
+  the mean over 10 draws per question), ``empty`` (no passage: NDCG 0), ``oracle`` (the
+  question's positives first, round-robin over the components on integration questions, then
+  its negatives; Appendix A.2), and divopt's plain ``mmr`` (Carbonell & Goldstein, not the
+  paper's MMR) for reference. QA accuracy is RGB's string match of an LLM's answer (every part
+  matched, no decline) with RGB's prompt (template ``dartboard``).
 
 * ``dartboard-rgb`` (Table 2): every method on the simple (``en``) and integration
   (``en_int``) questions.
 * ``dartboard-sigma`` (the sigma sweep): ``dartboard`` (and the cross-encoder variants with
   ``--cross-encoder``) over a sigma grid around the paper's 0.096.
+
+Encoder: the authors' code embeds with ``multi-qa-mpnet-base-cos-v1`` and scores with the
+cross-encoder ``ms-marco-MiniLM-L-6-v2``; divopt's offline default is all-MiniLM-L6-v2
+(``--model PATH`` takes a local copy of the paper's encoder).
 """
 from __future__ import annotations
 
-from typing import Any
+import math
+import time
+from typing import Any, Collection, Sequence
 
+import numpy as np
+import torch
 import pandas as pd
 
 from divopt_rag.data import load_rgb
+from divopt_rag.models import Instance
+from divopt_rag.solvers import select
 
 from .data import DatasetPlan, Prepared, prepare_text, subset_queries, wordnet_analogue
-from .spec import DataNeed, Needs, Options, Recipe, Run
-from .steps import Env, answer_scores, query_instance, retrieval_metrics, select_rows
+from .spec import DataNeed, Needs, Options, Recipe, ReproduceError, Run
+from .steps import Env, answer_scores, query_instance, select_rows
 from .tables import mean_table
 
-__all__ = ["TABLE2", "SIGMA", "SIGMA_GRID"]
+__all__ = ["TABLE2", "SIGMA", "SIGMA_GRID", "MMR_GRID", "paper_ndcg", "positive_groups", "oracle_ranking",
+           "random_rankings", "mmr_cosine", "build_rgb", "rank_ids"]
 
 PAPER = "Dartboard (Pickett et al. 2024)"
 SOURCE = "arXiv:2407.12101"
 _RGB = "https://raw.githubusercontent.com/chen700564/RGB/master/data/"
-RGB_EN = DataNeed("RGB en (simple questions)", "rgb", "en.json", fetch="rgb/en", url=_RGB + "en.json")
-RGB_INT = DataNeed("RGB en_int (integration questions)", "rgb", "en_int.json", fetch="rgb/en_int", url=_RGB + "en_int.json")
+RGB_EN = DataNeed("RGB en (simple questions)", "rgb", "en.json", fetch="rgb", url=_RGB + "en.json")
+RGB_INT = DataNeed("RGB en_int (integration questions)", "rgb", "en_int.json", fetch="rgb", url=_RGB + "en_int.json")
 #: The sigma sweep's grid (divopt's: a log-spaced grid through the paper's 0.096).
 SIGMA_GRID = (0.01, 0.02, 0.05, 0.075, 0.096, 0.15, 0.2, 0.3, 0.5, 1.0)
 _CE = ("dartboard_hybrid", "dartboard_cc", "knn_cc", "mmr_cc")
-_RETRIEVAL = ("ndcg", "component_ndcg")
+#: The grid of the paper's MMR cossim row (theta = 1 - the paper's diversity; the authors swept
+#: diversity in steps of 0.001, divopt in steps of 0.05).
+MMR_GRID = tuple(round(0.05 * i, 2) for i in range(21))
+#: The paper's triage: the 100 passages nearest the query by cosine (Appendix A.2).
+TRIAGE = 100
+#: Draws averaged per question for the Random row.
+RANDOM_DRAWS = 10
+_POOLS = ("collection", "question")
+_BASELINES = ("random", "empty", "oracle")
 
 
-def _datasets(options: Options) -> list[DatasetPlan]:
-    if options.analogue == "wordnet":
-        return [DatasetPlan("wordnet", lambda o: wordnet_analogue(o))]
-    plans = []
-    for need, label in ((RGB_EN, "simple"), (RGB_INT, "integration")):
-        def build(o: Options, need=need, label=label) -> Prepared:
-            # every question retrieves from its own passages: the limit does not change a question's pool
-            ds = subset_queries(load_rgb(need.locate(o.data_dir)), o.limit)
-            return prepare_text(ds, o, label=label, spec={"name": "rgb", "file": need.marker})
+def paper_ndcg(ranked: Sequence[str], relevant: Collection[str]) -> float:
+    """Table 2's NDCG: 1 / log2(1 + r) for the first passage of ``relevant`` at rank r (1-based)
+    in ``ranked``, 0 when none is there (the authors' ``get_single_ndcg``: one positive passage
+    answers a simple question, so the ideal ranking scores 1)."""
+    for r, pid in enumerate(ranked, 1):
+        if pid in relevant:
+            return 1.0 / math.log2(1 + r)
+    return 0.0
 
-        plans.append(DatasetPlan(label, build))
-    return plans
+
+def positive_groups(prep: Prepared, query_id: str) -> list[list[str]]:
+    """The question's positive passages (ids in file order), one list per answer component:
+    RGB ``en_int``'s groups (the subtopic labels), else one group of every judged-relevant passage."""
+    ds = prep.dataset
+    own = [str(p) for p in ds.candidates[query_id]] if ds is not None and ds.candidates else []
+    grades = dict((prep.data.qrels or {}).get(query_id) or {})
+    labels = dict((prep.data.subtopics or {}).get(query_id) or {})
+    if not own:  # an analogue: judged passages in id order
+        own = sorted(grades, key=str)
+    if labels:
+        comps = sorted(set(labels.values()), key=str)
+        return [[p for p in own if labels.get(p) == c] for c in comps]
+    return [[p for p in own if grades.get(p, 0) > 0]]
+
+
+def oracle_ranking(prep: Prepared, query_id: str, k: int) -> list[str]:
+    """The Oracle row (Appendix A.2): the question's positives, round-robin over its
+    components, then its negatives, first k."""
+    groups = [list(g) for g in positive_groups(prep, query_id)]
+    out: list[str] = []
+    while any(groups):
+        for g in groups:
+            if g:
+                p = g.pop(0)
+                if p not in out:
+                    out.append(p)
+    grades = dict((prep.data.qrels or {}).get(query_id) or {})
+    ds = prep.dataset
+    own = [str(p) for p in ds.candidates[query_id]] if ds is not None and ds.candidates else sorted(grades, key=str)
+    out += [p for p in own if grades.get(p, 0) <= 0 and p not in out]
+    return out[:k]
+
+
+def random_rankings(ids: Sequence[str], k: int, seed: int, draws: int = RANDOM_DRAWS) -> list[list[str]]:
+    """``draws`` rankings of k passages drawn without replacement from the whole pool ``ids``."""
+    rng = np.random.default_rng(seed)
+    k = min(k, len(ids))
+    return [[str(ids[i]) for i in rng.choice(len(ids), size=k, replace=False)] for _ in range(draws)]
+
+
+def mmr_cosine(inst: Instance, k: int, theta: float, triage: int = TRIAGE) -> np.ndarray:
+    """The paper's MMR cossim: its set-average MMR (:func:`divopt_rag.solvers.mmr_cc`) on the cosine
+    distances (1 - cos)/2 of the ``triage`` passages nearest the query (ties keep the pool
+    order); rows of ``inst`` in pick order."""
+    E = inst.E.to(torch.float64)
+    c = inst.relevance.to(torch.float64)
+    K = min(int(triage), inst.n)
+    order = np.argsort(-c.cpu().numpy(), kind="stable")[:K]
+    pool = torch.from_numpy(order)
+    F = E.index_select(0, pool)
+    sub = Instance(F, inst.q.to(torch.float64), k=min(int(k), K), theta=float(theta))
+    sel = select(sub, "mmr_cc", triage=K, query_scores=c.index_select(0, pool), pair_scores=F @ F.T, ce_range=(-1.0, 1.0))
+    return order[np.asarray(sel.indices)]
+
+
+def rank_ids(inst: Instance, idx: Sequence[int]) -> list[str]:
+    return [str(inst.ids[int(i)]) for i in idx]
+
+
+def _scores(prep: Prepared, query_id: str, ranked: list[str]) -> dict[str, float]:
+    groups = positive_groups(prep, query_id)
+    allpos = {p for g in groups for p in g}
+    labelled = bool((prep.data.subtopics or {}).get(query_id))
+    comp = [paper_ndcg(ranked, set(g)) for g in groups if g] if labelled else []
+    return {"ndcg": paper_ndcg(ranked, allpos) if allpos else math.nan,
+            "component_ndcg": float(np.mean(comp)) if comp else math.nan}
+
+
+def build_rgb(path: Any, options: Options, *, label: str, pool: str = "collection", file: str | None = None) -> Prepared:
+    """An RGB file as the recipe runs it: ``pool="collection"`` (the paper's: every question
+    ranks the merged passages of the whole file; ``--limit`` keeps the first questions and the
+    whole collection, so limited rows equal full-run rows) or ``"question"`` (each question
+    its own passages)."""
+    if pool not in _POOLS:
+        raise ReproduceError(f"--set pool: expected one of {list(_POOLS)}, got {pool!r}")
+    full = load_rgb(path)
+    spec = {"name": "rgb", "file": file or str(getattr(path, "name", path)), "pool": pool}
+    if pool == "collection":
+        prep = prepare_text(full, options, label=label, spec=spec)
+        prep.data.pools = None
+    else:
+        prep = prepare_text(subset_queries(full, options.limit), options, label=label, spec=spec)
+    prep.extra.update(n_listed=full.meta.get("n_listed"), n_passages=full.n_passages)
+    return prep
+
+
+def _datasets(recipe: Recipe):
+    def datasets(options: Options) -> list[DatasetPlan]:
+        if options.analogue == "wordnet":
+            return [DatasetPlan("wordnet", lambda o: wordnet_analogue(o))]
+        pool = recipe.param(options, "pool")
+        if pool not in _POOLS:
+            raise ReproduceError(f"--set pool: expected one of {list(_POOLS)}, got {pool!r}")
+        plans = []
+        for need, label in ((RGB_EN, "simple"), (RGB_INT, "integration")):
+            def build(o: Options, need=need, label=label) -> Prepared:
+                return build_rgb(need.locate(o.data_dir), o, label=label, pool=pool, file=need.marker)
+
+            plans.append(DatasetPlan(label, build))
+        return plans
+
+    return datasets
 
 
 def _execute(recipe: Recipe):
     def execute(prep: Prepared, run: Run, env: Env) -> dict[str, Any]:
         p = run.params
+        k = int(p["k"])
         inst, rows = query_instance(prep, run.query_index, env=env)
-        extra = {"sigma": p["sigma"]} if "sigma" in p else {}
-        idx, info = select_rows(inst, run.method, k=p["k"], theta=p.get("theta", 1.0), env=env, prep=prep, rows=rows,
-                                query_index=run.query_index, **extra)
-        out: dict[str, Any] = {"n_pool": inst.n, "seconds": info["seconds"], "selected": [str(inst.ids[i]) for i in idx],
-                               **retrieval_metrics(prep, run.query_id, inst, rows, idx, _RETRIEVAL)}
+        out: dict[str, Any] = {"n_pool": inst.n}
+        t0 = time.perf_counter()
+        if run.method == "random":  # the mean over RANDOM_DRAWS draws; the first draw is the one answered
+            draws = random_rankings(inst.ids, k, env.options.seed * 1_000_003 + run.query_index)
+            vals = [_scores(prep, run.query_id, r) for r in draws]
+            ranked, scores = draws[0], {m: float(np.mean([v[m] for v in vals])) for m in vals[0]}
+        else:
+            if run.method in ("empty", "oracle"):
+                ranked = [] if run.method == "empty" else oracle_ranking(prep, run.query_id, k)
+            elif run.method == "mmr_cs":
+                ranked = rank_ids(inst, mmr_cosine(inst, k, p["theta"]))
+            else:
+                extra = {"sigma": p["sigma"]} if "sigma" in p else {}
+                idx, _ = select_rows(inst, run.method, k=k, theta=p.get("theta", 1.0), env=env, prep=prep, rows=rows,
+                                     query_index=run.query_index, **extra)
+                ranked = rank_ids(inst, idx)
+            scores = _scores(prep, run.query_id, ranked)
+        out.update(seconds=time.perf_counter() - t0, selected=ranked, **scores)
         if env.llm is not None:
-            answer = env.generator("dartboard").generate(prep.question(run.query_index), prep.texts(rows[idx]))
+            where = {str(d): int(r) for r, d in zip(rows, inst.ids)}
+            texts = prep.texts([where[d] for d in ranked if d in where])
+            answer = env.generator("dartboard").generate(prep.question(run.query_index), texts)
             out["answer"] = answer
             out["accuracy"] = answer_scores(answer, prep.answer_groups(run.query_id), ("rgb_correct",))["rgb_correct"]
         return out
@@ -88,15 +243,17 @@ TABLE2 = Recipe(
     name="dartboard-rgb", paper_key="dartboard", paper=PAPER, source=SOURCE, target="Table 2",
     summary="RGB QA accuracy and NDCG (simple and integration questions, per-component NDCG) of KNN, MMR and Dartboard",
     needs=Needs(data=(RGB_EN, RGB_INT), llm="partly", cross_encoder="optional"),
-    methods={"topk": {}, "mmr": {"theta": (0.5,)}, "dartboard": {"sigma": (0.096,)},
+    methods={"topk": {}, "mmr_cs": {"theta": MMR_GRID}, "dartboard": {"sigma": (0.096,)}, "random": {}, "empty": {},
+             "oracle": {}, "mmr": {"theta": (0.5,)},
              "dartboard_hybrid": {"sigma": (0.096,)}, "dartboard_cc": {"sigma": (0.096,)}, "knn_cc": {},
              "mmr_cc": {"theta": (0.5,)}},
     grid={"k": (5,)}, metrics=("accuracy", "ndcg", "component_ndcg"),
-    datasets=_datasets, execute=lambda *a: {}, table=_table2,
+    datasets=lambda o: [], execute=lambda *a: {}, table=_table2,
     layout=(("method", "setting"), ("dataset", "metric")), analogues=("wordnet",), ce_methods=_CE,
-    published_tables=("Table 2",),
+    published_tables=("Table 2",), params={"pool": "collection"},
 )
 TABLE2.execute = _execute(TABLE2)
+TABLE2.datasets = _datasets(TABLE2)
 
 SIGMA = Recipe(
     name="dartboard-sigma", paper_key="dartboard", paper=PAPER, source=SOURCE, target="sigma sweep",
@@ -105,8 +262,9 @@ SIGMA = Recipe(
     methods={"dartboard": {"sigma": SIGMA_GRID}, "dartboard_hybrid": {"sigma": SIGMA_GRID},
              "dartboard_cc": {"sigma": SIGMA_GRID}},
     grid={"k": (5,)}, metrics=("accuracy", "ndcg", "component_ndcg"),
-    datasets=_datasets, execute=lambda *a: {}, table=_sigma_table,
+    datasets=lambda o: [], execute=lambda *a: {}, table=_sigma_table,
     layout=(("setting",), ("method", "dataset", "metric")), analogues=("wordnet",), ce_methods=_CE,
-    published_tables=("sigma sweep",),
+    published_tables=("sigma sweep",), params={"pool": "collection"},
 )
 SIGMA.execute = _execute(SIGMA)
+SIGMA.datasets = _datasets(SIGMA)
