@@ -162,10 +162,14 @@ def build_rgb(path: Any, options: Options, *, label: str, pool: str = "collectio
     """An RGB file as the recipe runs it: ``pool="collection"`` (the paper's: every question
     ranks the merged passages of the whole file; ``--limit`` keeps the first questions and the
     whole collection, so limited rows equal full-run rows) or ``"question"`` (each question
-    its own passages)."""
+    its own passages). The ``positive_wrong`` passages of ``en_fact.json`` (RGB's counterfactual
+    rewrites of the positives) are left out: the paper merges positives and negatives."""
     if pool not in _POOLS:
         raise ReproduceError(f"--set pool: expected one of {list(_POOLS)}, got {pool!r}")
     full = load_rgb(path)
+    fakes = {p for ids in full.meta.get("fake_positives", {}).values() for p in ids}
+    if fakes:  # en_fact's counterfactual rewrites of the positives: not passages of the paper's collection
+        full = full.restrict([i for i, p in enumerate(full.passage_ids) if p not in fakes], name=full.name)
     spec = {"name": "rgb", "file": file or str(getattr(path, "name", path)), "pool": pool}
     if pool == "collection":
         prep = prepare_text(full, options, label=label, spec=spec)
