@@ -47,8 +47,7 @@ from divopt_rag.solvers import DEFAULT_METHOD, select, solve_exact
 
 #: D-CS sigma grid: log-spaced through the paper's 0.096 (the authors swept 0..1 in steps of 0.001).
 SIGMAS = tuple(sorted({round(float(s), 4) for s in np.geomspace(0.005, 1.0, 16)} | {0.096}))
-#: MMR cossim grid (the recipe's MMR_GRID has steps of 0.05; steps of 0.1 here, for time).
-MMR_THETAS = tuple(round(0.1 * i, 1) for i in range(11))
+
 #: theta grid of the CCBQP methods (theta = 1 is KNN) and of divopt's plain MMR.
 THETAS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 K = 5
@@ -61,7 +60,7 @@ def _run(prep, qi: int, method: str, setting: dict) -> Run:
 
 def _plan() -> list[tuple[str, dict]]:
     out = [("topk", {"k": K}), ("random", {"k": K}), ("empty", {"k": K}), ("oracle", {"k": K})]
-    out += [("mmr_cs", {"k": K, "theta": t}) for t in MMR_THETAS]
+    out += [("mmr_cs", {"k": K, "theta": t}) for t in db.MMR_GRID]
     out += [("dartboard", {"k": K, "sigma": s}) for s in SIGMAS]
     out += [(m, {"k": K, "theta": t}) for m in ("mmr", "fw", DEFAULT_METHOD) for t in THETAS]
     return out
@@ -222,7 +221,7 @@ def main(argv=None) -> int:
     info = {"file": str(args.file), "label": args.label, "questions": len(queries),
             "collection_distinct": prep.extra.get("n_passages"), "collection_listed": prep.extra.get("n_listed"),
             "encoder": options.model_id(), "k": K, "sigmas": list(SIGMAS), "thetas": list(THETAS),
-            "mmr_cs_grid": list(MMR_THETAS), "opt_pool": args.opt_pool, "time_limit": args.time_limit,
+            "mmr_cs_grid": list(db.MMR_GRID), "opt_pool": args.opt_pool, "time_limit": args.time_limit,
             "tune_questions": [prep.data.query_ids[i] for i in tune][:1] + ["..."] if tune else [],
             "split": f"tune on the first {len(tune)} questions, report on the last {len(report)}",
             "commit": commit, "command": " ".join([os.path.basename(sys.executable), *sys.argv]),

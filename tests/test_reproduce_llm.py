@@ -252,7 +252,7 @@ def test_dartboard_table2_every_method(tmp_path, data_dir, server):
 
 def test_dartboard_question_pool_is_each_questions_own_passages(tmp_path, data_dir):
     res = run_recipe(RECIPES["dartboard-rgb"], _opts(tmp_path, data_dir, retrieval_only=True,
-                                                     overrides={"k": [3], "pool": ["question"], "theta": [0.5]}))
+                                                     overrides={"k": [3], "pool": ["own"], "theta": [0.5]}))
     ds = load_rgb(data_dir / "rgb" / "en.json")
     simple = res.rows[res.rows["dataset"] == "simple"]
     for _, r in simple.iterrows():

@@ -10,7 +10,7 @@ github.com/EmergenceAI/dartboard, ``end2end/do_eval.py``):
   integration questions of ``en_int.json``). divopt's loader de-duplicates passages by text;
   the authors' code concatenates the lists and keeps repeats, so the paper's counts are the
   number of listed passages (``Dataset.meta["n_listed"]``), divopt's pool the distinct ones.
-  ``--set pool=question`` gives the older per-question pool (a question's own passages only,
+  ``--set pool=own`` gives the older per-question pool (a question's own passages only,
   RGB's generation protocol), not the paper's retrieval experiment.
 * **NDCG** (``ndcg``): the paper's retrieval score, one positive suffices: 1 / log2(1 + r) for
   the first positive passage at rank r <= k, 0 when none is retrieved (the authors'
@@ -70,13 +70,13 @@ RGB_INT = DataNeed("RGB en_int (integration questions)", "rgb", "en_int.json", f
 SIGMA_GRID = (0.01, 0.02, 0.05, 0.075, 0.096, 0.15, 0.2, 0.3, 0.5, 1.0)
 _CE = ("dartboard_hybrid", "dartboard_cc", "knn_cc", "mmr_cc")
 #: The grid of the paper's MMR cossim row (theta = 1 - the paper's diversity; the authors swept
-#: diversity in steps of 0.001, divopt in steps of 0.05).
-MMR_GRID = tuple(round(0.05 * i, 2) for i in range(21))
+#: diversity in steps of 0.001, divopt in steps of 0.1).
+MMR_GRID = tuple(round(0.1 * i, 1) for i in range(11))
 #: The paper's triage: the 100 passages nearest the query by cosine (Appendix A.2).
 TRIAGE = 100
 #: Draws averaged per question for the Random row.
 RANDOM_DRAWS = 10
-_POOLS = ("collection", "question")
+_POOLS = ("collection", "own")
 _BASELINES = ("random", "empty", "oracle")
 
 
@@ -161,7 +161,7 @@ def _scores(prep: Prepared, query_id: str, ranked: list[str]) -> dict[str, float
 def build_rgb(path: Any, options: Options, *, label: str, pool: str = "collection", file: str | None = None) -> Prepared:
     """An RGB file as the recipe runs it: ``pool="collection"`` (the paper's: every question
     ranks the merged passages of the whole file; ``--limit`` keeps the first questions and the
-    whole collection, so limited rows equal full-run rows) or ``"question"`` (each question
+    whole collection, so limited rows equal full-run rows) or ``"own"`` (each question
     its own passages). The ``positive_wrong`` passages of ``en_fact.json`` (RGB's counterfactual
     rewrites of the positives) are left out: the paper merges positives and negatives."""
     if pool not in _POOLS:
