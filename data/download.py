@@ -3,7 +3,9 @@ loaders and the tests never need it).
 
     fetch("beir/scifact", "datasets/")            -> datasets/scifact/{corpus,queries}.jsonl, qrels/
     fetch("rag-mini-wikipedia", "datasets/")      -> datasets/rag-mini-wikipedia/data/...
-    fetch("rgb/en_int", "datasets/")              -> datasets/rgb/en_int.json
+    fetch("rgb", "datasets/")                     -> datasets/rgb/ (en.json and en_int.json: the
+                                                     Dartboard paper's Table 2 files)
+    fetch("rgb/en_int", "datasets/")              -> datasets/rgb/en_int.json (one file)
     fetch("asqa", "datasets/")                    -> datasets/asqa/ASQA.json
     fetch("qampari", "datasets/")                 -> datasets/qampari/  (…/dev_data.jsonl)
     fetch("longbench", "datasets/")               -> datasets/longbench/ (…/hotpotqa.jsonl, …)
@@ -21,10 +23,13 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-__all__ = ["fetch", "BEIR_URL", "RGB_URL", "ARCHIVES"]
+__all__ = ["fetch", "BEIR_URL", "RGB_URL", "RGB_FILES", "ARCHIVES"]
 
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
 RGB_URL = "https://raw.githubusercontent.com/chen700564/RGB/master/data/{name}.json"
+#: The RGB files ``fetch("rgb", root)`` brings: the simple and the information-integration
+#: questions (Dartboard, Pickett et al. 2024, Table 2).
+RGB_FILES = ("en", "en_int")
 MINI_WIKI_REPO = "rag-datasets/rag-mini-wikipedia"
 ASQA_URL = "https://storage.googleapis.com/gresearch/ASQA/ASQA.json"  # the TFDS builder's source
 
@@ -73,11 +78,14 @@ def fetch(name: str, root: str | os.PathLike, *, url: str | None = None) -> Path
             shutil.move(str(extracted), target)
         return target
     if kind == "rgb":
-        target = root / "rgb" / f"{sub or 'en'}.json"
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _download(url or RGB_URL.format(name=sub or "en"), target)
-        return target
+        # "rgb": every file of RGB_FILES (url, if given, a template with {name}); "rgb/<file>": one
+        names = (sub,) if sub else RGB_FILES
+        for one in names:
+            target = root / "rgb" / f"{one}.json"
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _download((url.format(name=one) if url and not sub else url) or RGB_URL.format(name=one), target)
+        return target if sub else root / "rgb"
     if kind == "asqa":
         target = root / "asqa" / "ASQA.json"
         if not target.exists():

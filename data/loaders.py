@@ -340,7 +340,11 @@ def load_rgb(path: str | os.PathLike, *, file: str = "en.json") -> Dataset:
     ``candidates[id]`` lists the query's own passages (positives, then ``positive_wrong``, then
     negatives), the documents RGB's protocol draws from. ``en_fact``'s ``positive_wrong``
     passages are judged non-relevant (grade 0) and listed in ``meta["fake_positives"]``, its
-    ``fakeanswer`` in ``meta["fake_answers"]``.
+    ``fakeanswer`` in ``meta["fake_answers"]``. ``meta["n_listed"]`` counts the passages as the
+    file lists them, positives and negatives of every question with repeats (``positive_wrong``
+    aside): the size of the Dartboard paper's merged collection, which keeps repeats (11,641 for
+    ``en.json``, 5,701 for ``en_int.json``, Pickett et al. 2024, Section 3), where the pool here
+    has each distinct text once.
     """
     p = Path(path)
     if p.is_dir():
@@ -357,6 +361,7 @@ def load_rgb(path: str | os.PathLike, *, file: str = "en.json") -> Dataset:
     candidates: dict[str, list[str]] = {}
     fakes: dict[str, list[str]] = {}
     fake_answers: dict[str, str] = {}
+    n_listed = 0
 
     def passage_id(text: str) -> str:
         key = text.strip()
@@ -383,13 +388,16 @@ def load_rgb(path: str | os.PathLike, *, file: str = "en.json") -> Dataset:
         judged: dict[str, int] = {}
         own: list[str] = []
         labels: dict[str, str] = {}
+        n_listed += len(neg)
         if pos and all(isinstance(g, list) for g in pos):  # en_int: one group per answer part
             for g, group in enumerate(pos):
+                n_listed += len(group)
                 for pid in (passage_id(t) for t in strings(group, lineno, "positive")):
                     judged[pid] = 1
                     labels.setdefault(pid, f"part{g}")
                     own.append(pid)
         else:
+            n_listed += len(pos)
             for pid in (passage_id(t) for t in strings(pos, lineno, "positive")):
                 judged[pid] = 1  # a positive also listed as negative counts as relevant
                 own.append(pid)
@@ -415,7 +423,7 @@ def load_rgb(path: str | os.PathLike, *, file: str = "en.json") -> Dataset:
         raise DataFormatError(p, None, None, "no queries: the file is empty")
     if not texts:
         raise DataFormatError(p, None, None, "no passages: every query's positive and negative lists are empty")
-    meta: dict[str, Any] = {"format": "rgb", "path": str(p)}
+    meta: dict[str, Any] = {"format": "rgb", "path": str(p), "n_listed": n_listed}
     if fakes or fake_answers:
         meta.update(fake_positives=fakes, fake_answers=fake_answers)
     return Dataset(

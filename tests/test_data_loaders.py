@@ -174,6 +174,8 @@ def test_rgb_merged_dedup_pool(tmp_path):
     assert q1["Alice won the 2022 prize."] == 0  # a positive of q0 is a judged negative of q1
     assert ds.answers == {"0": ["Alice"], "1": ["October", "Oct."]}
     assert ds.query_subtopics is None
+    # the Dartboard paper's collection size counts every listed passage, repeats included
+    assert ds.meta["n_listed"] == sum(len(r["positive"]) + len(r["negative"]) for r in RGB_ROWS) == 7
 
 
 def test_rgb_integration_groups_are_subtopics(tmp_path):
@@ -184,6 +186,7 @@ def test_rgb_integration_groups_are_subtopics(tmp_path):
     labels = {ds.texts[ds.passage_index(p)]: l for p, l in ds.subtopics_for("7").items()}
     assert labels == {"X won A.": "part0", "A went to X.": "part0", "Y won B.": "part1"}
     assert ds.relevant("7") == {p: 1 for p in ds.subtopics_for("7")}
+    assert ds.meta["n_listed"] == 4  # 3 positives in 2 groups + 1 negative
 
 
 @pytest.mark.parametrize(
@@ -224,5 +227,12 @@ def test_fetch_beir_zip_and_rgb_from_file_urls(tmp_path):
     assert load_rgb(rgb).n_queries == 2
     with pytest.raises(ConnectionError, match="download it by hand"):
         fetch("rgb/en_int", tmp_path / "datasets", url="file:///nonexistent/en_int.json")
+    # one command brings both Table 2 files of the Dartboard paper (url: a template with {name})
+    write_jsonl(tmp_path / "src" / "en_int.json", [{"id": 7, "query": "q", "answer": [["X"], ["Y"]],
+                                                     "positive": [["X."], ["Y."]], "negative": []}])
+    write_jsonl(tmp_path / "src" / "en.json", RGB_ROWS)
+    folder = fetch("rgb", tmp_path / "both", url=(tmp_path / "src").as_uri() + "/{name}.json")
+    assert folder == tmp_path / "both" / "rgb" and sorted(f.name for f in folder.iterdir()) == ["en.json", "en_int.json"]
+    assert load_rgb(folder).n_queries == 2 and load_rgb(folder / "en_int.json").n_queries == 1
     with pytest.raises(ValueError, match="unknown corpus"):
         fetch("msmarco", tmp_path)

@@ -281,7 +281,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, needle, tmp_path, capsys, monkey
     err = capsys.readouterr().err.strip()
     assert code == 2 and needle in err and len(err.splitlines()) == 1
     if "en.json" in needle:  # the missing file, where it goes and how to fetch it
-        assert "fetch('rgb/en'" in err and "raw.githubusercontent.com/chen700564/RGB" in err
+        assert "fetch('rgb', " in err and "raw.githubusercontent.com/chen700564/RGB" in err
 
 
 def test_missing_llm_names_the_variables(tmp_path, data_dir, capsys, monkeypatch):
