@@ -48,7 +48,7 @@ from tqdm.auto import tqdm
 
 from divopt_rag.models import Instance, ccbqp_objective, objective_scale
 from divopt_rag.models.qcr import CardinalityQP, LiftOperator, QCRBound, qcr_from_dual
-from divopt_rag.models.validation import check_choice, check_indices, check_nonnegative
+from divopt_rag.models.validation import check_choice, check_indices, check_nonnegative, check_scalar
 
 from ..local_search import local_search
 from ..selection import METHODS, select
@@ -439,11 +439,9 @@ def branch_and_bound(
         check_choice(heuristic, "heuristic", METHODS)
     mip_gap = check_nonnegative(mip_gap, "mip_gap")
     abs_gap = 1e-8 * objective_scale(inst.k) if abs_gap is None else check_nonnegative(abs_gap, "abs_gap")
-    for name, v in (("root_iterations", root_iterations), ("node_iterations", node_iterations), ("chunk", chunk)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-    if node_limit is not None and (isinstance(node_limit, bool) or not isinstance(node_limit, (int, np.integer)) or node_limit < 1):
-        raise ValueError(f"node_limit must be an int >= 1 or None, got {node_limit!r}")
+    root_iterations, node_iterations, chunk = (check_scalar(v, name, int, min_val=1) for name, v in (
+        ("root_iterations", root_iterations), ("node_iterations", node_iterations), ("chunk", chunk)))
+    node_limit = check_scalar(node_limit, "node_limit", int, min_val=1, allow_none=True)
     warm = None
     if warm_start is not None:
         if hasattr(warm_start, "indices"):
