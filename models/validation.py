@@ -255,8 +255,10 @@ def check_nonnegative(value: Any, name: str, allow_zero: bool = True) -> float:
     return v
 
 
-def check_indices(indices: Any, n: int, name: str = "indices", size: int | None = None) -> np.ndarray:
-    """A selection: unique integer indices in [0, n), optionally of a given size."""
+def check_indices(indices: Any, n: int, name: str = "indices", size: int | None = None,
+                  size_what: str = "") -> np.ndarray:
+    """A selection: unique integer indices in [0, n), optionally of a given size (``size_what``
+    names it in the message, e.g. " (k)")."""
     idx = np.asarray(indices.cpu() if isinstance(indices, torch.Tensor) else indices)
     if idx.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {idx.shape}")
@@ -264,12 +266,13 @@ def check_indices(indices: Any, n: int, name: str = "indices", size: int | None 
         raise TypeError(f"{name} must hold integers, got dtype {idx.dtype}")
     idx = idx.astype(np.int64, copy=False)
     if size is not None and idx.size != size:
-        raise ValueError(f"{name} must hold exactly {size} items, got {idx.size}")
+        raise ValueError(f"{name} must hold exactly {size} items{size_what}, got {idx.size}")
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         bad = idx[(idx < 0) | (idx >= n)][0]
         raise ValueError(f"{name} must lie in [0, {n}), got {int(bad)}")
-    if np.unique(idx).size != idx.size:
-        raise ValueError(f"{name} must be unique, got duplicates")
+    uniq, counts = np.unique(idx, return_counts=True)
+    if uniq.size != idx.size:
+        raise ValueError(f"{name} must be unique, got duplicates (e.g. {int(uniq[counts > 1][0])})")
     return idx
 
 
