@@ -21,13 +21,18 @@ class Instance:
     Parameters
     ----------
     E : (n, d) array or tensor with unit-norm rows (float16/bfloat16/float32/float64; numpy
-        arrays are wrapped without a copy; device and dtype are kept).
+        arrays are wrapped without a copy; device and dtype are kept). Tensors that require
+        gradients are detached (no copy): divopt's methods are not differentiable, and the
+        caller's tensor and graph are left as they were. The same holds for q and relevance.
     q : (d,) unit-norm query; the relevance is then c = E q.
     relevance : (n,) user-supplied relevance scores c (e.g. a cross-encoder or BM25); may be
         given together with q (q is then used only by methods that need the query vector).
     k : selection size, 1 <= k <= n.
     theta : relevance-diversity trade-off in [0, 1]; 1 = pure relevance.
-    normalize : rescale rows of E (and q) to unit norm instead of refusing them.
+    normalize : rescale rows of E (and q) to unit norm instead of refusing them; any finite
+        nonzero row is rescaled correctly whatever its scale (1e-300 or 1e300 in float64: rows
+        are scaled by their largest entry before the norm), and only a zero or non-finite row is
+        refused.
     ids : optional passage ids, one per row (kept for tables).
 
     Notes

@@ -62,6 +62,9 @@ __all__ = [
     "OPTIMALITY_GAP",
     "ABS_GAP_TOL",
     "DEFAULT_TIME_LIMIT",
+    "ModelTooLarge",
+    "status_message",
+    "compose_message",
 ]
 
 #: Solvers in the order ``"auto"`` tries them.
@@ -177,6 +180,36 @@ class SolverRefused(ValueError):
     def __init__(self, solver: str, reason: str, hint: str) -> None:
         super().__init__(f"solver {solver!r} cannot take this model: {reason}; {hint}")
         self.solver, self.reason = solver, reason
+
+
+class ModelTooLarge(SolverRefused, MemoryError):
+    """The request cannot fit in the memory this process may use, judged before anything is
+    built (:mod:`divopt_rag.models.mip_sizing`): one line with the estimate, the memory free and
+    what to do instead. A :class:`SolverRefused` (a ValueError) and a MemoryError."""
+
+
+# --- messages -------------------------------------------------------------------------------
+def status_message(status: str, objective: float | None, bound: float | None, gap: float, *,
+                   time_limit: float | None = None, mip_gap: float | None = None) -> str:
+    """The sentence a Result's message starts with, written from its fields (so the two agree)."""
+    if status == "time_limit":
+        head = f"time limit {time_limit:g} s reached" if time_limit is not None else "time limit reached"
+        if objective is None:
+            return head + " without a feasible solution" + (f" (bound {bound})" if bound is not None else "")
+        return f"{head}: incumbent {objective}, bound {bound}, gap {gap:.3g}"
+    if status == "gap_limit":
+        return f"stopped at relative gap {gap:.3g} (mip_gap={mip_gap}); optimality not proven"
+    if status in ("node_limit", "iteration_limit"):
+        return f"{status.replace('_', ' ')} reached: incumbent {objective}, bound {bound}, gap {gap:.3g}"
+    return ""
+
+
+def compose_message(r: "Result", *, time_limit: float | None = None, mip_gap: float | None = None) -> str:
+    """``r.message`` rebuilt from its current fields: :func:`status_message` followed by the notes
+    that do not depend on them (``r.info["notes"]``: infeasibility, overrun, fallback, ...)."""
+    parts = [status_message(r.status, r.objective, r.bound, r.gap, time_limit=time_limit, mip_gap=mip_gap)]
+    parts += list(r.info.get("notes", ()))
+    return "; ".join(p for p in parts if p)
 
 
 # --- availability and license -------------------------------------------------------------
@@ -345,6 +378,25 @@ def relative_gap(objective: float | None, bound: float | None) -> float:
     return abs(bound - objective) / max(abs(objective), 1e-10)
 
 
+def _time_scip_translation(opt: Any, started: float, time_limit: float | None, out: dict) -> None:
+    """SCIP's direct interface translates the model inside ``solve`` and then sets ``limits/time``
+    from its config: time the translation (``out["seconds"]``) and give SCIP what is left of the
+    budget after it, not before (Pyomo's ``_create_solver_model(model, config)`` receives the same
+    config object whose ``time_limit`` ``solve`` reads next; the tests of this module would show
+    a Pyomo version where that changed)."""
+    create = opt._create_solver_model
+
+    def timed(model: Any, config: Any) -> Any:
+        t0 = time.perf_counter()
+        res = create(model, config)
+        out["seconds"] = time.perf_counter() - t0
+        if time_limit is not None:
+            config.time_limit = max(0.0, float(time_limit) - (time.perf_counter() - started))
+        return res
+
+    opt._create_solver_model = timed
+
+
 def _translate(opt: Any, solver: str, model: Any, kw: dict) -> bool:
     """Load ``model`` into a persistent solver interface (HiGHS, Gurobi) ahead of ``opt.solve``,
     which then only checks it for changes: the translation is timed on its own, and the
@@ -424,6 +476,7 @@ def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
         if log_path is not None:
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)
             kw["tee"] = [stack.enter_context(open(log_path, "w"))]
+        scip_translation: dict = {}
         try:
             t0 = time.perf_counter()
             _translate(opt, solver, model, kw)
@@ -432,6 +485,8 @@ def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
                 _highs_warm_start(opt, x)
             if cfg.time_limit is not None:  # what is left of the wall-clock budget
                 kw["time_limit"] = max(0.0, float(cfg.time_limit) - (time.perf_counter() - started))
+            if solver == "scip":
+                _time_scip_translation(opt, started, cfg.time_limit, scip_translation)
             t1 = time.perf_counter()
             res = opt.solve(model, **kw)
         except Exception as exc:  # noqa: BLE001
@@ -442,6 +497,9 @@ def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
         solver_seconds = time.perf_counter() - t1
         seconds = time.perf_counter() - entered
         spent = time.perf_counter() - started
+        if "seconds" in scip_translation:  # inside opt.solve: move it from the solver to translation
+            translation += scip_translation["seconds"]
+            solver_seconds -= scip_translation["seconds"]
 
     tc = res.termination_condition
     status = _STATUS.get(tc, "unknown")
@@ -456,29 +514,26 @@ def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
     else:
         indices = np.zeros(0, dtype=np.int64)
     gap = relative_gap(objective, bound)
-    message = ""
+    notes: list[str] = []
     if status == "optimal":
         if objective is None:
-            status, message = "unknown", "solver reported convergence without a solution"
+            status = "unknown"
+            notes.append("solver reported convergence without a solution")
         elif bound is None:
             # LP-style proof without a separate bound: the incumbent is the optimum.
             bound, gap = objective, 0.0
         elif not (gap <= OPTIMALITY_GAP or abs(bound - objective) <= ABS_GAP_TOL):
             status = "gap_limit"
-            message = f"stopped at relative gap {gap:.3g} (mip_gap={cfg.mip_gap}); optimality not proven"
     if status == "infeasible_or_unbounded" and _all_bounded(model):
         # Every variable has finite bounds, so the model cannot be unbounded.
         status = "infeasible"
     if status == "infeasible":
-        message = (info.infeasible_message if info is not None else None) or "the model is infeasible (proven by the solver)"
-    if status == "time_limit":
-        tl = cfg.time_limit
-        message = (f"time limit {tl} s reached: incumbent {objective}, bound {bound}, gap {gap:.3g}"
-                   if objective is not None else f"time limit {tl} s reached without a feasible solution")
+        notes.append((info.infeasible_message if info is not None else None)
+                      or "the model is infeasible (proven by the solver)")
     if cfg.time_limit is not None and spent > max(1.25 * cfg.time_limit, cfg.time_limit + 0.25):
         # the solver got no time left, or overran: say how long the call really took and why
         before = spent - solver_seconds
-        message = (f"{message}; " if message else "") + (
+        notes.append(
             f"took {spent:.3g} s of a {cfg.time_limit:g} s time limit: {before:.3g} s before the solver "
             f"started ({translation:.3g} s of them translating the model), {solver_seconds:.3g} s in the solver")
     extras = {
@@ -486,15 +541,16 @@ def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
         "solution_status": res.solution_status.name,
         "solver_version": _scip_version() if solver == "scip" else ".".join(str(v) for v in (res.solver_version or ())),
     }
-    extras.update(translation_seconds=translation, solver_seconds=solver_seconds)
+    extras.update(translation_seconds=translation, solver_seconds=solver_seconds, notes=notes)
     nodes = getattr(res.extra_info, _NODE_COUNT[solver], None)
     if nodes is not None:
         extras["nodes"] = int(nodes)
     if info is not None:
         extras["model"] = info.kind
-    return Result(indices=indices, objective=objective, bound=bound, gap=gap, status=status,
-                  seconds=seconds, solver=solver, log_path=None if log_path is None else str(log_path),
-                  message=message, info=extras)
+    r = Result(indices=indices, objective=objective, bound=bound, gap=gap, status=status,
+               seconds=seconds, solver=solver, log_path=None if log_path is None else str(log_path), info=extras)
+    r.message = compose_message(r, time_limit=cfg.time_limit, mip_gap=cfg.mip_gap)
+    return r
 
 
 def _candidates(solver: str, size: ModelSize) -> list[str]:

@@ -3,6 +3,10 @@
 Every public entry point validates through these functions, so an error always names the
 argument, what was expected and what was received. Nothing here copies the embedding
 matrix: checks are reductions (row norms), which keeps peak memory near the size of ``E``.
+
+Tensors that require gradients are detached here (:func:`as_tensor`, the one point every array
+input passes): divopt's selectors and solvers are not differentiable, and the detached tensor
+shares the caller's memory, so nothing is copied and the caller's graph is left alone.
 """
 from __future__ import annotations
 
@@ -35,9 +39,11 @@ def as_tensor(a: Any, name: str) -> torch.Tensor:
 
     numpy arrays are wrapped with ``torch.from_numpy`` (shared memory); lists are converted.
     Integer inputs are converted to float32; other dtypes are refused with a clear error.
+    A tensor with ``requires_grad`` is detached (same memory, no autograd history): no divopt
+    method differentiates through its inputs, and in-place updates on such tensors would fail.
     """
     if isinstance(a, torch.Tensor):
-        t = a
+        t = a.detach() if a.requires_grad else a
     elif isinstance(a, np.ndarray):
         if a.dtype == np.float16 or a.dtype == np.float32 or a.dtype == np.float64:
             t = torch.from_numpy(np.ascontiguousarray(a))
@@ -62,14 +68,72 @@ def unit_norm_tolerance(dtype: torch.dtype) -> float:
     return max(1e-4, 8.0 * torch.finfo(dtype).eps)
 
 
+def _safe_norm_range(acc: torch.dtype) -> tuple[float, float]:
+    """(lo, hi): a plain sum of squares in ``acc`` gives a row norm in [lo, hi] to full precision.
+
+    Below lo, squares of the row's entries may have underflowed (the entries are below
+    sqrt(tiny), and a norm under sqrt(tiny / eps) can lose more than rounding to them); above
+    hi the sum of squares may overflow. Rows outside are recomputed scaled (:func:`_scaled_rows`).
+    """
+    fi = torch.finfo(acc)
+    return float(fi.tiny / fi.eps) ** 0.5, float(fi.max) ** 0.5 / 4.0
+
+
+def _scaled_rows(blk: torch.Tensor, acc: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(scale, u, ||u||) with u = row / scale, scale = max |row| (1 for a zero row), in ``acc``.
+
+    Scaling before the sum of squares, as LAPACK's nrm2 and numpy/scipy's robust norms do, keeps
+    every finite nonzero row's norm exact to rounding: |u_i| <= 1 with max |u_i| = 1, so
+    1 <= ||u|| <= sqrt(d) neither underflows nor overflows. The norm is scale * ||u||.
+    """
+    b = blk.to(acc)
+    scale = b.abs().amax(dim=1)
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    u = b / scale.unsqueeze(1)
+    return scale, u, torch.linalg.vector_norm(u, dim=1)
+
+
 def _row_norms(E: torch.Tensor) -> torch.Tensor:
-    """Euclidean row norms with float32 (or float64) accumulation, block by block."""
+    """Euclidean row norms with float32 (or float64) accumulation, block by block.
+
+    Plain sums of squares where they are exact (the rows of real embeddings); rows whose norm
+    falls outside :func:`_safe_norm_range` (tiny, huge, zero or overflowed) are recomputed from
+    the rows scaled by their largest entry, so a finite row reports its true norm whenever it is
+    representable (inf only when it is not; NaN only for rows with NaN/inf entries).
+    """
     acc = torch.float64 if E.dtype == torch.float64 else torch.float32
+    lo, hi = _safe_norm_range(acc)
     out = torch.empty(E.shape[0], dtype=acc, device=E.device)
     for start in range(0, E.shape[0], _BLOCK_ROWS):
         blk = E[start : start + _BLOCK_ROWS]
-        out[start : start + blk.shape[0]] = torch.linalg.vector_norm(blk, dim=1, dtype=acc)
+        nrm = torch.linalg.vector_norm(blk, dim=1, dtype=acc)
+        redo = ~((nrm >= lo) & (nrm <= hi))
+        if bool(redo.any()):
+            rows = redo.nonzero().squeeze(1)
+            scale, _, unrm = _scaled_rows(blk.index_select(0, rows), acc)
+            nrm[rows] = scale * unrm
+        out[start : start + blk.shape[0]] = nrm
     return out
+
+
+def _normalized_rows(t: torch.Tensor, norms: torch.Tensor) -> torch.Tensor:
+    """Rows of ``t`` divided by their norms (``norms`` from :func:`_row_norms`, all finite rows,
+    none zero), in t's dtype. Rows in the safe range are divided directly; the others as
+    (row / scale) / ||row / scale||, which needs no representable norm (a float64 row of 1e308s
+    normalizes although its norm overflows)."""
+    acc = norms.dtype
+    lo, hi = _safe_norm_range(acc)
+    out = t / norms.to(t.dtype).unsqueeze(1)
+    redo = ~((norms >= lo) & (norms <= hi))
+    low_precision = t.dtype in (torch.float16, torch.bfloat16)
+    if low_precision:  # the norm itself may not fit the storage dtype: divide in acc
+        fi = torch.finfo(t.dtype)
+        redo |= (norms > fi.max) | (norms < fi.tiny / fi.eps)
+    if bool(redo.any()):
+        rows = redo.nonzero().squeeze(1)
+        _, u, unrm = _scaled_rows(t.index_select(0, rows), acc)
+        out[rows] = (u / unrm.unsqueeze(1)).to(t.dtype)
+    return out.contiguous()
 
 
 def _first_nonfinite(t: torch.Tensor) -> tuple[int, ...]:
@@ -100,11 +164,11 @@ def check_embeddings(E: Any, name: str = "E", normalize: bool = False) -> torch.
     if d == 0:
         raise ValueError(f"{name} has zero columns: shape {tuple(t.shape)}, need d >= 1")
     norms = _row_norms(t)
-    # A row with NaN or inf has a non-finite norm, so one reduction finds them all.
-    if not bool(torch.isfinite(norms).all()):
-        row = int((~torch.isfinite(norms)).nonzero()[0])
-        if bool(torch.isfinite(t[row]).all()):
-            raise ValueError(f"{name} row {row} overflows when its norm is computed (values too large)")
+    # A row with NaN or inf has a NaN norm (the scaled norm of a finite row is finite unless
+    # its true norm exceeds the dtype's range: inf), so one reduction finds them all.
+    bad = torch.isnan(norms)
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0])
         col = _first_nonfinite(t[row])[0]
         raise ValueError(
             f"{name} contains non-finite values (NaN or inf): first at row {row}, column {col}"
@@ -113,7 +177,7 @@ def check_embeddings(E: Any, name: str = "E", normalize: bool = False) -> torch.
         if bool((norms == 0).any()):
             row = int((norms == 0).nonzero()[0])
             raise ValueError(f"{name} row {row} is all zeros and cannot be normalized")
-        return (t / norms.to(t.dtype).unsqueeze(1)).contiguous()
+        return _normalized_rows(t, norms)
     tol = unit_norm_tolerance(t.dtype)
     dev = (norms - 1.0).abs()
     if bool((dev > tol).any()):
@@ -141,9 +205,17 @@ def check_vector(
         raise ValueError(f"{name} contains non-finite values (NaN or inf): first at index {i}")
     if unit_norm or normalize:
         nrm = float(torch.linalg.vector_norm(t, dtype=torch.float64))
+        lo, hi = _safe_norm_range(torch.float64)
+        u = None
+        if not lo <= nrm <= hi:  # tiny, huge or zero: scale first (see _scaled_rows)
+            scale, u, unrm = _scaled_rows(t.reshape(1, -1), torch.float64)
+            nrm = float(scale[0] * unrm[0])
+            u = u[0] / unrm[0]
         if normalize:
-            if nrm == 0.0:
+            if not bool((t != 0).any()):
                 raise ValueError(f"{name} is the zero vector and cannot be normalized")
+            if u is not None:
+                return u.to(t.dtype)
             return t / nrm
         tol = unit_norm_tolerance(t.dtype)
         if abs(nrm - 1.0) > tol:
@@ -183,8 +255,10 @@ def check_nonnegative(value: Any, name: str, allow_zero: bool = True) -> float:
     return v
 
 
-def check_indices(indices: Any, n: int, name: str = "indices", size: int | None = None) -> np.ndarray:
-    """A selection: unique integer indices in [0, n), optionally of a given size."""
+def check_indices(indices: Any, n: int, name: str = "indices", size: int | None = None,
+                  size_what: str = "") -> np.ndarray:
+    """A selection: unique integer indices in [0, n), optionally of a given size (``size_what``
+    names it in the message, e.g. " (k)")."""
     idx = np.asarray(indices.cpu() if isinstance(indices, torch.Tensor) else indices)
     if idx.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {idx.shape}")
@@ -192,12 +266,13 @@ def check_indices(indices: Any, n: int, name: str = "indices", size: int | None 
         raise TypeError(f"{name} must hold integers, got dtype {idx.dtype}")
     idx = idx.astype(np.int64, copy=False)
     if size is not None and idx.size != size:
-        raise ValueError(f"{name} must hold exactly {size} items, got {idx.size}")
+        raise ValueError(f"{name} must hold exactly {size} items{size_what}, got {idx.size}")
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         bad = idx[(idx < 0) | (idx >= n)][0]
         raise ValueError(f"{name} must lie in [0, {n}), got {int(bad)}")
-    if np.unique(idx).size != idx.size:
-        raise ValueError(f"{name} must be unique, got duplicates")
+    uniq, counts = np.unique(idx, return_counts=True)
+    if uniq.size != idx.size:
+        raise ValueError(f"{name} must be unique, got duplicates (e.g. {int(uniq[counts > 1][0])})")
     return idx
 
 

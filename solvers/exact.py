@@ -20,30 +20,44 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.models.ccbqp import gram_objective, linear_term
 from divopt_rag.models.mip_ccbqp import FORMULATIONS, build_ccbqp
+from divopt_rag.models.mip_common import BuildTimeout
 from divopt_rag.models.mip_qcr import QCR_FORMULATIONS, build_ccbqp_qcr
+from divopt_rag.models.mip_sizing import (
+    ModelEstimate,
+    estimate_ccbqp,
+    format_bytes,
+    memory_refusal,
+    pyomo_seconds_per_unit,
+)
 from divopt_rag.models.runner import (
     ABS_GAP_TOL,
     OPTIMALITY_GAP,
     SOLVERS,
     ModelSize,
+    ModelTooLarge,
     Result,
     SolveConfig,
     SolverRefused,
     available_solvers,
+    compose_message,
     relative_gap,
     solve,
     solver_refusal,
 )
-from divopt_rag.models.validation import check_choice, check_nonnegative
+from divopt_rag.models.validation import check_choice, check_indices, check_nonnegative, check_scalar
 from divopt_rag.solvers.bnb import branch_and_bound
-from divopt_rag.solvers.selection import K1_RULE, most_relevant
+from divopt_rag.solvers.bnb.tree import memory_estimate as bnb_memory_estimate
+from divopt_rag.solvers.bounds import concave_bound
+from divopt_rag.solvers.selection import K1_RULE, most_relevant, select
 
 __all__ = [
     "solve_exact",
+    "check_warm_start",
     "brute_force",
     "exact_optimum",
     "DEFAULT_FORMULATION",
@@ -52,6 +66,7 @@ __all__ = [
     "Result",
     "SolveConfig",
     "SolverRefused",
+    "ModelTooLarge",
     "solve",
     "available_solvers",
 ]
@@ -76,6 +91,7 @@ def solve_exact(
     *,
     threads: int | None = None,
     rlt: bool = True,
+    memory_limit: float | None = None,
 ) -> Result:
     """Solve the exact CCBQP of ``instance`` (see :mod:`divopt_rag.models.mip_ccbqp`).
 
@@ -86,7 +102,7 @@ def solve_exact(
         "qcr_dnn" (divopt's branch-and-bound, which takes only this), or "auto":
         :data:`DEFAULT_FORMULATION` of the solver.
     solver : "gurobi", "scip", "highs", "bnb" (divopt's own branch-and-bound,
-        :mod:`divopt_rag.solvers.bnb`; needs no licence and has no size limit) or "auto". With
+        :mod:`divopt_rag.solvers.bnb`; needs no licence) or "auto". With
         formulation "auto", "auto" is Gurobi when it is installed and its model fits the licence
         (the runner's licence rule, :func:`divopt_rag.models.runner.solver_refusal`, on the Gram
         MIQP's size: n binaries, one row; MIQP: n <= 200 with the pip licence), else "bnb" (10x+ faster than SCIP and HiGHS on the
@@ -97,12 +113,27 @@ def solve_exact(
         alternatives.
     time_limit, mip_gap, log_path, threads : the :class:`~divopt_rag.models.runner.SolveConfig`
         (bnb: ``mip_gap`` default 1e-6; ``log_path`` receives its node log as CSV; one thread).
+    warm_start : a k-set (indices, or a Selection/Result) to start from: exactly k unique
+        indices in [0, n), else ValueError before any work.
+    memory_limit : bytes the solve may plan to use (default: what the machine has free,
+        :func:`divopt_rag.models.mip_sizing.available_memory`).
     The returned objective is re-evaluated with :func:`divopt_rag.models.ccbqp_objective` on the
-    selected indices (the solver's own value is kept in ``info["solver_objective"]``). For "bnb",
-    ``info`` holds "nodes", the node log "log" (DataFrame) and "root_bound".
+    selected indices (the solver's own value is kept in ``info["solver_objective"]``), and the
+    message is written from the final fields. For "bnb", ``info`` holds "nodes", the node log
+    "log" (DataFrame) and "root_bound".
 
-    ``time_limit`` is wall clock for the whole call: building the model counts, and the runner
-    gets what is left (``info["wall_seconds"]`` is the whole call; ``seconds`` the runner's).
+    Limits (issue 33). Memory: before anything is built, the need of the model (variables,
+    constraints, nonzeros, dense arrays, the solver's copy; bnb's dense matrices) is estimated
+    (:mod:`divopt_rag.models.mip_sizing`); a request that cannot fit raises
+    :class:`~divopt_rag.models.runner.ModelTooLarge` (one line: the estimate, the memory free, what
+    to do instead). Time: ``time_limit`` is wall clock for the whole call. Building counts: a model
+    whose predicted build + load time does not fit is not built, a build that passes the limit is
+    dropped, and the solver gets what is left. When no solver could run in time, or it stopped
+    without an incumbent, the Result still has status "time_limit" with the best known incumbent
+    (the warm start, top-k by relevance, ``select(instance, "fw_ms")``), a certified bound (the
+    solver's, or the concave relaxation's, :func:`divopt_rag.solvers.bounds.concave_bound`, when
+    tighter or missing) and their gap; ``info["solver_ran"]`` says whether the solver ran.
+    ``info["wall_seconds"]`` is the whole call; ``seconds`` the runner's.
     k = 1 needs no solver: every item scores 0, and the answer is the most relevant item
     (:func:`divopt_rag.solvers.selection.most_relevant`, the rule every selector follows).
     """
@@ -116,65 +147,153 @@ def solve_exact(
                             "divopt's branch-and-bound (solver 'bnb') takes only formulation 'qcr_dnn' "
                             "(or 'auto'), and 'qcr_dnn' is its own")
     config = SolveConfig(time_limit=time_limit, mip_gap=mip_gap, threads=threads, log_path=log_path)
+    warm = check_warm_start(warm_start, instance)
+    budget = None if memory_limit is None else (
+        int(check_scalar(memory_limit, "memory_limit", (int, float), min_val=0)), "memory_limit")
     if instance.k == 1:
         return _k1_result(instance, "rule")
     started = time.perf_counter()
     avail = available_solvers()
     if solver == "auto" and formulation in ("auto", "qcr_dnn"):
-        solver = "bnb"
+        plan = []
         if formulation == "auto" and "gurobi" in avail:
-            # Gurobi when its model fits the licence (fastest where it may run). The Gram MIQP has n
-            # binaries and one row (mip_ccbqp); the runner's licence rule judges that size before
-            # building it, since building costs O(n^2) Pyomo terms (16 s at n = 1000) that bnb
-            # does not need; the runner measures the built model again and catches Gurobi's own
+            # Gurobi when its model fits the licence (fastest where it may run), judged on the size
+            # before building it; the runner measures the built model again and catches Gurobi's own
             # refusal (second line of defence).
             why = _gram_refusal("gurobi", instance, DEFAULT_FORMULATION["gurobi"])
             if why is None:
-                model = build_ccbqp(instance, DEFAULT_FORMULATION["gurobi"], rlt=rlt)
-                build_seconds = time.perf_counter() - started
-                try:
-                    r = solve(model, "gurobi", config=config, warm_start=warm_start, started=started)
-                except SolverRefused as exc:
-                    why = exc.reason
-                else:
-                    return _finish(instance, r, DEFAULT_FORMULATION["gurobi"], build_seconds, started)
-            warnings.warn(f"Gurobi skipped: {why}; using divopt's branch-and-bound (bnb)", RuntimeWarning, stacklevel=2)
-    if solver == "bnb":
-        return _solve_bnb(instance, config, warm_start=warm_start, started=started)
-    if solver == "auto" and not avail:
-        raise ImportError("no MIP solver installed; install gurobipy, pyscipopt or highspy")
-    if solver != "auto" and solver not in avail:
-        raise ImportError(f"solver {solver!r} is not installed or not working; available: {avail or 'none'}")
-    built: dict[str, tuple[Any, float]] = {}  # formulation -> (model, build seconds), built once
+                plan.append(("gurobi", DEFAULT_FORMULATION["gurobi"]))
+            else:
+                warnings.warn(f"Gurobi skipped: {why}; using divopt's branch-and-bound (bnb)", RuntimeWarning,
+                              stacklevel=2)
+        plan.append(("bnb", "qcr_dnn"))
+    elif solver == "bnb":
+        plan = [("bnb", "qcr_dnn")]
+    else:
+        if solver == "auto" and not avail:
+            raise ImportError("no MIP solver installed; install gurobipy, pyscipopt or highspy")
+        if solver != "auto" and solver not in avail:
+            raise ImportError(f"solver {solver!r} is not installed or not working; available: {avail or 'none'}")
+        plan = [(s, DEFAULT_FORMULATION[s] if formulation == "auto" else formulation)
+                for s in (avail if solver == "auto" else [solver])]
     refused: dict[str, str] = {}
-    for s in avail if solver == "auto" else [solver]:
-        form = DEFAULT_FORMULATION[s] if formulation == "auto" else formulation
+    too_large: dict[str, str] = {}
+    built: dict[str, tuple[Any, float]] = {}  # formulation -> (model, build seconds), built once
+    for i, (s, form) in enumerate(plan):
+        if s == "bnb":
+            if "gurobi" in refused:
+                warnings.warn(f"Gurobi skipped: {refused['gurobi']}; using divopt's branch-and-bound (bnb)",
+                              RuntimeWarning, stacklevel=2)
+            return _solve_bnb(instance, config, warm=warm, started=started, memory_limit=memory_limit)
         why = _gram_refusal(s, instance, form)
-        if why is not None:  # known before an O(n^2) build (and the QCR SDP)
+        if why is not None:  # the licence, known before an O(n^2) build (and the QCR SDP)
             if solver != "auto":
-                raise SolverRefused(s, why, f"use solver 'bnb' (no size limit) or 'scip' / 'highs' (available: {avail})")
+                raise SolverRefused(s, why, f"use solver 'bnb' or 'scip' / 'highs' (available: {avail})")
             refused[s] = why
             continue
-        if form not in built:
+        est = estimate_ccbqp(instance.n, instance.d, instance.theta, form, s, rlt=rlt)
+        big = memory_refusal(est, budget)
+        if big is not None:
+            if solver != "auto":
+                raise ModelTooLarge(s, big, _memory_hint(instance, budget))
+            too_large[s] = big
+            continue
+        late, build_seconds = _late_build(est, config, started) if form not in built else (None, None)
+        if late is None and form not in built:
             t0 = time.perf_counter()
-            model = _build(instance, form, rlt)
-            built[form] = (model, time.perf_counter() - t0)
-        model, build_seconds = built[form]
+            try:
+                built[form] = (_build(instance, form, rlt, None if config.time_limit is None
+                                      else started + config.time_limit), 0.0)
+            except BuildTimeout:
+                build_seconds = time.perf_counter() - t0
+                late = (f"building {est.what} ({est.describe()}) was stopped after {build_seconds:.3g} s of a "
+                        f"{config.time_limit:g} s time limit")
+            else:
+                built[form] = (built[form][0], time.perf_counter() - t0)
+        if late is None:
+            model, build_seconds = built[form]
+            late = _late_load(est, config, started, build_seconds)
+        if late is not None:
+            if solver == "auto" and i < len(plan) - 1:  # the next candidate may fit
+                refused[s] = late
+                continue
+            return _incumbent_only(instance, warm, config, started, s, form, f"{_NAMES[s]} did not run: {late}",
+                                   build_seconds=build_seconds)
         try:
-            r = solve(model, s, config=config, warm_start=warm_start, started=started)
+            r = solve(model, s, config=config, warm_start=warm, started=started)
         except SolverRefused as exc:  # measured on the built model: too large, or quadratic for HiGHS
             if solver != "auto":
                 raise
             refused[s] = exc.reason
             continue
-        break
-    else:
-        raise ImportError(f"no installed solver can take formulation {formulation!r}: {refused}")
-    if "gurobi" in refused:
-        warnings.warn(f"Gurobi skipped: {refused['gurobi']}; using {s}", RuntimeWarning, stacklevel=2)
-    if form in QCR_FORMULATIONS:
-        r.info["qcr_seconds"] = model.info.details["qcr_seconds"]  # the SDP, part of build_seconds
-    return _finish(instance, r, form, build_seconds, started)
+        if "gurobi" in refused and s != "gurobi":
+            warnings.warn(f"Gurobi skipped: {refused['gurobi']}; using {s}", RuntimeWarning, stacklevel=2)
+        if form in QCR_FORMULATIONS:
+            r.info["qcr_seconds"] = model.info.details["qcr_seconds"]  # the SDP, part of build_seconds
+        return _finish(instance, r, form, build_seconds, started, config, warm)
+    if too_large:
+        first = next(iter(too_large))
+        reasons = "; ".join(too_large.values()) if len(too_large) > 1 else too_large[first]
+        raise ModelTooLarge(first, reasons, _memory_hint(instance, budget))
+    raise ImportError(f"no installed solver can take formulation {formulation!r}: {refused}")
+
+
+def _late_build(est: ModelEstimate, config: SolveConfig, started: float) -> tuple[str | None, None]:
+    """Why building and loading the model cannot fit what is left of the time limit (its
+    predicted time at the speed Pyomo runs now), or None."""
+    if config.time_limit is None:
+        return None, None
+    left = config.time_limit - (time.perf_counter() - started)
+    need = est.seconds(pyomo_seconds_per_unit())
+    if need <= left:
+        return None, None
+    return (f"building and loading {est.what} ({est.describe()}) would take about {need:.3g} s, "
+            f"{max(left, 0.0):.3g} s of the {config.time_limit:g} s time limit were left"), None
+
+
+def _late_load(est: ModelEstimate, config: SolveConfig, started: float, build_seconds: float) -> str | None:
+    """Why loading the built model into the solver (which cannot be interrupted) cannot fit what is
+    left, predicted at the rate the build ran (the machine's load included), or None."""
+    if config.time_limit is None:
+        return None
+    rate = max(pyomo_seconds_per_unit(), build_seconds / max(est.build_units, 1.0))
+    left = config.time_limit - (time.perf_counter() - started)
+    need = est.translate_units * rate
+    if need <= left:
+        return None
+    return (f"building {est.what} ({est.describe()}) took {build_seconds:.3g} s of a {config.time_limit:g} s "
+            f"time limit, and loading it would take about {need:.3g} s more ({max(left, 0.0):.3g} s were left)")
+
+
+_NAMES = {"gurobi": "Gurobi", "scip": "SCIP", "highs": "HiGHS", "bnb": "bnb"}
+
+
+def check_warm_start(warm_start: Any, instance: Instance) -> np.ndarray | None:
+    """The warm start as sorted int64 indices: exactly k unique items in [0, n) (a Selection or
+    Result gives its ``indices``); ValueError/TypeError naming ``warm_start`` otherwise."""
+    if warm_start is None:
+        return None
+    if hasattr(warm_start, "indices"):
+        warm_start = warm_start.indices
+    if isinstance(warm_start, (set, frozenset)):
+        warm_start = sorted(warm_start)
+    if not isinstance(warm_start, (np.ndarray, torch.Tensor)):
+        try:
+            warm_start = np.asarray(list(warm_start))
+        except TypeError:
+            raise TypeError(f"warm_start must be a sequence of k = {instance.k} indices, got "
+                            f"{type(warm_start).__name__}") from None
+    idx = check_indices(warm_start, instance.n, "warm_start", size=instance.k, size_what=" (k)")
+    return np.sort(idx)
+
+
+def _memory_hint(instance: Instance, budget: tuple[int, str] | None) -> str:
+    """What to do instead of a Pyomo model that cannot fit: bnb (its own estimate), screening, a smaller pool."""
+    bnb = bnb_memory_estimate(instance.n, instance.d)
+    fits = memory_refusal(bnb, budget) is None
+    return (f"use solver 'bnb' (about {format_bytes(bnb.bytes)}{'' if fits else ', also too much here'}), "
+            "screen the pool first (divopt_rag.solvers.screening.safe_screen keeps every optimal set), "
+            "or use a smaller pool (e.g. inst.top_n)")
 
 
 def _gram_refusal(solver: str, instance: Instance, formulation: str) -> str | None:
@@ -187,51 +306,106 @@ def _gram_refusal(solver: str, instance: Instance, formulation: str) -> str | No
     return solver_refusal(solver, ModelSize(instance.n, instance.n, 1, quadratic, quadratic))
 
 
-def _build(instance: Instance, formulation: str, rlt: bool):
+def _build(instance: Instance, formulation: str, rlt: bool, deadline: float | None = None):
     """The Pyomo model of a MIP formulation (the QCR ones solve their SDP here: it counts)."""
     if formulation in QCR_FORMULATIONS:
-        return build_ccbqp_qcr(instance, QCR_FORMULATIONS[formulation])
-    return build_ccbqp(instance, formulation, rlt=rlt)
+        return build_ccbqp_qcr(instance, QCR_FORMULATIONS[formulation], deadline=deadline)
+    return build_ccbqp(instance, formulation, rlt=rlt, deadline=deadline)
 
 
-def _finish(instance: Instance, r: Result, form: str, build_seconds: float, started: float) -> Result:
-    """The runner's Result with the formulation, timings and the objective re-evaluated on the set."""
-    r.info["formulation"] = form
-    r.info["build_seconds"] = build_seconds
-    r.info["wall_seconds"] = time.perf_counter() - started
-    if r.objective is not None:
-        r.info["solver_objective"] = r.objective
-        r.objective = ccbqp_objective(instance, r.indices)
-        r.gap = relative_gap(r.objective, r.bound)
+def _best_known(instance: Instance, warm: np.ndarray | None) -> tuple[np.ndarray, float, str]:
+    """The best of the warm start, the top-k by relevance and ``select(instance, "fw_ms")`` (the
+    incumbent heuristic of divopt's branch-and-bound): (indices, objective, source)."""
+    c = instance.relevance.detach().double().cpu().numpy()
+    cands = [(np.sort(np.argsort(-c, kind="stable")[:instance.k]), "top-k by relevance")]
+    if warm is not None:
+        cands.append((warm, "the warm start"))
+    if instance.n > instance.k:
+        cands.append((np.sort(select(instance, "fw_ms").indices), "fw_ms"))
+    scored = [(ccbqp_objective(instance, idx), i, idx, src) for i, (idx, src) in enumerate(cands)]
+    best = max(scored, key=lambda t: (t[0], -t[1]))
+    return best[2].astype(np.int64), best[0], best[3]
+
+
+def _cheap_bound(instance: Instance) -> float:
+    """A certified upper bound at O(n d) cost: the concave relaxation's Frank-Wolfe bound."""
+    return concave_bound(instance, max_iter=200)[0]
+
+
+def _incumbent_only(instance: Instance, warm: np.ndarray | None, config: SolveConfig, started: float,
+                    solver: str, form: str, reason: str, build_seconds: float | None = None) -> Result:
+    """Status "time_limit" without running the solver: the best known incumbent, a certified
+    bound and their gap; ``reason`` says why the solver did not run."""
+    idx, obj, source = _best_known(instance, warm)
+    bound = _cheap_bound(instance)
+    notes = [f"{reason}; incumbent from {source}, bound from the concave relaxation"]
+    r = Result(indices=idx, objective=obj, bound=bound, gap=relative_gap(obj, bound), status="time_limit",
+               seconds=time.perf_counter() - started, solver=solver,
+               info={"formulation": form, "solver_ran": False, "incumbent_source": source,
+                     "bound_source": "concave_bound", "notes": notes, "build_seconds": build_seconds,
+                     "wall_seconds": time.perf_counter() - started})
+    r.message = compose_message(r, time_limit=config.time_limit)
     return r
 
 
-def _solve_bnb(instance: Instance, config: SolveConfig, *, warm_start: Any, started: float) -> Result:
+def _finish(instance: Instance, r: Result, form: str, build_seconds: float, started: float,
+            config: SolveConfig, warm: np.ndarray | None) -> Result:
+    """The runner's Result with the formulation, timings and the objective re-evaluated on the set;
+    a time limit without incumbent (or bound) gets the best known one (and the concave bound);
+    the message is rewritten from the final fields."""
+    r.info["formulation"] = form
+    r.info["build_seconds"] = build_seconds
+    r.info["solver_ran"] = True
+    if r.objective is not None:
+        r.info["solver_objective"] = r.objective
+        r.objective = ccbqp_objective(instance, r.indices)
+    if r.status == "time_limit":
+        notes = r.info.setdefault("notes", [])
+        if r.objective is None:
+            r.indices, r.objective, source = _best_known(instance, warm)
+            r.info["incumbent_source"] = source
+            notes.append(f"the solver found no incumbent: it is from {source}")
+        cheap = _cheap_bound(instance)
+        if r.bound is None or cheap < r.bound:
+            notes.append(f"bound from the concave relaxation (the solver's: {r.bound})")
+            r.info["bound_source"] = "concave_bound"
+            r.bound = cheap
+    r.gap = relative_gap(r.objective, r.bound)
+    r.info["wall_seconds"] = time.perf_counter() - started
+    r.message = compose_message(r, time_limit=config.time_limit, mip_gap=config.mip_gap)
+    return r
+
+
+def _solve_bnb(instance: Instance, config: SolveConfig, *, warm: np.ndarray | None, started: float,
+               memory_limit: float | None = None) -> Result:
     """divopt's branch-and-bound as a :class:`Result`, with the runner's honesty rules: "optimal"
     only within :data:`OPTIMALITY_GAP` (or :data:`ABS_GAP_TOL`), a time limit (wall clock from
     ``started``) gives the incumbent, the bound and the gap; ``log_path`` receives the node log."""
     kw = {} if config.mip_gap is None else {"mip_gap": check_nonnegative(config.mip_gap, "mip_gap")}
-    out = branch_and_bound(instance, time_limit=config.time_limit, warm_start=warm_start, started=started, **kw)
-    gap = relative_gap(out.objective, out.bound)
-    status, message = out.status, ""
-    if status == "optimal" and not (gap <= OPTIMALITY_GAP or abs(out.bound - out.objective) <= ABS_GAP_TOL):
+    out = branch_and_bound(instance, time_limit=config.time_limit, warm_start=warm, started=started,
+                           memory_limit=memory_limit, **kw)
+    objective = ccbqp_objective(instance, out.indices)
+    gap = relative_gap(objective, out.bound)
+    status = out.status
+    if status == "optimal" and not (gap <= OPTIMALITY_GAP or abs(out.bound - objective) <= ABS_GAP_TOL):
         status = "gap_limit"
-        message = f"stopped at relative gap {gap:.3g} (mip_gap={config.mip_gap}); optimality not proven"
-    elif status != "optimal":
-        message = f"{status.replace('_', ' ')} reached: incumbent {out.objective}, bound {out.bound}, gap {gap:.3g}"
     # the problem it solves: n binaries, one cardinality row, a quadratic objective (theta < 1)
     n = instance.n
     size = dict(n_vars=n, n_integer=n, n_constraints=1, quadratic=instance.theta < 1,
                 quadratic_objective=instance.theta < 1)
-    info = dict(out.info, **size, nodes=out.nodes, log=out.log, formulation="qcr_dnn",
+    info = dict(out.info, **size, nodes=out.nodes, log=out.log, formulation="qcr_dnn", solver_ran=True,
                 solver_objective=out.objective, wall_seconds=time.perf_counter() - started)
     log_path = config.log_path
     if log_path is not None:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         out.log.to_csv(log_path, index=False)
-    return Result(indices=out.indices, objective=ccbqp_objective(instance, out.indices), bound=out.bound, gap=gap,
-                  status=status, seconds=time.perf_counter() - started, solver="bnb",
-                  log_path=None if log_path is None else str(log_path), message=message, info=info)
+    if status == "time_limit" and "stop_reason" in out.info:
+        info["notes"] = [out.info["stop_reason"]]
+    r = Result(indices=out.indices, objective=objective, bound=out.bound, gap=gap,
+               status=status, seconds=time.perf_counter() - started, solver="bnb",
+               log_path=None if log_path is None else str(log_path), info=info)
+    r.message = compose_message(r, time_limit=config.time_limit, mip_gap=config.mip_gap)
+    return r
 
 
 def brute_force(inst: Instance, max_sets: int = 3_000_000, return_all: bool = False, atol: float = 1e-9):

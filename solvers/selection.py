@@ -16,7 +16,7 @@ from divopt_rag.models.kernels import synchronize
 from divopt_rag.models.validation import check_indices, check_scalar
 
 __all__ = ["Selection", "select", "register", "METHODS", "METHOD_NEEDS", "instance_methods", "get_selector",
-           "DEFAULT_METHOD", "most_relevant", "K1_RULE", "RELEVANCE_TIE_TOL", "check_params"]
+           "DEFAULT_METHOD", "most_relevant", "K1_RULE", "RELEVANCE_TIE_TOL", "check_params", "ITERATION_COUNTS"]
 
 # A selector takes (instance, **params) and returns (indices, iterations, info).
 Selector = Callable[..., tuple[Any, int, dict]]
@@ -112,6 +112,12 @@ def most_relevant(instance: Instance) -> int:
 
 
 _SCALARS = {"int": int, "float": float, "bool": bool}
+#: Selector parameters that count iterations (Frank-Wolfe steps, local-search swaps, passes over
+#: the pool, search phases): :func:`check_params` refuses values below 1, since 0 returns the
+#: start unrefined (``max_iter=0`` gave FW's arbitrary top-k of its uniform start). Parameters
+#: whose 0 documentedly switches a stage off (``perturb_rounds``, ``tabu_iters``, ``n_random``,
+#: ``continuation_steps``) are not in this list.
+ITERATION_COUNTS = ("max_iter", "max_swaps", "max_passes", "max_phases")
 
 
 def _declared_type(p: inspect.Parameter) -> tuple[type | None, bool]:
@@ -131,8 +137,9 @@ def check_params(method: str, fn: Callable, params: dict) -> None:
     """Check the keyword parameters given to a selector, before it runs: unknown names are a
     TypeError listing the valid ones; a value of the wrong scalar type (declared by the
     parameter's annotation, e.g. ``max_iter: int``, or its default's type) is an error naming
-    the parameter (a bool is not a count, NaN not a number; ``seed`` must be >= 0). Ranges
-    are each method's own checks."""
+    the parameter (a bool is not a count, NaN not a number; ``seed`` must be >= 0; an
+    iteration count of :data:`ITERATION_COUNTS` must be >= 1). Other ranges are each method's
+    own checks."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -156,7 +163,8 @@ def check_params(method: str, fn: Callable, params: dict) -> None:
             if not isinstance(value, (bool, np.bool_)) and not (nullable and value is None):
                 raise TypeError(f"{method} {name} must be a bool, got {type(value).__name__} {value!r}")
         elif kind is not None:
-            check_scalar(value, f"{method} {name}", kind, allow_none=nullable)
+            check_scalar(value, f"{method} {name}", kind, allow_none=nullable,
+                         min_val=1 if name in ITERATION_COUNTS and kind is int else None)
 
 
 def select(instance: Instance, method: str = DEFAULT_METHOD, **params: Any) -> Selection:

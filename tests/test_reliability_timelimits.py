@@ -55,6 +55,8 @@ def test_solve_exact_charges_the_model_build(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(exact, "build_ccbqp", slow_build)
+    # the build's predicted time must fit, or solve_exact does not start it (issue 33)
+    monkeypatch.setattr(exact, "pyomo_seconds_per_unit", lambda: 1e-12)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         r = solve_exact(_instance(n=40), solver=solver, time_limit=0.3)

@@ -13,28 +13,47 @@ run offline.
 * **Retried**: HTTP 429/5xx answers and unreachable endpoints are retried ``retries`` times with
   exponential backoff; any other failure (HTTP 4xx, a reply that is not JSON, no
   ``choices[0].message.content``) raises :class:`LLMError` at once, naming the endpoint.
+* **Bounded**: one :meth:`OpenAIChat.complete` call takes at most ``timeout`` seconds of wall
+  clock (default 30), every attempt, backoff, connect, send and read included: each socket
+  operation waits at most for what is left of that budget, so an endpoint that accepts and
+  never answers, or trickles a byte every few seconds, ends in one :class:`LLMTimeout` naming
+  the endpoint and the limit (``requests``/``httpx`` timeouts bound each read, not the whole
+  request; this bounds the whole call). A reply larger than ``max_response_bytes`` (default
+  16 MiB; a chat completion is a few KiB) is refused as soon as its header announces it or its
+  body passes the cap while streaming, so memory stays within the cap.
 """
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import math
 import os
 import re
+import socket
 import sqlite3
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 from divopt_rag.models.validation import check_nonnegative, check_scalar
 
-__all__ = ["LLMError", "LLMNotConfigured", "OpenAIChat", "parse_number", "ENV_PREFIX"]
+__all__ = ["LLMError", "LLMNotConfigured", "LLMTimeout", "LLMResponseTooLarge", "OpenAIChat", "parse_number",
+           "ENV_PREFIX", "DEFAULT_TIMEOUT", "DEFAULT_MAX_RESPONSE_BYTES"]
 
 #: Environment variables read by :meth:`OpenAIChat.from_env`: ``{ENV_PREFIX}_BASE_URL``,
-#: ``{ENV_PREFIX}_MODEL`` and (optional) ``{ENV_PREFIX}_API_KEY``.
+#: ``{ENV_PREFIX}_MODEL`` and (optional) ``{ENV_PREFIX}_API_KEY`` and ``{ENV_PREFIX}_TIMEOUT``
+#: (seconds per call, for slow local models).
 ENV_PREFIX = "DIVOPT_LLM"
+#: Seconds of wall clock one :meth:`OpenAIChat.complete` call may take, retries included: a user
+#: waiting on a dead or stuck endpoint learns it within this (raise it for slow local models).
+DEFAULT_TIMEOUT = 30.0
+#: Bytes of the largest reply body read (a chat completion is a few KiB).
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 2**20
+#: Seconds a TCP connect may take within the call's budget (a black-holed address does not use
+#: the whole budget, so the retries still get their turn).
+DEFAULT_CONNECT_TIMEOUT = 10.0
 
 
 class LLMError(RuntimeError):
@@ -43,6 +62,88 @@ class LLMError(RuntimeError):
 
 class LLMNotConfigured(LLMError):
     """No endpoint was configured for a step that needs an LLM."""
+
+
+class LLMTimeout(LLMError, TimeoutError):
+    """A call to the endpoint ran out of its wall-clock budget (``timeout``)."""
+
+
+class LLMResponseTooLarge(LLMError):
+    """The endpoint's reply is larger than ``max_response_bytes``."""
+
+
+class _Expired(Exception):
+    """Internal: the call's deadline passed during an attempt."""
+
+
+class _DeadlineSocket:
+    """A connected socket whose every send/receive waits at most until ``deadline``
+    (``time.monotonic()``), so header lines and body bytes trickled slowly still end on time.
+
+    ``http.client`` reads the response through ``makefile("rb")`` and writes with ``sendall``;
+    both are routed through :meth:`_arm`, which sets the socket timeout to what is left.
+    """
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock, self._deadline = sock, deadline
+
+    def _arm(self) -> None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise _Expired()
+        self._sock.settimeout(left)
+
+    def sendall(self, data: bytes) -> None:
+        self._arm()
+        try:
+            self._sock.sendall(data)
+        except TimeoutError as exc:
+            raise _Expired() from exc
+
+    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any):
+        import io
+
+        outer = self
+
+        class _Raw(io.RawIOBase):
+            def readable(self) -> bool:
+                return True
+
+            def readinto(self, b) -> int:  # type: ignore[override]
+                outer._arm()
+                try:
+                    return outer._sock.recv_into(b)
+                except TimeoutError as exc:
+                    raise _Expired() from exc
+
+        return io.BufferedReader(_Raw())
+
+    def close(self) -> None:
+        """No-op: ``http.client`` closes the connection's socket as soon as it has parsed the
+        headers of a reply that ends with the connection, while the body is still to be read
+        (a real socket's ``makefile`` counts references for that); :meth:`shut` closes it."""
+
+    def shut(self) -> None:
+        self._sock.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def _connection(url: urllib.parse.SplitResult, deadline: float, connect_timeout: float) -> http.client.HTTPConnection:
+    """An HTTP(S) connection to ``url`` whose socket operations end by ``deadline``."""
+    base = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+
+    class Connection(base):  # type: ignore[misc, valid-type]
+        def connect(self) -> None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Expired()
+            self.timeout = min(connect_timeout, left)  # TCP connect and the TLS handshake
+            super().connect()
+            self.sock = self.deadline_sock = _DeadlineSocket(self.sock, deadline)
+
+    return Connection(url.hostname, url.port)
 
 
 def parse_number(content: str, low: float, high: float, what: str = "LLM answer") -> float:
@@ -68,8 +169,16 @@ class OpenAIChat:
     api_key : sent as ``Authorization: Bearer``; defaults to the environment variable
         ``api_key_env`` (``OPENAI_API_KEY``), and no header if neither is set (local servers).
     temperature, seed : sampling settings sent with every request (0 and 0: repeatable).
-    timeout : seconds per request. retries : extra attempts after HTTP 429/5xx or an unreachable
-        endpoint, waiting ``backoff * 2**attempt`` seconds between them.
+    timeout : wall-clock seconds for one :meth:`complete` call, everything included: connect,
+        send, every read of every attempt and the backoff between attempts (default
+        :data:`DEFAULT_TIMEOUT`, 30 s). An attempt gets what is left; no retry starts without
+        time left. Raise it for slow local models (the server answers only when it has
+        generated the whole reply). On expiry: :class:`LLMTimeout` naming the endpoint.
+    retries : extra attempts after HTTP 429/5xx or an unreachable endpoint, waiting
+        ``backoff * 2**attempt`` seconds between them (within ``timeout``).
+    connect_timeout : seconds one TCP connect (and TLS handshake) may take, within ``timeout``.
+    max_response_bytes : the largest reply body read (default 16 MiB); a larger one raises
+        :class:`LLMResponseTooLarge` without reading past the cap.
     cache : path of a SQLite reply cache (created if missing), or None for no cache.
     """
 
@@ -80,11 +189,13 @@ class OpenAIChat:
         *,
         api_key: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
-        timeout: float = 60.0,
+        timeout: float = DEFAULT_TIMEOUT,
         temperature: float = 0.0,
         seed: int | None = 0,
         retries: int = 2,
         backoff: float = 0.5,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         cache: str | os.PathLike | None = None,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
@@ -94,9 +205,21 @@ class OpenAIChat:
         retries = check_scalar(retries, "retries", int, min_val=0)
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
+        self._split = urllib.parse.urlsplit(self.url)
+        try:
+            self._split.port  # noqa: B018  (a malformed port raises here, not at the first call)
+        except ValueError as exc:
+            raise ValueError(f"base_url has an invalid port: {base_url!r}") from exc
+        if not self._split.hostname:
+            raise ValueError(f"base_url has no host: {base_url!r}")
         self.model = model
         self.api_key = api_key if api_key is not None else os.environ.get(api_key_env)
-        self.timeout = float(check_nonnegative(timeout, "timeout", allow_zero=False))
+        self.timeout = check_scalar(timeout, "timeout", float, min_val=0.0, include_boundaries="neither")
+        self.connect_timeout = check_scalar(connect_timeout, "connect_timeout", float, min_val=0.0,
+                                            include_boundaries="neither")
+        if not math.isfinite(self.timeout) or not math.isfinite(self.connect_timeout):
+            raise ValueError(f"timeout and connect_timeout must be finite, got {timeout!r}, {connect_timeout!r}")
+        self.max_response_bytes = check_scalar(max_response_bytes, "max_response_bytes", int, min_val=1)
         self.temperature = float(temperature)
         self.seed = seed
         self.retries = retries
@@ -106,7 +229,7 @@ class OpenAIChat:
 
     @classmethod
     def from_env(cls, prefix: str = ENV_PREFIX, **options: Any) -> "OpenAIChat":
-        """A client configured by ``{prefix}_BASE_URL`` / ``_MODEL`` / ``_API_KEY``.
+        """A client configured by ``{prefix}_BASE_URL`` / ``_MODEL`` / ``_API_KEY`` / ``_TIMEOUT``.
 
         Raises :class:`LLMNotConfigured` with the variables to set when none is configured.
         """
@@ -118,6 +241,12 @@ class OpenAIChat:
                 "or pass base_url and model explicitly"
             )
         options.setdefault("api_key", os.environ.get(f"{prefix}_API_KEY"))
+        timeout = os.environ.get(f"{prefix}_TIMEOUT")
+        if timeout and "timeout" not in options:
+            try:
+                options["timeout"] = float(timeout)
+            except ValueError:
+                raise ValueError(f"{prefix}_TIMEOUT must be a number of seconds > 0, got {timeout!r}") from None
         return cls(base_url, model, **options)
 
     # --- cache ---------------------------------------------------------------------------------
@@ -138,32 +267,83 @@ class OpenAIChat:
             db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?)", (key, content, time.time()))
 
     # --- requests ------------------------------------------------------------------------------
+    def _attempt(self, data: bytes, headers: dict[str, str], deadline: float) -> tuple[int, bytes]:
+        """One request: (HTTP status, body), every socket operation ending by ``deadline``.
+
+        Raises :class:`LLMResponseTooLarge` (not retried), ``_Expired`` or an OSError."""
+        conn = _connection(self._split, deadline, self.connect_timeout)
+        target = self._split.path + (f"?{self._split.query}" if self._split.query else "")
+        try:
+            conn.request("POST", target, body=data, headers=headers)
+            resp = conn.getresponse()
+            cap = self.max_response_bytes
+            length = resp.getheader("Content-Length")
+            if length is not None and length.strip().isdigit() and int(length) > cap:
+                raise LLMResponseTooLarge(
+                    f"LLM endpoint {self.url} announced a {int(length)}-byte reply (HTTP {resp.status}), more than "
+                    f"max_response_bytes={cap}; nothing was read (raise max_response_bytes if it is expected)")
+            chunks, size = [], 0
+            while True:
+                chunk = resp.read(min(65536, cap + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > cap:
+                    raise LLMResponseTooLarge(
+                        f"LLM endpoint {self.url} sent a reply larger than max_response_bytes={cap} "
+                        f"(HTTP {resp.status}); reading stopped at {size} bytes")
+            return resp.status, b"".join(chunks)
+        finally:
+            conn.close()
+            if getattr(conn, "deadline_sock", None) is not None:
+                conn.deadline_sock.shut()
+
     def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         data = json.dumps(payload).encode()
+        t0 = time.monotonic()
+        deadline = t0 + self.timeout
+        error: LLMError | None = None
+        attempts = 0
         for attempt in range(self.retries + 1):
-            req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            if attempt and error is not None:
+                pause = self.backoff * 2 ** (attempt - 1)
+                if time.monotonic() + pause >= deadline:
+                    break  # no time left for another attempt
+                time.sleep(pause)
+            attempts += 1
             self.requests_sent += 1
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    body = resp.read().decode()
-            except urllib.error.HTTPError as exc:
-                detail = exc.read().decode(errors="replace")[:300]
-                error = LLMError(f"LLM endpoint {self.url} answered HTTP {exc.code}: {detail}")
-                if exc.code != 429 and exc.code < 500:
-                    raise error from exc
-            except (urllib.error.URLError, TimeoutError, OSError) as exc:
-                error = LLMError(f"LLM endpoint {self.url} is unreachable: {exc}")
-            else:
-                try:
-                    return json.loads(body)
-                except json.JSONDecodeError as exc:
-                    raise LLMError(f"LLM endpoint {self.url} returned invalid JSON: {exc}") from exc
-            if attempt < self.retries:
-                time.sleep(self.backoff * 2**attempt)
-        raise error
+                status, body = self._attempt(data, headers, deadline)
+            except _Expired:
+                error = None  # the budget is spent: the timeout below says so
+                break
+            except (http.client.HTTPException, OSError) as exc:
+                if time.monotonic() >= deadline:
+                    error = None
+                    break
+                error = LLMError(f"LLM endpoint {self.url} is unreachable: {exc!r}")
+                continue
+            if status >= 400:
+                detail = body[:300].decode(errors="replace")
+                error = LLMError(f"LLM endpoint {self.url} answered HTTP {status}: {detail}")
+                if status != 429 and status < 500:
+                    raise error
+                continue
+            try:
+                return json.loads(body)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise LLMError(f"LLM endpoint {self.url} returned invalid JSON: {exc}") from exc
+        if error is not None and time.monotonic() < deadline:
+            raise error  # every retry used, each failing fast
+        last = f"; last attempt: {error}" if error is not None else ""
+        raise LLMTimeout(
+            f"LLM endpoint {self.url} gave no complete reply within timeout={self.timeout:g} s "
+            f"({attempts} attempt{'s' if attempts != 1 else ''} in {time.monotonic() - t0:.1f} s{last}); "
+            f"raise timeout= for a slow model, or check that the server answers")
 
     def complete(self, messages: list[dict[str, str]], max_tokens: int = 8) -> str:
         """The assistant's answer to ``messages`` (from the cache when the same request was made)."""

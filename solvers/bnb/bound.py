@@ -16,6 +16,7 @@ the (FW) bound at its last iterate, so the bound never depends on the solver hav
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,15 +82,16 @@ class RelaxationResult:
 
 def maximize_concave_qp(const: float, linear: np.ndarray, quad: np.ndarray, m: int,
                         x0: np.ndarray | None = None, *, max_iter: int | None = None,
-                        stop_below: float = -np.inf) -> RelaxationResult:
+                        stop_below: float = -np.inf, deadline: float | None = None) -> RelaxationResult:
     """max const + l^T x - x^T M x over {0 <= x <= 1, sum x = m} (M psd on 1-perp), certified.
 
     Primal active set from x0 (projected onto the polytope; default m/p). Each iteration either
     takes the Newton step on the free variables (KKT system [[2 M_FF, 1], [1^T, 0]]), shortened at
     the first bound it hits (which joins the working set), or, at a stationary point of the free
     subspace, releases the bounded variable whose multiplier has the wrong sign. ``stop_below``:
-    stop early once the certified bound is <= it (the caller prunes). The returned bound is (FW)
-    at the final iterate, so it is valid whatever happened.
+    stop early once the certified bound is <= it (the caller prunes). ``deadline``
+    (``time.perf_counter()``): no iteration starts after it. The returned bound is (FW) at the
+    final iterate, so it is valid whatever happened.
     """
     p = linear.size
     if m <= 0 or m >= p:
@@ -108,6 +110,8 @@ def maximize_concave_qp(const: float, linear: np.ndarray, quad: np.ndarray, m: i
     it = 0
     check_every = 8
     while it < max_iter:
+        if deadline is not None and it and time.perf_counter() > deadline:
+            break
         it += 1
         F = np.flatnonzero(~(lo | hi))
         if F.size == 0:

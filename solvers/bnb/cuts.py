@@ -23,6 +23,8 @@ phi <= incumbent), separates the most violated new cuts and drops inactive ones.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 __all__ = ["CutPool"]
@@ -100,11 +102,12 @@ class CutPool:
 
     # --- separation and multiplier steps -------------------------------------------------------
     def separate(self, Y: np.ndarray, max_new: int, families=("mc", "tri1", "tri2"), tol: float = 1e-6,
-                 support_tol: float = 1e-3) -> int:
+                 support_tol: float = 1e-3, deadline: float | None = None) -> int:
         """Add up to ``max_new`` of the most violated cuts (by violation) not yet in the pool.
 
         Enumerates every McCormick cut (p^2) and every triangle on the items with Y_0i > support_tol
-        (q^3/2 + q^3/6 for q such items), vectorized in blocks of apexes.
+        (q^3/2 + q^3/6 for q such items), vectorized in blocks of apexes; past ``deadline``
+        (``time.perf_counter()``) no further block is enumerated (any subset of valid cuts is valid).
         """
         p = self.p
         if p < 2 or max_new <= 0:
@@ -135,6 +138,8 @@ class CutPool:
             lower = np.tril(np.ones((q, q), dtype=bool))  # mask j >= k
             block = max(1, 2_000_000 // (q * q))
             for i0 in range(0, q, block):
+                if deadline is not None and time.perf_counter() > deadline:
+                    break
                 ii = np.arange(i0, min(q, i0 + block))
                 if "tri1" in families:
                     V = Xs[ii][:, :, None] + Xs[ii][:, None, :] - Xs[None, :, :] - xs[ii][:, None, None]

@@ -38,6 +38,8 @@ entries of C: O(p^2) memory, fine for the pools a node sees (p <= a few thousand
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 __all__ = ["reduced_cost_fixing", "swap_screening"]
@@ -83,17 +85,20 @@ def _sum_extreme_rows(Cm: np.ndarray, r: int, largest: bool) -> np.ndarray:
 
 
 def swap_screening(linear: np.ndarray, quad: np.ndarray, m: int, tol: float = 0.0,
-                   max_rounds: int = 20) -> np.ndarray:
+                   max_rounds: int = 20, deadline: float | None = None) -> np.ndarray:
     """Positions (sorted) of the items that survive iterated safe screening (module docstring).
 
     Every feasible set of value >= OPT - tol lies inside the survivors. T is chosen as the m
-    items with the largest a_j (which maximizes B). O(rounds p^2).
+    items with the largest a_j (which maximizes B). O(rounds p^2). No round starts after
+    ``deadline`` (``time.perf_counter()``): the survivors of any round are valid.
     """
     p = linear.size
     pool = np.arange(p)
     if m <= 0 or m >= p:
         return pool
     for _ in range(max_rounds):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
         q = pool.size
         if q <= m:
             break

@@ -20,6 +20,7 @@ tightness. One eigendecomposition of a (p+1) x (p+1) matrix per iteration.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,7 +74,8 @@ def _initial_rho(Ch: np.ndarray, m: int) -> float:
 def dnn_admm(problem: CardinalityQP, state: ADMMState | None = None, *, max_iter: int = 200,
              rho: float | None = None, relax: float = 1.8, lift: LiftOperator | None = None,
              tol: float = 1e-7, adapt: bool = False,
-             valid_inequality: tuple[np.ndarray, float] | None = None) -> tuple[QCRBound, ADMMState]:
+             valid_inequality: tuple[np.ndarray, float] | None = None,
+             deadline: float | None = None) -> tuple[QCRBound, ADMMState]:
     """Run up to ``max_iter`` ADMM iterations on the DNN SDP of ``problem`` (warm from ``state``).
 
     Returns the bounding function of the final multipliers (valid at any iteration; its
@@ -84,6 +86,8 @@ def dnn_admm(problem: CardinalityQP, state: ADMMState | None = None, *, max_iter
     fall below ``tol`` * (p + 1).
     valid_inequality : (D, d0) of Lagrange-relaxed cuts (:class:`.cuts.CutPool`): the ADMM then
         solves the DNN with objective Chat - D, and the bound carries + d0 (still valid).
+    deadline : ``time.perf_counter()`` after which no further iteration starts (the bound of the
+        iterates reached is returned: valid at any iteration).
     """
     p, m = problem.p, problem.m
     lift = lift or LiftOperator(p, m)
@@ -120,6 +124,8 @@ def dnn_admm(problem: CardinalityQP, state: ADMMState | None = None, *, max_iter
                 U1, U2 = U1 * 2.0, U2 * 2.0
         else:
             W, V = Wn, Vn
+        if deadline is not None and time.perf_counter() > deadline:
+            break
     new_state = ADMMState(W, V, U1, U2, rho, state.iterations + it)
     S = -rho * 0.5 * (U1 + U1.T)
     N = np.maximum(-rho * 0.5 * (U2 + U2.T), 0.0)

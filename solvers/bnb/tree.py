@@ -31,6 +31,17 @@ relaxation, :mod:`.sdp` for the node SDP, :mod:`.cuts` for the cuts, :mod:`.fixi
 
 Small dense linear algebra runs on one BLAS thread (threadpoolctl): on the shared machine an
 eigendecomposition of a 101 x 101 matrix took 35 ms with the thread pool and 1.8 ms without.
+
+Limits (issue 33). Memory: the search holds dense (p+1) x (p+1) matrices (the node problem, the
+lifted operator's Gram matrix and factor, the QCR function, the ADMM iterates);
+:func:`memory_estimate` gives its peak for p = n before anything is allocated and
+:func:`branch_and_bound` refuses a pool that cannot fit. Time: with a ``time_limit`` (or
+``node_limit``) the search first gets a certified bound at O(n d) cost (the concave relaxation's
+Frank-Wolfe bound, :func:`divopt_rag.solvers.bounds.concave_bound`), so a stop at any moment
+reports a finite bound; every loop checks the deadline (screening rounds, active-set iterations,
+ADMM iterations, cut separation blocks), and a dense O(p^3) step (the lifted operator's Cholesky
+factor, the concavity shift's eigendecomposition, one ADMM iteration) starts only when its
+predicted time (:func:`_eig_seconds`, measured on this machine) fits before the deadline.
 """
 from __future__ import annotations
 
@@ -47,9 +58,12 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from divopt_rag.models import Instance, ccbqp_objective, objective_scale
+from divopt_rag.models.mip_sizing import ModelEstimate, format_bytes, largest_fitting, memory_refusal
 from divopt_rag.models.qcr import CardinalityQP, LiftOperator, QCRBound, qcr_from_dual
-from divopt_rag.models.validation import check_choice, check_indices, check_nonnegative
+from divopt_rag.models.runner import ModelTooLarge
+from divopt_rag.models.validation import check_choice, check_indices, check_nonnegative, check_scalar
 
+from ..bounds import concave_bound
 from ..local_search import local_search
 from ..selection import METHODS, select
 from .bound import RelaxationResult, maximize_concave_qp
@@ -57,11 +71,66 @@ from .cuts import CutPool
 from .fixing import reduced_cost_fixing, swap_screening
 from .sdp import dnn_admm
 
-__all__ = ["BnBOutcome", "branch_and_bound", "LOG_COLUMNS"]
+__all__ = ["BnBOutcome", "branch_and_bound", "LOG_COLUMNS", "memory_estimate"]
 
 #: Columns of the node log (one row per processed node).
 LOG_COLUMNS = ("node", "depth", "free", "ones", "node_bound", "bound", "incumbent", "open", "seconds",
                "admm_iterations", "fixed", "action")
+
+#: Peak memory of the search in dense (n+1) x (n+1) float64 matrices at a root of p = n free
+#: items: the problem and its node copy (2), the lifted operator's Gram matrix and Cholesky factor
+#: (8: (2p+2)^2 each), the QCR function and the concavity shift's temporaries (~5), the ADMM
+#: iterates and their temporaries (~9). Measured peak-RSS growth: 14.6 of them at n = 3000.
+_DENSE_COPIES = 24
+#: Bytes independent of n: the cut separation's blocks (2e6 entries x ~4 arrays) and the node log.
+_FIXED_BYTES = 96 * 2**20
+# the dense O(p^3) steps in eigvalsh units (measured at p = 1000 on one BLAS thread: Cholesky of the
+# lifted Gram 1.9, concavity shift 2.0, one ADMM iteration 1.2, one active-set step 0.3)
+_LIFT_UNITS, _SHIFT_UNITS, _ADMM_UNITS, _ACTIVE_SET_UNITS = 1.9, 2.0, 1.2, 0.3
+_EIG_RATE: tuple[float, float] | None = None
+
+
+def _eig_seconds(p: int) -> float:
+    """Seconds of one eigvalsh of a p x p matrix on one BLAS thread, now: a 250 x 250 one is timed
+    (~10 ms; re-measured after 30 s, so the machine's load counts) and scaled by (p / 250)^3,
+    which overestimates large p (better BLAS efficiency there): predictions err on the safe side."""
+    global _EIG_RATE
+    now = time.monotonic()
+    if _EIG_RATE is None or now - _EIG_RATE[1] > 30.0:
+        A = np.random.default_rng(0).standard_normal((250, 250))
+        A = A + A.T
+        with threadpool_limits(limits=1):
+            t0 = time.perf_counter()
+            np.linalg.eigvalsh(A)
+            _EIG_RATE = ((time.perf_counter() - t0) / 250.0**3, now)
+    return _EIG_RATE[0] * float(p) ** 3
+
+
+def memory_estimate(n: int, d: int = 0) -> ModelEstimate:
+    """Peak memory of :func:`branch_and_bound` on a pool of n items (d: embedding dimension), for
+    the worst case that screening removes nothing (random pools: it removes none)."""
+    dense = 8 * (n + 1) ** 2
+    return ModelEstimate(
+        what=f"divopt's branch-and-bound (solver 'bnb') at n = {n}", counts=None,
+        bytes=int(_DENSE_COPIES * dense + 16 * n * max(d, 1) + _FIXED_BYTES), cubic=n,
+        detail=f"about {_DENSE_COPIES} dense (n+1) x (n+1) float64 matrices of {format_bytes(dense)} at its root")
+
+
+def check_memory(n: int, d: int, budget: tuple[int, str] | None = None) -> None:
+    """Raise :class:`~divopt_rag.models.runner.ModelTooLarge` (one line: the estimate, what is free,
+    what to do instead) when :func:`memory_estimate` does not fit; ``budget`` = (bytes, source)
+    overrides the measured free memory."""
+    est = memory_estimate(n, d)
+    why = memory_refusal(est, budget)
+    if why is None:
+        return
+    from divopt_rag.models.mip_sizing import MEMORY_HEADROOM, available_memory
+
+    avail = (budget or available_memory())[0]
+    fits = largest_fitting(lambda m: memory_estimate(m, d).bytes, MEMORY_HEADROOM * avail)
+    raise ModelTooLarge("bnb", why, "screen the pool first (divopt_rag.solvers.screening.safe_screen keeps every "
+                        f"optimal set; solve inst.subset(survivors)), or use a pool of at most {fits} items "
+                        "(e.g. inst.top_n)")
 
 
 @dataclass
@@ -103,6 +172,7 @@ class _Search:
         self.problem = CardinalityQP.from_instance(inst)
         self.t0 = time.perf_counter() if started is None else float(started)
         self.deadline = math.inf if time_limit is None else self.t0 + time_limit
+        self.limited = time_limit is not None or node_limit is not None
         self.mip_gap, self.abs_gap = mip_gap, abs_gap
         self.node_limit = node_limit
         self.root_iterations, self.node_iterations, self.chunk, self.stall = root_iterations, node_iterations, chunk, stall
@@ -193,7 +263,28 @@ class _Search:
         return F.restrict(pos, np.searchsorted(qfree, new_ones))
 
     def _relax(self, F: QCRBound, x0: np.ndarray | None, stop_below: float) -> RelaxationResult:
-        return maximize_concave_qp(F.const, F.linear, F.quad, F.m, x0, stop_below=stop_below)
+        return maximize_concave_qp(F.const, F.linear, F.quad, F.m, x0, stop_below=stop_below,
+                                   deadline=None if math.isinf(self.deadline) else self.deadline)
+
+    def fits(self, units: float, p: int) -> bool:
+        """True when ``units`` eigvalsh of size p (predicted) end before the deadline; otherwise
+        ``info["stop_reason"]`` says what did not fit."""
+        now = time.perf_counter()
+        if math.isinf(self.deadline) or p < 150:  # small dense steps: milliseconds
+            return now <= self.deadline
+        need = units * _eig_seconds(p)
+        if now + need <= self.deadline:
+            return True
+        if now < self.deadline:
+            self.info["stop_reason"] = (f"stopped {max(self.deadline - now, 0.0):.3g} s before the deadline: the next "
+                                        f"dense step (p = {p}) was predicted to take {need:.3g} s")
+        return False
+
+    def requeue(self, node: _Node, bound: float) -> bool:
+        """Put an unfinished node back (its bound so far) and report that time ran out."""
+        node.bound = bound
+        self.push(node)
+        return False
 
     def _fixings(self, state: np.ndarray, free: np.ndarray, m: int, r: RelaxationResult):
         """Reduced-cost fixing from a relaxation result; the new state or None."""
@@ -232,9 +323,14 @@ class _Search:
             if node.qcr is not None:
                 F = self._inherited(node, free, ones)
             else:
+                units = _SHIFT_UNITS + (0.0 if (free.size, m) in self.lifts else _LIFT_UNITS)
+                if not self.fits(units + _ACTIVE_SET_UNITS, free.size):
+                    return self.requeue(node, best)
                 F = qcr_from_dual(sub, np.zeros(2 * free.size + 2), lift=self.lift(free.size, m), kind="plain",
                                   eigen_bound=False)
                 x0 = np.isin(free, self.inc_idx).astype(np.float64) if x0 is None else x0
+            if not self.fits(_ACTIVE_SET_UNITS, free.size):
+                return self.requeue(node, best)
             r = self._relax(F, x0, self.threshold)
             if node.qcr is None:  # root: a rounded incumbent before the SDP (it steers fixings and cuts)
                 self.offer(np.concatenate([ones, free[np.argsort(-r.x, kind="stable")[:m]]]))
@@ -251,6 +347,8 @@ class _Search:
                 node = _Node(best, node.depth, state, (F, free, ones), node.admm, self._full_x(free, ones, r.x), node.cuts)
                 continue
             # 2. the node's DNN relaxation, warm-started
+            if not self.fits((0.0 if (free.size, m) in self.lifts else _LIFT_UNITS) + _ADMM_UNITS, free.size):
+                return self.requeue(node, best)
             lift = self.lift(free.size, m)
             admm_state = None
             if node.admm is not None:
@@ -266,12 +364,11 @@ class _Search:
             budget = self.root_iterations if root else (self.node_iterations if self.node_sdp else 0)
             done = 0
             while done < budget:
-                if time.perf_counter() > self.deadline:
-                    node.bound = best
-                    self.push(node)
-                    return False
+                if not self.fits(_ADMM_UNITS, free.size):
+                    return self.requeue(node, best)
                 Fd, admm_state = dnn_admm(sub, admm_state, max_iter=min(self.chunk, budget - done), lift=lift,
-                                          valid_inequality=None if pool is None else pool.shift())
+                                          valid_inequality=None if pool is None else pool.shift(),
+                                          deadline=None if math.isinf(self.deadline) else self.deadline)
                 done += self.chunk
                 r = self._relax(Fd, best_r.x, self.threshold)
                 prev = best
@@ -287,7 +384,8 @@ class _Search:
                     # not blow up the step)
                     target = max(self.inc_val, chunk_bound - 1e-2 * objective_scale(self.k))
                     pool.step(admm_state.W, chunk_bound, target, self.cut_step)
-                    pool.separate(admm_state.W, self.cut_batch)
+                    pool.separate(admm_state.W, self.cut_batch,
+                                  deadline=None if math.isinf(self.deadline) else self.deadline)
                 if prev - best < self.stall * (best - self.inc_val) and not (root and done < budget):
                     break
             admm_used += done
@@ -352,14 +450,20 @@ class _Search:
         if self.heuristic is not None and n > k:
             self.offer(select(inst, self.heuristic).indices, polish=False)
         self.info["start_objective"] = self.inc_val
+        root_bound = math.inf
+        if self.limited and n > k:
+            # a certified bound at O(n d) cost first, so that a stop at any time reports one
+            root_bound, _ = concave_bound(inst, max_iter=200)
+            self.info["start_bound"] = root_bound
         state = np.full(n, -1, dtype=np.int8)
         if self.screening and 0 < k < n:
             # all optimal sets survive; fix the others to 0
-            keep = swap_screening(self.problem.linear, self.problem.quad, k, tol=1e-9 * objective_scale(k))
+            keep = swap_screening(self.problem.linear, self.problem.quad, k, tol=1e-9 * objective_scale(k),
+                                  deadline=None if math.isinf(self.deadline) else self.deadline)
             state[:] = 0
             state[keep] = -1
             self.info["screened_out"] = int(n - keep.size)
-        self.push(_Node(math.inf, 0, state))
+        self.push(_Node(root_bound, 0, state))
         status = "optimal"
         while self.heap:
             if time.perf_counter() > self.deadline:
@@ -410,6 +514,7 @@ def branch_and_bound(
     cuts: bool = True,
     node_sdp: bool = True,
     started: float | None = None,
+    memory_limit: float | None = None,
 ) -> BnBOutcome:
     """Solve the CCBQP of ``inst`` exactly (module docstring for the method).
 
@@ -430,6 +535,9 @@ def branch_and_bound(
     callback : called with each node-log row (dict); progress : show a tqdm bar.
     started : ``time.perf_counter()`` at which the time budget began (default: this call), so a
         caller's own work counts against ``time_limit`` and ``seconds``.
+    memory_limit : bytes the search may plan to use (default: the machine's free memory); a pool
+        whose :func:`memory_estimate` exceeds it raises :class:`~divopt_rag.models.runner.ModelTooLarge`
+        before anything is allocated.
     """
     if not isinstance(inst, Instance):
         raise TypeError(f"inst must be a divopt_rag.models.Instance, got {type(inst).__name__}")
@@ -439,11 +547,12 @@ def branch_and_bound(
         check_choice(heuristic, "heuristic", METHODS)
     mip_gap = check_nonnegative(mip_gap, "mip_gap")
     abs_gap = 1e-8 * objective_scale(inst.k) if abs_gap is None else check_nonnegative(abs_gap, "abs_gap")
-    for name, v in (("root_iterations", root_iterations), ("node_iterations", node_iterations), ("chunk", chunk)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-    if node_limit is not None and (isinstance(node_limit, bool) or not isinstance(node_limit, (int, np.integer)) or node_limit < 1):
-        raise ValueError(f"node_limit must be an int >= 1 or None, got {node_limit!r}")
+    root_iterations, node_iterations, chunk = (check_scalar(v, name, int, min_val=1) for name, v in (
+        ("root_iterations", root_iterations), ("node_iterations", node_iterations), ("chunk", chunk)))
+    node_limit = check_scalar(node_limit, "node_limit", int, min_val=1, allow_none=True)
+    budget = None if memory_limit is None else (
+        int(check_scalar(memory_limit, "memory_limit", (int, float), min_val=0)), "memory_limit")
+    check_memory(inst.n, inst.d, budget)
     warm = None
     if warm_start is not None:
         if hasattr(warm_start, "indices"):

@@ -1,0 +1,178 @@
+"""Inputs refused or repaired before any work (issue 33, item 4): tensors that require grad
+are detached at the one validation point, iteration counts below 1 are refused, and
+``normalize=True`` normalizes every finite nonzero row whatever its scale."""
+from __future__ import annotations
+
+from decimal import Decimal, getcontext
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from divopt_rag.models import Instance
+from divopt_rag.models.validation import check_embeddings, check_vector
+from divopt_rag.solvers import METHOD_NEEDS, METHODS, select, solve_exact
+from divopt_rag.solvers.selection import ITERATION_COUNTS, check_params
+
+from conftest import random_unit, unit_query
+
+N, D, K = 40, 8, 5
+
+
+def _needs(method, n, grad):
+    """The extra inputs of a cross-encoder method (precomputed scores), as tensors."""
+    if method not in METHOD_NEEDS:
+        return {}
+    rng = np.random.default_rng(1)
+    extra = {"query_scores": torch.tensor(rng.normal(size=n) * 5, requires_grad=grad)}
+    if method in ("dartboard_cc", "mmr_cc"):
+        extra["pair_scores"] = torch.tensor(rng.normal(size=(n, n)) * 5, requires_grad=grad)
+    if method == "dartboard_minmax":
+        extra = {"scores": torch.tensor(rng.normal(size=n), requires_grad=grad)}
+    return extra
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_method_takes_tensors_that_require_grad(method):
+    """The same selection as on the detached tensors (independent truth: the plain run), and
+    the caller's tensors keep their autograd flag and values."""
+    E = torch.tensor(random_unit(N, D, 3), requires_grad=True)
+    q = torch.tensor(unit_query(D, 3), requires_grad=True)
+    rel = (E.detach() @ q.detach()) * 2.0
+    rel.requires_grad_(True)
+    before = E.detach().clone()
+    plain = select(Instance(E.detach().clone(), q.detach().clone(), k=K, theta=0.5), method,
+                   **_needs(method, N, grad=False))
+    got = select(Instance(E, q, k=K, theta=0.5), method, **_needs(method, N, grad=True))
+    np.testing.assert_array_equal(got.indices, plain.indices)
+    assert got.objective == pytest.approx(plain.objective, abs=1e-9)
+    assert E.requires_grad and q.requires_grad and E.grad is None
+    assert torch.equal(E.detach(), before)
+    # user relevance that requires grad
+    sel = select(Instance(E, relevance=rel, k=K, theta=0.5), method, **_needs(method, N, grad=True))
+    assert sel.indices.shape == (K,)
+
+
+def test_exact_engine_takes_tensors_that_require_grad():
+    E = torch.tensor(random_unit(14, 4, 5), requires_grad=True)
+    q = torch.tensor(unit_query(4, 5), requires_grad=True)
+    plain = solve_exact(Instance(E.detach(), q.detach(), k=4, theta=0.5), solver="bnb")
+    got = solve_exact(Instance(E, q, k=4, theta=0.5), solver="bnb")
+    assert got.status == "optimal" and got.objective == pytest.approx(plain.objective, abs=1e-9)
+    np.testing.assert_array_equal(got.indices, plain.indices)
+
+
+def test_iteration_counts_below_one_are_refused_for_every_selector():
+    """Every iteration-count parameter of every selector: 0 and -1 refused with one line naming
+    method, parameter, bound and value; 1 accepted (the check, not the run)."""
+    inst = Instance(random_unit(N, D, 0), unit_query(D, 0), k=K, theta=0.5)
+    found = []
+    for method, fn in sorted(METHODS.items()):
+        import inspect
+
+        for name in inspect.signature(fn).parameters:
+            if name not in ITERATION_COUNTS:
+                continue
+            found.append((method, name))
+            for bad in (0, -1):
+                with pytest.raises(ValueError, match=rf"^{method} {name} must be an integer >= 1, got {bad}$"):
+                    select(inst, method, **{name: bad})
+            check_params(method, fn, {name: 1})
+    names = {name for _, name in found}
+    assert {"max_iter", "max_swaps", "max_passes", "max_phases"} <= names
+    assert ("fw", "max_iter") in found and ("mmr_ls", "max_swaps") in found
+
+
+def test_fw_with_one_iteration_still_runs():
+    inst = Instance(random_unit(N, D, 0), unit_query(D, 0), k=K, theta=0.5)
+    assert select(inst, "fw", max_iter=1).iterations == 1
+
+
+def test_bnb_iteration_budgets_are_checked():
+    inst = Instance(random_unit(12, 4, 0), unit_query(4, 0), k=3, theta=0.5)
+    from divopt_rag.solvers.bnb import branch_and_bound
+
+    for name in ("root_iterations", "node_iterations", "chunk", "node_limit"):
+        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got 0$"):
+            branch_and_bound(inst, **{name: 0})
+
+
+# --- normalize=True at every scale --------------------------------------------------------
+def _decimal_unit_rows(X: np.ndarray) -> np.ndarray:
+    """Reference: each row divided by its exact Euclidean norm, in 60-digit Decimal arithmetic."""
+    getcontext().prec = 60
+    out = np.empty(X.shape)
+    for i, row in enumerate(X):
+        ds = [Decimal(float(v)) for v in row]
+        nrm = sum(v * v for v in ds).sqrt()
+        out[i] = [float(v / nrm) for v in ds]
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base=st.lists(st.floats(-1.0, 1.0, allow_subnormal=False), min_size=4, max_size=4).filter(
+        lambda r: max(abs(v) for v in r) > 1e-3),
+    exponent=st.integers(-300, 300),
+    mantissa=st.floats(1.0, 9.99),
+)
+def test_normalize_any_finite_nonzero_row_float64(base, exponent, mantissa):
+    scale = mantissa * 10.0**exponent
+    row = np.asarray(base) * scale
+    if not np.isfinite(row).all() or not (row != 0).any():
+        return  # the scaled row itself is not representable
+    X = np.vstack([row, random_unit(1, 4, 0)[0]])
+    got = check_embeddings(X, normalize=True).numpy()
+    ref = _decimal_unit_rows(X)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=8 * np.finfo(np.float64).eps)
+    q = check_vector(row, "q", 4, unit_norm=True, normalize=True).numpy()
+    np.testing.assert_allclose(q, ref[0], rtol=0, atol=8 * np.finfo(np.float64).eps)
+
+
+@settings(max_examples=80, deadline=None)
+@given(exponent=st.integers(-30, 30), seed=st.integers(0, 1000))
+def test_normalize_any_finite_nonzero_row_float32(exponent, seed):
+    base = random_unit(3, 6, seed) * 0.9
+    X = (base * 10.0**exponent).astype(np.float32)
+    got = check_embeddings(X, normalize=True).numpy()
+    ref = _decimal_unit_rows(X.astype(np.float64))
+    np.testing.assert_allclose(got, ref, rtol=0, atol=8 * np.finfo(np.float32).eps)
+
+
+@pytest.mark.parametrize("scale", [1e-25, 1e20, 1e-300, 1e300])
+def test_issue_cases_tiny_and_huge_rows(scale):
+    X = random_unit(5, 4, 2) * scale
+    dtype = np.float32 if 1e-30 < scale < 1e30 else np.float64
+    inst = Instance(X.astype(dtype), unit_query(4, 2) * scale, k=2, theta=0.5, normalize=True)
+    np.testing.assert_allclose(torch.linalg.vector_norm(inst.E.double(), dim=1).numpy(), 1.0, atol=1e-6)
+    assert inst.E.dtype == torch.from_numpy(X.astype(dtype)).dtype
+
+
+def test_the_real_problems_are_still_named():
+    X = random_unit(5, 4, 2)
+    Z = X.copy()
+    Z[3] = 0.0
+    with pytest.raises(ValueError, match=r"^E row 3 is all zeros and cannot be normalized$"):
+        check_embeddings(Z, normalize=True)
+    Z = X.copy()
+    Z[2, 1] = np.inf
+    with pytest.raises(ValueError, match=r"non-finite values \(NaN or inf\): first at row 2, column 1"):
+        check_embeddings(Z, normalize=True)
+    with pytest.raises(ValueError, match=r"row 1 has norm 1e\+20"):
+        check_embeddings(np.vstack([X[:1], X[1:2] * 1e20]).astype(np.float32))
+    with pytest.raises(ValueError, match=r"zero vector"):
+        check_vector(np.zeros(4), "q", 4, normalize=True)
+    # a float64 row whose norm exceeds the largest double still normalizes
+    big = np.full((1, 4), 1.5e308)
+    np.testing.assert_allclose(check_embeddings(big, normalize=True).numpy(), 0.5, rtol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_normalize_low_precision_storage(dtype):
+    X = torch.tensor(random_unit(6, 8, 4) * 3e4).to(dtype)  # norms ~3e4: float16 holds them
+    X[0] *= 2.0  # this row's norm (~6e4) is near float16's max
+    got = check_embeddings(X, normalize=True)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(torch.linalg.vector_norm(got.float(), dim=1).numpy(), 1.0, atol=2e-2)
