@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from divopt_rag.models import Instance
-from divopt_rag.models.ccbqp import ccbqp_objective, curvature, line_search, linear_term
+from divopt_rag.models.ccbqp import ccbqp_objective, curvature, line_search, linear_term, pair_weight
 from divopt_rag.models.kernels import matmul
 from divopt_rag.models.validation import check_nonnegative, check_theta
 
@@ -100,7 +100,7 @@ def fw_batched(
     lam = check_nonnegative(relax_penalty, "relax_penalty")
     tol = fw_tolerance(k, tol)
     max_iter = int(max_iter)
-    a_np = 2.0 * (1.0 - th_np)  # per problem
+    a_np = pair_weight(th_np)  # per problem
     Lin = linear_term(C, torch.as_tensor(th_np, dtype=acc, device=dev)[:, None], k)  # B x n
     cols = [_column_instance(inst, C[b], float(th_np[b])) for b in range(B)]
     if x0 is not None:
@@ -166,7 +166,7 @@ def fw_batched(
             Vm = Vw if allm else Vw.index_select(0, mvt)
             Ed = E.index_select(0, Sm.reshape(-1)).to(acc).reshape(mv.size, k, -1).sum(1) - Vm
             dd = xx[M] + k - 2.0 * xs[mv]
-            gamma = line_search(gap[mv], curvature(th_np[M], lam, dd, (Ed.double() ** 2).sum(1).cpu().numpy()))
+            gamma = line_search(gap[mv], curvature(dd, (Ed.double() ** 2).sum(1).cpu().numpy(), th_np[M], lam))
             lins = (Lw if allm else Lw.index_select(0, mvt)).gather(1, Sm).double().sum(1).cpu().numpy()
             g_t = torch.as_tensor(gamma, dtype=acc, device=dev)[:, None]
             Xm = Xw if allm else Xw.index_select(0, mvt)
@@ -264,7 +264,7 @@ def fw_batched_ws(
     rounds = np.zeros(B, dtype=np.int64)
     converged = np.zeros(B, dtype=bool)
     open_ = np.arange(B)
-    a_t = torch.as_tensor(2.0 * (1.0 - th_np), dtype=acc, device=dev)[:, None]
+    a_t = torch.as_tensor(pair_weight(th_np), dtype=acc, device=dev)[:, None]
     th_t = torch.as_tensor(th_np, dtype=acc, device=dev)[:, None]
     for _ in range(int(max_rounds)):
         P = in_P.nonzero().flatten()

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from divopt_rag.models import Instance
-from divopt_rag.models.ccbqp import curvature, line_search, linear_term, objective_scale, relaxed_gradient, relaxed_objective
+from divopt_rag.models.ccbqp import (curvature, line_search, linear_term, objective_scale, relaxed_grad,
+                                     relaxed_grad_dot_x, relaxed_gradient, relaxed_objective, relaxed_value)
 from divopt_rag.models.kernels import gather_rows, gather_sum, rmatvec
 from divopt_rag.models.validation import check_choice, check_nonnegative, check_scalar, check_vector
 
@@ -110,7 +111,6 @@ def fw_relaxation(
     lam = check_nonnegative(relax_penalty, "relax_penalty")
     max_iter = check_scalar(max_iter, "max_iter", int, min_val=0)
     tol = fw_tolerance(k, tol)
-    a = 2.0 * (1.0 - th)
     lin = linear_term(inst.relevance, th, k)
     x = x0.clone()
     v = rmatvec(E, x) if v0 is None else v0.clone()
@@ -123,7 +123,7 @@ def fw_relaxation(
     vv = float(v.double() @ v.double())
 
     def value() -> float:
-        return linx + (1 - th) * (k + lam * (xx - k) - vv)
+        return relaxed_value(linx, xx, vv, th, k, lam)
 
     trace = [value()]
     gaps: list[float] = []
@@ -135,14 +135,14 @@ def fw_relaxation(
         s = torch.topk(g, k).indices
         gs = float(g.index_select(0, s).double().sum())
         xs = float(x.index_select(0, s).double().sum())
-        gap = gs - (linx - a * (vv - lam * xx))  # g^T s - g^T x
+        gap = gs - relaxed_grad_dot_x(linx, xx, vv, th, lam)  # g^T s - g^T x
         gaps.append(gap)
         if gap <= tol:
             converged = True
             break
         Ed = gather_sum(E, s) - v
         dd = xx + k - 2.0 * xs  # ||s - x||^2
-        gamma = line_search(gap, curvature(th, lam, dd, float(Ed.double() @ Ed.double())))
+        gamma = line_search(gap, curvature(dd, float(Ed.double() @ Ed.double()), th, lam))
         lins = float(lin.index_select(0, s).double().sum())
         x.mul_(1.0 - gamma)
         x.index_add_(0, s, torch.full((k,), gamma, dtype=x.dtype, device=x.device))
@@ -176,10 +176,10 @@ def round_pairwise(inst: Instance, x: torch.Tensor, v: torch.Tensor, relax_penal
         active = list(range(frac.numel()))
         while len(active) >= 2:
             i, j = active[0], active[1]
-            gi = float(lin[frac[i]] + 2 * (1 - th) * (lam * xf[i] - F[i] @ v))
-            gj = float(lin[frac[j]] + 2 * (1 - th) * (lam * xf[j] - F[j] @ v))
+            gi = float(relaxed_grad(lin[frac[i]], F[i] @ v, xf[i], th, lam))
+            gj = float(relaxed_grad(lin[frac[j]], F[j] @ v, xf[j], th, lam))
             # phi''(t) / 2 along e_i - e_j: ||e_i - e_j||^2 = 2 - 2 w_ij, ||d||^2 = 2
-            a = curvature(th, lam, 2.0, 2.0 - 2.0 * float(F[i] @ F[j])) / 2
+            a = curvature(2.0, 2.0 - 2.0 * float(F[i] @ F[j]), th, lam) / 2
             hi = min(1 - float(xf[i]), float(xf[j]))
             lo = -min(float(xf[i]), 1 - float(xf[j]))
             t = hi if hi * (gi - gj) + a * hi * hi >= lo * (gi - gj) + a * lo * lo else lo

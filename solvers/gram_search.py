@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt_rag.models.ccbqp import curvature, gram_objective, line_search, linear_term, swap_terms
+from divopt_rag.models.ccbqp import (curvature, gram_objective, line_search, linear_term, objective_scale, pair_weight,
+                                     relaxed_grad, set_value, swap_terms)
 from divopt_rag.models.kernels import gather_rows
 
 __all__ = ["GramSearch"]
@@ -53,13 +54,13 @@ class GramSearch:
         self.diag = np.diagonal(self.G, axis1=1, axis2=2).copy()
         self._rows = self.G.reshape(self.B * self.p, self.p)  # row b p + i: G[b, i, :]
         self.th = np.broadcast_to(np.asarray(theta, dtype=np.float64), (self.B,)).copy()
-        self.two = 2.0 * (1.0 - self.th)
+        self.two = pair_weight(self.th)
         self.k, self.tol = int(k), float(tol)
         c = torch.as_tensor(relevance).to(torch.float64).cpu().numpy().reshape(self.B, self.p)
         self.relevance = c
         self.lin = linear_term(c, self.th[:, None], self.k)
         # the swap terms at u = 0: b = b0 - 2 (1-theta) u and a = a0 + 2 (1-theta) u (linear in u)
-        self._b0, self._a0 = swap_terms(self.lin, 0.0, self.th[:, None], self.diag)
+        self._b0, self._a0 = swap_terms(self.lin, 0.0, self.th[:, None], sq_norms=self.diag)
 
     @classmethod
     def from_instance(cls, inst: Any, tol: float, rows: torch.Tensor | None = None) -> "GramSearch":
@@ -85,7 +86,7 @@ class GramSearch:
         same sums in the same order, so equal to it bit for bit)."""
         th = self.th[prob]
         GSS = self.G[prob[:, None, None], S[:, :, None], S[:, None, :]]  # (M, k, k)
-        return self.lin[prob[:, None], S].sum(1) + (1 - th) * (S.shape[1] - GSS.sum((1, 2)))
+        return set_value(self.lin[prob[:, None], S].sum(1), GSS.sum((1, 2)), th, S.shape[1])
 
     def gains(self, S: Any, prob: int = 0) -> np.ndarray:
         """(p, k) matrix of Delta(S[q] out, j in) for problem ``prob``; rows j in S are -inf."""
@@ -171,7 +172,7 @@ class GramSearch:
         picks = np.empty((self.B, self.k), dtype=np.int64)
         ar = np.arange(self.B)
         for t in range(self.k):
-            score = swap_terms(self.lin, u, self.th[:, None], self.diag)[0]
+            score = swap_terms(self.lin, u, self.th[:, None], sq_norms=self.diag)[0]
             score[taken] = -np.inf
             j = score.argmax(1)
             picks[:, t] = j
@@ -196,15 +197,14 @@ class GramSearch:
         B, R, k = X.shape[0], X.shape[1], self.k
         th = self.th if theta is None else np.broadcast_to(np.asarray(theta, dtype=np.float64), (B,))
         lin = self.lin if theta is None else linear_term(self.relevance, th[:, None], k)
-        two = (2.0 * (1.0 - th))[:, None, None]
-        tol = 1e-6 * max(k * (k - 1), 1) if tol is None else float(tol)
+        tol = 1e-6 * objective_scale(k) if tol is None else float(tol)
         lam = float(relax_penalty)
         live = np.ones((B, R), dtype=bool)
         G_t = torch.from_numpy(self.G)
         for _ in range(int(max_iter)):
             # (B, R, p): E v for every point, v = E^T x; torch's BLAS (numpy's may start a thread pool)
             U = torch.matmul(torch.from_numpy(X), G_t).numpy()
-            g = lin[:, None, :] + two * (lam * X - U)
+            g = relaxed_grad(lin[:, None, :], U, X, th[:, None, None], lam)
             s = np.argpartition(-g, k - 1, axis=2)[:, :, :k]  # the top-k oracle
             Sind = np.zeros_like(X)
             np.put_along_axis(Sind, s, 1.0, 2)
@@ -216,7 +216,7 @@ class GramSearch:
             xs = (X * Sind).sum(2)
             dd = (X * X).sum(2) + k - 2 * xs  # ||s - x||^2
             dGd = (GS * Sind).sum(2) - 2 * (U * Sind).sum(2) + (X * U).sum(2)  # ||E^T (s - x)||^2
-            gamma = line_search(gap, curvature(th[:, None], lam, dd, dGd))
+            gamma = line_search(gap, curvature(dd, dGd, th[:, None], lam))
             gamma = np.where(live, gamma, 0.0)[:, :, None]
             X += gamma * (Sind - X)
         order = np.argsort(-X, axis=2, kind="stable")[:, :, :k]
@@ -371,7 +371,7 @@ class GramSearch:
             if max_out is None or max_out >= k:
                 Q = np.arange(k)
             else:
-                a = swap_terms(self.lin[prob], G[:, S].sum(1), self.th[prob], self.diag[prob])[1][S]
+                a = swap_terms(self.lin[prob], G[:, S].sum(1), self.th[prob], sq_norms=self.diag[prob])[1][S]
                 Q = np.sort(np.argsort(-a, kind="stable")[: max(2, int(max_out))])
             r = Q.size
             SQ = S[Q]

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from divopt_rag.models import Instance
-from divopt_rag.models.ccbqp import linear_term, objective, objective_scale, swap_terms
+from divopt_rag.models.ccbqp import linear_term, objective, objective_scale, pair_weight, swap_terms
 from divopt_rag.models.kernels import gather_rows, matmul, matvec
 from divopt_rag.models.validation import check_indices, check_nonnegative
 
@@ -131,7 +131,7 @@ def local_search(
         return LSResult(idx, f, 0, True, f, trace, mode)
     E = inst.E
     lin = linear_term(inst.relevance, th, k)
-    two = 2.0 * (1.0 - th)
+    two = pair_weight(th)
     swaps = scans = 0
     first = True
     prune = True  # GEMV + bound first; switched off for this search once the bound fails
@@ -224,7 +224,7 @@ def _full_scan(E: torch.Tensor, R: torch.Tensor, idx: torch.Tensor, lin: torch.T
     Returns (j_best, u, best gain, whether the bound sufficed).
     """
     n, k = E.shape[0], R.shape[0]
-    two = 2.0 * (1.0 - theta)
+    two = pair_weight(theta)
     block = max(_SCAN_BLOCK, _FULL_LIMIT // max(k, 1))
     a = swap_terms(lin[idx], R @ R.sum(0), theta)[1]  # u_i = e_i^T v for i in S
     if prune:
@@ -322,7 +322,7 @@ def two_swap_search(
     m = min(int(candidates), n - k)
     if k < 2 or m < 2:
         return res
-    two = 2.0 * (1.0 - th)
+    two = pair_weight(th)
     lin = linear_term(inst.relevance, th, k)
     start, swaps, trace = res.start_objective, res.swaps, list(res.trace)
     idx, f = res.indices, res.objective

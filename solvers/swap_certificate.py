@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from divopt_rag.models import Instance
-from divopt_rag.models.ccbqp import linear_term, swap_terms
+from divopt_rag.models.ccbqp import linear_term, pair_weight, swap_terms
 from divopt_rag.models.kernels import gather_rows, matmul, matvec
 
 __all__ = ["SwapCertificate", "swap_certificate", "swap_certificates", "dense_share", "go_dense", "DENSE_SHARE"]
@@ -130,7 +130,7 @@ def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor 
     if u is None:
         u = matvec(E, R.sum(0))
     b, a = swap_terms(linear_term(inst.relevance, th, k), u, th)
-    st = _CertState(R, a.index_select(0, idx), b.index_fill_(0, idx, -torch.inf), 2.0 * (1.0 - th), u, keep=near)
+    st = _CertState(R, a.index_select(0, idx), b.index_fill_(0, idx, -torch.inf), pair_weight(th), u, keep=near)
     cand = _bound_keeps(st.b, st.a, st.two, tol).nonzero().flatten()
     cand = cand.index_select(0, torch.argsort(st.b.index_select(0, cand), descending=True, stable=True))
     for s in range(0, cand.numel(), block):
@@ -154,7 +154,7 @@ def _on_sample(problems: list, sets: list, tol: float, rows: Any, E_rows: torch.
     W = (gather_rows(E, rows) if E_rows is None else E_rows) @ torch.cat(Rs).T  # (|rows|, B k)
     share, improves = np.empty(len(problems)), np.empty(len(problems), dtype=bool)
     for p, (inst, idx, R) in enumerate(zip(problems, sets, Rs)):
-        th, two = inst.theta, 2.0 * (1.0 - inst.theta)
+        th, two = inst.theta, pair_weight(inst.theta)
         idx = torch.as_tensor(idx, device=E.device)
         Wp = W[:, p * k:(p + 1) * k]
         b = swap_terms(linear_term(inst.relevance.index_select(0, rows), th, k), Wp.sum(1), th)[0]
@@ -202,7 +202,7 @@ def _dense_state(inst: Instance, idx: Any, near: int = 0) -> _CertState:
     idx = torch.as_tensor(idx, device=inst.device)
     R = gather_rows(inst.E, idx)
     u = torch.empty(inst.n, dtype=R.dtype, device=inst.device)
-    return _CertState(R, _member_terms(inst, idx, R), torch.empty_like(u), 2.0 * (1.0 - inst.theta), u, keep=near)
+    return _CertState(R, _member_terms(inst, idx, R), torch.empty_like(u), pair_weight(inst.theta), u, keep=near)
 
 
 def _compare_every_row(problems: list, sets: list, states: list, go: list, fused: list, tol: float,

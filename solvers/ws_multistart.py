@@ -133,7 +133,7 @@ def _search(gs: GramSearch, clock: _Clock, first: np.ndarray | None, *, n_random
     """Starts, batched local search, perturbation, 2-swaps and tabu search on every problem of ``gs``;
     ``first`` (B, k): optional sets (positions in the pools) searched as the first start."""
     B, p, k = gs.B, gs.p, gs.k
-    fw_tol = fw_gap * max(k * (k - 1), 1)
+    fw_tol = fw_gap * objective_scale(k)
     names, starts = ([], []) if first is None else (["previous"], [first])
     names += ["topk", "greedy"]
     starts += [np.argsort(-gs.relevance, axis=1, kind="stable")[:, :k], gs.greedy()]
