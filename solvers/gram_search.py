@@ -14,8 +14,8 @@ Every search runs on many sets at once, each tagged with its problem: the gains 
 problem searched alone or inside a batch ends at the same sets. Provided:
 
 * :meth:`ls_batch`  best-improvement 1-swap local search;
-* :meth:`fw`        Frank-Wolfe on the relaxation (the E-form of :mod:`divopt_rag.solvers.frank_wolfe`
-                    with E v = G x) from many starting points, one batched product per iteration;
+* :meth:`fw`        Frank-Wolfe on the relaxation from many starting points: the FW kernel of
+                    :mod:`divopt_rag.solvers.frank_wolfe` on each problem's pool rows;
 * :meth:`greedy`    the greedy on f itself;
 * :meth:`ils` (sequential, the form "fw_ms" uses) and :meth:`ils_batched` (rounds of several
   perturbations, a patience stop) perturbation search; :meth:`two_swap` best-improvement 2-swaps;
@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt_rag.models.ccbqp import (curvature, gram_objective, line_search, linear_term, objective_scale, pair_weight,
-                                     relaxed_grad, set_value, swap_terms)
+from divopt_rag.models.ccbqp import gram_objective, linear_term, pair_weight, set_value, swap_terms
 from divopt_rag.models.kernels import gather_rows
+
+from .frank_wolfe import fw_rows
 
 __all__ = ["GramSearch"]
 
@@ -49,6 +50,7 @@ class GramSearch:
         R = torch.as_tensor(rows).to(torch.float64).cpu()
         if R.ndim == 2:
             R = R.unsqueeze(0)
+        self.rows = R.numpy()  # (B, p, d): the pools' rows, for Frank-Wolfe
         self.G = torch.bmm(R, R.transpose(1, 2)).numpy()  # torch's BLAS: one thread inside single_thread()
         self.B, self.p = self.G.shape[0], self.G.shape[1]
         self.diag = np.diagonal(self.G, axis1=1, axis2=2).copy()
@@ -185,41 +187,21 @@ class GramSearch:
         """Frank-Wolfe on the relaxation f_lambda from R starting points per problem; (B, R, k).
 
         X0 : (B, R, p) feasible points (0 <= x <= 1, sum k). theta : optional (B,) trade-offs
-        replacing the problems' own (a continuation path). The iteration is that of
-        :func:`divopt_rag.solvers.frank_wolfe.fw_relaxation` with E v = G x: gradient
-        l + 2 (1-theta)(lambda x - G x) (:func:`~divopt_rag.models.ccbqp.relaxed_gradient`), top-k
-        oracle, gap, curvature C = 2 (1-theta)(lambda ||d||^2 - d^T G d) and the exact step
-        (:func:`~divopt_rag.models.ccbqp.line_search`), until every gap is <= tol (default a
-        normalized gap of 1e-6) or ``max_iter``. Returns the top-k of each final x (ties to the
-        lower index): starting sets for the local search, which makes them 1-swap optimal.
+        replacing the problems' own (a continuation path). Each problem's R points run through
+        :func:`divopt_rag.solvers.frank_wolfe.fw_rows` (the one FW kernel) on its pool's rows, until
+        every gap is <= tol (default a normalized gap of 1e-6) or ``max_iter``. Returns the top-k
+        of each final x (ties to the lower index): starting sets for the local search, which
+        makes them 1-swap optimal.
         """
-        X = np.array(X0, dtype=np.float64, copy=True)
+        X = np.asarray(X0, dtype=np.float64)
         B, R, k = X.shape[0], X.shape[1], self.k
         th = self.th if theta is None else np.broadcast_to(np.asarray(theta, dtype=np.float64), (B,))
         lin = self.lin if theta is None else linear_term(self.relevance, th[:, None], k)
-        tol = 1e-6 * objective_scale(k) if tol is None else float(tol)
-        lam = float(relax_penalty)
-        live = np.ones((B, R), dtype=bool)
-        G_t = torch.from_numpy(self.G)
-        for _ in range(int(max_iter)):
-            # (B, R, p): E v for every point, v = E^T x; torch's BLAS (numpy's may start a thread pool)
-            U = torch.matmul(torch.from_numpy(X), G_t).numpy()
-            g = relaxed_grad(lin[:, None, :], U, X, th[:, None, None], lam)
-            s = np.argpartition(-g, k - 1, axis=2)[:, :, :k]  # the top-k oracle
-            Sind = np.zeros_like(X)
-            np.put_along_axis(Sind, s, 1.0, 2)
-            gap = (g * (Sind - X)).sum(2)
-            live &= gap > tol
-            if not live.any():
-                break
-            GS = torch.matmul(torch.from_numpy(Sind), G_t).numpy()  # G s
-            xs = (X * Sind).sum(2)
-            dd = (X * X).sum(2) + k - 2 * xs  # ||s - x||^2
-            dGd = (GS * Sind).sum(2) - 2 * (U * Sind).sum(2) + (X * U).sum(2)  # ||E^T (s - x)||^2
-            gamma = line_search(gap, curvature(dd, dGd, th[:, None], lam))
-            gamma = np.where(live, gamma, 0.0)[:, :, None]
-            X += gamma * (Sind - X)
-        order = np.argsort(-X, axis=2, kind="stable")[:, :, :k]
+        order = np.empty((B, R, k), dtype=np.int64)
+        for b in range(B):
+            res = fw_rows(self.rows[b], X[b], np.broadcast_to(lin[b], (R, self.p)), float(th[b]), k,
+                          relax_penalty=relax_penalty, max_iter=max_iter, tol=tol)
+            order[b] = np.argsort(-res.x, axis=1, kind="stable")[:, :k]
         return order
 
     # --- perturbation ----------------------------------------------------------------------
