@@ -231,13 +231,13 @@ class GramSearch:
                 best, fbest = T, fT
         return best, fbest
 
-    def ils_batched(self, S: Any, f: Any, *, batch: int, strength: int, patience: int, max_rounds: int,
-                    seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def ils_batched(self, S: Any, f: Any, *, batch: int, strength: int, entrants: int, patience: int,
+                    max_rounds: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Iterated local search in rounds, all problems at once: each round perturbs each
         problem's best set ``batch`` ways (``strength`` random members out, random entrants among
-        the 3k + 20 best by b_j in), runs the local search on all of them together, and keeps a
-        problem's best result if it gains more than tol. A problem stops after ``patience`` rounds
-        in a row without a gain or ``max_rounds`` rounds.
+        the ``entrants`` best by b_j in), runs the local search on all of them together, and keeps
+        a problem's best result if it gains more than tol. A problem stops after ``patience``
+        rounds in a row without a gain or ``max_rounds`` rounds.
 
         S (B, k) 1-swap optimal sets and f (B,) their values -> (sets, values, rounds per
         problem). Each problem draws from its own generator seeded with ``seed``, so its result
@@ -246,7 +246,7 @@ class GramSearch:
         S = np.array(S, dtype=np.int64, copy=True)
         f = np.array(f, dtype=np.float64, copy=True)
         B, k = S.shape
-        m = min(self.p - k, 3 * k + 20)
+        m = min(self.p - k, int(entrants))
         strength = max(1, min(int(strength), k, m))
         rounds = np.zeros(B, dtype=np.int64)
         if m < 1 or batch < 1:
@@ -276,8 +276,8 @@ class GramSearch:
         return S, f, rounds
 
     # --- tabu search --------------------------------------------------------------------------
-    def tabu_batch(self, S: Any, f: Any, prob: Any = None, *, iters: int = 100, tenure_in: int = 8,
-                   tenure_out: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    def tabu_batch(self, S: Any, f: Any, prob: Any = None, *, iters: int, tenure_in: int,
+                   tenure_out: int) -> tuple[np.ndarray, np.ndarray]:
         """1-swap tabu search from M sets at once (the classic move of tabu search for the
         maximum-diversity problem): every step makes the best swap that is not tabu, even a
         losing one, so the search walks out of the start's basin instead of stopping at its
@@ -331,9 +331,10 @@ class GramSearch:
         return best, fbest
 
     # --- 2-swaps -------------------------------------------------------------------------
-    def two_swap(self, S: Any, candidates: int = 48, max_moves: int = 50, max_out: int | None = None,
+    def two_swap(self, S: Any, *, entrants: int, max_moves: int, max_out: int | None = None,
                  prob: int = 0) -> tuple[np.ndarray, float]:
-        """Best-improvement 2-swaps over the ``candidates`` best entrants, each followed by 1-swaps.
+        """Best-improvement 2-swaps over the ``entrants`` best entrants (by 1-swap gain), each
+        followed by 1-swaps, at most ``max_moves`` of them.
 
         Removing {S[q1], S[q2]} and adding {j1, j2} changes f by
             D(q1, j1) + D(q2, j2) - 2 (1-theta)(G_j1j2 + G_i1i2 - G_j1i2 - G_j2i1)
@@ -343,7 +344,7 @@ class GramSearch:
         """
         S, f = self.ls(S, prob)
         k = len(S)
-        m = min(int(candidates), self.p - k)
+        m = min(int(entrants), self.p - k)
         if k < 2 or m < 2:
             return S, f
         G, two = self.G[prob], self.two[prob]

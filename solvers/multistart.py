@@ -39,6 +39,10 @@ from .frank_wolfe import frank_wolfe
 from .gram_search import GramSearch
 from .local_search import local_search, ls_tolerance, single_thread
 from .selection import METHODS, get_selector, register
+from .ws_multistart import WsMultistartConfig
+
+#: The search choices "fw_ms" shares with the default method (2-swaps).
+_SHARED = WsMultistartConfig()
 
 __all__ = ["multistart", "ccbqp_greedy", "theta_continuation"]
 
@@ -215,7 +219,7 @@ def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts,
         if f > best_obj + gs.tol:
             best_name, best_obj, best_idx = f"{best_name}+perturb", f, S
     if two_swap:
-        S, f = gs.two_swap(best_idx)
+        S, f = gs.two_swap(best_idx, entrants=_SHARED.two_swap_entrants, max_moves=_SHARED.two_swap_moves)
         if f > best_obj + gs.tol:
             best_name, best_obj, best_idx = f"{best_name}+2swap", f, S
     idx = torch.as_tensor(best_idx, device=sub.device)

@@ -132,7 +132,7 @@ def test_two_swap_search_is_two_swap_optimal():
         assert brute_best_two_swap(inst, res.indices.numpy()) <= 1e-9 * 12
         assert brute_best_swap(inst, res.indices.numpy()) <= 1e-9 * 12
         gs = GramSearch.from_instance(inst, 1e-9)
-        S, f = gs.two_swap(start, candidates=inst.n)
+        S, f = gs.two_swap(start, entrants=inst.n, max_moves=50)
         assert f == pytest.approx(ccbqp_objective(inst, S), abs=1e-9)
         assert brute_best_two_swap(inst, S) <= 1e-9 * 12
 

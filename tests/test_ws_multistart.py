@@ -64,7 +64,7 @@ def test_batch_and_sweep_equal_single_runs(chunk, monkeypatch):
     from divopt_rag.solvers import ws_multistart
 
     if chunk is not None:
-        monkeypatch.setattr(ws_multistart, "_CHUNK_BYTES", chunk * 8 * 40**2)
+        monkeypatch.setattr(ws_multistart, "CHUNK_BYTES", chunk * 8 * 40**2)
     E = planted_duplicates(40, 6, 10, 4)
     Q = np.stack([unit_query(10, 50 + i) for i in range(3)])
     thetas = [0.2, 0.5, 0.9]
@@ -204,7 +204,7 @@ def test_gram_tabu_leaves_local_optima_that_local_search_keeps():
         rng = np.random.default_rng(seed)
         starts = np.stack([rng.choice(inst.n, 5, replace=False) for _ in range(6)])
         S, f = gs.ls_batch(starts)
-        T, fT = gs.tabu_batch(S, f, iters=40)
+        T, fT = gs.tabu_batch(S, f, iters=40, tenure_in=8, tenure_out=4)
         assert (fT >= f).all()
         ls_hits += int((f >= opt - 1e-9).sum())
         tabu_hits += int((fT >= opt - 1e-9).sum())
