@@ -17,8 +17,8 @@ problem searched alone or inside a batch ends at the same sets. Provided:
 * :meth:`fw`        Frank-Wolfe on the relaxation from many starting points: the FW kernel of
                     :mod:`divopt_rag.solvers.frank_wolfe` on each problem's pool rows;
 * :meth:`greedy`    the greedy on f itself;
-* :meth:`ils` (sequential, the form "fw_ms" uses) and :meth:`ils_batched` (rounds of several
-  perturbations, a patience stop) perturbation search; :meth:`two_swap` best-improvement 2-swaps;
+* :meth:`ils_batched` perturbation search (rounds of several perturbations, a patience stop);
+  :meth:`two_swap` best-improvement 2-swaps;
 * :meth:`tabu_batch` 1-swap tabu search (losing swaps allowed, recent moves barred).
 
 The arrays are float64 numpy on the host: p is a few hundred, so one host copy of the p rows
@@ -210,26 +210,6 @@ class GramSearch:
         b = swap_terms(self.lin[prob], self.G[prob][:, S].sum(1), self.th[prob])[0]
         b[S] = -np.inf
         return np.argsort(-b, kind="stable")[:m]
-
-    def ils(self, S: Any, rounds: int, strength: int, seed: int) -> tuple[np.ndarray, float]:
-        """Sequential iterated local search on problem 0 (the form "fw_ms" uses): each round swaps
-        ``strength`` random members of the best set for random entrants among the 3k + 20 best
-        by b_j, runs the local search, and keeps the result if it is better by more than tol."""
-        rng = np.random.default_rng(seed)
-        best, fbest = self.ls(S)
-        k = len(best)
-        m = min(self.p - k, 3 * k + 20)
-        strength = max(1, min(strength, k, m))
-        if m < 1:
-            return best, fbest
-        for _ in range(int(rounds)):
-            cand = self._entrants(best, m)
-            T = best.copy()
-            T[rng.choice(k, size=strength, replace=False)] = rng.choice(cand, size=strength, replace=False)
-            T, fT = self.ls(T)
-            if fT > fbest + self.tol:
-                best, fbest = T, fT
-        return best, fbest
 
     def ils_batched(self, S: Any, f: Any, *, batch: int, strength: int, entrants: int, patience: int,
                     max_rounds: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
