@@ -465,7 +465,8 @@ def fw_relaxation(
                    record=True, exact_trace=exact_trace).row(0)
 
 
-def round_pairwise(inst: Instance, x: torch.Tensor, v: torch.Tensor, relax_penalty: float = 2.0, eps: float = 1e-7):
+def round_pairwise(inst: Instance, x: torch.Tensor, v: torch.Tensor, relax_penalty: float = 2.0,
+                   eps: float = INTEGRAL_TOL):
     """Round a feasible x to a k-set without lowering f_lambda (for relax_penalty >= 1).
 
     While two coordinates i, j are fractional, move t along e_i - e_j: the change is
