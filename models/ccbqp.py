@@ -9,7 +9,8 @@ Problem (DESIGN.md). Choose a k-set S of the n unit rows e_i of E, relevance c (
 
 * :func:`linear_term`          l = theta (k-1) c (the relevance part of f and of its gradient)
 * :func:`objective`            f on a binary selection (float64; ``ccbqp_objective`` is its name
-  in the public API); :func:`gram_objective` the same from a formed Gram matrix (small pools)
+  in the public API); :func:`gram_objective` the same from a formed Gram matrix (small pools),
+  :func:`set_value` from its two sums
 * :func:`relaxed_objective`    f_lambda(x) = f(x) + (1-theta) lambda (||x||^2 - k)
                                = l^T x + (1-theta)(k + lambda (||x||^2 - k) - ||E^T x||^2)
   over {0 <= x <= 1, sum x = k}; equal to f on binaries. (DESIGN.md writes
@@ -18,11 +19,17 @@ Problem (DESIGN.md). Choose a k-set S of the n unit rows e_i of E, relevance c (
   second derivative is 2(1-theta)(2 lambda - 2 + 2 w_ij) >= 0 for lambda >= 2 (w_ij >= -1): moving
   mass between two fractional coordinates never lowers f_lambda, so the relaxation is tight.
   With lambda = 0 it is concave and its maximum bounds the binary optimum from above.
-* :func:`relaxed_gradient`     grad f_lambda(x) = l + 2 (1-theta)(lambda x - E v),  v = E^T x
+  :func:`relaxed_value` is the same from its scalars l^T x, ||x||^2 and ||v||^2 (v = E^T x).
+* :func:`relaxed_gradient`     grad f_lambda(x) = l + 2 (1-theta)(lambda x - E v),  v = E^T x;
+  :func:`relaxed_grad` the same from E v (the one pass over the pool), and
+  :func:`relaxed_grad_dot_x` its inner product with x from the scalars (x^T E v = ||v||^2).
+* :func:`pair_weight`          2 (1-theta): the weight of one pair's similarity w_ij in every change
+  of f (the pair sum in f runs over ordered pairs): the coefficient of E v in the gradient, of
+  ||E^T d||^2 in the curvature and of w_ij in a swap gain.
 * :func:`line_search`          along a FW direction d = s - x, f_lambda(x + gamma d) =
   f_lambda(x) + gamma g + gamma^2 C / 2 with g = grad^T d (the FW gap) and curvature
-  C = 2 (1-theta)(lambda ||d||^2 - ||E^T d||^2); the exact step is gamma = 1 if C >= 0 else
-  min(1, -g / C).
+  C = 2 (1-theta)(lambda ||d||^2 - ||E^T d||^2) (:func:`curvature`); the exact step is
+  gamma = 1 if C >= 0 else min(1, -g / C).
 * :func:`swap_terms` / :func:`swap_gains`   the 1-swap gain, i in S out, j not in S in, u = E v:
       Delta(i, j) = f(S - i + j) - f(S) = theta (k-1)(c_j - c_i) - 2 (1-theta)(u_j - u_i + 1 - w_ij)
                   = b_j + a_i + 2 (1-theta) w_ij,
@@ -37,7 +44,9 @@ Problem (DESIGN.md). Choose a k-set S of the n unit rows e_i of E, relevance c (
 Device and dtype follow the inputs (PyTorch functional style); values that decide picks or
 certificates (objective, relaxed objective) are returned in float64. Tensors passed to the
 low-level functions are not validated (solvers call them in their inner loops); the functions
-taking an :class:`~divopt_rag.models.Instance` validate user-facing arguments.
+taking an :class:`~divopt_rag.models.Instance` validate user-facing arguments. One argument
+order throughout: the data (tensors or their scalars) first, then theta, k, relax_penalty; a
+batch of problems passes theta as a column (B, 1) beside (B, n) data.
 """
 from __future__ import annotations
 
@@ -55,8 +64,13 @@ __all__ = [
     "objective",
     "ccbqp_objective",
     "gram_objective",
+    "set_value",
     "relaxed_objective",
+    "relaxed_value",
     "relaxed_gradient",
+    "relaxed_grad",
+    "relaxed_grad_dot_x",
+    "pair_weight",
     "line_search",
     "curvature",
     "swap_terms",
@@ -80,6 +94,17 @@ def linear_term(relevance: Any, theta: Any, k: int) -> Any:
     problems); works on tensors and numpy arrays alike.
     """
     return relevance * (theta * (k - 1))
+
+
+def pair_weight(theta: Any) -> Any:
+    """2 (1-theta): the weight of one pair's similarity w_ij in every change of f.
+
+    f = theta (k-1) sum_S c_i - (1-theta) sum_{i != j in S} w_ij counts each unordered pair twice,
+    so moving a row changes f by 2 (1-theta) per pair: the coefficient of E v in
+    :func:`relaxed_gradient`, of the curvature (:func:`curvature`) and of w_ij in a swap gain
+    (:func:`swap_terms`). A float, a numpy array or a tensor of thetas.
+    """
+    return 2.0 * (1.0 - theta)
 
 
 def objective(inst: Instance, indices: Any, *, check: bool = True, any_size: bool = False) -> float:
@@ -116,11 +141,18 @@ def gram_objective(lin: Any, G: Any, S: Any, theta: float) -> Any:
     """
     if isinstance(G, torch.Tensor):
         S = torch.as_tensor(S, device=G.device)
-        return float(lin[S].double().sum() + (1 - theta) * (S.numel() - G[S][:, S].double().sum()))
+        return float(set_value(lin[S].double().sum(), G[S][:, S].double().sum(), theta, S.numel()))
     S = np.asarray(S)
     if S.ndim == 2:
-        return lin[S].sum(1) + (1 - theta) * (S.shape[1] - G[S[:, :, None], S[:, None, :]].sum((1, 2)))
-    return float(lin[S].sum() + (1 - theta) * (S.size - G[np.ix_(S, S)].sum()))
+        return set_value(lin[S].sum(1), G[S[:, :, None], S[:, None, :]].sum((1, 2)), theta, S.shape[1])
+    return float(set_value(lin[S].sum(), G[np.ix_(S, S)].sum(), theta, S.size))
+
+
+def set_value(lin_sum: Any, gram_sum: Any, theta: Any, size: int) -> Any:
+    """f(S) = sum_{i in S} l_i + (1-theta)(|S| - sum_{i, j in S} G_ij) from its two sums (floats,
+    arrays or tensors): what :func:`gram_objective` evaluates, for callers that form the sums
+    of many sets at once."""
+    return lin_sum + (1 - theta) * (size - gram_sum)
 
 
 def _as_x(inst: Instance, x: Any) -> torch.Tensor:
@@ -142,8 +174,38 @@ def relaxed_objective(inst: Instance, x: Any, *, relax_penalty: float = 2.0, v: 
         v = rmatvec(inst.E, xt)
     th, k = inst.theta, inst.k
     xd, vd = xt.double(), v.double()
-    lin = float(linear_term(inst.relevance.double(), th, k) @ xd)
-    return lin + (1 - th) * (k + lam * (float(xd @ xd) - k) - float(vd @ vd))
+    lin_x = float(linear_term(inst.relevance.double(), th, k) @ xd)
+    return relaxed_value(lin_x, float(xd @ xd), float(vd @ vd), th, k, lam)
+
+
+def relaxed_value(lin_x: Any, x_sq: Any, v_sq: Any, theta: Any, k: int, relax_penalty: float) -> Any:
+    """f_lambda(x) = l^T x + (1-theta)(k + lambda (||x||^2 - k) - ||v||^2) from its scalars.
+
+    lin_x = l^T x, x_sq = ||x||^2, v_sq = ||E^T x||^2: floats or (B,) arrays (one per point), so
+    a Frank-Wolfe loop that keeps the three up to date evaluates f_lambda in O(1).
+    """
+    return lin_x + (1 - theta) * (k + relax_penalty * (x_sq - k) - v_sq)
+
+
+def relaxed_grad_dot_x(lin_x: Any, x_sq: Any, v_sq: Any, theta: Any, relax_penalty: float) -> Any:
+    """grad f_lambda(x)^T x = l^T x - 2 (1-theta)(||v||^2 - lambda ||x||^2) from the scalars of
+    :func:`relaxed_value` (x^T E v = ||E^T x||^2): the FW gap is grad^T s minus this."""
+    return lin_x - pair_weight(theta) * (v_sq - relax_penalty * x_sq)
+
+
+def relaxed_grad(lin: Any, Ev: Any, x: Any, theta: Any, relax_penalty: float) -> Any:
+    """grad f_lambda(x) = l - 2 (1-theta)(E v - lambda x) from E v (v = E^T x; the one pass over E).
+
+    Shape: lin, Ev, x (n,) with a float theta, or (B, n) with theta of shape (B, 1) (one problem
+    per row). Tensors: each entry is rounded once (a fused multiply-add, the same for one row as
+    for a batch); numpy arrays (float64) work too.
+    """
+    if isinstance(lin, np.ndarray):
+        return lin - pair_weight(theta) * (Ev - relax_penalty * x)
+    T = torch.sub(Ev, x, alpha=relax_penalty)
+    if isinstance(theta, torch.Tensor):  # the weight formed in float64, as a Python float would be
+        return torch.addcmul(lin, T, (-pair_weight(theta.double())).to(lin.dtype))
+    return torch.add(lin, T, alpha=-pair_weight(theta))
 
 
 def relaxed_gradient(
@@ -164,7 +226,7 @@ def relaxed_gradient(
         v = rmatvec(inst.E, xt)
     if lin is None:
         lin = linear_term(inst.relevance, inst.theta, inst.k)
-    return torch.add(lin, matvec(inst.E, v).sub_(xt, alpha=relax_penalty), alpha=-2.0 * (1.0 - inst.theta))
+    return relaxed_grad(lin, matvec(inst.E, v), xt, inst.theta, relax_penalty)
 
 
 def line_search(gap: Any, C: Any) -> Any:
@@ -180,13 +242,12 @@ def line_search(gap: Any, C: Any) -> Any:
     return np.where(C >= 0, 1.0, np.minimum(1.0, -np.asarray(gap) / safe))
 
 
-def curvature(theta: Any, relax_penalty: float, d_sq: Any, Ed_sq: Any) -> Any:
+def curvature(d_sq: Any, Ed_sq: Any, theta: Any, relax_penalty: float) -> Any:
     """C = 2 (1-theta)(lambda ||d||^2 - ||E^T d||^2), the second derivative of f_lambda along d."""
-    return 2.0 * (1.0 - theta) * (relax_penalty * d_sq - Ed_sq)
+    return pair_weight(theta) * (relax_penalty * d_sq - Ed_sq)
 
 
-
-def swap_terms(lin: Any, u: Any, theta: float, sq_norms: Any = 1.0) -> tuple[Any, Any]:
+def swap_terms(lin: Any, u: Any, theta: Any, *, sq_norms: Any = 1.0) -> tuple[Any, Any]:
     """(b, a) with Delta(i, j) = b_j + a_i + 2 (1-theta) w_ij for i in S, j not in S.
 
     b = l - (1-theta)(2 u + ||e||^2 - 1) and a = -l + (1-theta)(2 u - ||e||^2 - 1) for every item
@@ -210,8 +271,8 @@ def swap_gains(inst: Instance, indices: Any) -> torch.Tensor:
     W = matmul(inst.E, gather_rows(inst.E, idx).T).double()
     sq = gather_rows(inst.E, torch.arange(inst.n, device=inst.device)).double().pow(2).sum(1)
     lin = linear_term(inst.relevance.double(), inst.theta, inst.k)
-    b, a = swap_terms(lin, W.sum(1), inst.theta, sq)
-    D = b[:, None] + a[idx][None, :] + 2 * (1 - inst.theta) * W
+    b, a = swap_terms(lin, W.sum(1), inst.theta, sq_norms=sq)
+    D = b[:, None] + a[idx][None, :] + pair_weight(inst.theta) * W
     D[idx] = -torch.inf
     return D
 

@@ -12,6 +12,7 @@ import numpy as np
 import pyomo.environ as pe
 from pyomo.core.util import quicksum
 
+from .ccbqp import linear_term, pair_weight
 from .instance import Instance
 from .mip_common import BuildClock, BuiltModel, ModelInfo, add_pair_products, as_gram, new_selection_model
 from .validation import check_choice
@@ -57,7 +58,8 @@ def build_ccbqp_miqp(inst: Instance, shift: bool = True, *, deadline: float | No
         W[np.diag_indices(n)] -= u
     m = new_selection_model(n, "ccbqp_miqp")
     m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
-    lin = quicksum(float(th * (k - 1) * c[i] + (1 - th) * (1.0 - u)) * m.x[i] for i in range(n))
+    lc = linear_term(c, th, k)
+    lin = quicksum(float(lc[i] + (1 - th) * (1.0 - u)) * m.x[i] for i in range(n))
     if th < 1.0:
         # Keep the diagonal as x_i^2 terms: -(1-theta) x^T W x is then concave (W = E E^T is
         # PSD), a convex MIQP whose continuous relaxations are convex QPs.
@@ -135,7 +137,8 @@ def build_ccbqp_miqp_lowrank(inst: Instance, shift: bool = True, *, deadline: fl
     with clock:
         m.vdef = pe.Constraint(range(r), rule=lambda m, l: m.v[l] == quicksum(
             float(F[i, l]) * m.x[i] for i in clock.items(range(n)) if F[i, l] != 0.0))
-    lin = quicksum(float(th * (k - 1) * c[i] + (1 - th) * (1.0 - u)) * m.x[i] for i in range(n))
+    lc = linear_term(c, th, k)
+    lin = quicksum(float(lc[i] + (1 - th) * (1.0 - u)) * m.x[i] for i in range(n))
     if th < 1.0:
         m.obj = pe.Objective(expr=lin - (1 - th) * quicksum(m.v[l] * m.v[l] for l in range(r)), sense=pe.maximize)
     else:
@@ -162,8 +165,9 @@ def build_ccbqp_milp(inst: Instance, rlt: bool = True, *, deadline: float | None
     m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
     with BuildClock(deadline) as clock:
         add_pair_products(m, n, mccormick="upper" if rlt else "full", rlt_k=k if rlt else None, clock=clock)
-        lin = quicksum(float(th * (k - 1) * c[i] + (1 - th) * (1.0 - W[i, i])) * m.x[i] for i in range(n))
-        quad = quicksum(float(-2.0 * (1 - th) * W[i, j]) * m.y[i, j] for i, j in clock.items(m.P))
+        lc = linear_term(c, th, k)
+        lin = quicksum(float(lc[i] + (1 - th) * (1.0 - W[i, i])) * m.x[i] for i in range(n))
+        quad = quicksum(float(-pair_weight(th) * W[i, j]) * m.y[i, j] for i, j in clock.items(m.P))
     m.obj = pe.Objective(expr=lin + quad, sense=pe.maximize)
     return BuiltModel(m, ModelInfo(kind=m.name, n_items=n, details={"rlt": bool(rlt)}))
 

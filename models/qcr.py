@@ -74,6 +74,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg as sla
 
+from .ccbqp import linear_term
 from .instance import Instance
 from .mip_common import as_gram
 from .validation import check_choice
@@ -140,7 +141,7 @@ class CardinalityQP(_QuadraticForm):
             raise TypeError(f"inst must be a divopt_rag.models.Instance, got {type(inst).__name__}")
         th, k = inst.theta, inst.k
         c = inst.relevance.detach().double().cpu().numpy()
-        return cls((1.0 - th) * k, th * (k - 1) * c, (1.0 - th) * as_gram(inst), k)
+        return cls((1.0 - th) * k, linear_term(c, th, k), (1.0 - th) * as_gram(inst), k)
 
     def restrict(self, free: Any, ones: Any) -> "CardinalityQP":
         """The problem on positions ``free`` after fixing ``ones`` to 1 and every other position to 0."""

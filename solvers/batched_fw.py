@@ -6,12 +6,11 @@ gradients of all active problems come from ONE matrix-matrix product
 
     G = theta (k-1) C + 2 (1-theta) (lambda X - V E^T)          (rows scaled per problem)
 
-instead of B matrix-vector products: E is read once per iteration for the whole batch. Every
-other step (top-k oracle, gap, line search, update of v) is the per-column version of
-:func:`divopt_rag.solvers.frank_wolfe.fw_relaxation`, and a column that stops at a fractional point
-is rounded with :func:`round_pairwise` and resumes, exactly as the "fw_topk" selector does; so each
-column follows the single run's iterates and ends at the same k-set (up to floating-point
-summation order inside the GEMM).
+instead of B matrix-vector products: E is read once per iteration for the whole batch. The
+iteration is :func:`divopt_rag.solvers.frank_wolfe.fw_rows` (the one FW kernel) with one row per
+problem, and a row that stops at a fractional point is rounded with :func:`round_pairwise` and
+resumes, exactly as the "fw_topk" selector does; so each row follows the single run's iterates
+and ends at the same k-set (up to floating-point summation order inside the GEMM).
 """
 from __future__ import annotations
 
@@ -22,11 +21,11 @@ import numpy as np
 import torch
 
 from divopt_rag.models import Instance
-from divopt_rag.models.ccbqp import ccbqp_objective, curvature, line_search, linear_term
+from divopt_rag.models.ccbqp import ccbqp_objective, linear_term, relaxed_grad
 from divopt_rag.models.kernels import matmul
 from divopt_rag.models.validation import check_nonnegative, check_theta
 
-from .frank_wolfe import fw_tolerance, round_pairwise, working_set_size
+from .frank_wolfe import V_times_Et, fw_rows, fw_tolerance, round_pairwise, rows_times_E, working_set_size
 
 __all__ = ["BatchResult", "fw_batched", "fw_batched_ws", "fw_sweep"]
 
@@ -86,10 +85,8 @@ def fw_batched(
     k is ``inst.k``; inst.relevance and inst.theta are ignored. Returns a :class:`BatchResult`
     (with the final iterates x, B x n).
 
-    Rows are problems (X is B x n, V is B x d), so the top-k oracle runs along contiguous rows;
-    the scalars of the FW step (g^T x, ||x||^2, c^T x) are kept per problem in closed form,
-    exactly as :func:`divopt_rag.solvers.frank_wolfe.fw_relaxation` does (re-synchronized every 32
-    iterations), so each row follows that function's iterates.
+    Rows are problems (X is B x n, V is B x d): :func:`divopt_rag.solvers.frank_wolfe.fw_rows`,
+    the FW kernel of every single run, so each row follows the single run's iterates.
     """
     E, k, n = inst.E, inst.k, inst.n
     acc, dev = inst.acc_dtype, inst.device
@@ -98,9 +95,6 @@ def fw_batched(
     if init not in ("topk", "uniform"):
         raise ValueError(f"init must be one of ['topk', 'uniform'], got {init!r}")
     lam = check_nonnegative(relax_penalty, "relax_penalty")
-    tol = fw_tolerance(k, tol)
-    max_iter = int(max_iter)
-    a_np = 2.0 * (1.0 - th_np)  # per problem
     Lin = linear_term(C, torch.as_tensor(th_np, dtype=acc, device=dev)[:, None], k)  # B x n
     cols = [_column_instance(inst, C[b], float(th_np[b])) for b in range(B)]
     if x0 is not None:
@@ -112,115 +106,11 @@ def fw_batched(
         X.scatter_(1, torch.topk(C, k, dim=1).indices, 1.0)
     else:
         X = torch.full((B, n), k / n, dtype=acc, device=dev)
-    V = _rows_times_E(X, E)  # B x d: v_b = E^T x_b, one pass over E for the whole batch
-    linx, xx, vv = np.zeros(B), np.zeros(B), np.zeros(B)
-    iters = np.zeros(B, dtype=np.int64)  # total FW iterations (the cap)
-    local_it = np.zeros(B, dtype=np.int64)  # iterations since the last (re)start, for the sync
-    rounds = np.zeros(B, dtype=np.int64)
-    converged = np.zeros(B, dtype=bool)
-    # working copies hold only the problems still running (compacted when some finish), so every
-    # iteration runs on contiguous arrays
-    cur = np.flatnonzero(iters < max_iter)
-    Xw, Vw, Lw = X, V, Lin
-
-    def sync(r: np.ndarray) -> None:  # exact scalars of working rows r
-        rt = torch.as_tensor(r, device=dev)
-        Xd = Xw.index_select(0, rt).double()
-        b = cur[r]
-        linx[b] = (Lw.index_select(0, rt).double() * Xd).sum(1).cpu().numpy()
-        xx[b] = (Xd * Xd).sum(1).cpu().numpy()
-        vv[b] = (Vw.index_select(0, rt).double() ** 2).sum(1).cpu().numpy()
-
-    sync(np.arange(B))
-    if cur.size < B:
-        ct = torch.as_tensor(cur, device=dev)
-        Xw, Vw, Lw = X.index_select(0, ct), V.index_select(0, ct), Lin.index_select(0, ct)
-    while cur.size:
-        aW = torch.as_tensor(a_np[cur], dtype=acc, device=dev)[:, None]
-        T = _V_times_Et(Vw, E).sub_(Xw, alpha=lam)  # E v - lambda x, the one GEMM of the iteration
-        G = Lw - aW * T
-        S = torch.topk(G, k, dim=1).indices  # rows x k
-        gs = G.gather(1, S).double().sum(1).cpu().numpy()
-        xs = Xw.gather(1, S).double().sum(1).cpu().numpy()
-        gap = gs - (linx[cur] - a_np[cur] * (vv[cur] - lam * xx[cur]))
-        stop = gap <= tol
-        done = np.zeros(cur.size, dtype=bool)
-        for r in np.flatnonzero(stop):
-            b = int(cur[r])
-            x_b = Xw[r]
-            if bool(((x_b < 1e-7) | (x_b > 1 - 1e-7)).all()) or lam < 1:
-                converged[b], done[r] = True, True
-            else:  # stationary but fractional: round without lowering f_lambda, then restart FW
-                Xw[r], Vw[r] = round_pairwise(cols[b], x_b.clone(), Vw[r].clone(), lam)
-                rounds[b] += 1
-                local_it[b] = 0
-                sync(np.array([r]))
-                if lam < 2:  # not tight: stop at the rounded vertex, as the "fw_topk" selector does
-                    converged[b], done[r] = True, True
-        mv = np.flatnonzero(~stop)
-        if mv.size:
-            M = cur[mv]
-            allm = mv.size == cur.size
-            mvt = torch.as_tensor(mv, device=dev)
-            Sm = S if allm else S.index_select(0, mvt)
-            Vm = Vw if allm else Vw.index_select(0, mvt)
-            Ed = E.index_select(0, Sm.reshape(-1)).to(acc).reshape(mv.size, k, -1).sum(1) - Vm
-            dd = xx[M] + k - 2.0 * xs[mv]
-            gamma = line_search(gap[mv], curvature(th_np[M], lam, dd, (Ed.double() ** 2).sum(1).cpu().numpy()))
-            lins = (Lw if allm else Lw.index_select(0, mvt)).gather(1, Sm).double().sum(1).cpu().numpy()
-            g_t = torch.as_tensor(gamma, dtype=acc, device=dev)[:, None]
-            Xm = Xw if allm else Xw.index_select(0, mvt)
-            Xm.mul_(torch.as_tensor(1.0 - gamma, dtype=acc, device=dev)[:, None])
-            Xm.scatter_add_(1, Sm, g_t.expand(-1, k).contiguous())
-            Vnew = Vm + g_t * Ed
-            if allm:
-                Vw = Vnew
-            else:
-                Xw.index_copy_(0, mvt, Xm)
-                Vw.index_copy_(0, mvt, Vnew)
-            iters[M] += 1
-            local_it[M] += 1
-            linx[M] = (1 - gamma) * linx[M] + gamma * lins
-            xx[M] = xx[M] + 2 * gamma * (xs[mv] - xx[M]) + gamma * gamma * dd
-            vv[M] = (Vnew.double() ** 2).sum(1).cpu().numpy()
-            due = mv[local_it[M] % 32 == 0]
-            if due.size:
-                sync(due)
-        done |= iters[cur] >= max_iter
-        if done.any():  # write finished rows back and compact the working copies
-            keep = np.flatnonzero(~done)
-            fin = torch.as_tensor(np.flatnonzero(done), device=dev)
-            fin_b = torch.as_tensor(cur[done], device=dev)
-            if Xw is not X:
-                X.index_copy_(0, fin_b, Xw.index_select(0, fin))
-                V.index_copy_(0, fin_b, Vw.index_select(0, fin))
-            else:
-                V = Vw  # Xw is X itself (updated in place); V was rebound
-            kt = torch.as_tensor(keep, device=dev)
-            cur = cur[keep]
-            Xw, Vw, Lw = Xw.index_select(0, kt), Vw.index_select(0, kt), Lw.index_select(0, kt)
-    if Xw is X:
-        V = Vw
-    idx = torch.topk(X, k, dim=1).indices  # B x k
+    res = fw_rows(E, X, Lin, th_np, k, relax_penalty=lam, max_iter=max_iter, tol=tol,
+                  vertex=lambda b, x, v: round_pairwise(cols[b], x, v, lam))
+    idx = torch.topk(res.x, k, dim=1).indices  # B x k
     objs = np.array([ccbqp_objective(cols[b], idx[b].cpu().numpy()) for b in range(B)])
-    return BatchResult(idx, objs, iters, converged, th_np, rounds, X)
-
-
-def _rows_times_E(X: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
-    """X E for X (B, n): row b is E^T x_b, in the accumulation dtype."""
-    if E.dtype in (torch.float16, torch.bfloat16):  # upcast a row block of E at a time
-        out = torch.zeros(X.shape[0], E.shape[1], dtype=X.dtype, device=E.device)
-        for s in range(0, E.shape[0], 1 << 14):
-            out += X[:, s : s + (1 << 14)] @ E[s : s + (1 << 14)].to(X.dtype)
-        return out
-    return X.to(E.dtype) @ E
-
-
-def _V_times_Et(V: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
-    """V E^T for V (B, d): row b is E v_b (one GEMM over the pool)."""
-    if E.dtype in (torch.float16, torch.bfloat16):
-        return matmul(E, V.T).T.contiguous()
-    return V.to(E.dtype) @ E.T
+    return BatchResult(idx, objs, res.iterations, res.converged, th_np, res.roundings, res.x)
 
 
 def fw_batched_ws(
@@ -264,7 +154,6 @@ def fw_batched_ws(
     rounds = np.zeros(B, dtype=np.int64)
     converged = np.zeros(B, dtype=bool)
     open_ = np.arange(B)
-    a_t = torch.as_tensor(2.0 * (1.0 - th_np), dtype=acc, device=dev)[:, None]
     th_t = torch.as_tensor(th_np, dtype=acc, device=dev)[:, None]
     for _ in range(int(max_rounds)):
         P = in_P.nonzero().flatten()
@@ -279,8 +168,9 @@ def fw_batched_ws(
         iters[open_] += r.iterations
         rounds[open_] += r.roundings
         # certify on the full pool: one GEMM for every open problem's full gradient
-        Vo = _rows_times_E(Xo[:, P], sub.E)
-        G = linear_term(Co, th_t[open_], k) - a_t[open_] * _V_times_Et(Vo, E).sub_(Xo, alpha=lam)
+        Vo = rows_times_E(Xo[:, P], sub.E)
+        G = relaxed_grad(linear_term(Co, th_t[open_], k), V_times_Et(Vo, E), Xo,
+                         torch.as_tensor(th_np[open_], device=dev)[:, None], lam)
         gap = (torch.topk(G, k, dim=1).values.double().sum(1) - (G.double() * Xo.double()).sum(1)).cpu().numpy()
         ok = (gap <= tol_) | ~r.converged  # an iteration cap ends the problem, not certified
         converged[open_[ok]] = r.converged[ok] & (gap[ok] <= tol_)

@@ -16,16 +16,13 @@ from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import linear_term, swap_terms
 from divopt_rag.models.kernels import gather_rows
 
-__all__ = ["mean_row", "relevance_misleads", "first_pools", "pool_around"]
+__all__ = ["mean_row", "relevance_misleads", "first_pools", "pool_around", "interleave"]
 
-_SAMPLE_ROWS = 4096  # rows averaged for the mean-row reference set
-
-
-def mean_row(inst: Instance, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(k x the mean row of a seeded sample of the pool, the sample, its rows of E): the v of the
-    paper's FW start x0 = (k/n) 1, without a pass over the pool."""
+def mean_row(inst: Instance, rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(k x the mean row of a seeded sample of ``rows`` rows of the pool, the sample, its rows of
+    E): the v of the paper's FW start x0 = (k/n) 1, without a pass over the pool."""
     gen = torch.Generator().manual_seed(int(seed))
-    sample = torch.randperm(inst.n, generator=gen)[: min(inst.n, _SAMPLE_ROWS)].to(inst.device)
+    sample = torch.randperm(inst.n, generator=gen)[: min(inst.n, int(rows))].to(inst.device)
     E_sample = gather_rows(inst.E, sample)
     return inst.k * E_sample.mean(0), sample, E_sample
 
@@ -40,16 +37,17 @@ def _rank_correlation(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def relevance_misleads(inst: Instance, C: torch.Tensor, th: np.ndarray, mean: torch.Tensor,
-                       sample: torch.Tensor, E_sample: torch.Tensor) -> np.ndarray:
+                       sample: torch.Tensor, E_sample: torch.Tensor, threshold: float) -> np.ndarray:
     """Per problem: does relevance fail to rank the rows by their swap score b_j at the mean row?
-    Measured on the row sample (rank correlation < 0.8); then phase 1 needs u at the mean row."""
+    Measured on the row sample (rank correlation < ``threshold``); then phase 1 needs u at the
+    mean row."""
     u = (E_sample @ mean).double().cpu().numpy()
     c = C.index_select(1, sample).double().cpu().numpy()
     b = swap_terms(linear_term(c, th[:, None], inst.k), u[None, :], th[:, None])[0]
-    return _rank_correlation(b, c) < 0.8
+    return _rank_correlation(b, c) < threshold
 
 
-def _interleave(first: np.ndarray, lists: list[np.ndarray], size: int) -> np.ndarray:
+def interleave(first: np.ndarray, lists: list[np.ndarray], size: int) -> np.ndarray:
     """``first``, then the lists' entries in turn (1st of each, 2nd of each, ...), without repeats."""
     order = np.concatenate([first, np.stack(lists, 1).ravel()])
     _, at = np.unique(order, return_index=True)
@@ -69,7 +67,7 @@ def first_pools(problems: list, guided: np.ndarray, u_mean: torch.Tensor | None,
         by_c = _top_rows(pb.relevance, size)
         if g:
             by_b = _top_rows(swap_terms(linear_term(pb.relevance, pb.theta, pb.k), u_mean, pb.theta)[0], size)
-            pools.append(_interleave(by_c[:0], [by_b, by_c], size))
+            pools.append(interleave(by_c[:0], [by_b, by_c], size))
         else:
             pools.append(by_c)
     return pools
@@ -81,5 +79,5 @@ def pool_around(inst: Instance, idx: torch.Tensor, cert, u_mean: torch.Tensor, s
     FW start) and by relevance; ``size`` rows in all."""
     lin = linear_term(inst.relevance, inst.theta, inst.k)
     lists = [_top_rows(swap_terms(lin, u, inst.theta)[0], size) for u in (cert.u, u_mean)]
-    return _interleave(np.concatenate([idx.cpu().numpy(), cert.entrants.cpu().numpy(), cert.near.cpu().numpy()]),
+    return interleave(np.concatenate([idx.cpu().numpy(), cert.entrants.cpu().numpy(), cert.near.cpu().numpy()]),
                        lists + [_top_rows(inst.relevance, size)], size)

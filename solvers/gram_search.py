@@ -14,11 +14,11 @@ Every search runs on many sets at once, each tagged with its problem: the gains 
 problem searched alone or inside a batch ends at the same sets. Provided:
 
 * :meth:`ls_batch`  best-improvement 1-swap local search;
-* :meth:`fw`        Frank-Wolfe on the relaxation (the E-form of :mod:`divopt_rag.solvers.frank_wolfe`
-                    with E v = G x) from many starting points, one batched product per iteration;
+* :meth:`fw`        Frank-Wolfe on the relaxation from many starting points: the FW kernel of
+                    :mod:`divopt_rag.solvers.frank_wolfe` on each problem's pool rows;
 * :meth:`greedy`    the greedy on f itself;
-* :meth:`ils` (sequential, the form "fw_ms" uses) and :meth:`ils_batched` (rounds of several
-  perturbations, a patience stop) perturbation search; :meth:`two_swap` best-improvement 2-swaps;
+* :meth:`ils_batched` perturbation search (rounds of several perturbations, a patience stop);
+  :meth:`two_swap` best-improvement 2-swaps;
 * :meth:`tabu_batch` 1-swap tabu search (losing swaps allowed, recent moves barred).
 
 The arrays are float64 numpy on the host: p is a few hundred, so one host copy of the p rows
@@ -31,8 +31,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from divopt_rag.models.ccbqp import curvature, gram_objective, line_search, linear_term, swap_terms
+from divopt_rag.models.ccbqp import gram_objective, linear_term, pair_weight, set_value, swap_terms
 from divopt_rag.models.kernels import gather_rows
+
+from .frank_wolfe import fw_rows
 
 __all__ = ["GramSearch"]
 
@@ -48,18 +50,19 @@ class GramSearch:
         R = torch.as_tensor(rows).to(torch.float64).cpu()
         if R.ndim == 2:
             R = R.unsqueeze(0)
+        self.rows = R.numpy()  # (B, p, d): the pools' rows, for Frank-Wolfe
         self.G = torch.bmm(R, R.transpose(1, 2)).numpy()  # torch's BLAS: one thread inside single_thread()
         self.B, self.p = self.G.shape[0], self.G.shape[1]
         self.diag = np.diagonal(self.G, axis1=1, axis2=2).copy()
         self._rows = self.G.reshape(self.B * self.p, self.p)  # row b p + i: G[b, i, :]
         self.th = np.broadcast_to(np.asarray(theta, dtype=np.float64), (self.B,)).copy()
-        self.two = 2.0 * (1.0 - self.th)
+        self.two = pair_weight(self.th)
         self.k, self.tol = int(k), float(tol)
         c = torch.as_tensor(relevance).to(torch.float64).cpu().numpy().reshape(self.B, self.p)
         self.relevance = c
         self.lin = linear_term(c, self.th[:, None], self.k)
         # the swap terms at u = 0: b = b0 - 2 (1-theta) u and a = a0 + 2 (1-theta) u (linear in u)
-        self._b0, self._a0 = swap_terms(self.lin, 0.0, self.th[:, None], self.diag)
+        self._b0, self._a0 = swap_terms(self.lin, 0.0, self.th[:, None], sq_norms=self.diag)
 
     @classmethod
     def from_instance(cls, inst: Any, tol: float, rows: torch.Tensor | None = None) -> "GramSearch":
@@ -85,7 +88,7 @@ class GramSearch:
         same sums in the same order, so equal to it bit for bit)."""
         th = self.th[prob]
         GSS = self.G[prob[:, None, None], S[:, :, None], S[:, None, :]]  # (M, k, k)
-        return self.lin[prob[:, None], S].sum(1) + (1 - th) * (S.shape[1] - GSS.sum((1, 2)))
+        return set_value(self.lin[prob[:, None], S].sum(1), GSS.sum((1, 2)), th, S.shape[1])
 
     def gains(self, S: Any, prob: int = 0) -> np.ndarray:
         """(p, k) matrix of Delta(S[q] out, j in) for problem ``prob``; rows j in S are -inf."""
@@ -171,7 +174,7 @@ class GramSearch:
         picks = np.empty((self.B, self.k), dtype=np.int64)
         ar = np.arange(self.B)
         for t in range(self.k):
-            score = swap_terms(self.lin, u, self.th[:, None], self.diag)[0]
+            score = swap_terms(self.lin, u, self.th[:, None], sq_norms=self.diag)[0]
             score[taken] = -np.inf
             j = score.argmax(1)
             picks[:, t] = j
@@ -184,42 +187,21 @@ class GramSearch:
         """Frank-Wolfe on the relaxation f_lambda from R starting points per problem; (B, R, k).
 
         X0 : (B, R, p) feasible points (0 <= x <= 1, sum k). theta : optional (B,) trade-offs
-        replacing the problems' own (a continuation path). The iteration is that of
-        :func:`divopt_rag.solvers.frank_wolfe.fw_relaxation` with E v = G x: gradient
-        l + 2 (1-theta)(lambda x - G x) (:func:`~divopt_rag.models.ccbqp.relaxed_gradient`), top-k
-        oracle, gap, curvature C = 2 (1-theta)(lambda ||d||^2 - d^T G d) and the exact step
-        (:func:`~divopt_rag.models.ccbqp.line_search`), until every gap is <= tol (default a
-        normalized gap of 1e-6) or ``max_iter``. Returns the top-k of each final x (ties to the
-        lower index): starting sets for the local search, which makes them 1-swap optimal.
+        replacing the problems' own (a continuation path). Each problem's R points run through
+        :func:`divopt_rag.solvers.frank_wolfe.fw_rows` (the one FW kernel) on its pool's rows, until
+        every gap is <= tol (default a normalized gap of 1e-6) or ``max_iter``. Returns the top-k
+        of each final x (ties to the lower index): starting sets for the local search, which
+        makes them 1-swap optimal.
         """
-        X = np.array(X0, dtype=np.float64, copy=True)
+        X = np.asarray(X0, dtype=np.float64)
         B, R, k = X.shape[0], X.shape[1], self.k
         th = self.th if theta is None else np.broadcast_to(np.asarray(theta, dtype=np.float64), (B,))
         lin = self.lin if theta is None else linear_term(self.relevance, th[:, None], k)
-        two = (2.0 * (1.0 - th))[:, None, None]
-        tol = 1e-6 * max(k * (k - 1), 1) if tol is None else float(tol)
-        lam = float(relax_penalty)
-        live = np.ones((B, R), dtype=bool)
-        G_t = torch.from_numpy(self.G)
-        for _ in range(int(max_iter)):
-            # (B, R, p): E v for every point, v = E^T x; torch's BLAS (numpy's may start a thread pool)
-            U = torch.matmul(torch.from_numpy(X), G_t).numpy()
-            g = lin[:, None, :] + two * (lam * X - U)
-            s = np.argpartition(-g, k - 1, axis=2)[:, :, :k]  # the top-k oracle
-            Sind = np.zeros_like(X)
-            np.put_along_axis(Sind, s, 1.0, 2)
-            gap = (g * (Sind - X)).sum(2)
-            live &= gap > tol
-            if not live.any():
-                break
-            GS = torch.matmul(torch.from_numpy(Sind), G_t).numpy()  # G s
-            xs = (X * Sind).sum(2)
-            dd = (X * X).sum(2) + k - 2 * xs  # ||s - x||^2
-            dGd = (GS * Sind).sum(2) - 2 * (U * Sind).sum(2) + (X * U).sum(2)  # ||E^T (s - x)||^2
-            gamma = line_search(gap, curvature(th[:, None], lam, dd, dGd))
-            gamma = np.where(live, gamma, 0.0)[:, :, None]
-            X += gamma * (Sind - X)
-        order = np.argsort(-X, axis=2, kind="stable")[:, :, :k]
+        order = np.empty((B, R, k), dtype=np.int64)
+        for b in range(B):
+            res = fw_rows(self.rows[b], X[b], np.broadcast_to(lin[b], (R, self.p)), float(th[b]), k,
+                          relax_penalty=relax_penalty, max_iter=max_iter, tol=tol)
+            order[b] = np.argsort(-res.x, axis=1, kind="stable")[:, :k]
         return order
 
     # --- perturbation ----------------------------------------------------------------------
@@ -229,33 +211,13 @@ class GramSearch:
         b[S] = -np.inf
         return np.argsort(-b, kind="stable")[:m]
 
-    def ils(self, S: Any, rounds: int, strength: int, seed: int) -> tuple[np.ndarray, float]:
-        """Sequential iterated local search on problem 0 (the form "fw_ms" uses): each round swaps
-        ``strength`` random members of the best set for random entrants among the 3k + 20 best
-        by b_j, runs the local search, and keeps the result if it is better by more than tol."""
-        rng = np.random.default_rng(seed)
-        best, fbest = self.ls(S)
-        k = len(best)
-        m = min(self.p - k, 3 * k + 20)
-        strength = max(1, min(strength, k, m))
-        if m < 1:
-            return best, fbest
-        for _ in range(int(rounds)):
-            cand = self._entrants(best, m)
-            T = best.copy()
-            T[rng.choice(k, size=strength, replace=False)] = rng.choice(cand, size=strength, replace=False)
-            T, fT = self.ls(T)
-            if fT > fbest + self.tol:
-                best, fbest = T, fT
-        return best, fbest
-
-    def ils_batched(self, S: Any, f: Any, *, batch: int, strength: int, patience: int, max_rounds: int,
-                    seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def ils_batched(self, S: Any, f: Any, *, batch: int, strength: int, entrants: int, patience: int,
+                    max_rounds: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Iterated local search in rounds, all problems at once: each round perturbs each
         problem's best set ``batch`` ways (``strength`` random members out, random entrants among
-        the 3k + 20 best by b_j in), runs the local search on all of them together, and keeps a
-        problem's best result if it gains more than tol. A problem stops after ``patience`` rounds
-        in a row without a gain or ``max_rounds`` rounds.
+        the ``entrants`` best by b_j in), runs the local search on all of them together, and keeps
+        a problem's best result if it gains more than tol. A problem stops after ``patience``
+        rounds in a row without a gain or ``max_rounds`` rounds.
 
         S (B, k) 1-swap optimal sets and f (B,) their values -> (sets, values, rounds per
         problem). Each problem draws from its own generator seeded with ``seed``, so its result
@@ -264,7 +226,7 @@ class GramSearch:
         S = np.array(S, dtype=np.int64, copy=True)
         f = np.array(f, dtype=np.float64, copy=True)
         B, k = S.shape
-        m = min(self.p - k, 3 * k + 20)
+        m = min(self.p - k, int(entrants))
         strength = max(1, min(int(strength), k, m))
         rounds = np.zeros(B, dtype=np.int64)
         if m < 1 or batch < 1:
@@ -294,8 +256,8 @@ class GramSearch:
         return S, f, rounds
 
     # --- tabu search --------------------------------------------------------------------------
-    def tabu_batch(self, S: Any, f: Any, prob: Any = None, *, iters: int = 100, tenure_in: int = 8,
-                   tenure_out: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    def tabu_batch(self, S: Any, f: Any, prob: Any = None, *, iters: int, tenure_in: int,
+                   tenure_out: int) -> tuple[np.ndarray, np.ndarray]:
         """1-swap tabu search from M sets at once (the classic move of tabu search for the
         maximum-diversity problem): every step makes the best swap that is not tabu, even a
         losing one, so the search walks out of the start's basin instead of stopping at its
@@ -349,9 +311,10 @@ class GramSearch:
         return best, fbest
 
     # --- 2-swaps -------------------------------------------------------------------------
-    def two_swap(self, S: Any, candidates: int = 48, max_moves: int = 50, max_out: int | None = None,
+    def two_swap(self, S: Any, *, entrants: int, max_moves: int, max_out: int | None = None,
                  prob: int = 0) -> tuple[np.ndarray, float]:
-        """Best-improvement 2-swaps over the ``candidates`` best entrants, each followed by 1-swaps.
+        """Best-improvement 2-swaps over the ``entrants`` best entrants (by 1-swap gain), each
+        followed by 1-swaps, at most ``max_moves`` of them.
 
         Removing {S[q1], S[q2]} and adding {j1, j2} changes f by
             D(q1, j1) + D(q2, j2) - 2 (1-theta)(G_j1j2 + G_i1i2 - G_j1i2 - G_j2i1)
@@ -361,7 +324,7 @@ class GramSearch:
         """
         S, f = self.ls(S, prob)
         k = len(S)
-        m = min(int(candidates), self.p - k)
+        m = min(int(entrants), self.p - k)
         if k < 2 or m < 2:
             return S, f
         G, two = self.G[prob], self.two[prob]
@@ -371,7 +334,7 @@ class GramSearch:
             if max_out is None or max_out >= k:
                 Q = np.arange(k)
             else:
-                a = swap_terms(self.lin[prob], G[:, S].sum(1), self.th[prob], self.diag[prob])[1][S]
+                a = swap_terms(self.lin[prob], G[:, S].sum(1), self.th[prob], sq_norms=self.diag[prob])[1][S]
                 Q = np.sort(np.argsort(-a, kind="stable")[: max(2, int(max_out))])
             r = Q.size
             SQ = S[Q]

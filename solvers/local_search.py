@@ -25,19 +25,16 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 
 from divopt_rag.models import Instance
-from divopt_rag.models.ccbqp import linear_term, objective, objective_scale, swap_terms
+from divopt_rag.models.ccbqp import linear_term, objective, objective_scale, pair_weight, swap_terms
 from divopt_rag.models.kernels import gather_rows, matmul, matvec
 from divopt_rag.models.validation import check_indices, check_nonnegative
 
 from .selection import get_selector, register
 
-__all__ = [
-    "LSResult", "local_search", "iterated_local_search", "polish", "ls_tolerance", "two_swap_search",
-]
+__all__ = ["LSResult", "local_search", "polish", "ls_tolerance", "single_thread"]
 
 # Keep the n x k matrix W in memory up to this many entries (64 MiB in float32).
 _FULL_LIMIT = 1 << 24
@@ -49,7 +46,8 @@ def single_thread():
     """Run small tensor work on one intra-op thread.
 
     Work on a few hundred rows gains nothing from threads, and on a loaded machine waking the
-    thread pool for each small op costs milliseconds (measured 10-20x slower end to end).
+    thread pool for each small op costs milliseconds (docs/howto/performance.md, "Threads on a
+    shared CPU").
     """
     prev = torch.get_num_threads()
     if prev > 1:
@@ -131,7 +129,7 @@ def local_search(
         return LSResult(idx, f, 0, True, f, trace, mode)
     E = inst.E
     lin = linear_term(inst.relevance, th, k)
-    two = 2.0 * (1.0 - th)
+    two = pair_weight(th)
     swaps = scans = 0
     first = True
     prune = True  # GEMV + bound first; switched off for this search once the bound fails
@@ -224,7 +222,7 @@ def _full_scan(E: torch.Tensor, R: torch.Tensor, idx: torch.Tensor, lin: torch.T
     Returns (j_best, u, best gain, whether the bound sufficed).
     """
     n, k = E.shape[0], R.shape[0]
-    two = 2.0 * (1.0 - theta)
+    two = pair_weight(theta)
     block = max(_SCAN_BLOCK, _FULL_LIMIT // max(k, 1))
     a = swap_terms(lin[idx], R @ R.sum(0), theta)[1]  # u_i = e_i^T v for i in S
     if prune:
@@ -255,107 +253,6 @@ def _full_scan(E: torch.Tensor, R: torch.Tensor, idx: torch.Tensor, lin: torch.T
             best, j_best = val, s + flat // k
     return j_best, u, best, False
 
-
-
-def iterated_local_search(
-    inst: Instance,
-    indices: Any,
-    *,
-    rounds: int = 10,
-    strength: int = 2,
-    candidates: int | None = None,
-    seed: int = 0,
-    **ls_params: Any,
-) -> LSResult:
-    """Local search, then ``rounds`` perturbation rounds: swap ``strength`` random members of the
-    best set for random items among the ``candidates`` best entrants (by b_j), re-run the local
-    search, keep the result if it is strictly better. Deterministic for a given seed.
-    """
-    rng = np.random.default_rng(seed)
-    best = local_search(inst, indices, **ls_params)
-    k, n = inst.k, inst.n
-    if n == k:
-        return best
-    m = min(n - k, 3 * k + 20 if candidates is None else int(candidates))
-    strength = max(1, min(int(strength), k, m))
-    total_swaps = best.swaps
-    start = best.start_objective
-    for _ in range(int(rounds)):
-        idx = best.indices.clone()
-        R = gather_rows(inst.E, idx)
-        u = matvec(inst.E, R.sum(0))
-        b = swap_terms(linear_term(inst.relevance, inst.theta, k), u, inst.theta)[0]
-        b[idx] = -torch.inf
-        cand = torch.topk(b, m).indices.cpu().numpy()
-        out_pos = rng.choice(k, size=strength, replace=False)
-        new = rng.choice(cand, size=strength, replace=False)
-        idx[torch.as_tensor(out_pos, device=idx.device)] = torch.as_tensor(new, device=idx.device)
-        res = local_search(inst, idx, **ls_params)
-        total_swaps += res.swaps
-        if res.objective > best.objective:
-            best = res
-    best.swaps = total_swaps
-    best.start_objective = start
-    return best
-
-
-def two_swap_search(
-    inst: Instance,
-    indices: Any,
-    *,
-    candidates: int = 48,
-    max_moves: int = 50,
-    tol: float | None = None,
-) -> LSResult:
-    """1-swap local search, then best-improvement 2-swaps among the ``candidates`` best entrants.
-
-    Removing I = {i1, i2} and adding J = {j1, j2} changes f by
-        Delta1(i1, j1) + Delta1(i2, j2) - 2 (1-theta)(w_j1j2 + w_i1i2 - w_j1i2 - w_j2i1)
-    (expand ||v - e_i1 - e_i2 + e_j1 + e_j2||^2), evaluated for all pairs at once as an
-    (m, m, k, k) tensor from W = E_J E_S^T, E_J E_J^T and E_S E_S^T (no n x n matrix). After
-    each improving 2-swap the 1-swap search runs again. The result is 1-swap optimal over the
-    whole pool and 2-swap optimal over the entrants shortlist (b_j order, recomputed per move).
-    """
-    res = local_search(inst, indices, tol=tol)
-    tol = ls_tolerance(inst) if tol is None else tol
-    k, n, th = inst.k, inst.n, inst.theta
-    m = min(int(candidates), n - k)
-    if k < 2 or m < 2:
-        return res
-    two = 2.0 * (1.0 - th)
-    lin = linear_term(inst.relevance, th, k)
-    start, swaps, trace = res.start_objective, res.swaps, list(res.trace)
-    idx, f = res.indices, res.objective
-    for _ in range(int(max_moves)):
-        R = gather_rows(inst.E, idx)
-        u = matvec(inst.E, R.sum(0))
-        b, a_all = swap_terms(lin, u, th)
-        b = b.index_fill(0, idx, -torch.inf)
-        J = torch.topk(b, m).indices
-        EJ = gather_rows(inst.E, J)
-        W = EJ @ R.T  # m x k
-        a = a_all[idx]
-        D1 = b[J][:, None] + a[None, :] + two * W  # m x k single-swap gains
-        WJJ, WSS = EJ @ EJ.T, R @ R.T
-        D2 = (D1[:, None, :, None] + D1[None, :, None, :]
-              - two * (WJJ[:, :, None, None] + WSS[None, None, :, :] - W[:, None, None, :] - W[None, :, :, None]))
-        eye_m = torch.eye(m, dtype=torch.bool, device=D2.device)
-        eye_k = torch.eye(k, dtype=torch.bool, device=D2.device)
-        D2[eye_m] = -torch.inf
-        D2[:, :, eye_k] = -torch.inf
-        flat = int(torch.argmax(D2))
-        j1, j2, p1, p2 = np.unravel_index(flat, D2.shape)
-        if float(D2[j1, j2, p1, p2]) <= tol:
-            break
-        new_idx = idx.clone()
-        new_idx[p1], new_idx[p2] = J[j1], J[j2]
-        if _objective64(inst, new_idx) <= f:
-            break
-        nxt = local_search(inst, new_idx, tol=tol)
-        idx, f = nxt.indices, nxt.objective
-        swaps += 2 + nxt.swaps
-        trace.extend(nxt.trace)
-    return LSResult(idx, f, swaps, True, start, trace, res.mode)
 
 
 def polish(inst: Instance, indices: Any, **ls_params: Any) -> tuple[torch.Tensor, dict]:

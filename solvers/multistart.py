@@ -35,31 +35,17 @@ from divopt_rag.models.ccbqp import linear_term, swap_terms
 from divopt_rag.models.kernels import gather_rows, matvec
 from divopt_rag.models.validation import check_theta
 
+from .candidate_pools import interleave
 from .frank_wolfe import frank_wolfe
 from .gram_search import GramSearch
 from .local_search import local_search, ls_tolerance, single_thread
 from .selection import METHODS, get_selector, register
+from .ws_multistart import WsMultistartConfig
 
-__all__ = ["multistart", "ccbqp_greedy", "theta_continuation"]
+#: The search choices "fw_ms" shares with the default method (perturbation entrants, 2-swaps).
+_SHARED = WsMultistartConfig()
 
-
-def ccbqp_greedy(inst: Instance) -> torch.Tensor:
-    """Greedy on f itself: add the item of largest marginal gain theta (k-1) c_j - 2 (1-theta) e_j^T v_S.
-
-    (Adding j to S changes |S| - ||v||^2 by 1 - (1 + 2 e_j^T v_S).) O(k n d): one GEMV per pick.
-    """
-    k, th = inst.k, inst.theta
-    lin = linear_term(inst.relevance, th, k)
-    u = torch.zeros_like(lin)
-    taken = torch.zeros(inst.n, dtype=torch.bool, device=inst.device)
-    picks = []
-    for _ in range(k):
-        score = swap_terms(lin, u, th)[0].masked_fill(taken, -torch.inf)  # gain of adding j, up to a constant
-        j = int(torch.argmax(score))
-        picks.append(j)
-        taken[j] = True
-        u = u + matvec(inst.E, gather_rows(inst.E, torch.tensor([j], device=inst.device))[0])
-    return torch.tensor(picks, device=inst.device)
+__all__ = ["multistart", "theta_continuation"]
 
 
 def _indicator(inst: Instance, idx: torch.Tensor) -> torch.Tensor:
@@ -103,9 +89,7 @@ def _candidate_pool(inst: Instance, idx: torch.Tensor, u: torch.Tensor, pool_siz
     m = min(inst.n, pool_size)
     by_b = torch.topk(b, m).indices.cpu().numpy()
     by_c = torch.topk(inst.relevance, m).indices.cpu().numpy()
-    order = np.concatenate([idx.cpu().numpy(), np.stack([by_b, by_c], 1).ravel()])
-    _, first = np.unique(order, return_index=True)
-    return torch.as_tensor(order[np.sort(first)][:m], device=inst.device)
+    return torch.as_tensor(interleave(idx.cpu().numpy(), [by_b, by_c], m), device=inst.device)
 
 
 @register("fw_ms")
@@ -193,7 +177,7 @@ def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts,
         starts[name] = (f, S)
 
     consider("fw_ls", start_sub)
-    consider("greedy", ccbqp_greedy(sub))
+    consider("greedy", gs.greedy()[0])
     for name in greedy_starts:  # the greedy baselines, when registered, are cheap and diverse starts
         if name in METHODS:
             consider(name, get_selector(name)(sub)[0])
@@ -210,12 +194,15 @@ def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts,
     # the first best start wins ties (dicts keep insertion order), so the choice is deterministic
     best_name = max(starts, key=lambda s: starts[s][0])
     best_obj, best_idx = starts[best_name]
-    if perturb_rounds > 0:
-        S, f = gs.ils(best_idx, perturb_rounds, perturb_strength, seed)
+    if perturb_rounds > 0:  # one perturbation per round, every round (no patience stop)
+        S, f, _ = gs.ils_batched(best_idx[None], [best_obj], batch=1, strength=perturb_strength,
+                                 entrants=_SHARED.for_k(sub.k).perturb_entrants, patience=perturb_rounds,
+                                 max_rounds=perturb_rounds, seed=seed)
+        S, f = S[0], float(f[0])
         if f > best_obj + gs.tol:
             best_name, best_obj, best_idx = f"{best_name}+perturb", f, S
     if two_swap:
-        S, f = gs.two_swap(best_idx)
+        S, f = gs.two_swap(best_idx, entrants=_SHARED.two_swap_entrants, max_moves=_SHARED.two_swap_moves)
         if f > best_obj + gs.tol:
             best_name, best_obj, best_idx = f"{best_name}+2swap", f, S
     idx = torch.as_tensor(best_idx, device=sub.device)

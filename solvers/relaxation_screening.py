@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from divopt_rag.models import Instance, objective_scale
-from divopt_rag.models.ccbqp import linear_term
+from divopt_rag.models.ccbqp import linear_term, relaxed_grad, relaxed_value
 from divopt_rag.models.validation import check_nonnegative
 
 from .frank_wolfe import fw_relaxation, initial_point
@@ -58,8 +58,9 @@ def item_upper_bounds(inst: Instance, x: torch.Tensor | np.ndarray) -> np.ndarra
     th, k = inst.theta, inst.k
     lin = linear_term(inst.relevance.double(), th, k)
     v = E.T @ x
-    F = float(lin @ x + (1 - th) * (k - v @ v))
-    h = (lin - 2 * (1 - th) * (E @ v)).cpu().numpy()
+    # F and h are f_lambda and its gradient at lambda = 0 (the lambda term vanishes)
+    F = float(relaxed_value(float(lin @ x), float(x @ x), float(v @ v), th, k, 0.0))
+    h = relaxed_grad(lin, E @ v, x, th, 0.0).cpu().numpy()
     base = F - float(h @ x.cpu().numpy())
     top = np.sort(h)[::-1][:k]
     kth = top[k - 1]

@@ -67,7 +67,7 @@ import numpy as np
 import torch
 
 from divopt_rag.models import Instance, objective_scale
-from divopt_rag.models.ccbqp import linear_term
+from divopt_rag.models.ccbqp import linear_term, pair_weight
 from divopt_rag.models.kernels import gather_rows, matmul, matvec
 from divopt_rag.models.validation import check_choice, check_nonnegative
 
@@ -267,17 +267,17 @@ def _screen(inst: Instance, rule: str, max_rounds: int, exact_below: int, anchor
         if rule == "design":
             T_pos = _top_k_positions(c, k)
             _, L, w_lo, w_hi = pool_cosine_bounds(inst, pool, T_pos[:0], exact, anchors)
-            B = float(linear_term(c[torch.as_tensor(T_pos)].min(), th, k)) - 2 * (1 - th) * (k - 1) * w_hi
+            B = float(linear_term(c[torch.as_tensor(T_pos)].min(), th, k)) - pair_weight(th) * (k - 1) * w_hi
             L = torch.full((pool.size,), (k - 1) * w_lo, dtype=torch.float64, device=inst.device)
         else:
             # T: the k candidates with the largest a_j (any k items make the proof work)
             M = pool.size if exact else min(pool.size, max(n_candidates, k))
             cand = _top_k_positions(c, M)
             U, L, _, _ = pool_cosine_bounds(inst, pool, cand, exact, anchors)
-            a = lin[torch.as_tensor(cand)] - 2 * (1 - th) * U
+            a = lin[torch.as_tensor(cand)] - pair_weight(th) * U
             best = torch.topk(a, k)
             T_pos, B = cand[best.indices.cpu().numpy()], float(best.values.min())
-        b = lin - 2 * (1 - th) * L
+        b = lin - pair_weight(th) * L
         drop = (b < B - tol).cpu().numpy()
         drop[T_pos] = False  # the proof needs i outside T
         n_drop = int(drop.sum())
@@ -364,7 +364,7 @@ def pair_bounds(inst: Instance, block_elems: int = 2_000_000) -> torch.Tensor:
     UB = torch.empty(n, dtype=torch.float64, device=inst.device)
     for s0 in range(0, n, blk):
         G = R[s0 : s0 + blk] @ R.T
-        V = base[None, :] - 2 * (1 - th) * G
+        V = base[None, :] - pair_weight(th) * G
         rows = torch.arange(G.shape[0], device=inst.device)
         V[rows, rows + s0] = -math.inf
         UB[s0 : s0 + G.shape[0]] = lin[s0 : s0 + G.shape[0]] + _sum_extreme(V, k - 1, largest=True)

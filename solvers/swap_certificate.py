@@ -18,12 +18,12 @@ import numpy as np
 import torch
 
 from divopt_rag.models import Instance
-from divopt_rag.models.ccbqp import linear_term, swap_terms
+from divopt_rag.models.ccbqp import linear_term, pair_weight, swap_terms
 from divopt_rag.models.kernels import gather_rows, matmul, matvec
 
-__all__ = ["SwapCertificate", "swap_certificate", "swap_certificates", "dense_share", "go_dense", "DENSE_SHARE"]
+__all__ = ["SwapCertificate", "swap_certificates", "sample_estimate", "go_dense", "DENSE_SHARE"]
 
-# A certificate compares every row in one GEMM once its bound keeps more than this share of the pool.
+#: A certificate compares every row in one GEMM once its bound keeps more than this share of the pool.
 DENSE_SHARE = 0.25
 
 
@@ -130,7 +130,7 @@ def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor 
     if u is None:
         u = matvec(E, R.sum(0))
     b, a = swap_terms(linear_term(inst.relevance, th, k), u, th)
-    st = _CertState(R, a.index_select(0, idx), b.index_fill_(0, idx, -torch.inf), 2.0 * (1.0 - th), u, keep=near)
+    st = _CertState(R, a.index_select(0, idx), b.index_fill_(0, idx, -torch.inf), pair_weight(th), u, keep=near)
     cand = _bound_keeps(st.b, st.a, st.two, tol).nonzero().flatten()
     cand = cand.index_select(0, torch.argsort(st.b.index_select(0, cand), descending=True, stable=True))
     for s in range(0, cand.numel(), block):
@@ -143,18 +143,25 @@ def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor 
     return st, False
 
 
-def _on_sample(problems: list, sets: list, tol: float, rows: Any, E_rows: torch.Tensor | None):
-    """Per problem, on the sample ``rows``: (share the bound keeps, whether a sample row improves S).
+def sample_estimate(problems: list, sets: list, tol: float, rows: Any,
+                    E_rows: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per problem, on the sample ``rows``: (the share of them the certificate's bound keeps at its
+    set, whether one of them improves the set).
 
-    u_j is the row sum of E_rows E_S^T and u_i (i in S) that of E_S E_S^T, and the same products
-    give every gain Delta(i, j) of a sample row: one small GEMM (|rows| x B k), no pass over E."""
+    The bound keeps j when b_j + max_i a_i + 2 (1-theta) > tol (:func:`swap_certificates`); u_j is
+    the row sum of E_rows E_S^T and u_i (i in S) that of E_S E_S^T, and the same products give
+    every gain Delta(i, j) of a sample row: one small GEMM (|rows| x B k), no pass over the pool.
+    ``E_rows``: the sample's rows of E when the caller keeps them (saves the gather).
+    """
+    if not problems:
+        return np.zeros(0), np.zeros(0, dtype=bool)
     E, k = problems[0].E, problems[0].k
     rows = torch.as_tensor(rows, device=E.device)
     Rs = [gather_rows(E, torch.as_tensor(idx, device=E.device)) for idx in sets]
     W = (gather_rows(E, rows) if E_rows is None else E_rows) @ torch.cat(Rs).T  # (|rows|, B k)
     share, improves = np.empty(len(problems)), np.empty(len(problems), dtype=bool)
     for p, (inst, idx, R) in enumerate(zip(problems, sets, Rs)):
-        th, two = inst.theta, 2.0 * (1.0 - inst.theta)
+        th, two = inst.theta, pair_weight(inst.theta)
         idx = torch.as_tensor(idx, device=E.device)
         Wp = W[:, p * k:(p + 1) * k]
         b = swap_terms(linear_term(inst.relevance.index_select(0, rows), th, k), Wp.sum(1), th)[0]
@@ -166,33 +173,17 @@ def _on_sample(problems: list, sets: list, tol: float, rows: Any, E_rows: torch.
     return share, improves
 
 
-def dense_share(problems: list, sets: list, tol: float, rows: torch.Tensor,
-                E_rows: torch.Tensor | None = None) -> np.ndarray:
-    """Per problem: the share of the sample ``rows`` that the certificate's bound keeps at its set.
-
-    The bound of :func:`swap_certificate` keeps j when b_j + max_i a_i + 2 (1-theta) > tol; on the
-    sample, u_j is the row sum of E_rows E_S^T and u_i (i in S) that of E_S E_S^T, so the estimate
-    costs one small GEMM (|rows| x B k), no pass over the pool.
-    ``E_rows``: the sample's rows of E when the caller keeps them (saves the gather).
-    """
-    if not problems:
-        return np.zeros(0)
-    return _on_sample(problems, sets, tol, rows, E_rows)[0]
-
-
 def go_dense(problems: list, sets: list, tol: float, rows: torch.Tensor,
              E_rows: torch.Tensor | None = None) -> np.ndarray:
     """Per problem: should its certificate compare every row in one GEMM (``dense`` in
     :func:`swap_certificates`)? Yes where the bound keeps more than ``DENSE_SHARE`` of the sample
-    (:func:`dense_share`; small k, low theta) and no sample row improves S. A certificate that
+    (:func:`sample_estimate`; small k, low theta) and no sample row improves S. A certificate that
     holds then compares nearly every row anyway, and one GEMM E E_S^T, whose row sums are u, is
     cheaper than a GEMV for u followed by that GEMM. An improving sample row means the certificate
     fails, and the GEMV path stops at its first block of improving rows instead (a set far from
     a 1-swap optimum, e.g. the first one searched, costs a GEMV rather than a k-column GEMM).
     """
-    if not problems:
-        return np.zeros(0, dtype=bool)
-    share, improves = _on_sample(problems, sets, tol, rows, E_rows)
+    share, improves = sample_estimate(problems, sets, tol, rows, E_rows)
     return (share > DENSE_SHARE) & ~improves
 
 
@@ -202,7 +193,7 @@ def _dense_state(inst: Instance, idx: Any, near: int = 0) -> _CertState:
     idx = torch.as_tensor(idx, device=inst.device)
     R = gather_rows(inst.E, idx)
     u = torch.empty(inst.n, dtype=R.dtype, device=inst.device)
-    return _CertState(R, _member_terms(inst, idx, R), torch.empty_like(u), 2.0 * (1.0 - inst.theta), u, keep=near)
+    return _CertState(R, _member_terms(inst, idx, R), torch.empty_like(u), pair_weight(inst.theta), u, keep=near)
 
 
 def _compare_every_row(problems: list, sets: list, states: list, go: list, fused: list, tol: float,
@@ -263,17 +254,30 @@ def swap_certificates(
     problems: list, sets: list, tol: float, *, max_entrants: int | None = None, U: Any = None,
     block: int = 4096, dense: Any = None, stop_early: bool = True, near: int = 0,
 ) -> list[SwapCertificate]:
-    """:func:`swap_certificate` for B problems on one pool (the same E; relevance, theta and set per
-    problem). ``U``: E v_b per problem, as an (n, B) tensor or a list of (n,) tensors / None (e.g.
-    from one GEMM); a missing one costs a GEMV. The problems whose comparison goes dense share it:
-    one GEMM ``E[s:e] R_U^T`` per row block, R_U the union of their selected rows, serves all of
-    them (the pool is read once, not once per problem); a dense comparison that has found an
-    improving row stops at the next multiple of ``4 block`` rows (``stop_early`` False: it
-    compares every row and lists every improving entrant). ``dense`` (B,) bools: problems
-    compared with every row from the start, without the GEMV and the bound (their U entry is not
-    read; u is the row sums of the block products; :func:`go_dense` decides). Each certificate is
-    the one :func:`swap_certificate` gives for its problem alone (up to the summation order of u).
-    ``near``: keep the ``near`` compared rows of highest gain (:attr:`SwapCertificate.near`).
+    """Certify (or refute) 1-swap optimality of each problem's k-set over the whole pool: B problems
+    on one pool (the same E; relevance, theta and set per problem).
+
+    Per problem one GEMV gives u = E v; with w_ij <= 1 every gain obeys
+    Delta(i, j) <= b_j + max_i a_i + 2 (1-theta) (:func:`~divopt_rag.models.ccbqp.swap_terms`), so
+    only the entrants passing that bound are compared with S exactly (their rows times the k
+    selected rows), ``block`` rows at a time in decreasing order of the bound; the comparison
+    stops after the first block that holds an improving swap (the certificate has failed, and
+    the best entrants are those of highest bound). When more than n/4 rows survive the first
+    block (small k, where the bound is loose), every row is compared in storage order instead:
+    the problems whose comparison goes dense share one GEMM ``E[s:e] R_U^T`` per row block, R_U
+    the union of their selected rows (the pool is read once, not once per problem), and a dense
+    comparison that has found an improving row stops at the next multiple of ``4 block`` rows
+    (``stop_early`` False: it compares every row and lists every improving entrant). Entrants
+    are returned by decreasing gain, at most ``max_entrants``. O(n d) for the GEMV plus O(m k d)
+    for the m rows compared; device and dtype follow the problems.
+
+    ``U``: E v_b per problem, as an (n, B) tensor or a list of (n,) tensors / None (e.g. from one
+    GEMM); a missing one costs a GEMV. ``dense`` (B,) bools: problems compared with every row
+    from the start, without the GEMV and the bound (their U entry is not read; u is the row sums
+    of the block products; :func:`go_dense` decides). Each certificate is the one its problem
+    gets alone (up to the summation order of u). ``near``: keep the ``near`` compared rows of
+    highest gain, improving or not (:attr:`SwapCertificate.near`; rows the bound excluded are
+    not among them).
     """
     block = int(block)
     if isinstance(near, bool) or not isinstance(near, (int, np.integer)) or near < 0:
@@ -297,28 +301,3 @@ def swap_certificates(
     if go:
         _compare_every_row(problems, sets, states, go, fused, tol, 4 * block, stop_early)
     return [st.result(max_entrants) for st in states]
-
-
-def swap_certificate(
-    inst: Instance, indices: torch.Tensor, tol: float, *, max_entrants: int | None = None,
-    u: torch.Tensor | None = None, block: int = 4096, near: int = 0,
-) -> SwapCertificate:
-    """Certify (or refute) 1-swap optimality of the k-set ``indices`` over the whole pool.
-
-    One GEMV gives u = E v; with w_ij <= 1 every gain obeys Delta(i, j) <= b_j + max_i a_i + 2 (1-theta)
-    (:func:`~divopt_rag.models.ccbqp.swap_terms`), so only the entrants passing that bound are compared
-    with S exactly (their rows times the k selected rows), ``block`` rows at a time in decreasing
-    order of the bound; the comparison stops after the first block that holds an improving swap
-    (the certificate has failed, and the best entrants are those of highest bound). When more than
-    n/4 rows survive the first block (small k, where the bound is loose), every row is compared
-    in storage order by one GEMM over contiguous blocks of E (no gather), up to the end of the
-    check block of 4 ``block`` rows in which it finds an improving row (the entrants are then
-    the improving rows among those compared). Entrants are returned by decreasing gain. O(n d)
-    for the GEMV plus O(m k d) for the m rows compared; device and dtype follow the instance.
-    ``u`` (= E v at S) may be passed when already computed, e.g. by one GEMM for a batch of
-    problems (see :func:`swap_certificates`). ``near`` > 0 also keeps the ``near`` compared rows
-    of highest gain, improving or not (:attr:`SwapCertificate.near`; rows the bound excluded are
-    not among them).
-    """
-    return swap_certificates([inst], [indices], tol, max_entrants=max_entrants,
-                             U=None if u is None else [torch.as_tensor(u).reshape(-1)], block=block, near=near)[0]

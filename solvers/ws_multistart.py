@@ -3,69 +3,72 @@
 "fw_ms" (divopt_rag.solvers.multistart) finds the exact optimum on nearly every small real pool, but
 at 10^5 items it reads the pool dozens of times (full-pool FW, local-search scans) and runs a
 sub-pool phase whose 2-swaps grow like k^4. "fw_ws_ms" keeps that kind of search but runs it on
-a candidate pool P of ``pool_size`` rows (default max(300, 3k)) through P's Gram matrix, and
-reads the full pool only to choose P and to certify the answer:
+a candidate pool P of a few hundred rows through P's Gram matrix, and reads the full pool only to
+choose P and to certify the answer. Its knobs, each with its value and why, are the fields of
+:class:`WsMultistartConfig` (named in ``code`` below):
 
-1. **Pool.** Where relevance ranks the promising rows, P is the p most relevant rows and no pass
-   is needed (p = ``pool_size``). Whether it does is measured on a seeded sample of 4096 rows:
-   the rank correlation between c and the swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j
-   (:func:`divopt_rag.models.ccbqp.swap_terms`) at the reference set "k times the mean row" (the v of
-   the paper's FW start x0 = (k/n) 1; :mod:`divopt_rag.solvers.candidate_pools` builds the pools). Below 0.8 (low theta on anisotropic embeddings, where
-   the optimum takes rows far from the mean direction, which relevance ranks last) one pass
-   gives u at that reference for every row and P interleaves its best rows by b_j with the most
-   relevant; such a "guided" problem's pools have ``guided_pool_size`` rows (default max(800,
-   3k)), since its good sets spread over more rows than 300. A pool of at most ``pool_size``
-   rows is searched whole.
+1. **Pool.** Where relevance ranks the promising rows, P is the ``pool_size`` most relevant rows
+   and no pass is needed. Whether it does is measured on a seeded sample of ``guide_sample``
+   rows: the rank correlation between c and the swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j
+   (:func:`divopt_rag.models.ccbqp.swap_terms`) at the reference set "k times the mean row" (the
+   v of the paper's FW start x0 = (k/n) 1; :mod:`divopt_rag.solvers.candidate_pools` builds the
+   pools). Below ``guide_correlation`` (low theta on anisotropic embeddings, where the optimum
+   takes rows far from the mean direction, which relevance ranks last) one pass gives u at that
+   reference for every row and P interleaves its best rows by b_j with the most relevant; such a
+   "guided" problem's pools have ``guided_pool_size`` rows, since its good sets spread over more
+   rows. A pool of at most ``pool_size`` rows is searched whole.
 2. **Search on P** (:class:`divopt_rag.solvers.gram_search.GramSearch`, host float64): starts from
-   the top-k rows, the CCBQP greedy, Frank-Wolfe (on the Gram matrix) from the top-k vertex, from
-   x0 = (k/p) 1 and from seeded random points, and a theta-continuation path, all polished by one
-   batched best-improvement 1-swap local search; then perturbation rounds on the best set
-   (``perturb_batch`` perturbed sets per round, default about 80/k, stopped after ``patience``
-   rounds in a row without a gain), best-improvement 2-swaps over the 48 best entrants and
-   the ``two_swap_out`` members of cheapest removal (the 2-swap array stays O(48^2 16^2)), and,
-   where the starts ended in different local optima, a 1-swap tabu search of ``tabu_iters``
-   steps from the best set (:meth:`~divopt_rag.solvers.gram_search.GramSearch.tabu_batch`: it takes
-   losing swaps too, so it crosses into basins that the perturbations miss).
-3. **Certificate (one pass).** :func:`divopt_rag.solvers.swap_certificate.swap_certificates` bounds every
-   1-swap gain over the whole pool from one GEMV and compares only the rows the bound keeps
-   (where the bound keeps more than a quarter of a 1024-row sample and no sample row improves
-   the set, as at small k and low theta, the GEMV is skipped: one GEMM E E_S^T gives u as its
-   row sums and every comparison; :func:`~divopt_rag.solvers.swap_certificate.go_dense`). If no
-   gain exceeds tol the set is a certified 1-swap optimum of the full problem ("fw_ms"'s
-   guarantee) and the method stops. Otherwise P missed part of the landscape: a new pool around
-   the set (its improving entrants and the 100 compared rows of highest exact gain, improving or
-   not, then the best rows by b_j at the set, at the mean row and by relevance) is searched with
-   the set as a start, and certified again (``max_phases`` phases).
-   Where P came from the mean-row estimate, the pool around the set is searched once even when
-   the first certificate holds (u at the set is known by then: no extra pass);
-   after the last, each failed certificate adds its improving entrants to the pool and resumes
-   the local search until a certificate holds (every such round strictly increases f).
+   the top-k rows, the CCBQP greedy, Frank-Wolfe (the FW kernel on P's rows) from the top-k
+   vertex, from x0 = (k/p) 1 and from ``n_random`` seeded random points, and a theta-continuation
+   path of ``continuation_steps``, all polished by one batched best-improvement 1-swap local
+   search; then perturbation rounds on the best set (``perturb_batch`` perturbed sets per round,
+   stopped after ``patience`` rounds in a row without a gain), best-improvement 2-swaps over the
+   ``two_swap_entrants`` best entrants and the ``two_swap_out`` members of cheapest removal,
+   and, where the starts ended in different local optima, a 1-swap tabu search of ``tabu_iters``
+   steps from the best set (:meth:`~divopt_rag.solvers.gram_search.GramSearch.tabu_batch`: it
+   takes losing swaps too, so it crosses into basins that the perturbations miss).
+3. **Certificate (one pass).** :func:`divopt_rag.solvers.swap_certificate.swap_certificates`
+   bounds every 1-swap gain over the whole pool from one GEMV and compares only the rows the
+   bound keeps (where the bound keeps more than ``DENSE_SHARE`` of a ``dense_sample``-row sample
+   and no sample row improves the set, as at small k and low theta, the GEMV is skipped: one
+   GEMM E E_S^T gives u as its row sums and every comparison;
+   :func:`~divopt_rag.solvers.swap_certificate.go_dense`). If no gain exceeds tol the set is a
+   certified 1-swap optimum of the full problem ("fw_ms"'s guarantee) and the method stops.
+   Otherwise P missed part of the landscape: a new pool around the set (its improving entrants
+   and the ``near_rows`` compared rows of highest exact gain, improving or not, then the best
+   rows by b_j at the set, at the mean row and by relevance) is searched with the set as a
+   start, and certified again (``max_phases`` phases). Where P came from the mean-row estimate,
+   the pool around the set is searched once even when the first certificate holds (u at the set
+   is known by then: no extra pass); after the last phase, each failed certificate adds its
+   improving entrants (and ``extend_rows`` rows by b_j) to the pool and resumes the local search
+   until a certificate holds (every such round strictly increases f; ``max_passes`` caps them).
 4. **Polish** (``polish``). The certificate runs in the pool's precision, so on float32 pools its
-   tolerance is 1e-6 k (k-1), and a 1-swap that gains less is invisible to it. The search on P
-   is float64 on the float32-stored rows, exact far below that: the final set and the 100 rows
-   its certificate found closest to improving it get best-improvement 1-swaps at 1e-9 k (k-1)
-   (the whole pool when it was searched whole); a set that moves is certified again.
+   tolerance is 1e-6 k (k-1) (:func:`~divopt_rag.solvers.local_search.ls_tolerance`), and a
+   1-swap that gains less is invisible to it. The search on P is float64 on the float32-stored
+   rows, exact far below that: the final set and the ``near_rows`` rows its certificate found
+   closest to improving it get best-improvement 1-swaps at ``polish_gap`` k (k-1) (the whole
+   pool when it was searched whole); a set that moves is certified again.
 
 So the answer is always a 1-swap optimum over ALL swaps of the pool; on pools where relevance
 guides (e.g. theta >= 0.7 on the narrow cone) it costs one pass plus the search on P.
 What it changes from the paper's "fw" (Algorithm 1: x0 = (k/n) 1, <= 200 FW iterations, top-k
 of x): FW is one of several starts on a candidate pool, every start is polished by local search,
 the answer is certified 1-swap optimal over the whole pool. From "fw_ms": a candidate pool
-instead of full-pool FW and full-pool local search, FW on the Gram matrix, restarts batched, no
-MMR/gMMR starts, perturbation with a patience stop, 2-swaps over a bounded member set, a tabu
-search.
+instead of full-pool FW and full-pool local search, restarts batched, no MMR/gMMR starts,
+perturbation with a patience stop, 2-swaps over a bounded member set, a tabu search.
 
-:func:`ws_multistart_batch` runs B problems (queries x thetas) on one pool with the same code:
-the passes become GEMMs (one read of the pool per round for all open problems; the exact
-comparisons over the union of the problems' selected rows) and the searches run as
-(problems x sets) arrays, a few problems at a time so that their Gram matrices stay in cache;
-each problem ends at the set of its single run.
-``info["seconds"]`` times every stage.
+One entry point does the work: :func:`ws_multistart_batch` runs B problems (queries x thetas)
+on one pool; the selector (:func:`ws_multistart`, one problem) and :func:`ws_multistart_sweep`
+(queries x thetas) call it. The passes become GEMMs (one read of the pool per round for all open
+problems; the exact comparisons over the union of the problems' selected rows) and the searches
+run as (problems x sets) arrays, a few problems at a time so that their Gram matrices stay in
+cache; each problem ends at the set of its single run. ``info["seconds"]`` times every stage.
 """
 from __future__ import annotations
 
+import inspect
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -74,7 +77,7 @@ import torch
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import ccbqp_objective, linear_term, objective_scale, swap_terms
 from divopt_rag.models.kernels import gather_rows, matmul, matvec
-from divopt_rag.models.validation import check_theta
+from divopt_rag.models.validation import check_scalar, check_theta
 
 from .candidate_pools import first_pools, mean_row, pool_around, relevance_misleads
 from .frank_wolfe import random_point
@@ -83,26 +86,205 @@ from .local_search import ls_tolerance, single_thread
 from .swap_certificate import go_dense, swap_certificates
 from .selection import register
 
-__all__ = ["ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "default_pool_size",
-           "default_guided_pool_size", "BatchSelection"]
+__all__ = ["WsMultistartConfig", "ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "BatchSelection",
+           "CHUNK_BYTES"]
 
-_BOUND_ROWS = 1024  # of them, rows on which a certificate's bound is estimated (share vs 1/4: +-1.4 %)
-_NEAR_ROWS = 100  # rows of highest swap gain a certificate keeps (50/100/200/300: 180/180/181/179 of 192, dev seeds 0-3)
-_FINE = 1e-9  # the polish's tolerance, times k (k-1): float64 gains on float32-stored rows
-_CHUNK_BYTES = 4 << 20  # Gram matrices searched at once in a batch (1 / 4 / 16 MiB: 4.9 / 4.6 / 5.2 s)
-
-
-def default_pool_size(k: int) -> int:
-    """max(300, 3k): the candidate pool of "fw_ms" (300 rows), growing with k."""
-    return max(300, 3 * int(k))
+#: Bytes of Gram matrices searched at once in a batch: a few problems at a time, so that their
+#: (p, p) matrices stay in cache (docs/howto/performance.md, "Many queries and thetas").
+CHUNK_BYTES = 4 << 20
 
 
-def default_guided_pool_size(k: int) -> int:
-    """max(800, 3k): the candidate pool where relevance does not rank the promising rows (step 1
-    of the module docstring). On the development pools (seeds 0-3, 96 such problems of 192) the
-    sets that beat the default's held rows outside every 300-row pool it searched (8 of 12 losses);
-    pools of 450 / 600 / 800 / 1000 rows won 183 / 185 / 188 / 186 of 192 (300: 180)."""
-    return max(800, 3 * int(k))
+@dataclass(frozen=True)
+class WsMultistartConfig:
+    """The knobs of "fw_ws_ms", divopt's default method: each one's value and why, in one place.
+
+    ``select(inst, "fw_ws_ms", **knobs)``, :func:`ws_multistart_batch` and
+    :func:`ws_multistart_sweep` take any of them by name (the last two also a whole config).
+    Knobs left at None follow k (:meth:`for_k`). "Tuned" values were chosen on the development
+    pools (seeds 0-3, never on a pool that is reported); their tallies are in
+    docs/howto/performance.md ("Why the default's knobs have their values"). The step numbers
+    refer to the module docstring.
+
+    Candidate pools (step 1)
+    ------------------------
+    pool_size : int or None, default=None
+        Rows of the candidate pool P where relevance ranks the promising rows. None: max(300, 3k),
+        "fw_ms"'s 300 rows, grown with k so that a pool holds at least three disjoint sets. A pool
+        of n rows or more is the whole pool (searched whole, no certificate pass).
+    guided_pool_size : int or None, default=None
+        Rows of P where relevance misleads (``info["guided"]``). None: max(800, 3k) (tuned: the
+        sets that beat 300-row pools held rows outside them), or ``pool_size`` when only that is
+        given.
+    guide_sample : int, default=4096
+        Rows of the seeded sample on which "k times the mean row" (the v of the paper's start
+        x0 = (k/n) 1) and the rank test below are estimated, so that choosing P needs no pass.
+    guide_correlation : float, default=0.8
+        Relevance guides when the rank correlation between c and the swap score b_j at the mean
+        row is at least this on the sample; below it P interleaves the best rows by b_j (one pass).
+    max_phases : int, default=3
+        Searches on P and on pools rebuilt around the set, before the last phase extends the pool
+        at each failed certificate.
+
+    Starts (step 2)
+    ---------------
+    n_random : int, default=4
+        Seeded random Frank-Wolfe starts, as "fw_ms".
+    continuation_steps : int, default=4
+        Thetas on the path 1 -> theta (top-k is optimal at 1), each FW warm-started at the
+        previous set, as "fw_ms"; 0 disables.
+    relax_penalty : float, default=2.0
+        lambda of the relaxation the FW starts climb: 2 is the smallest that is tight (DESIGN.md).
+    max_iter : int, default=100
+        FW iterations per start: a start only seeds the local search.
+    fw_gap : float, default=1e-6
+        A FW start stops at this normalized gap, gap / (k (k-1)) (the default of every FW in divopt).
+
+    Perturbation (step 2)
+    ---------------------
+    perturb_batch : int or None, default=None
+        Perturbed sets per round. None: max(1, min(8, round(80 / k))), so that a round's local
+        searches cost about the same at every k.
+    perturb_strength : int, default=4
+        Members swapped out by one perturbation, as "fw_ms".
+    perturb_entrants : int or None, default=None
+        A perturbation draws its entrants among this many best rows by b_j at the set. None:
+        3k + 20, as "fw_ms".
+    patience : int, default=10
+        Rounds in a row without a gain that stop the perturbation.
+    perturb_rounds : int, default=100
+        Cap on perturbation rounds, "fw_ms"'s rounds; 0 disables.
+
+    2-swaps (step 2)
+    ----------------
+    two_swap : bool, default=True
+        Best-improvement 2-swaps on the best set, as "fw_ms".
+    two_swap_entrants : int, default=48
+        Entrants paired, those of largest 1-swap gain, as "fw_ms".
+    two_swap_out : int, default=16
+        Members paired, those of cheapest removal, so that the 2-swap gain array stays
+        (48, 48, 16, 16) at any k instead of growing like k^2.
+    two_swap_moves : int, default=50
+        Cap on improving 2-swaps, as "fw_ms".
+
+    Tabu search (step 2)
+    --------------------
+    tabu_iters : int, default=100
+        Steps of the 1-swap tabu walk from the best set, run where the starts ended in different
+        local optima (where they agree, the walk found nothing: tuned); 0 disables.
+    tabu_tenure_in : int, default=8
+        Steps during which a row that left may not re-enter.
+    tabu_tenure_out : int, default=4
+        Steps during which a row that entered may not leave.
+
+    Certificate (step 3)
+    --------------------
+    max_passes : int, default=50
+        Cap on reads of the pool (each failed certificate strictly improves f, so it is not reached
+        in practice); if hit, ``info["one_swap_optimal"]`` is False.
+    near_rows : int, default=100
+        Compared rows of highest exact gain that each certificate keeps, improving or not: they lead
+        the pool rebuilt around a set and feed the polish (tuned).
+    dense_sample : int, default=1024
+        Rows of the sample on which a certificate estimates the share of rows its bound keeps
+        (:func:`~divopt_rag.solvers.swap_certificate.go_dense`; about +-1.4 % at the threshold 1/4).
+    certificate_entrants : int or None, default=None
+        Improving entrants a failed certificate returns, best first; they join the next pool.
+        None: max(16, k).
+    extend_rows : int or None, default=None
+        Rows of best b_j at the set that join the pool, beside the entrants, when a certificate of
+        the last phase fails. None: max(32, k).
+
+    Polish (step 4)
+    ---------------
+    polish : bool, default=True
+        Run the float64 polish of step 4.
+    polish_gap : float, default=1e-9
+        Its tolerance as a normalized gain, gain / (k (k-1)): far below float32's 1e-6, within
+        the float64 search's reach on float32-stored rows.
+
+    seed : int, default=0
+        Seeds the random starts, the perturbations and the row samples (the same seed, the same sets).
+    """
+
+    pool_size: int | None = None
+    guided_pool_size: int | None = None
+    guide_sample: int = 4096
+    guide_correlation: float = 0.8
+    max_phases: int = 3
+    n_random: int = 4
+    continuation_steps: int = 4
+    relax_penalty: float = 2.0
+    max_iter: int = 100
+    fw_gap: float = 1e-6
+    perturb_batch: int | None = None
+    perturb_strength: int = 4
+    perturb_entrants: int | None = None
+    patience: int = 10
+    perturb_rounds: int = 100
+    two_swap: bool = True
+    two_swap_entrants: int = 48
+    two_swap_out: int = 16
+    two_swap_moves: int = 50
+    tabu_iters: int = 100
+    tabu_tenure_in: int = 8
+    tabu_tenure_out: int = 4
+    max_passes: int = 50
+    near_rows: int = 100
+    dense_sample: int = 1024
+    certificate_entrants: int | None = None
+    extend_rows: int | None = None
+    polish: bool = True
+    polish_gap: float = 1e-9
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        positive = {"guide_sample", "dense_sample", "perturb_entrants", "certificate_entrants", "extend_rows",
+                    "pool_size", "guided_pool_size"}
+        for f in fields(self):
+            value, kind = getattr(self, f.name), f.type.split(" | ")
+            if "bool" in kind:
+                if not isinstance(value, (bool, np.bool_)):
+                    raise TypeError(f"{f.name} must be a bool, got {type(value).__name__} {value!r}")
+                value = bool(value)
+            elif "int" in kind:
+                value = check_scalar(value, f.name, int, min_val=1 if f.name in positive else 0,
+                                     allow_none="None" in kind)
+            elif f.name == "guide_correlation":
+                value = check_scalar(value, f.name, float, min_val=-1.0, max_val=1.0)
+            else:
+                value = check_scalar(value, f.name, float, min_val=0.0)
+            object.__setattr__(self, f.name, value)
+
+    def for_k(self, k: int) -> "WsMultistartConfig":
+        """The knobs at selection size k: every None replaced by its rule, pool sizes checked."""
+        k = int(k)
+        pool = max(300, 3 * k) if self.pool_size is None else self.pool_size
+        if self.guided_pool_size is not None:
+            guided = self.guided_pool_size
+        else:
+            guided = max(800, 3 * k) if self.pool_size is None else pool
+        for name, value, given in (("pool_size", pool, self.pool_size), ("guided_pool_size", guided,
+                                                                          self.guided_pool_size)):
+            if value < k:
+                raise ValueError(f"{name} must be an int >= k = {k}, got {given!r}")
+        return replace(
+            self, pool_size=pool, guided_pool_size=guided,
+            perturb_batch=max(1, min(8, round(80 / k))) if self.perturb_batch is None else self.perturb_batch,
+            perturb_entrants=3 * k + 20 if self.perturb_entrants is None else self.perturb_entrants,
+            certificate_entrants=max(16, k) if self.certificate_entrants is None else self.certificate_entrants,
+            extend_rows=max(32, k) if self.extend_rows is None else self.extend_rows)
+
+
+def _config(config: "WsMultistartConfig | None", params: dict) -> WsMultistartConfig:
+    """``config`` (default: the defaults) with the knobs in ``params`` replaced."""
+    base = WsMultistartConfig() if config is None else config
+    if not isinstance(base, WsMultistartConfig):
+        raise TypeError(f"config must be a WsMultistartConfig, got {type(base).__name__}")
+    unknown = sorted(set(params) - {f.name for f in fields(base)})
+    if unknown:
+        raise TypeError(f"fw_ws_ms has no parameter {', '.join(map(repr, unknown))}; "
+                        f"its parameters: {sorted(f.name for f in fields(base))}")
+    return replace(base, **params) if params else base
 
 
 @dataclass
@@ -127,31 +309,29 @@ class _Clock:
         self.t = t
 
 
-def _search(gs: GramSearch, clock: _Clock, first: np.ndarray | None, *, n_random, continuation_steps, perturb_batch,
-            perturb_strength, patience, perturb_rounds, two_swap, two_swap_out, tabu_iters, relax_penalty, max_iter,
-            fw_gap, seed):
+def _search(gs: GramSearch, clock: _Clock, first: np.ndarray | None, cfg: WsMultistartConfig):
     """Starts, batched local search, perturbation, 2-swaps and tabu search on every problem of ``gs``;
     ``first`` (B, k): optional sets (positions in the pools) searched as the first start."""
     B, p, k = gs.B, gs.p, gs.k
-    fw_tol = fw_gap * max(k * (k - 1), 1)
+    fw = dict(relax_penalty=cfg.relax_penalty, max_iter=cfg.max_iter, tol=cfg.fw_gap * objective_scale(k))
     names, starts = ([], []) if first is None else (["previous"], [first])
     names += ["topk", "greedy"]
     starts += [np.argsort(-gs.relevance, axis=1, kind="stable")[:, :k], gs.greedy()]
-    X0 = np.zeros((B, 2 + n_random, p))
+    X0 = np.zeros((B, 2 + cfg.n_random, p))
     np.put_along_axis(X0[:, 0], starts[names.index("topk")], 1.0, 1)  # FW from the top-k vertex ("fw_topk")
     X0[:, 1] = k / p  # from the paper's x0 ("uniform")
-    for r in range(n_random):
-        X0[:, 2 + r] = random_point(p, k, seed + r)
-    V = gs.fw(X0, relax_penalty=relax_penalty, max_iter=max_iter, tol=fw_tol)
-    names += ["fw_topk", "uniform"] + [f"random{r}" for r in range(n_random)]
+    for r in range(cfg.n_random):
+        X0[:, 2 + r] = random_point(p, k, cfg.seed + r)
+    V = gs.fw(X0, **fw)
+    names += ["fw_topk", "uniform"] + [f"random{r}" for r in range(cfg.n_random)]
     starts += [V[:, r] for r in range(V.shape[1])]
-    if continuation_steps > 0:  # theta' = 1 -> theta, each FW warm-started at the previous set
-        path = np.linspace(1.0, gs.th, continuation_steps + 1)[1:]  # (steps, B)
+    if cfg.continuation_steps > 0:  # theta' = 1 -> theta, each FW warm-started at the previous set
+        path = np.linspace(1.0, gs.th, cfg.continuation_steps + 1)[1:]  # (steps, B)
         S = starts[names.index("topk")]
         for th_t in path:
             x = np.zeros((B, 1, p))
             np.put_along_axis(x[:, 0], S, 1.0, 1)
-            S = gs.fw(x, theta=th_t, relax_penalty=relax_penalty, max_iter=max_iter, tol=fw_tol)[:, 0]
+            S = gs.fw(x, theta=th_t, **fw)[:, 0]
         names.append("continuation")
         starts.append(S)
     clock.lap("starts")
@@ -163,24 +343,26 @@ def _search(gs: GramSearch, clock: _Clock, first: np.ndarray | None, *, n_random
     phase = np.array(["starts"] * B, dtype=object)
     clock.lap("ls")
     rounds = np.zeros(B, dtype=np.int64)
-    if perturb_rounds > 0 and perturb_batch > 0:
-        S2, f2, rounds = gs.ils_batched(S, f, batch=perturb_batch, strength=perturb_strength, patience=patience,
-                                        max_rounds=perturb_rounds, seed=seed)
+    if cfg.perturb_rounds > 0 and cfg.perturb_batch > 0:
+        S2, f2, rounds = gs.ils_batched(S, f, batch=cfg.perturb_batch, strength=cfg.perturb_strength,
+                                        entrants=cfg.perturb_entrants, patience=cfg.patience,
+                                        max_rounds=cfg.perturb_rounds, seed=cfg.seed)
         up = f2 > f + gs.tol
         S[up], f[up], phase[up] = S2[up], f2[up], "+perturb"
     clock.lap("perturb")
-    if two_swap:
+    if cfg.two_swap:
         for b in range(B):
-            S2, f2 = gs.two_swap(S[b], max_out=two_swap_out, prob=b)
+            S2, f2 = gs.two_swap(S[b], entrants=cfg.two_swap_entrants, max_moves=cfg.two_swap_moves,
+                                 max_out=cfg.two_swap_out, prob=b)
             if f2 > f[b] + gs.tol:
                 S[b], f[b], phase[b] = S2, f2, "+2swap"
     clock.lap("two_swap")
     # where the starts ended in different local optima (a rugged pool), walk on from the best set
-    # through losing swaps to other basins; where they all agree (on the development pools: the
-    # high thetas) the walk found nothing and is skipped
+    # through losing swaps to other basins; where they all agree, the walk is skipped
     rugged = np.flatnonzero(f_all.max(1) - f_all.min(1) > gs.tol)
-    if tabu_iters > 0 and rugged.size:
-        S2, f2 = gs.tabu_batch(S[rugged], f[rugged], rugged, iters=tabu_iters)
+    if cfg.tabu_iters > 0 and rugged.size:
+        S2, f2 = gs.tabu_batch(S[rugged], f[rugged], rugged, iters=cfg.tabu_iters, tenure_in=cfg.tabu_tenure_in,
+                               tenure_out=cfg.tabu_tenure_out)
         gained = f2 > f[rugged] + gs.tol
         if gained.any():
             up = rugged[gained]
@@ -190,15 +372,15 @@ def _search(gs: GramSearch, clock: _Clock, first: np.ndarray | None, *, n_random
     return S, f, names, f_all, best, phase, rounds
 
 
-def _extend_and_search(inst: Instance, P: np.ndarray, idx: torch.Tensor, cert, tol: float):
-    """A failed certificate: the improving entrants and the best rows by b_j at the current set
-    join P; best-improvement 1-swaps on the larger P. Returns (P, idx)."""
+def _extend_and_search(inst: Instance, P: np.ndarray, idx: torch.Tensor, cert, tol: float, extra_rows: int):
+    """A failed certificate: the improving entrants and the ``extra_rows`` best rows by b_j at the
+    current set join P; best-improvement 1-swaps on the larger P. Returns (P, idx)."""
     n, k, th = inst.n, inst.k, inst.theta
     in_P = np.zeros(n, dtype=bool)
     in_P[P] = True
     b = swap_terms(linear_term(inst.relevance, th, k), cert.u, th)[0]
     b = b.masked_fill_(torch.as_tensor(in_P, device=b.device), -torch.inf)
-    extra = torch.topk(b, min(max(32, k), int((~in_P).sum()))).indices.cpu().numpy()
+    extra = torch.topk(b, min(extra_rows, int((~in_P).sum()))).indices.cpu().numpy()
     new = np.concatenate([cert.entrants.cpu().numpy(), extra])
     new = new[~in_P[new]]
     P = np.concatenate([P, new[np.sort(np.unique(new, return_index=True)[1])]])
@@ -213,9 +395,9 @@ def _extend_and_search(inst: Instance, P: np.ndarray, idx: torch.Tensor, cert, t
 class _Run:
     """State of one batch: per problem its current set, pool, passes and diagnostics."""
 
-    def __init__(self, inst, problems, C, th, tol, clock, search):
+    def __init__(self, inst, problems, C, th, tol, clock, cfg: WsMultistartConfig):
         self.inst, self.problems, self.C, self.th, self.tol, self.clock = inst, problems, C, th, tol, clock
-        self.params = search
+        self.cfg = cfg
         B = th.size
         self.idx: list = [None] * B
         self.pools: list = [None] * B
@@ -242,9 +424,9 @@ class _Run:
         """Gram search of problems ``probs`` on pools P (len(probs), p); keeps a result only if it
         improves the problem's current set."""
         inst, k = self.inst, self.inst.k
-        # problems are searched in chunks whose Gram matrices stay in cache: one (B, p, p) array
-        # for a whole sweep (100 MB at B = 144, p = 300) made every search step memory-bound
-        step = max(1, _CHUNK_BYTES // (8 * P.shape[1] ** 2))
+        # problems are searched in chunks whose Gram matrices stay in cache (CHUNK_BYTES): one
+        # (B, p, p) array for a whole sweep made every search step memory-bound
+        step = max(1, CHUNK_BYTES // (8 * P.shape[1] ** 2))
         parts = []
         for c in range(0, len(probs), step):
             pr, Pc = probs[c : c + step], P[c : c + step]
@@ -254,7 +436,7 @@ class _Run:
                                 self.C[torch.as_tensor(pr, device=inst.device)].gather(1, rows), self.th[pr], k,
                                 self.tol)
                 self.clock.lap("gram")
-                parts.append(_search(gs, self.clock, None if first is None else first[c : c + step], **self.params))
+                parts.append(_search(gs, self.clock, None if first is None else first[c : c + step], self.cfg))
         S, f, f_all, best, phase_, rounds = (np.concatenate([pt[i] for pt in parts]) for i in (0, 1, 3, 4, 5, 6))
         if phase is None:  # the first search: its starts are the run's diagnostics
             if not self.names:
@@ -269,13 +451,13 @@ class _Run:
                 self.pools[b], self.f[b] = P[r], f[r]
                 self.phase[b] = phase_[r] if phase is None else phase
 
-    def polish(self, whole: bool, max_passes: int) -> None:
-        """Sub-tolerance polish: best-improvement 1-swaps at the float64 tolerance ``_FINE`` k (k-1)
-        from each final set over the set and its certificate's ``near`` rows (the whole pool when
-        it was searched whole), where the certificate's best gain is within tol of 0; a set that
-        moves is certified again."""
+    def polish(self, whole: bool) -> None:
+        """Sub-tolerance polish: best-improvement 1-swaps at the float64 tolerance ``polish_gap``
+        k (k-1) from each final set over the set and its certificate's ``near`` rows (the whole pool
+        when it was searched whole), where the certificate's best gain is within tol of 0; a set
+        that moves is certified again."""
         k = self.inst.k
-        fine = _FINE * objective_scale(k)
+        fine = self.cfg.polish_gap * objective_scale(k)
         if fine >= self.tol:  # float64 pools: the search already ran at this tolerance
             return
         moved = []
@@ -301,14 +483,14 @@ class _Run:
                 moved.append(b)
         self.clock.lap("polish")
         if moved and not whole:
-            self.certify(np.array(moved), max_passes)
+            self.certify(np.array(moved))
 
-    def certify(self, probs: np.ndarray, max_passes: int, extend: bool = True, extra: torch.Tensor | None = None):
+    def certify(self, probs: np.ndarray, extend: bool = True, extra: torch.Tensor | None = None):
         """Certificate passes (one GEMM per round for all open problems) until each problem's set is
         1-swap optimal over the whole pool; a failed certificate extends that problem's pool and
         resumes its local search (``extend``; else the round ends the call). ``extra`` (d,): one
         more vector whose E-product rides along in the first pass; returns it (or None)."""
-        inst, k = self.inst, self.inst.k
+        inst = self.inst
         open_, u_extra = list(probs), None
         while open_:
             # sets whose bound keeps > 1/4 of a row sample, none of which improves them, skip the
@@ -323,17 +505,18 @@ class _Run:
             cols = iter(range(len(Vs)))
             still = []
             certs = swap_certificates([self.problems[b] for b in open_], [self.idx[b] for b in open_], self.tol,
-                                      max_entrants=max(16, k), U=[None if de else U[:, next(cols)] for de in dense],
-                                      dense=dense, near=_NEAR_ROWS)
+                                      max_entrants=self.cfg.certificate_entrants,
+                                      U=[None if de else U[:, next(cols)] for de in dense], dense=dense,
+                                      near=self.cfg.near_rows)
             for col, b in enumerate(open_):
                 cert = certs[col]
                 self.passes[b] += 1
                 self.cert[b] = cert
                 self.optimal[b] = cert.best_gain <= self.tol
-                if extend and not self.optimal[b] and self.passes[b] < max_passes:
+                if extend and not self.optimal[b] and self.passes[b] < self.cfg.max_passes:
                     with single_thread():
                         self.pools[b], self.idx[b] = _extend_and_search(self.problems[b], self.pools[b], self.idx[b],
-                                                                        cert, self.tol)
+                                                                        cert, self.tol, self.cfg.extend_rows)
                     self.f[b] = ccbqp_objective(self.problems[b], self.idx[b].cpu().numpy())
                     self.phase[b] = "+pool"
                     still.append(b)
@@ -342,60 +525,20 @@ class _Run:
         return u_extra
 
 
-def _check_params(k: int, pool_size, guided_pool_size, **ints) -> tuple[int, int]:
-    """(p, p for guided problems): a given pool_size sets both unless guided_pool_size is given."""
-    p = default_pool_size(k) if pool_size is None else pool_size
-    if guided_pool_size is not None:
-        pg = guided_pool_size
-    else:
-        pg = default_guided_pool_size(k) if pool_size is None else p
-    for name, val, given in (("pool_size", p, pool_size), ("guided_pool_size", pg, guided_pool_size)):
-        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < k:
-            raise ValueError(f"{name} must be an int >= k = {k}, got {given!r}")
-    for name, val in ints.items():
-        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {val!r}")
-    return int(p), int(pg)
-
-
-def ws_multistart_batch(
-    inst: Instance,
-    relevance: Any,
-    thetas: Any,
-    *,
-    pool_size: int | None = None,
-    guided_pool_size: int | None = None,
-    n_random: int = 4,
-    continuation_steps: int = 4,
-    perturb_batch: int | None = None,
-    perturb_strength: int = 4,
-    patience: int = 10,
-    perturb_rounds: int = 100,
-    two_swap: bool = True,
-    two_swap_out: int = 16,
-    tabu_iters: int = 100,
-    polish: bool = True,
-    max_passes: int = 50,
-    max_phases: int = 3,
-    relax_penalty: float = 2.0,
-    max_iter: int = 100,
-    fw_gap: float = 1e-6,
-    seed: int = 0,
-) -> BatchSelection:
+def ws_multistart_batch(inst: Instance, relevance: Any, thetas: Any, config: WsMultistartConfig | None = None,
+                        **params: Any) -> BatchSelection:
     """"fw_ws_ms" on B problems at once: problem b is (relevance[b], thetas[b]) on inst.E, k = inst.k.
 
-    relevance : (B, n) (e.g. ``Q @ E.T`` for B queries); thetas : (B,). The parameters are those
-    of :func:`ws_multistart`. Every pass over the pool serves all open problems (one GEMM) and the
-    searches run as (problems x sets) arrays (in chunks of about 4 MiB of Gram matrices), so
-    each problem ends where its single run ends (up to the summation order of the pool
-    products). Returns a :class:`BatchSelection`.
+    relevance : (B, n) (e.g. ``Q @ E.T`` for B queries); thetas : (B,). The knobs: ``config``
+    (default :class:`WsMultistartConfig()`) with any of its fields replaced by ``params``. Every
+    pass over the pool serves all open problems (one GEMM) and the searches run as (problems x
+    sets) arrays (in chunks of ``CHUNK_BYTES`` of Gram matrices), so each problem ends where its
+    single run ends (up to the summation order of the pool products): the single run
+    (:func:`ws_multistart`) is this with B = 1. Returns a :class:`BatchSelection`.
     """
     n, k = inst.n, inst.k
-    p, pg = _check_params(k, pool_size, guided_pool_size, n_random=n_random,
-                          continuation_steps=continuation_steps,
-                          perturb_batch=1 if perturb_batch is None else perturb_batch, patience=patience,
-                          perturb_rounds=perturb_rounds, tabu_iters=tabu_iters, max_passes=max_passes,
-                          max_phases=max_phases)
+    cfg = _config(config, params).for_k(k)
+    p, pg = cfg.pool_size, cfg.guided_pool_size
     C = torch.as_tensor(relevance)
     if C.ndim != 2 or C.shape[1] != n:
         raise ValueError(f"relevance must have shape (B, {n}) (B problems x pool size n), got {tuple(C.shape)}")
@@ -406,15 +549,9 @@ def ws_multistart_batch(
     C = torch.stack([pb.relevance for pb in problems])
     B = th.size
     tol = ls_tolerance(inst)
-    search = dict(n_random=n_random, continuation_steps=continuation_steps,
-                  perturb_batch=max(1, min(8, round(80 / k))) if perturb_batch is None else perturb_batch,
-                  perturb_strength=perturb_strength, patience=patience, perturb_rounds=perturb_rounds,
-                  two_swap=two_swap, two_swap_out=two_swap_out, tabu_iters=tabu_iters, relax_penalty=relax_penalty,
-                  max_iter=max_iter,
-                  fw_gap=fw_gap, seed=seed)
     clock = _Clock()
     whole = n <= p
-    run = _Run(inst, problems, C, th, tol, clock, search)
+    run = _Run(inst, problems, C, th, tol, clock, cfg)
     u_mean = None
     guided = np.zeros(B, dtype=bool)  # problems whose first pool came from the mean-row estimate
     if not whole:
@@ -422,9 +559,9 @@ def ws_multistart_batch(
         # on a row sample: rank correlation of b_j at the mean row with c), else one pass for
         # u at the mean row and its best rows by b_j interleaved with the most relevant, in a pool
         # of guided_pool_size rows
-        mean, sample, E_sample = mean_row(inst, seed)
-        run.sample = (sample[:_BOUND_ROWS], E_sample[:_BOUND_ROWS])
-        guided = relevance_misleads(inst, C, th, mean, sample, E_sample)
+        mean, sample, E_sample = mean_row(inst, cfg.guide_sample, cfg.seed)
+        run.sample = (sample[:cfg.dense_sample], E_sample[:cfg.dense_sample])
+        guided = relevance_misleads(inst, C, th, mean, sample, E_sample, cfg.guide_correlation)
         if guided.any():
             u_mean = matvec(inst.E, mean)
             run.passes[guided] += 1
@@ -434,13 +571,13 @@ def ws_multistart_batch(
     run.search_pools(np.arange(B), P, None)
     if not whole:
         todo = np.arange(B)
-        for rnd in range(max_phases - 1):
+        for rnd in range(cfg.max_phases - 1):
             # one pass: the certificate of every set (u at the mean row rides along if not yet
             # known); where it fails, the pool missed part of the landscape: search again on a
             # pool around the set, with the set as a start. Where the first pool came from the
             # mean-row estimate (guided), the set's own u gives a better pool even when the
             # certificate holds: it is searched once too (no extra pass: the certificate has u)
-            u = run.certify(todo, max_passes, extend=False, extra=mean if u_mean is None else None)
+            u = run.certify(todo, extend=False, extra=mean if u_mean is None else None)
             u_mean = u if u_mean is None else u_mean
             again = [b for b in todo if not run.optimal[b] or (rnd == 0 and guided[b])]
             P2 = [pool_around(problems[b], run.idx[b], run.cert[b], u_mean, sizes[b]) for b in again]
@@ -452,9 +589,9 @@ def ws_multistart_batch(
             run.search_pools(todo, P2, first=np.tile(np.arange(k), (todo.size, 1)), phase="+repool")
             todo = todo[run.changed[todo] | ~run.optimal[todo]]
         if todo.size:  # the last round: certificate passes, extending the pool until one holds
-            run.certify(todo, max_passes)
-    if polish:
-        run.polish(whole, max_passes)
+            run.certify(todo)
+    if cfg.polish:
+        run.polish(whole)
     out = np.stack([t.cpu().numpy() for t in run.idx])
     for b in range(B):  # a set: reported by decreasing relevance, ties to the lower index
         c = problems[b].relevance.index_select(0, run.idx[b]).double().cpu().numpy()
@@ -475,45 +612,11 @@ def ws_multistart_batch(
 
 
 @register("fw_ws_ms")
-def ws_multistart(
-    inst: Instance,
-    *,
-    pool_size: int | None = None,
-    guided_pool_size: int | None = None,
-    n_random: int = 4,
-    continuation_steps: int = 4,
-    perturb_batch: int | None = None,
-    perturb_strength: int = 4,
-    patience: int = 10,
-    perturb_rounds: int = 100,
-    two_swap: bool = True,
-    two_swap_out: int = 16,
-    tabu_iters: int = 100,
-    polish: bool = True,
-    max_passes: int = 50,
-    max_phases: int = 3,
-    relax_penalty: float = 2.0,
-    max_iter: int = 100,
-    fw_gap: float = 1e-6,
-    seed: int = 0,
-):
-    """Multistart search on a shortlist, certified 1-swap optimal on the whole pool (module docstring).
+def ws_multistart(inst: Instance, **params: Any):
+    """Multistart search on a candidate pool, certified 1-swap optimal on the whole pool (module
+    docstring): :func:`ws_multistart_batch` with one problem. The parameters are the knobs of
+    :class:`WsMultistartConfig`, each documented there with its value and why.
 
-    pool_size : rows of the candidate pool P (default max(300, 3k); the whole pool if n <= it).
-    guided_pool_size : rows of P where relevance misleads (step 1; default max(800, 3k), or
-        ``pool_size`` when only that is given).
-    n_random, continuation_steps : seeded random FW starts; thetas on the path 1 -> theta.
-    perturb_batch, perturb_strength, patience, perturb_rounds : perturbation rounds of
-        ``perturb_batch`` sets each, ``perturb_strength`` members swapped, stopped after
-        ``patience`` rounds without a gain or ``perturb_rounds`` rounds (0 disables).
-    two_swap, two_swap_out : 2-swaps over the 48 best entrants and the ``two_swap_out`` members
-        of cheapest removal.
-    tabu_iters : steps of the tabu search from the best set (tenures 8 / 4), run where the starts
-        ended in different local optima (0 disables).
-    polish : the last step (module docstring, 4): 1-swaps at the float64 tolerance 1e-9 k (k-1)
-        over the final set and the 100 rows its certificate found closest to improving it.
-    max_passes : cap on passes over the pool (each failed certificate strictly improves f, so it
-        is not reached in practice); if hit, ``info["one_swap_optimal"]`` is False.
     info: best_start, starts (f per start after local search), phase (which phase last improved:
     "starts", "+perturb", "+2swap", "+tabu", "+repool", "+pool", "+polish"), passes (reads of the
     pool), pool (final |P|), guided (P came from the mean-row estimate: step 1), one_swap_optimal,
@@ -521,21 +624,26 @@ def ws_multistart(
     perturb_rounds (run), seconds (per stage: shortlist, gram, starts, ls, perturb, two_swap,
     tabu, certify, polish).
     """
-    res = ws_multistart_batch(
-        inst, inst.relevance[None, :], [inst.theta], pool_size=pool_size, guided_pool_size=guided_pool_size,
-        n_random=n_random, continuation_steps=continuation_steps, perturb_batch=perturb_batch,
-        perturb_strength=perturb_strength, patience=patience, perturb_rounds=perturb_rounds, two_swap=two_swap,
-        two_swap_out=two_swap_out, tabu_iters=tabu_iters, polish=polish, max_passes=max_passes,
-        max_phases=max_phases, relax_penalty=relax_penalty, max_iter=max_iter, fw_gap=fw_gap, seed=seed)
+    res = ws_multistart_batch(inst, inst.relevance[None, :], [inst.theta], **params)
     info = {**res.info[0], "seconds": res.seconds}
     return torch.as_tensor(res.indices[0], device=inst.device), info["passes"], info
 
 
-def ws_multistart_sweep(inst: Instance, queries: Any, thetas: Any, **params: Any) -> tuple[BatchSelection, np.ndarray]:
+# the selector's signature is the config's fields (introspection: ``select``'s parameter checks,
+# the sweep's grid projection)
+ws_multistart.__signature__ = inspect.Signature(
+    [inspect.Parameter("inst", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="Instance")]
+    + [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+       for f in fields(WsMultistartConfig)])
+
+
+def ws_multistart_sweep(inst: Instance, queries: Any, thetas: Any, config: WsMultistartConfig | None = None,
+                        **params: Any) -> tuple[BatchSelection, np.ndarray]:
     """"fw_ws_ms" for every (query, theta) pair: Q queries x T thetas -> B = Q T problems.
 
     queries : (Q, d) unit-norm query vectors (relevance E q, one GEMM) or a (Q, n) relevance
-    matrix. Returns (result, query index per problem); problem b is query b // T at thetas[b % T].
+    matrix; ``config`` / ``params``: the knobs, as in :func:`ws_multistart_batch`. Returns
+    (result, query index per problem); problem b is query b // T at thetas[b % T].
     """
     Qt = queries if isinstance(queries, torch.Tensor) else torch.as_tensor(np.asarray(queries))
     if Qt.ndim != 2:
@@ -548,5 +656,5 @@ def ws_multistart_sweep(inst: Instance, queries: Any, thetas: Any, **params: Any
         raise ValueError(f"queries must have {inst.d} (d) or {inst.n} (n) columns, got {Qt.shape[1]}")
     th = np.asarray(thetas, dtype=np.float64).reshape(-1)
     Q, T = rel.shape[0], th.size
-    res = ws_multistart_batch(inst, rel.repeat_interleave(T, dim=0), np.tile(th, Q), **params)
+    res = ws_multistart_batch(inst, rel.repeat_interleave(T, dim=0), np.tile(th, Q), config, **params)
     return res, np.repeat(np.arange(Q), T)

@@ -88,7 +88,7 @@ def test_line_search_is_the_exact_maximizer_on_the_segment():
         s = np.zeros(10)
         s[np.argsort(-g)[:3]] = 1
         d = s - x
-        C = ccbqp.curvature(theta, lam, d @ d, d @ W @ d)
+        C = ccbqp.curvature(d @ d, d @ W @ d, theta, lam)
         gamma = ccbqp.line_search(g @ d, C)
         grid = np.linspace(0, 1, 2001)
         vals = [relaxed_objective(inst, x + t * d, relax_penalty=lam) for t in grid]
@@ -124,7 +124,7 @@ def test_swap_terms_with_rows_of_any_norm_match_the_gram_definition():
     def f(T):  # sum l_i + (1-theta)(|T| - sum_{i,j in T} G_ij)
         return lin[T].sum() + (1 - theta) * (len(T) - G[np.ix_(T, T)].sum())
 
-    b, a = ccbqp.swap_terms(lin, G[:, S].sum(1), theta, np.diag(G))
+    b, a = ccbqp.swap_terms(lin, G[:, S].sum(1), theta, sq_norms=np.diag(G))
     for p, j in itertools.product(range(3), range(9)):
         if j in S:
             continue

@@ -9,7 +9,14 @@ from conftest import planted_duplicates, random_unit, unit_query
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.solvers import METHODS, select
 from divopt_rag.models.ccbqp import swap_gains
-from divopt_rag.solvers.local_search import iterated_local_search, local_search
+from divopt_rag.solvers.gram_search import GramSearch
+from divopt_rag.solvers.local_search import local_search
+from divopt_rag.solvers.swap_certificate import swap_certificates
+
+
+def swap_certificate(inst, S, tol, **kw):
+    """The certificate of one problem (a batch of one)."""
+    return swap_certificates([inst], [torch.as_tensor(S)], tol, **kw)[0]
 
 
 def brute_best_swap(inst, S):
@@ -84,15 +91,23 @@ def test_max_swaps_cap_and_errors():
         local_search(inst, start, shortlist=0)
 
 
-def test_iterated_ls_deterministic_and_not_worse():
-    inst = Instance(planted_duplicates(8, 5, 10, 4), unit_query(10, 4), k=6, theta=0.5)
-    start = np.arange(6)
-    base = local_search(inst, start)
-    a = iterated_local_search(inst, start, rounds=5, seed=3)
-    b = iterated_local_search(inst, start, rounds=5, seed=3)
-    assert a.objective >= base.objective - 1e-12
-    assert torch.equal(a.indices, b.indices)
-    assert brute_best_swap(inst, a.indices.numpy()) <= 1e-9 * 30
+def test_perturbation_search_deterministic_not_worse_and_one_swap_optimal():
+    # GramSearch.ils_batched, the perturbation phase of "fw_ws_ms" and "fw_ms": each problem of a
+    # batch ends where it ends alone
+    insts = [Instance(planted_duplicates(8, 5, 10, 4), unit_query(10, 4 + i), k=6, theta=th)
+             for i, th in enumerate((0.5, 0.3))]
+    gs = GramSearch(np.stack([insts[0].E.numpy()] * 2), np.stack([i.relevance.numpy() for i in insts]), [0.5, 0.3],
+                    6, 1e-12)
+    S0, f0 = gs.ls_batch(np.stack([np.arange(6)] * 2), np.arange(2))
+    run = dict(batch=2, strength=2, entrants=38, patience=3, max_rounds=5, seed=3)
+    a, fa, _ = gs.ils_batched(S0, f0, **run)
+    b, fb, _ = gs.ils_batched(S0, f0, **run)
+    assert np.array_equal(a, b) and np.array_equal(fa, fb)
+    for p, inst in enumerate(insts):
+        assert fa[p] >= f0[p] - 1e-12 and fa[p] == pytest.approx(ccbqp_objective(inst, a[p]), abs=1e-12)
+        assert brute_best_swap(inst, a[p]) <= 1e-9 * 30
+    one, f1, _ = gs.ils_batched(S0[1:], f0[1:], **run)  # problem 1 alone
+    assert one[0].tolist() == a[1].tolist() and f1[0] == fa[1]
 
 
 def test_polished_selectors_never_worse_than_their_base():
@@ -121,20 +136,15 @@ def brute_best_two_swap(inst, S):
 
 
 def test_two_swap_search_is_two_swap_optimal():
-    from divopt_rag.solvers.local_search import two_swap_search
-    from divopt_rag.solvers.gram_search import GramSearch
-
     for s in range(3):
         inst = Instance(planted_duplicates(4, 4, 6, s), unit_query(6, s), k=4, theta=0.3 + 0.2 * s)
         start = np.arange(4)
-        res = two_swap_search(inst, start, candidates=inst.n)
-        assert res.objective >= local_search(inst, start).objective - 1e-12
-        assert brute_best_two_swap(inst, res.indices.numpy()) <= 1e-9 * 12
-        assert brute_best_swap(inst, res.indices.numpy()) <= 1e-9 * 12
         gs = GramSearch.from_instance(inst, 1e-9)
-        S, f = gs.two_swap(start, candidates=inst.n)
+        S, f = gs.two_swap(start, entrants=inst.n, max_moves=50)
+        assert f >= local_search(inst, start).objective - 1e-12
         assert f == pytest.approx(ccbqp_objective(inst, S), abs=1e-9)
         assert brute_best_two_swap(inst, S) <= 1e-9 * 12
+        assert brute_best_swap(inst, S) <= 1e-9 * 12
 
 
 def _certificate_cases(n, d, k, thetas, seed, query_seed):
@@ -173,7 +183,6 @@ def test_swap_certificates_batch_equals_single_and_brute_force():
     problem the certificate it gets alone, and both agree with plain evaluation of f: the best
     gain when every row is compared, the improving entrants, and 'holds' iff no swap improves."""
     from divopt_rag.solvers.local_search import ls_tolerance
-    from divopt_rag.solvers.swap_certificate import swap_certificate, swap_certificates
 
     E, probs, sets = _certificate_cases(120, 6, 3, (0.3, 0.6, 0.9), seed=3, query_seed=10)
     tol = ls_tolerance(probs[0])
@@ -199,7 +208,6 @@ def test_dense_certificates_compare_every_row_and_match_brute_force():
     entrant is found (plain evaluation of f) and the certificate holds iff no swap improves, for
     problems mixed with ones that take the bound path in the same call."""
     from divopt_rag.solvers.local_search import ls_tolerance
-    from divopt_rag.solvers.swap_certificate import swap_certificate, swap_certificates
 
     E, probs, sets = _certificate_cases(90, 5, 4, (0.1, 0.5, 0.95), seed=7, query_seed=20)
     tol = ls_tolerance(probs[0])
@@ -224,7 +232,6 @@ def test_dense_certificates_of_problems_sharing_rows_equal_their_single_ones():
     """Problems whose sets share rows (a sweep: one query, several thetas) run the shared GEMM over
     the union of their rows; each gets the certificate it gets alone, checked against plain f."""
     from divopt_rag.solvers.local_search import ls_tolerance
-    from divopt_rag.solvers.swap_certificate import swap_certificate, swap_certificates
 
     E = random_unit(80, 5, 11)
     q = unit_query(5, 12)
@@ -234,7 +241,7 @@ def test_dense_certificates_of_problems_sharing_rows_equal_their_single_ones():
     tol = ls_tolerance(probs[0])
     certs = swap_certificates(probs, [torch.as_tensor(x) for x in sets], tol, block=8, dense=[True] * 3)
     for inst, x, cert in zip(probs, sets, certs):
-        single = swap_certificates([inst], [torch.as_tensor(x)], tol, block=8, dense=[True])[0]
+        single = swap_certificate(inst, x, tol, block=8, dense=[True])
         gain_j = _gain_by_entrant(inst, x)
         _check_storage_order(cert, gain_j, tol, inst.n, 4 * 8)
         assert cert.entrants.tolist() == single.entrants.tolist() and cert.compared == single.compared
@@ -249,11 +256,11 @@ def test_dense_certificates_of_problems_sharing_rows_equal_their_single_ones():
         assert cert.entrants.tolist() == sorted((j for j, g in gain_j.items() if g > tol), key=lambda j: -gain_j[j])
 
 
-def test_dense_share_is_the_share_of_rows_the_bound_keeps():
+def test_sample_estimate_is_the_share_of_rows_the_bound_keeps():
     """On the whole pool as the sample, the estimate equals the share of rows j not in S with
     b_j + max_i a_i + 2 (1-theta) > tol, written out in float64 from u = E v."""
     from divopt_rag.solvers.local_search import ls_tolerance
-    from divopt_rag.solvers.swap_certificate import dense_share
+    from divopt_rag.solvers.swap_certificate import sample_estimate
 
     E = random_unit(200, 6, 4)
     E64 = E.astype(np.float64)
@@ -268,26 +275,27 @@ def test_dense_share_is_the_share_of_rows_the_bound_keeps():
         keep = b > ls_tolerance(inst) - (a[S].max() + 2 * (1 - th))
         keep[S] = False
         probs.append(inst), sets.append(torch.as_tensor(S)), want.append(keep.mean())
-    got = dense_share(probs, sets, ls_tolerance(probs[0]), torch.arange(200))
+    got = sample_estimate(probs, sets, ls_tolerance(probs[0]), torch.arange(200))[0]
     np.testing.assert_allclose(got, want, atol=1.5 / 200)  # a row at the bound's edge may flip in float32
     assert 0 < min(want) and max(want) < 1  # the cases are not trivial
 
 
 def test_go_dense_only_where_the_bound_is_loose_and_no_sample_row_improves():
     """``go_dense`` on a sample of rows: True iff the bound keeps more than DENSE_SHARE of it
-    (dense_share) and no sample row j improves S, checked by plain evaluation of f; a random set
+    (sample_estimate) and no sample row j improves S, checked by plain evaluation of f; a random set
     (improvable) never goes dense, a 1-swap optimum with a loose bound does."""
     from divopt_rag.solvers.local_search import ls_tolerance
-    from divopt_rag.solvers.swap_certificate import DENSE_SHARE, dense_share, go_dense
+    from divopt_rag.solvers.swap_certificate import DENSE_SHARE, go_dense, sample_estimate
 
     E, probs, sets = _certificate_cases(90, 5, 4, (0.1, 0.3, 0.95), seed=7, query_seed=20)
     tol = ls_tolerance(probs[0])
     rows = torch.arange(0, 90, 2)
     got = go_dense(probs, [torch.as_tensor(S) for S in sets], tol, rows)
-    share = dense_share(probs, [torch.as_tensor(S) for S in sets], tol, rows)
-    for inst, S, g, sh in zip(probs, sets, got, share):
+    share, improving = sample_estimate(probs, [torch.as_tensor(S) for S in sets], tol, rows)
+    for inst, S, g, sh, imp in zip(probs, sets, got, share, improving):
         gain_j = _gain_by_entrant(inst, S)
         improves = any(gain_j[j] > tol for j in rows.tolist() if j in gain_j)
+        assert imp == improves
         assert g == (sh > DENSE_SHARE and not improves)
     assert not got[0::2].any()  # the random sets: a sample row improves each of them
     assert got[1::2].any() and share[0::2].max() > DENSE_SHARE  # both branches are reached
@@ -297,7 +305,6 @@ def test_certificate_near_rows_are_the_compared_rows_of_highest_gain():
     """``near``: the compared rows of highest gain max_i Delta(i, j), improving or not, by
     decreasing gain; when every row is compared (dense), exactly the brute-force top rows."""
     from divopt_rag.solvers.local_search import ls_tolerance
-    from divopt_rag.solvers.swap_certificate import swap_certificate, swap_certificates
 
     E, probs, sets = _certificate_cases(90, 5, 4, (0.1, 0.5, 0.95), seed=7, query_seed=20)
     tol = ls_tolerance(probs[0])

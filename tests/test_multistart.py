@@ -8,7 +8,7 @@ import torch
 from conftest import planted_duplicates, random_unit, unit_query
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.solvers import select
-from divopt_rag.solvers.multistart import ccbqp_greedy, multistart, theta_continuation
+from divopt_rag.solvers.multistart import multistart, theta_continuation
 from test_local_search import brute_best_swap
 
 
@@ -50,15 +50,6 @@ def test_fw_ms_subpool_path_is_one_swap_optimal_on_full_pool():
     assert brute_best_swap(inst, ms.indices) <= 1e-9 * 12
     with pytest.raises(ValueError, match="pool_size"):
         multistart(inst, pool_size=3)
-
-
-def test_ccbqp_greedy_matches_plain_loop():
-    inst = Instance(random_unit(25, 6, 4), unit_query(6, 4), k=5, theta=0.6)
-    S = []
-    for _ in range(5):  # plain loop: add the item that increases f(S) the most
-        gains = [ccbqp_objective(inst, S + [j], any_size=True) if j not in S else -np.inf for j in range(25)]
-        S.append(int(np.argmax(gains)))
-    assert ccbqp_greedy(inst).tolist() == S
 
 
 def test_theta_continuation_ends_at_topk_for_theta_one():

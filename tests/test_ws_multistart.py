@@ -64,7 +64,7 @@ def test_batch_and_sweep_equal_single_runs(chunk, monkeypatch):
     from divopt_rag.solvers import ws_multistart
 
     if chunk is not None:
-        monkeypatch.setattr(ws_multistart, "_CHUNK_BYTES", chunk * 8 * 40**2)
+        monkeypatch.setattr(ws_multistart, "CHUNK_BYTES", chunk * 8 * 40**2)
     E = planted_duplicates(40, 6, 10, 4)
     Q = np.stack([unit_query(10, 50 + i) for i in range(3)])
     thetas = [0.2, 0.5, 0.9]
@@ -204,7 +204,7 @@ def test_gram_tabu_leaves_local_optima_that_local_search_keeps():
         rng = np.random.default_rng(seed)
         starts = np.stack([rng.choice(inst.n, 5, replace=False) for _ in range(6)])
         S, f = gs.ls_batch(starts)
-        T, fT = gs.tabu_batch(S, f, iters=40)
+        T, fT = gs.tabu_batch(S, f, iters=40, tenure_in=8, tenure_out=4)
         assert (fT >= f).all()
         ls_hits += int((f >= opt - 1e-9).sum())
         tabu_hits += int((fT >= opt - 1e-9).sum())
@@ -258,3 +258,42 @@ def test_float32_batch_with_polish_equals_single_runs():
         single = select(Instance(E, Q[qi[b]], k=10, theta=res.thetas[b]), "fw_ws_ms", pool_size=30)
         assert single.indices.tolist() == res.indices[b].tolist()
         assert res.info[b]["phase"] == single.info["phase"] and res.info[b]["passes"] == single.info["passes"]
+
+
+def test_config_holds_every_knob_checks_them_and_resolves_the_k_rules():
+    import dataclasses
+    import inspect
+
+    from divopt_rag.solvers import METHODS
+    from divopt_rag.solvers.ws_multistart import WsMultistartConfig
+
+    cfg = WsMultistartConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.near_rows = 5
+    # the selector's parameters are the config's fields, with the same defaults
+    params = list(inspect.signature(METHODS["fw_ws_ms"]).parameters.values())[1:]
+    assert [(p.name, p.default) for p in params] == [(f.name, f.default) for f in dataclasses.fields(cfg)]
+    for k, pool, guided, batch, entrants, cert, extend in ((10, 300, 800, 8, 50, 16, 32),
+                                                           (50, 300, 800, 2, 170, 50, 50),
+                                                           (400, 1200, 1200, 1, 1220, 400, 400)):
+        got = cfg.for_k(k)
+        assert (got.pool_size, got.guided_pool_size, got.perturb_batch, got.perturb_entrants,
+                got.certificate_entrants, got.extend_rows) == (pool, guided, batch, entrants, cert, extend)
+    assert WsMultistartConfig(pool_size=40).for_k(6).guided_pool_size == 40  # pool_size alone sets both
+    assert WsMultistartConfig(pool_size=40, guided_pool_size=60).for_k(6).guided_pool_size == 60
+    for bad, match in (({"near_rows": -1}, "near_rows must be an integer >= 0, got -1"), ({"tabu_iters": 2.5}, "tabu_iters"),
+                       ({"polish": 1}, "polish must be a bool"), ({"guide_correlation": 2.0}, "guide_correlation"),
+                       ({"fw_gap": -1e-6}, "fw_gap"), ({"pool_size": 0}, "pool_size must be an integer >= 1, got 0")):
+        with pytest.raises(ValueError if "bool" not in match else TypeError, match=match):
+            WsMultistartConfig(**bad)
+    E = planted_duplicates(40, 6, 10, 4)
+    inst = Instance(E, unit_query(10, 50), k=6, theta=0.3)
+    rel = inst.relevance[None, :]
+    by_knob = ws_multistart_batch(inst, rel, [0.3], pool_size=40, near_rows=7)
+    by_config = ws_multistart_batch(inst, rel, [0.3], WsMultistartConfig(pool_size=40, near_rows=7))
+    assert by_knob.indices.tolist() == by_config.indices.tolist()
+    assert select(inst, "fw_ws_ms", pool_size=40, near_rows=7).indices.tolist() == by_knob.indices[0].tolist()
+    with pytest.raises(TypeError, match="fw_ws_ms has no parameter 'nearrows'"):
+        ws_multistart_batch(inst, rel, [0.3], nearrows=7)
+    with pytest.raises(TypeError, match="config must be a WsMultistartConfig"):
+        ws_multistart_batch(inst, rel, [0.3], {"near_rows": 7})
