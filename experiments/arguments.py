@@ -28,7 +28,6 @@ import contextlib
 import math
 import os
 import re
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -62,8 +61,7 @@ __all__ = [
     "check_methods",
     "check_dataset",
     "format_bytes",
-    "BUILDERS",
-    "CHECKS",
+    "COMMAND_FLAGS",
 ]
 
 
@@ -918,27 +916,18 @@ def check_reproduce(args: argparse.Namespace) -> None:
         raise UsageError("recipe", "a recipe name (divopt-rag reproduce --list shows them)", "none")
 
 
-#: Command path -> the function that adds its flags.
-BUILDERS: dict[tuple[str, ...], Callable[[argparse.ArgumentParser], None]] = {
-    ("demo",): demo,
-    ("bench", "latency"): bench_latency,
-    ("bench", "exact"): bench_exact,
-    ("bench", "quality"): bench_quality,
-    ("certify",): certify,
-    ("sweep",): sweep,
-    ("plot",): plot,
-    ("reproduce",): reproduce,
-}
-
-#: Command path -> its checks across flags (run after parsing, before the command is imported).
-CHECKS: dict[tuple[str, ...], Callable[[argparse.Namespace], None]] = {
-    ("demo",): check_demo,
-    ("bench", "latency"): check_bench_latency,
-    ("bench", "exact"): check_bench_exact,
-    ("bench", "quality"): check_bench_quality,
-    ("certify",): check_certify,
-    ("sweep",): check_sweep,
-    ("reproduce",): check_reproduce,
+#: Command path -> (the function that adds its flags, its checks across flags or None: run after
+#: parsing, before the command's module is imported).
+COMMAND_FLAGS: dict[tuple[str, ...], tuple[Callable[[argparse.ArgumentParser], None],
+                                           Callable[[argparse.Namespace], None] | None]] = {
+    ("demo",): (demo, check_demo),
+    ("bench", "latency"): (bench_latency, check_bench_latency),
+    ("bench", "exact"): (bench_exact, check_bench_exact),
+    ("bench", "quality"): (bench_quality, check_bench_quality),
+    ("certify",): (certify, check_certify),
+    ("sweep",): (sweep, check_sweep),
+    ("plot",): (plot, None),
+    ("reproduce",): (reproduce, check_reproduce),
 }
 
 

@@ -37,7 +37,7 @@ import pandas as pd
 
 from divopt_rag.data import load as load_dataset
 from divopt_rag.experiments import arguments, executor, harness
-from divopt_rag.experiments.executor import Plan, RunSpec, Task, add_run_arguments, make_task, run_options
+from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task, run_options
 from divopt_rag.models import Instance, objective_scale
 from divopt_rag.solvers import available_solvers, select, solve_exact
 from divopt_rag.solvers.exact import DEFAULT_FORMULATION, SolverRefused

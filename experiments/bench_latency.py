@@ -38,7 +38,7 @@ import torch
 
 from divopt_rag.data import stable_hash
 from divopt_rag.experiments import arguments, executor, harness
-from divopt_rag.experiments.executor import Plan, RunSpec, Task, add_run_arguments, make_task, run_options
+from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task, run_options
 from divopt_rag.experiments.methods import check_selectors
 
 __all__ = ["add_arguments", "main", "LatencySpec", "run_latency", "check_targets", "ratio_table", "environment"]

@@ -53,7 +53,7 @@ from divopt_rag.data import load as load_dataset
 from divopt_rag.data import load_wordnet_glosses, stable_hash
 from divopt_rag.experiments import arguments, executor, harness
 from divopt_rag.experiments.certify import CertifyConfig, CertifySpec, selector_rows
-from divopt_rag.experiments.executor import Plan, RunSpec, Task, add_run_arguments, make_task, run_options
+from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task, run_options
 from divopt_rag.experiments.methods import check_selectors
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import exact_hit, objective_scale

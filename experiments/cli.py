@@ -10,7 +10,7 @@ Every bad input is refused before any work starts, as ONE line on stderr and exi
 1. a flag's value (:mod:`divopt_rag.experiments.arguments`' types: "--k: expected an integer
    >= 1, got '0'"), an unknown flag or command (argparse's message, in one line);
 2. a check across flags (``--k`` larger than ``--n``, a run too large for this machine's
-   memory: :data:`divopt_rag.experiments.arguments.CHECKS`) and the output paths (``--out``,
+   memory: :data:`divopt_rag.experiments.arguments.COMMAND_FLAGS`) and the output paths (``--out``,
    ``--log-dir``, ``--cache-dir``: a folder, writable; :func:`divopt_rag.experiments.arguments.check_output_path`);
 3. what needs the command's modules (a method or solver name, a device, a dataset, a model):
    the command checks it first, before it writes anything; a run the executor refuses leaves
@@ -41,7 +41,7 @@ import warnings
 from divopt_rag.experiments import arguments
 
 # command path -> (module, one-line help, output arguments: dest -> "dir" | "file"); the flags
-# are arguments.BUILDERS[path], the checks across flags arguments.CHECKS[path]
+# and the checks across flags are arguments.COMMAND_FLAGS[path]
 COMMANDS: dict[tuple[str, ...], tuple[str, str, dict[str, str]]] = {
     ("demo",): ("divopt_rag.experiments.demo", "compare every selector on a synthetic redundant corpus", {"out": "dir"}),
     ("bench", "latency"): ("divopt_rag.experiments.bench_latency", "latency of every selector vs GEMV", {"out": "dir"}),
@@ -103,7 +103,7 @@ def build_parser(path: tuple[str, ...]) -> argparse.ArgumentParser:
     imports nothing but argparse-level code."""
     parser = arguments.Parser(prog="divopt-rag " + " ".join(path), description=COMMANDS[path][1],
                               epilog=arguments.EPILOG)
-    arguments.BUILDERS[path](parser)
+    arguments.COMMAND_FLAGS[path][0](parser)
     parser.add_argument(_DEBUG_FLAG, action="store_true", help="show the traceback of an error (or DIVOPT_DEBUG=1)")
     return parser
 
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         if not debug:
             warnings.showwarning = _show_warning
         try:
-            check = arguments.CHECKS.get(path)
+            check = arguments.COMMAND_FLAGS[path][1]
             if check is not None:
                 check(args)  # across flags (k <= n, memory), before anything is imported or written
             for dest, kind in outputs.items():
