@@ -515,34 +515,33 @@ def run(spec: RunSpec, out: str | os.PathLike, *, backend: str | None = None, n_
         chunk_size = check_scalar(chunk_size, "chunk_size", int, min_val=1)
     out = Path(out)
     spec.check()  # names and values first: a typo is reported as such, before anything is written
-    footprint = _Footprint(out)
-    with harness.output_lock(out):
+    with harness.output_lock(out) as holder:
         return _run_locked(spec, out, backend, n_workers, address, chunk_size, progress,
-                           retry_errors or spec.always_retry_errors, new_grid, footprint)
+                           retry_errors or spec.always_retry_errors, new_grid, _Footprint(out, holder))
 
 
 class _Footprint:
-    """What an output folder held before a run, so that a run refused while it is being
-    prepared (another configuration in the folder, a dataset that cannot be loaded, an empty
-    grid) removes exactly what it created (the folder and its parents, the lock file,
-    ``parts/``, ``data/`` entries) and leaves the user's files as they were."""
+    """What an output folder held when its lock was taken, so that a run refused while it is
+    being prepared (another configuration in the folder, a dataset that cannot be loaded, an
+    empty grid) removes exactly what it created (the folders and the lock file the lock made,
+    ``parts/`` and ``data/`` entries) and leaves the user's files as they were. Taken under the
+    lock: nothing another run wrote is ever removed."""
 
     _SUBFOLDERS = ("", "parts", "data")
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, holder: Mapping[str, Any]) -> None:
         self.out = out
-        top = out.absolute()
-        while not top.parent.exists() and top.parent != top:  # the first folder the run will create
-            top = top.parent
-        self.created_root = None if out.exists() else top
-        self.entries = {} if self.created_root else {
-            sub: set(os.listdir(out / sub)) if (out / sub).is_dir() else None for sub in self._SUBFOLDERS}
+        self.created = list(holder.get("created", ()))
+        self.lock_file = out / harness.LOCK_NAME if holder.get("created_lock_file") else None
+        self.entries = {sub: set(os.listdir(out / sub)) if (out / sub).is_dir() else None for sub in self._SUBFOLDERS}
 
     def undo(self) -> None:
         """Remove what was created since (call it while holding the folder's lock)."""
-        if self.created_root is not None:
-            shutil.rmtree(self.created_root, ignore_errors=True)
+        if self.created:
+            shutil.rmtree(self.created[0], ignore_errors=True)
             return
+        if self.lock_file is not None:
+            self.lock_file.unlink(missing_ok=True)
         for sub in self._SUBFOLDERS:
             before, folder = self.entries.get(sub), self.out / sub
             if before is None or not folder.is_dir():
@@ -635,8 +634,8 @@ def consolidate_only(spec: RunSpec, out: str | os.PathLike) -> RunResult:
     folder must hold this very configuration; a part that cannot be used is an error naming it."""
     out = Path(out)
     spec.check()
-    footprint = _Footprint(out)
-    with harness.output_lock(out):
+    with harness.output_lock(out) as holder:
+        footprint = _Footprint(out, holder)
         try:
             if _read_config(out) is None:
                 raise ValueError(f"{out} holds no {spec.command} run (no config.json): nothing to consolidate")

@@ -352,6 +352,24 @@ class OutputLocked(OSError):
         self.folder, self.holder = folder, dict(holder)
 
 
+def _make_folders(folder: Path) -> list[Path]:
+    """Make ``folder`` and its missing parents; the ones this call made, top-most first (each
+    ``mkdir`` is atomic: a folder another process made at the same time is not counted)."""
+    missing = []
+    p = folder.absolute()
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    made = []
+    for p in reversed(missing):
+        try:
+            p.mkdir()
+            made.append(p)
+        except FileExistsError:
+            pass
+    return made
+
+
 @contextlib.contextmanager
 def output_lock(folder: str | os.PathLike, command: str | None = None) -> Iterator[dict[str, Any]]:
     """Hold the advisory lock of output folder ``folder`` for the duration of the block.
@@ -365,16 +383,22 @@ def output_lock(folder: str | os.PathLike, command: str | None = None) -> Iterat
     :class:`OutputLocked` naming it, immediately (no waiting). Works on local file systems and
     on NFS (Linux maps flock to NFS byte-range locks); POSIX only.
 
-    Yields the holder record written to the lock file.
+    Yields the holder record written to the lock file, with two entries more for a caller that
+    must leave the folder as it found it: ``created`` (the folders this call made, top-most
+    first) and ``created_lock_file`` (whether it made the lock file).
     """
     if fcntl is None:  # pragma: no cover - Windows
         raise OSError("output folder locks need fcntl (POSIX); this platform has none")
     folder = Path(folder)
     path = folder / LOCK_NAME
+    created: list[Path] = []
     while True:
-        folder.mkdir(parents=True, exist_ok=True)
+        created += _make_folders(folder)
         # no O_TRUNC: a contender that loses must not erase the holder's record
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd, created_lock_file = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            fd, created_lock_file = os.open(path, os.O_RDWR | os.O_CREAT, 0o644), False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -407,7 +431,7 @@ def output_lock(folder: str | os.PathLike, command: str | None = None) -> Iterat
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(record).encode(), 0)
-        yield record
+        yield {**record, "created": created, "created_lock_file": created_lock_file}
     finally:
         # the file stays: it is the folder's lock for the next run (a refused run, which created it,
         # removes it while it holds the lock; contenders then lock the new file, see above)

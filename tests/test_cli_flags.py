@@ -250,6 +250,22 @@ def test_a_refused_run_leaves_the_folder_as_it_was(tmp_path, capsys, warm):
     assert not (tmp_path / "a").exists()  # the folders it made are gone, its lock file with them
 
 
+def test_the_lock_says_what_it_created(tmp_path):
+    """What a refused run may remove: only the folders and the lock file its lock made."""
+    from divopt_rag.experiments.harness import LOCK_NAME, output_lock
+
+    with output_lock(tmp_path / "a" / "b") as holder:
+        assert holder["created"] == [(tmp_path / "a").absolute(), (tmp_path / "a" / "b").absolute()]
+        assert holder["created_lock_file"] and (tmp_path / "a" / "b" / LOCK_NAME).exists()
+    with output_lock(tmp_path / "a" / "b") as holder:
+        assert holder["created"] == [] and not holder["created_lock_file"]
+    # a holder that removes its lock file (a refused run): the next run locks a new one
+    with output_lock(tmp_path / "c") as holder:
+        (tmp_path / "c" / LOCK_NAME).unlink()
+    with output_lock(tmp_path / "c") as holder:
+        assert holder["created_lock_file"] and (tmp_path / "c" / LOCK_NAME).exists()
+
+
 # ---- one list syntax --------------------------------------------------------------------------
 def _list_flags():
     for path in sorted(cli.COMMANDS):
