@@ -10,9 +10,13 @@ and a bad flag is refused before the command's module is even imported.
   (:class:`ListAction`). Flags of the form ``NAME=V1,V2`` (``--param``, ``--set``, ...) are
   repeated for several names.
 * **Typed values** (:class:`Integer`, :class:`Real`, :class:`Name`, :class:`Choice`,
-  :class:`ExistingPath`, :class:`Text`): each converts one word or refuses it with "expected X,
-  got 'Y'"; each knows a few words it refuses (``bad``), from which the tests build their table
-  of bad input for every flag of every command.
+  :class:`ExistingPath`, :class:`KeyValues`, :class:`Text`): each converts one word or refuses
+  it with "expected X, got 'Y'"; each knows a few words it refuses (``bad``), from which the
+  tests build their table of bad input for every flag of every command.
+* **Checks across flags** (:data:`COMMAND_FLAGS`: ``--k`` larger than ``--n``, a flag that
+  would be ignored) run after parsing, before the command's module is imported; checks that
+  need the registries (:func:`check_methods`, :func:`check_dataset`, :func:`naming`) are
+  called by the commands before any work and import what they need when called.
 * **One line per error.** :class:`Parser` prints argparse's errors as ONE line,
   ``divopt-rag CMD: --flag: expected ..., got '...' (see divopt-rag CMD --help)``, exit code 2;
   :class:`UsageError` is the same line for a check across flags (``--k`` larger than ``--n``).

@@ -20,12 +20,12 @@ from typing import Any, Mapping
 import pandas as pd
 
 from divopt_rag.experiments import arguments, harness
+from divopt_rag.experiments.backends import import_plugins
 from divopt_rag.experiments.executor import report_errors, run_options
 from divopt_rag.experiments.grid import SweepConfig
 from divopt_rag.experiments.metrics import CUTOFF_METRICS, at_cutoff, metric_columns
 from divopt_rag.experiments.rag.adaptive import adaptive_report
 from divopt_rag.experiments.rag.evaluator import make_evaluator
-from divopt_rag.experiments.backends import import_plugins
 from divopt_rag.experiments.sweep import check_parameter_values, check_parameters, consolidate, run_sweep
 
 __all__ = ["add_arguments", "config_from_args", "summarize", "print_notes", "main"]
