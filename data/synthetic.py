@@ -223,6 +223,9 @@ def synthetic_pools(
     every passage is labelled by its cluster (coverage of the whole pool)."""
     if subtopics not in ("relevant", "all"):
         raise ValueError(f"subtopics must be 'relevant' or 'all', got {subtopics!r}")
+    for name, value in (("n", n), ("d", d), ("n_queries", n_queries)):  # before anything is generated
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     Es, qs, pools, subs, qrels, doc_ids, qids = [], [], [], {}, {}, [], []
     for j in range(int(n_queries)):
         ds, E, q = synthetic_dataset(

@@ -20,6 +20,10 @@ No orphans, no open doors:
 * a pool worker dies with its driver, however the driver dies (SIGKILL included): on Linux the
   kernel signals it (``prctl(PR_SET_PDEATHSIG, SIGKILL)``), elsewhere a watchdog thread sees
   the parent change and exits. A killed sweep leaves nothing running;
+* the local Ray cluster that :func:`run_ray` starts goes with its driver too: a watchdog
+  process (:mod:`divopt_rag.experiments.reaper`) kills every process of the cluster (GCS,
+  raylet, DashboardAgent, RuntimeEnvAgent, workers) as soon as the driver is gone, SIGKILL
+  included (Ray's own agents outlived a killed driver by 50 s and more);
 * the local Ray cluster that :func:`run_ray` starts listens on 127.0.0.1 only (GCS, raylet,
   workers; no dashboard) and :func:`run_ray` checks the address Ray reports before sending it
   any work (else it shuts Ray down and raises). Anyone who can reach a Ray cluster can run code
@@ -35,6 +39,7 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -45,6 +50,7 @@ import numpy as np
 import torch
 
 from divopt_rag.data import EmbeddedDataset
+from divopt_rag.experiments.reaper import Reaper
 
 if TYPE_CHECKING:  # the executor imports this module
     from divopt_rag.experiments.executor import RunSpec, Task
@@ -191,17 +197,33 @@ def ray_addresses(ray: Any) -> list[str]:
     return hosts + [str(gcs).rsplit(":", 1)[0]]
 
 
-def start_local_ray(ray: Any, num_cpus: int) -> None:
+def start_local_ray(ray: Any, num_cpus: int) -> Reaper:
     """``ray.init`` a local cluster of ``num_cpus`` CPUs that listens on 127.0.0.1 only (no
     dashboard), and check the addresses Ray reports; RuntimeError (after shutting it down) if
-    any is not loopback."""
-    with _loopback_node(ray):
-        ray.init(num_cpus=max(1, num_cpus), include_dashboard=False, log_to_driver=False, _node_ip_address=LOOPBACK)
-    addresses = ray_addresses(ray)
-    if any(a != LOOPBACK for a in addresses):
-        ray.shutdown()
-        raise RuntimeError(f"the local Ray cluster did not bind to {LOOPBACK} only (it reports {addresses}); "
-                           f"refusing to send it work: start a cluster on a trusted network and pass its address")
+    any is not loopback.
+
+    The cluster lives in a temporary folder of its own (``divopt-ray-*`` under ``RAY_TMPDIR``
+    or the system's temporary folder) and is watched by a :class:`~divopt_rag.experiments.reaper.Reaper`:
+    every process it starts (GCS, raylet, agents, workers) is killed within a second or two of
+    the driver's death, however the driver dies. Returns the reaper: call its ``stop()`` after
+    ``ray.shutdown()`` (it then removes what is left, the folder included)."""
+    base = os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()
+    temp_dir = tempfile.mkdtemp(prefix="divopt-ray-", dir=base)  # short: Ray's socket paths live in it
+    reaper = Reaper(temp_dir)
+    try:
+        with _loopback_node(ray), reaper.marked():
+            ray.init(num_cpus=max(1, num_cpus), include_dashboard=False, log_to_driver=False,
+                     _node_ip_address=LOOPBACK, _temp_dir=temp_dir)
+        addresses = ray_addresses(ray)
+        if any(a != LOOPBACK for a in addresses):
+            raise RuntimeError(f"the local Ray cluster did not bind to {LOOPBACK} only (it reports {addresses}); "
+                               f"refusing to send it work: start a cluster on a trusted network and pass its address")
+    except BaseException:
+        if ray.is_initialized():
+            ray.shutdown()
+        reaper.stop()
+        raise
+    return reaper
 
 
 def run_ray(spec: "RunSpec", data: Any, chunks: list[list["Task"]], address: str | None, workers: int,
@@ -212,14 +234,13 @@ def run_ray(spec: "RunSpec", data: Any, chunks: list[list["Task"]], address: str
     and shuts it down at the end."""
     import ray  # optional dependency: only this backend needs it
 
-    started = False
+    started, reaper = False, None
     if not ray.is_initialized():
         if address:
             ray.init(address=address, log_to_driver=False)
-            started = True
         else:
-            start_local_ray(ray, workers)
-            started = True
+            reaper = start_local_ray(ray, workers)
+        started = True
     try:
         # the arrays go to the object store once; every task gets the same reference
         if isinstance(data, EmbeddedDataset):  # a memory map is a file of this machine: send the arrays
@@ -238,3 +259,5 @@ def run_ray(spec: "RunSpec", data: Any, chunks: list[list["Task"]], address: str
     finally:
         if started:
             ray.shutdown()
+        if reaper is not None:
+            reaper.stop()

@@ -36,8 +36,8 @@ import numpy as np
 import pandas as pd
 
 from divopt_rag.data import load as load_dataset
-from divopt_rag.experiments import executor, harness
-from divopt_rag.experiments.executor import Plan, RunSpec, Task, add_run_arguments, make_task, run_options
+from divopt_rag.experiments import arguments, executor, harness
+from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task, run_options
 from divopt_rag.models import Instance, objective_scale
 from divopt_rag.solvers import available_solvers, select, solve_exact
 from divopt_rag.solvers.exact import DEFAULT_FORMULATION, SolverRefused
@@ -47,27 +47,8 @@ __all__ = ["add_arguments", "load_corpus", "ExactBenchSpec", "run", "summarize",
 FULL_GRID = {"n": [50, 100, 200], "k": [5, 10, 20], "theta": [0.3, 0.5, 0.7, 0.9]}
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n", type=int, nargs="+", default=[50, 100], help="pool sizes (top-n of relevance)")
-    p.add_argument("--k", type=int, nargs="+", default=[10], help="selection sizes")
-    p.add_argument("--theta", type=float, nargs="+", default=[0.5, 0.9], help="relevance-diversity trade-offs")
-    p.add_argument("--full", action="store_true", help="the full grid n={50,100,200}, k={5,10,20}, theta={.3,.5,.7,.9}")
-    p.add_argument("--queries", type=int, default=2, help="number of query words (from the ambiguity benchmark)")
-    p.add_argument("--query-offset", type=int, default=0,
-                   help="skip this many query words first (held-out words for reported runs)")
-    p.add_argument("--solvers", nargs="+", default=None,
-                   help="solvers to time, optionally as solver/formulation (e.g. gurobi/qcr); default: every "
-                        "installed one and divopt's bnb")
-    p.add_argument("--formulation", default="auto", help="CCBQP formulation for every solver (default: each solver's own)")
-    p.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve")
-    p.add_argument("--threads", type=int, default=None, help="solver threads (default: solver's own)")
-    p.add_argument("--warm-start", choices=["none", "fw"], default="none", help="warm start every solver from FW")
-    p.add_argument("--extra-glosses", type=int, default=1500, help="random WordNet noun glosses added as distractors")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "divopt", "embeddings"))
-    p.add_argument("--out", type=Path, default=Path("results/exact"), help="output folder (results.parquet, results.csv)")
-    p.add_argument("--log-dir", default=None, help="directory for solver logs (default: none)")
-    add_run_arguments(p)
+#: The command's flags (:func:`divopt_rag.experiments.arguments.bench_exact`).
+add_arguments = arguments.bench_exact
 
 
 def load_corpus(n_queries: int, extra: int, seed: int, cache_dir: str | None):
@@ -110,14 +91,27 @@ class ExactBenchSpec(RunSpec):
         return {"time_limit": self.time_limit, "threads": self.threads, "warm_start": self.warm_start}
 
     def check(self) -> None:
+        from divopt_rag.data.wordnet import DEFAULT_WORDS
+        from divopt_rag.models.mip_ccbqp import FORMULATIONS
+        from divopt_rag.models.mip_qcr import QCR_FORMULATIONS
+
         installed = available_solvers() + ["bnb"]  # divopt's own branch-and-bound needs no licence
         unknown = sorted({s for s, _ in self.engines} - set(installed))
         if unknown:
             raise ValueError(f"--solvers {unknown} not installed; available: {installed}")
+        known = sorted({"auto", "qcr_dnn", *FORMULATIONS, *QCR_FORMULATIONS})
+        bad = sorted({f for _, f in self.engines} - set(known))
+        if bad:
+            raise ValueError(f"--formulation / --solvers SOLVER/FORMULATION: expected one of {known}, got {bad}")
         if self.time_limit <= 0:
             raise ValueError(f"--time-limit must be > 0, got {self.time_limit}")
         if self.query_offset < 0:
             raise ValueError(f"--query-offset must be >= 0, got {self.query_offset}")
+        if self.queries < 1 or self.query_offset + self.queries > len(DEFAULT_WORDS):
+            raise ValueError(f"--queries + --query-offset: expected 1 to {len(DEFAULT_WORDS)} (the ambiguity "
+                             f"benchmark's words), got {self.queries} + {self.query_offset}")
+        if not any(k < n for n in self.grid["n"] for k in self.grid["k"]):
+            raise ValueError(f"--k: expected a size < some --n {self.grid['n']}, got {self.grid['k']}")
 
     def plan(self, out: Path) -> Plan:
         P, Q, words, n_pass = load_corpus(self.query_offset + self.queries, self.extra_glosses, self.seed,
@@ -201,7 +195,9 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Median wall seconds to proof (the whole call, model building and the QCR SDP included;
     censored at the time limit) and proof rate per engine (solver, formulation) and every
     setting that varies (n, k, theta)."""
-    d = df[df["exact_status"] != "skipped"].copy()
+    if "exact_status" not in df:  # every solve failed: nothing to summarize
+        return pd.DataFrame()
+    d = df[df["exact_status"].notna() & (df["exact_status"] != "skipped")].copy()
     proven = d["proven_optimal"].astype("boolean").fillna(False).astype(bool)
     wall = d["wall_seconds"] if "wall_seconds" in d else d["seconds"]
     d["seconds_censored"] = np.where(proven, wall, np.inf)
@@ -219,12 +215,17 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(args) -> int:
-    res = executor.run(spec_from_args(args), args.out, **run_options(args))
+    """Exit code 0; 1 when proven optima disagree or some solves failed (reasons on stderr)."""
+    spec = spec_from_args(args)
+    spec.check()  # names and sizes before the corpus is embedded
+    res = executor.run(spec, args.out, **run_options(args))
     df = res.table
     harness.write_csv(df, res.path.with_suffix(".csv"))
-    print(summarize(df).to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    summary = summarize(df)
+    if not summary.empty:
+        print(harness.format_table(summary))
+    print(f"wrote {res.path} and {res.path.with_suffix('.csv')} ({len(df)} rows, run {res.run_id})")
     if "agrees" in df and (df["agrees"] == False).any():  # noqa: E712
         print("WARNING: proven optima disagree between solvers; see the 'agrees' column")
         return 1
-    print(f"wrote {res.path} and {res.path.with_suffix('.csv')} ({len(df)} rows, run {res.run_id})")
-    return 0
+    return executor.report_errors("divopt-rag bench exact", df, res.n_runs, what="solves")

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     harness.write_csv(res.table, res.path.with_suffix(".csv"))
-    print(summarize_full_scale(res.table).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(harness.format_table(summarize_full_scale(res.table)))
     print(f"wrote {res.path} ({len(res.table)} rows, run {res.run_id})")
     return 0
 

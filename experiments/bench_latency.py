@@ -37,29 +37,38 @@ import pandas as pd
 import torch
 
 from divopt_rag.data import stable_hash
-from divopt_rag.experiments import executor, harness
-from divopt_rag.experiments.executor import Plan, RunSpec, Task, add_run_arguments, make_task, run_options
+from divopt_rag.experiments import arguments, executor, harness
+from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task, run_options
 from divopt_rag.experiments.methods import check_selectors
 
 __all__ = ["add_arguments", "main", "LatencySpec", "run_latency", "check_targets", "ratio_table", "environment"]
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n", type=harness.int_list, default=[100_000], help="pool sizes, comma-separated (default 100000; 1000000 for the paper scale)")
-    p.add_argument("--d", type=harness.int_list, default=[384, 1024], help="embedding dimensions (default 384,1024)")
-    p.add_argument("--k", type=harness.int_list, default=[10, 50, 100], help="selection sizes (default 10,50,100)")
-    p.add_argument("--theta", type=harness.float_list, default=[0.3, 0.5, 0.7, 0.9], help="trade-offs (default 0.3,0.5,0.7,0.9)")
-    p.add_argument("--methods", type=lambda s: s.split(","), default=None,
-                   help="selectors (default: every selector that runs on an Instance alone)")
-    p.add_argument("--default-method", default=None, help="the method whose targets are checked (default: DEFAULT_METHOD)")
-    p.add_argument("--repeats", type=int, default=2, help="timed repeats per cell; the median is reported (default 2)")
-    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--langchain", type=harness.int_list, default=[10_000, 50], metavar="N,K", help="compare MMR with LangChain's at n,k (d = first --d); '' to skip")
-    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("results/latency"))
-    add_run_arguments(p)
+#: The command's flags (:func:`divopt_rag.experiments.arguments.bench_latency`).
+add_arguments = arguments.bench_latency
+
+
+def resolve_device(text: str, flag: str = "--device") -> str:
+    """The torch device a ``--device`` value names ("auto": CUDA when available, else the CPU),
+    after checking that torch knows it and that this machine has it; :class:`UsageError`
+    naming the flag otherwise."""
+    if text == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise arguments.UsageError(flag, "a torch device: auto, cpu, cuda, cuda:N or mps", repr(text)) from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            why = "torch was built without CUDA" if torch.version.cuda is None else "no CUDA device is visible"
+            raise arguments.UsageError(flag, "cpu on this machine (CUDA is not available)", repr(text), why)
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise arguments.UsageError(flag, f"cuda:0 to cuda:{torch.cuda.device_count() - 1}", repr(text))
+    elif dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise arguments.UsageError(flag, "cpu on this machine (MPS is not available)", repr(text))
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise arguments.UsageError(flag, "cpu, cuda[:N] or mps", repr(text))
+    return str(dev)
 
 
 class PeakMemory:
@@ -353,14 +362,19 @@ def environment(device: str) -> dict:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
     from divopt_rag.solvers import DEFAULT_METHOD, instance_methods
 
-    env = environment(args.device)
+    device = resolve_device(args.device)  # checked, like every flag, before any work
+    dm = args.default_method or DEFAULT_METHOD
+    arguments.check_methods([dm], "--default-method", selectors=True)
+    arguments.check_methods(args.methods or [], "--methods", selectors=True)
     spec = LatencySpec(ns=list(args.n), ds=list(args.d), ks=list(args.k), thetas=list(args.theta),
                        methods=list(args.methods or instance_methods()), repeats=args.repeats, dtype=args.dtype,
-                       device=args.device, seed=args.seed)
+                       device=device, seed=args.seed)
+    spec.check()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    env = environment(device)
     res = executor.run(spec, args.out, **run_options(args))
     df = res.table
     extra = {}
@@ -368,7 +382,6 @@ def main(args: argparse.Namespace) -> int:
         extra["langchain"] = _langchain_compare(args.langchain[0], args.d[0], args.langchain[1], args.seed,
                                                 args.repeats)
     env["load_average_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
-    dm = args.default_method or DEFAULT_METHOD
     targets = check_targets(df, extra, dm)
     ratios = ratio_table(df, dm)
     if ratios is not None and "one_pass/mmr" in ratios:
@@ -383,14 +396,12 @@ def main(args: argparse.Namespace) -> int:
         harness.write_csv(ratios, args.out / "latency_ratios.csv", index=True)
     # one column per method, one row per cell: every setting that varies stays a row key
     keys = [c for c in ("n", "d", "k", "theta") if c in df]
-    with pd.option_context("display.width", 200, "display.max_columns", 50):
-        print(df.pivot_table(index=keys, columns="method", values="seconds").to_string(float_format=lambda v: f"{v:.4g}"),
-              "\n(median seconds per cell)\n")
-        print(df.pivot_table(index=keys, columns="method", values="gemv_equivalents").round(1).to_string(),
-              "\n(GEMV-equivalents)\n")
-        if ratios is not None:
-            print(ratios.to_string(float_format=lambda v: f"{v:.4g}"), "\n(per cell: seconds and ratios of the default "
-                                                                      "method, same run)\n")
+    print(harness.format_table(df.pivot_table(index=keys, columns="method", values="seconds"), index=True),
+          "\n(median seconds per cell)\n")
+    print(harness.format_table(df.pivot_table(index=keys, columns="method", values="gemv_equivalents"), index=True),
+          "\n(GEMV-equivalents)\n")
+    if ratios is not None:
+        print(harness.format_table(ratios, index=True), "\n(per cell: seconds and ratios of the default method, same run)\n")
     print(json.dumps({"targets": targets, **extra}, indent=1))
     print(f"wrote {args.out / 'latency.csv'} and {args.out / 'latency.json'} (run {res.run_id})")
     return 0
@@ -399,6 +410,6 @@ def main(args: argparse.Namespace) -> int:
 if __name__ == "__main__":  # python -m divopt_rag.experiments.bench_latency ... (what ``divopt-rag bench latency`` runs)
     import sys
 
-    _parser = argparse.ArgumentParser(prog="divopt-rag bench latency", description=__doc__.splitlines()[0])
-    add_arguments(_parser)
-    sys.exit(main(_parser.parse_args()))
+    from divopt_rag.experiments import cli
+
+    sys.exit(cli.main(["bench", "latency", *sys.argv[1:]]))

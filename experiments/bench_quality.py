@@ -51,9 +51,9 @@ import torch
 
 from divopt_rag.data import load as load_dataset
 from divopt_rag.data import load_wordnet_glosses, stable_hash
-from divopt_rag.experiments import executor, harness
+from divopt_rag.experiments import arguments, executor, harness
 from divopt_rag.experiments.certify import CertifyConfig, CertifySpec, selector_rows
-from divopt_rag.experiments.executor import Plan, RunSpec, Task, add_run_arguments, make_task, run_options
+from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task, run_options
 from divopt_rag.experiments.methods import check_selectors
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import exact_hit, objective_scale
@@ -64,48 +64,8 @@ __all__ = ["add_arguments", "main", "small_config", "LargeSpec", "BatchSpec", "s
            "tuning_words"]
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--parts", type=harness.str_list, default=["small", "large", "batch"], help="small,large,batch (default all)")
-    p.add_argument("--methods", type=harness.str_list, default=None,
-                   help="selectors of the small pools (default: every selector that runs on an Instance alone)")
-    p.add_argument("--default-method", default=None,
-                   help="the method whose targets are checked (default: divopt_rag.solvers.DEFAULT_METHOD)")
-    # small pools
-    p.add_argument("--queries", type=int, default=25, help="WordNet query words (default 25)")
-    p.add_argument("--theta", type=harness.float_list, default=[0.3, 0.5, 0.7, 0.9], help="thetas of the small-pool set")
-    p.add_argument("--pool", type=int, default=100, help="pool size per query (default 100)")
-    p.add_argument("--k", type=int, default=10)
-    p.add_argument("--corpus-size", type=int, default=3000, help="WordNet glosses embedded (default 3000)")
-    p.add_argument("--exclude-seeds", type=harness.int_list, default=[],
-                   help="held-out evaluation: leave out every query word that these seeds draw ("
-                        "--exclude-queries words each), e.g. the seeds a method was tuned on (default none)")
-    p.add_argument("--exclude-queries", type=int, default=25,
-                   help="query words per excluded seed (default 25, the size of the tuning runs)")
-    p.add_argument("--solver", default="auto", help="exact solver (default auto: Gurobi if the license allows)")
-    p.add_argument("--time-limit", type=float, default=120.0, help="exact solver time limit per instance (s)")
-    p.add_argument("--exact-threads", type=int, default=None, help="exact solver threads (default: the solver's)")
-    p.add_argument("--mip-gap", type=float, default=1e-7, help="relative MIP gap asked of the exact solver")
-    p.add_argument("--cache-dir", type=Path, default=Path("results/cache"), help="embedding cache")
-    # large pools
-    p.add_argument("--large-n", type=int, default=100_000)
-    p.add_argument("--large-d", type=int, default=384)
-    p.add_argument("--large-k", type=harness.int_list, default=[10], help="selection sizes of the large part (default 10)")
-    p.add_argument("--large-queries", type=int, default=2)
-    p.add_argument("--large-theta", type=harness.float_list, default=[0.3, 0.5, 0.7, 0.9])
-    p.add_argument("--large-methods", type=harness.str_list, default=None,
-                   help="methods timed on the large pools (default: every selector that runs on an Instance alone); "
-                        "fw = the paper's Algorithm 1, the ratios are to it")
-    p.add_argument("--repeats", type=int, default=3, help="timed repeats per large-pool cell (median)")
-    # batch
-    p.add_argument("--batch-n", type=int, default=100_000)
-    p.add_argument("--batch-queries", type=int, default=16)
-    p.add_argument("--batch-thetas", type=harness.float_list, default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch intra-op threads (default 1: on a loaded 2-core machine small kernels are 10x slower "
-                        "with 2; 0 = torch's choice)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("results/quality"))
-    add_run_arguments(p)
+#: The command's flags (:func:`divopt_rag.experiments.arguments.bench_quality`).
+add_arguments = arguments.bench_quality
 
 
 # ---- small pools: certify on WordNet glosses --------------------------------------------------
@@ -339,22 +299,34 @@ def environment() -> dict[str, Any]:
 
 # ---- entry point -----------------------------------------------------------------------------
 def main(args: argparse.Namespace) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
     methods = list(args.methods or instance_methods())
     large_methods = list(args.large_methods or instance_methods())
-    check_selectors(methods + large_methods)
-    bad = set(args.parts) - {"small", "large", "batch"}
-    if bad:
-        raise ValueError(f"unknown parts {sorted(bad)}; expected small, large, batch")
     out: Path = args.out
     dm = args.default_method or DEFAULT_METHOD
+    for names, flag in ((methods, "--methods"), (large_methods, "--large-methods"), ([dm], "--default-method")):
+        arguments.check_methods(names, flag, selectors=True)
+    # every part's spec is built and checked before the first one runs: a bad flag of the last
+    # part must not cost the first part's run
+    specs: dict[str, RunSpec] = {}
+    if "small" in args.parts:
+        specs["small"] = CertifySpec.of(small_config(args, methods))
+    if "large" in args.parts:
+        specs["large"] = LargeSpec(n=args.large_n, d=args.large_d, ks=list(args.large_k), thetas=list(args.large_theta),
+                                   queries=args.large_queries, methods=large_methods, repeats=args.repeats,
+                                   seed=args.seed, default_method=dm)
+    if "batch" in args.parts:
+        specs["batch"] = BatchSpec(n=args.batch_n, d=args.large_d, k=args.large_k[0], thetas=list(args.batch_thetas),
+                                   queries=args.batch_queries, seed=args.seed, default_method=dm)
+    for spec in specs.values():
+        spec.check()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     opts = run_options(args)
     report: dict = {"args": {k: str(v) for k, v in vars(args).items() if not k.startswith("_")},
                     "environment": environment(), "runs": {}}
     targets: dict = {}
-    if "small" in args.parts:
-        res = executor.run(CertifySpec.of(small_config(args, methods)), out / "small", **opts)
+    if "small" in specs:
+        res = executor.run(specs["small"], out / "small", **opts)
         _write_tables(res)
         df = res.table
         summ = summarize(df)
@@ -363,33 +335,28 @@ def main(args: argparse.Namespace) -> int:
         report["small_summary"] = summ.to_dict(orient="records")
         exact = df[df.method == "exact"]
         report["small_exact_status"] = exact["exact_status"].value_counts().to_dict()
-        print(summ.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+        print(harness.format_table(summ))
         proven = selector_rows(df)
         proven = proven[proven["proven_optimal"].astype("boolean").fillna(False).astype(bool) & (proven.method == dm)]
         if len(proven):  # the issue's targets are stated over the whole set (every theta)
             hit, gap = float(proven["exact_hit"].astype(float).mean()), float(proven["gap"].mean())
             targets["hit_rate>=0.95 (every theta)"] = {"value": hit, "met": bool(hit >= 0.95)}
             targets["mean_gap<=1e-4 (every theta)"] = {"value": gap, "met": bool(gap <= 1e-4)}
-    if "large" in args.parts:
-        spec = LargeSpec(n=args.large_n, d=args.large_d, ks=list(args.large_k), thetas=list(args.large_theta),
-                         queries=args.large_queries, methods=large_methods, repeats=args.repeats, seed=args.seed,
-                         default_method=dm)
-        res = executor.run(spec, out / "large", **opts)
+    if "large" in specs:
+        res = executor.run(specs["large"], out / "large", **opts)
         _write_tables(res)
         large, large_targets = large_summary(res.table, dm)
         report["runs"]["large"] = res.run_id
         report["large_summary"] = large.to_dict(orient="records")
-        print(large.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+        print(harness.format_table(large))
         targets.update(large_targets)
-    if "batch" in args.parts:
-        spec = BatchSpec(n=args.batch_n, d=args.large_d, k=args.large_k[0], thetas=list(args.batch_thetas),
-                         queries=args.batch_queries, seed=args.seed, default_method=dm)
-        res = executor.run(spec, out / "batch", **opts)
+    if "batch" in specs:
+        res = executor.run(specs["batch"], out / "batch", **opts)
         _write_tables(res)
         b = res.table.set_index("method")
         report["runs"]["batch"] = res.run_id
         report["batch"] = json.loads(res.table.to_json(orient="records"))
-        print(res.table.drop(columns=["run_key", "params"]).to_string(index=False))
+        print(harness.format_table(res.table.drop(columns=["run_key", "params"])))
         if "batched_default" in b.index:
             targets["batched_default>=10x_singles"] = {"speedup": float(b.loc["batched_default", "speedup"]),
                                                        "same_sets": int(b.loc["batched_default", "same_sets"]),

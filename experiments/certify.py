@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -43,11 +43,10 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from divopt_rag.data import parse_spec
-from divopt_rag.experiments import executor, harness
-from divopt_rag.experiments.executor import RunResult, add_run_arguments, run_options
+from divopt_rag.experiments import arguments, executor, harness
+from divopt_rag.experiments.executor import RunResult, run_options
 from divopt_rag.experiments.grid import SweepConfig
 from divopt_rag.experiments.sweep import SweepSpec
-from divopt_rag.models.ccbqp import EXACT_HIT_TOL
 from divopt_rag.models.runner import DEFAULT_TIME_LIMIT
 from divopt_rag.models.validation import check_scalar, check_theta
 from divopt_rag.solvers import instance_methods
@@ -225,38 +224,36 @@ def summarize_full_scale(df: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------------------------
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default="synthetic",
-                   help="synthetic (--corpus-size, --dim) or a divopt_rag.data dataset NAME[:ARG]: toy | wordnet[:N_WORDS] "
-                        "| beir:PATH | mini-wikipedia:PATH | rgb:PATH | npz:PATH")
-    p.add_argument("--model", default=None, help="sentence-transformers model (path or name); default offline MiniLM")
-    p.add_argument("--cache-dir", default=None, help="embedding cache directory")
-    p.add_argument("--n", type=int, default=20, help="pool size: top-n passages by relevance per query")
-    p.add_argument("--k", type=int, default=5, help="selection size")
-    p.add_argument("--theta", type=float, nargs="+", default=[0.3, 0.5, 0.7, 0.9], help="theta grid")
-    p.add_argument("--methods", nargs="+", default=None, help="selectors (default: every registered one)")
-    p.add_argument("--solver", default="auto", choices=["auto", "brute", "gurobi", "scip", "highs", "bnb"],
-                   help="exact solver (auto: enumeration for small pools, else the first MIP solver that fits)")
-    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, help="seconds per exact solve")
-    p.add_argument("--queries", type=int, default=5, help="number of queries (synthetic: corpora)")
-    p.add_argument("--corpus-size", type=int, default=2000, help="synthetic corpus size")
-    p.add_argument("--dim", type=int, default=64, help="synthetic embedding dimension")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--full-scale", action="store_true", help="also certify each query on its whole pool")
-    p.add_argument("--max-exact", type=int, default=1000,
-                   help="full scale: solve the survivors exactly (Gurobi within its licence, else divopt's bnb) "
-                        "when <= this many survive")
-    p.add_argument("--fw-max-iter", type=int, default=500, help="full scale: iterations of the concave FW bound")
-    p.add_argument("--sigma", type=float, default=None, help="also compute the Dartboard score with this sigma")
-    p.add_argument("--out", type=Path, default=Path("results/certify"),
-                   help="output folder (results.parquet; resumable)")
-    add_run_arguments(p, parallel=True, default_workers="0, in this process")
+#: The command's flags (:func:`divopt_rag.experiments.arguments.certify`).
+add_arguments = arguments.certify
+
+
+def check_model(model: str | None, flag: str = "--model") -> None:
+    """A ``--model`` must be one this machine has: the default (None or its alias), a local
+    sentence-transformers folder, or a name in the local Hugging Face cache (no download
+    happens offline). :class:`~divopt_rag.experiments.arguments.UsageError` naming the flag otherwise."""
+    if model is None or os.path.isdir(os.path.expanduser(model)):
+        return
+    from divopt_rag.data.embed import DEFAULT_MODEL_ID
+
+    if model in (DEFAULT_MODEL_ID, DEFAULT_MODEL_ID.split("/")[-1], "default"):
+        return
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = isinstance(try_to_load_from_cache(model, "config.json"), str)
+    except Exception:  # noqa: BLE001  (not a repository name at all, or no hub client)
+        cached = False
+    if not cached:
+        raise arguments.UsageError(flag, "a local sentence-transformers folder or a model in the local Hugging Face "
+                                         "cache", repr(model), "no such folder, and no such model in the cache")
 
 
 def config_from_args(args: argparse.Namespace) -> CertifyConfig:
     return CertifyConfig(
         dataset=args.dataset, n=args.n, k=args.k, thetas=tuple(args.theta),
-        methods=tuple(args.methods) if args.methods else None, solver=args.solver, time_limit=args.time_limit,
+        methods=tuple(args.methods) if args.methods else None, solver=args.solver,
+        time_limit=DEFAULT_TIME_LIMIT if args.time_limit is None else args.time_limit,
         queries=args.queries, corpus_size=args.corpus_size, dim=args.dim, seed=args.seed, model=args.model,
         cache_dir=args.cache_dir, full_scale=args.full_scale, max_exact=args.max_exact, sigma=args.sigma,
         fw_max_iter=args.fw_max_iter,
@@ -266,7 +263,14 @@ def config_from_args(args: argparse.Namespace) -> CertifyConfig:
 def main(args: argparse.Namespace) -> int:
     """Bad input raises (the CLI entry point prints one line, exit code 2); selectors that
     failed on some rows give exit code 1 with their most frequent reasons on stderr."""
+    check_model(args.model)
     cfg = config_from_args(args)
+    if cfg.methods:
+        arguments.check_methods(cfg.methods, "--methods")
+    if cfg.dataset != "synthetic":
+        with arguments.naming("--dataset"):
+            spec = dataset_spec(cfg)
+        arguments.check_dataset(spec, "--dataset")
     opts = run_options(args)
     if opts.get("n_workers") is None:
         opts["n_workers"] = 0  # in this process unless asked: the selectors' seconds stay comparable
@@ -274,28 +278,15 @@ def main(args: argparse.Namespace) -> int:
     df = res.table
     for note in res.notes:
         print(f"note: {note}")
-    pd.set_option("display.width", 160)
     print(f"certify {res.run_id}: {df['query_id'].nunique()} queries, {res.n_runs} runs ({res.n_skipped} already "
           f"done, {res.n_executed} run now) -> {res.path}")
     exact = df[(df.method == "exact") & df.status.eq("ok")]
     unproven = int((~exact["proven_optimal"].astype(bool)).sum())
     if unproven:
         print(f"WARNING: {unproven} exact solve(s) not proven optimal: their gaps are upper bounds (gap_kind=upper_bound)")
-    print(summarize(df).to_string(index=False, float_format=_fmt))
+    print(harness.format_table(summarize(df)))
     if (df["method"] == "full_scale").any():
         print("\nfull-scale certificates:")
-        print(summarize_full_scale(df).to_string(index=False, float_format=_fmt))
-    n_failed, reasons = executor.error_summary(selector_rows(df))
-    if n_failed:
-        print(f"divopt-rag certify: {n_failed} of {len(selector_rows(df))} selector runs failed; most frequent reasons:",
-              file=sys.stderr)
-        for text, count in reasons:
-            print(f"  {count} x {text}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _fmt(v: float) -> str:
-    """4 significant digits; a value below the hit tolerance prints as 0 (a gap of 7e-17 is 0, up
-    to rounding)."""
-    return "0" if abs(v) <= EXACT_HIT_TOL else f"{v:.4g}"
+        print(harness.format_table(summarize_full_scale(df)))
+    rows = selector_rows(df)
+    return executor.report_errors("divopt-rag certify", rows, len(rows), what="selector runs")

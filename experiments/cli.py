@@ -1,23 +1,34 @@
 """The ``divopt-rag`` command line: one entry point, one module per command.
 
-Each command module defines ``add_arguments(parser)`` and ``main(args) -> int``. Only the
-module of the command being run is imported, so ``divopt-rag --help`` stays fast.
+Each command's flags are defined in :mod:`divopt_rag.experiments.arguments` (argparse and the
+standard library only) and its work in its own module, ``main(args) -> int``, imported only
+after its flags were parsed and checked: ``divopt-rag COMMAND --help`` and a bad flag cost
+no import of torch, pandas, Pyomo, Ray or matplotlib.
 
-Errors are turned into exit codes here, in one place, for every command:
+Every bad input is refused before any work starts, as ONE line on stderr and exit code 2:
+
+1. a flag's value (:mod:`divopt_rag.experiments.arguments`' types: "--k: expected an integer
+   >= 1, got '0'"), an unknown flag or command (argparse's message, in one line);
+2. a check across flags (``--k`` larger than ``--n``, a run too large for this machine's
+   memory: :data:`divopt_rag.experiments.arguments.COMMAND_FLAGS`) and the output paths (``--out``,
+   ``--log-dir``, ``--cache-dir``: a folder, writable; :func:`divopt_rag.experiments.arguments.check_output_path`);
+3. what needs the command's modules (a method or solver name, a device, a dataset, a model):
+   the command checks it first, before it writes anything; a run the executor refuses leaves
+   no file behind (:func:`divopt_rag.experiments.executor.run`).
+
+Errors become exit codes here, in one place, for every command:
 
 * bad input (:class:`ValueError`, :class:`TypeError`, :class:`OSError` such as a missing or
   unwritable file, :class:`ImportError` of an optional dependency; config and data errors are
-  ValueErrors that name the file and line): ONE line ``divopt-rag COMMAND: message`` on stderr and
-  exit code 2, as argparse does for a bad flag;
-* an output folder in use by another run (:class:`divopt_rag.experiments.harness.OutputLocked`)
-  is bad input too (exit 2: the message names the holder);
+  ValueErrors that name the file and line): ``divopt-rag COMMAND: message`` and exit code 2,
+  as argparse does for a bad flag; an output folder in use by another run
+  (:class:`divopt_rag.experiments.harness.OutputLocked`) is bad input too (the message names
+  the holder);
 * anything else is a bug: one line naming the exception and exit code 1;
 * Ctrl-C: "interrupted", exit code 130.
 
 ``--debug`` (anywhere on the command line, or ``DIVOPT_DEBUG=1``) lets the exception through
-with its traceback. Output paths (``--out``, ``--log-dir``) are checked before any work starts
-(:func:`divopt_rag.experiments.harness.check_output_path`), so a file given where a folder is
-expected fails in a second, not after the run. Warnings print as ``divopt-rag: warning: ...``.
+with its traceback. Warnings print as ``divopt-rag: warning: ...``.
 """
 from __future__ import annotations
 
@@ -27,19 +38,23 @@ import os
 import sys
 import warnings
 
-# command path -> (module, one-line help, output arguments: dest -> "dir" | "file")
+from divopt_rag.experiments import arguments
+
+# command path -> (module, one-line help, output arguments: dest -> "dir" | "file"); the flags
+# and the checks across flags are arguments.COMMAND_FLAGS[path]
 COMMANDS: dict[tuple[str, ...], tuple[str, str, dict[str, str]]] = {
     ("demo",): ("divopt_rag.experiments.demo", "compare every selector on a synthetic redundant corpus", {"out": "dir"}),
     ("bench", "latency"): ("divopt_rag.experiments.bench_latency", "latency of every selector vs GEMV", {"out": "dir"}),
     ("bench", "exact"): ("divopt_rag.experiments.bench_exact", "time to prove CCBQP optimality per solver",
-                         {"out": "dir", "log_dir": "dir"}),
+                         {"out": "dir", "log_dir": "dir", "cache_dir": "dir"}),
     ("bench", "quality"): ("divopt_rag.experiments.bench_quality", "hit rate / gap / time of fast methods vs exact optima",
-                           {"out": "dir"}),
-    ("certify",): ("divopt_rag.experiments.certify", "certify fast selectors against exact optima", {"out": "dir"}),
+                           {"out": "dir", "cache_dir": "dir"}),
+    ("certify",): ("divopt_rag.experiments.certify", "certify fast selectors against exact optima",
+                   {"out": "dir", "cache_dir": "dir"}),
     ("sweep",): ("divopt_rag.experiments.sweep_cli", "resumable parameter sweep (local pool or Ray)", {"out": "dir"}),
     ("plot",): ("divopt_rag.experiments.plots", "plots from parquet results", {"out": "dir"}),
     ("reproduce",): ("divopt_rag.experiments.reproduce.cli", "reproduce a seed paper's headline table (--list)",
-                     {"out": "dir"}),
+                     {"out": "dir", "cache_dir": "dir"}),
 }
 
 #: Exit codes: success, failed runs / a bug, bad input (argparse's own code), Ctrl-C.
@@ -67,7 +82,7 @@ def version() -> str:
 
 def _overview() -> argparse.ArgumentParser:
     """A parser that only lists the commands (used for --help and unknown commands)."""
-    parser = argparse.ArgumentParser(prog="divopt-rag", description="divopt: diversity-aware retrieval workbench")
+    parser = arguments.Parser(prog="divopt-rag", description="divopt: diversity-aware retrieval workbench")
     parser.add_argument(_DEBUG_FLAG, action="store_true", help="show the traceback of an error (or DIVOPT_DEBUG=1)")
     parser.add_argument(*_VERSION_FLAGS, action="store_true", help="print the version and exit")
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -80,6 +95,16 @@ def _overview() -> argparse.ArgumentParser:
                 g = top.add_parser(path[0], help=f"{path[0]} commands: " + ", ".join(p[1] for p in COMMANDS if p[0] == path[0]))
                 groups[path[0]] = g.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
             groups[path[0]].add_parser(path[1], help=help_)
+    return parser
+
+
+def build_parser(path: tuple[str, ...]) -> argparse.ArgumentParser:
+    """The parser of command ``path`` (e.g. ``("bench", "latency")``): its flags and ``--debug``;
+    imports nothing but argparse-level code."""
+    parser = arguments.Parser(prog="divopt-rag " + " ".join(path), description=COMMANDS[path][1],
+                              epilog=arguments.EPILOG)
+    arguments.COMMAND_FLAGS[path][0](parser)
+    parser.add_argument(_DEBUG_FLAG, action="store_true", help="show the traceback of an error (or DIVOPT_DEBUG=1)")
     return parser
 
 
@@ -115,6 +140,14 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
           file=sys.stderr if file is None else file)
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
+    """The parsed flags, or argparse's exit code (0 after --help, 2 for a bad flag: one line)."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = _DEBUG_FLAG in argv or os.environ.get("DIVOPT_DEBUG", "") not in ("", "0")
@@ -124,30 +157,30 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     path = next((p for p in sorted(COMMANDS, key=len, reverse=True) if tuple(argv[: len(p)]) == p), None)
     if path is None:
-        _overview().parse_args(argv)  # prints help or a usage error and exits
-        return EXIT_USAGE
-    module_name, help_, outputs = COMMANDS[path]
+        code = _parse(_overview(), argv)  # prints the overview or a usage error
+        return EXIT_USAGE if isinstance(code, argparse.Namespace) else code
+    module_name, _, outputs = COMMANDS[path]
     prog = "divopt-rag " + " ".join(path)
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
-        print(f"{prog}: command not available in this build ({module_name})", file=sys.stderr)
-        return EXIT_USAGE
-    parser = argparse.ArgumentParser(prog=prog, description=help_)
-    module.add_arguments(parser)
-    parser.add_argument(_DEBUG_FLAG, action="store_true", help="show the traceback of an error (or DIVOPT_DEBUG=1)")
+    args = _parse(build_parser(path), argv[len(path):])
+    if not isinstance(args, argparse.Namespace):
+        return args
     with warnings.catch_warnings():
         if not debug:
             warnings.showwarning = _show_warning
         try:
-            args = parser.parse_args(argv[len(path):])  # a bad flag: argparse's usage line and exit code 2
-            from divopt_rag.experiments.harness import check_output_path
-
+            check = arguments.COMMAND_FLAGS[path][1]
+            if check is not None:
+                check(args)  # across flags (k <= n, memory), before anything is imported or written
             for dest, kind in outputs.items():
                 if getattr(args, dest, None) is not None:
-                    check_output_path(getattr(args, dest), kind, "--" + dest.replace("_", "-"))
+                    arguments.check_output_path(getattr(args, dest), kind, "--" + dest.replace("_", "-"))
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name != module_name:
+                    raise
+                print(f"{prog}: command not available in this build ({module_name})", file=sys.stderr)
+                return EXIT_USAGE
             return int(module.main(args) or 0)
         except KeyboardInterrupt:
             if debug:

@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from divopt_rag.data import load
-from divopt_rag.experiments import harness
+from divopt_rag.experiments import arguments, harness
 from divopt_rag.experiments.metrics import ilad
 from divopt_rag.experiments.plots import save_figure
 from divopt_rag.models import Instance, normalized_gap
@@ -49,14 +49,8 @@ def _is_variant(method: str) -> bool:
     return method not in _PUBLISHED
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n", type=int, default=20_000, help="pool size (default 20000)")
-    p.add_argument("--d", type=int, default=384, help="embedding dimension (default 384)")
-    p.add_argument("--k", type=int, default=10, help="selection size (default 10)")
-    p.add_argument("--theta", type=float, default=0.7, help="relevance-diversity trade-off in [0,1] (default 0.7)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("divopt-demo"), help="output folder (default ./divopt-demo)")
-    p.add_argument("--no-plot", action="store_true", help="skip the plot")
+#: The command's flags (:func:`divopt_rag.experiments.arguments.demo`).
+add_arguments = arguments.demo
 
 
 def run_demo(n: int = 20_000, d: int = 384, k: int = 10, theta: float = 0.7, seed: int = 0) -> pd.DataFrame:
@@ -304,8 +298,7 @@ def main(args: argparse.Namespace) -> int:
     df = run_demo(args.n, args.d, args.k, args.theta, args.seed)
     harness.write_parquet(df, args.out / "demo.parquet")
     cols = ["method", "relevance", "ilad", "clusters", "relevant_clusters", "objective", "seconds", "iterations"]
-    print(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}",
-                             formatters={"seconds": lambda v: f"{v:.2e}"}))
+    print(harness.format_table(df[cols]))
     written = [args.out / "demo.parquet"]
     if not args.no_plot:
         written += plot_demo(df, args.out / "demo")

@@ -72,6 +72,8 @@ import dataclasses
 import json
 import math
 import os
+import shutil
+import sys
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -85,6 +87,7 @@ from tqdm.auto import tqdm
 
 from divopt_rag.data import stable_hash
 from divopt_rag.experiments import backends, harness
+from divopt_rag.experiments.arguments import add_run_arguments  # the flags of run_options (argparse only)
 from divopt_rag.experiments.grid import canonical_params
 from divopt_rag.models.validation import check_scalar
 
@@ -104,6 +107,7 @@ __all__ = [
     "finished_keys",
     "check_folder",
     "error_summary",
+    "report_errors",
     "add_run_arguments",
     "run_options",
     "BACKENDS",
@@ -468,6 +472,21 @@ def error_summary(table: pd.DataFrame, limit: int = 3) -> tuple[int, list[tuple[
     return int(errors.size), Counter(errors).most_common(limit)
 
 
+def report_errors(prog: str, table: pd.DataFrame, n_runs: int | None = None, what: str = "runs") -> int:
+    """Print on stderr how many runs of ``table`` failed and their most frequent reasons
+    (:func:`error_summary`); the exit code of the command: 1 if any failed, else 0."""
+    n_failed, reasons = error_summary(table)
+    if not n_failed:
+        return 0
+    n_runs = len(table) if n_runs is None else n_runs
+    counted = f"every {what.removesuffix('s')}" if n_failed == n_runs else f"{n_failed} of {n_runs} {what}"
+    print(f"{prog}: {counted} failed (status 'error'; --retry-errors runs them again). Most frequent reasons:",
+          file=sys.stderr)
+    for text, count in reasons:
+        print(f"  {count} x {text}", file=sys.stderr)
+    return 1
+
+
 # =============================================================================================
 # Running
 # =============================================================================================
@@ -495,13 +514,47 @@ def run(spec: RunSpec, out: str | os.PathLike, *, backend: str | None = None, n_
     if chunk_size is not None:
         chunk_size = check_scalar(chunk_size, "chunk_size", int, min_val=1)
     out = Path(out)
-    with harness.output_lock(out):
+    spec.check()  # names and values first: a typo is reported as such, before anything is written
+    with harness.output_lock(out) as holder:
         return _run_locked(spec, out, backend, n_workers, address, chunk_size, progress,
-                           retry_errors or spec.always_retry_errors, new_grid)
+                           retry_errors or spec.always_retry_errors, new_grid, _Footprint(out, holder))
+
+
+class _Footprint:
+    """What an output folder held when its lock was taken, so that a run refused while it is
+    being prepared (another configuration in the folder, a dataset that cannot be loaded, an
+    empty grid) removes exactly what it created (the folders and the lock file the lock made,
+    ``parts/`` and ``data/`` entries) and leaves the user's files as they were. Taken under the
+    lock: nothing another run wrote is ever removed."""
+
+    _SUBFOLDERS = ("", "parts", "data")
+
+    def __init__(self, out: Path, holder: Mapping[str, Any]) -> None:
+        self.out = out
+        self.created = list(holder.get("created", ()))
+        self.lock_file = out / harness.LOCK_NAME if holder.get("created_lock_file") else None
+        self.entries = {sub: set(os.listdir(out / sub)) if (out / sub).is_dir() else None for sub in self._SUBFOLDERS}
+
+    def undo(self) -> None:
+        """Remove what was created since (call it while holding the folder's lock)."""
+        if self.created:
+            shutil.rmtree(self.created[0], ignore_errors=True)
+            return
+        if self.lock_file is not None:
+            self.lock_file.unlink(missing_ok=True)
+        for sub in self._SUBFOLDERS:
+            before, folder = self.entries.get(sub), self.out / sub
+            if before is None or not folder.is_dir():
+                continue  # a new subfolder is an entry of its parent
+            for name in set(os.listdir(folder)) - before:
+                path = folder / name
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
 
 
 def _prepare(spec: RunSpec, out: Path, new_grid: bool) -> tuple[Plan, dict[str, Any] | None, str | None]:
-    spec.check()  # names and values first: a typo is reported as such, before any work
     previous = check_folder(out, spec, new_grid)  # a refusal costs nothing
     old = _read_config(out)
     parts = out / "parts"
@@ -521,8 +574,13 @@ def _prepare(spec: RunSpec, out: Path, new_grid: bool) -> tuple[Plan, dict[str, 
 
 
 def _run_locked(spec: RunSpec, out: Path, backend: str, n_workers: int | None, address: str | None,
-                chunk_size: int | None, progress: bool, retry_errors: bool, new_grid: bool) -> RunResult:
-    plan, old, previous = _prepare(spec, out, new_grid)
+                chunk_size: int | None, progress: bool, retry_errors: bool, new_grid: bool,
+                footprint: _Footprint) -> RunResult:
+    try:
+        plan, old, previous = _prepare(spec, out, new_grid)
+    except BaseException:
+        footprint.undo()  # a refused run leaves nothing behind
+        raise
     notes = [*plan.notes, *_data_changes(old if previous is None else None, plan.data_keys, out)]
     if previous is not None:
         _keep_previous(out, previous)
@@ -575,10 +633,16 @@ def consolidate_only(spec: RunSpec, out: str | os.PathLike) -> RunResult:
     """Rebuild ``out/results.parquet`` from the parts of ``spec``'s plan, running nothing. The
     folder must hold this very configuration; a part that cannot be used is an error naming it."""
     out = Path(out)
-    with harness.output_lock(out):
-        if _read_config(out) is None:
-            raise ValueError(f"{out} holds no {spec.command} run (no config.json): nothing to consolidate")
-        plan, _, _ = _prepare(spec, out, new_grid=False)
+    spec.check()
+    with harness.output_lock(out) as holder:
+        footprint = _Footprint(out, holder)
+        try:
+            if _read_config(out) is None:
+                raise ValueError(f"{out} holds no {spec.command} run (no config.json): nothing to consolidate")
+            plan, _, _ = _prepare(spec, out, new_grid=False)
+        except BaseException:
+            footprint.undo()
+            raise
         table = _write_results(out, spec.finish(_consolidate(out, plan.tasks, spec.run_id), out))
     done = len(finished_keys(out / "parts") & {t.key for t in plan.tasks})
     return RunResult(table=table, path=out / "results.parquet", run_id=spec.run_id, n_runs=len(plan.tasks),
@@ -588,24 +652,6 @@ def consolidate_only(spec: RunSpec, out: str | os.PathLike) -> RunResult:
 # =============================================================================================
 # Command-line options every command shares
 # =============================================================================================
-def add_run_arguments(parser: argparse.ArgumentParser, *, parallel: bool = False, default_workers: str = "CPU count") -> None:
-    """The executor's flags: ``--new-grid``, ``--retry-errors``, ``--no-progress`` and, for specs
-    that run on pools (``parallel``), ``--backend``, ``--n-workers``, ``--address``, ``--chunk-size``."""
-    if parallel:
-        parser.add_argument("--backend", choices=("local", "ray"), default="local")
-        parser.add_argument("--n-workers", type=int, default=None,
-                            help=f"workers (default: {default_workers}; 0 = in this process)")
-        parser.add_argument("--address", help="Ray cluster address (with --backend ray), e.g. ray://host:10001; it must "
-                                              "be a cluster on a trusted network (anyone who reaches a Ray cluster can run "
-                                              "code on it). Default: a local Ray bound to 127.0.0.1")
-        parser.add_argument("--chunk-size", type=int, default=None, help="runs per worker call")
-    parser.add_argument("--retry-errors", action="store_true", help="run again the runs that ended in an error")
-    parser.add_argument("--new-grid", action="store_true",
-                        help="run a configuration other than the one OUT holds; the previous config.json and "
-                             "results.parquet are kept beside as config.<id>.json and results.<id>.parquet")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
 def run_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of :func:`run` from the flags of :func:`add_run_arguments`."""
     opts: dict[str, Any] = {"retry_errors": args.retry_errors, "new_grid": args.new_grid,

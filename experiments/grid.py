@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from divopt_rag.data import DataFormatError, parse_spec, stable_hash
 from divopt_rag.experiments import harness
+from divopt_rag.experiments.arguments import parse_value  # noqa: F401  (public here too: CLI values)
 from divopt_rag.models.validation import check_scalar, check_theta
 
 __all__ = [
@@ -46,22 +47,6 @@ INSTANCE_PARAMS = ("k", "theta", "pool")
 # Parameters whose values are reals: 1 and 1.0 must hash to the same run.
 _FLOAT_PARAMS = {"theta", "sparsity_penalty", "rho_vec", "rho_div", "sigma", "relax_penalty", "tol", "alpha"}
 _INT_PARAMS = {"k", "pool", "attack_budget", "max_iter"}
-
-
-def parse_value(text: str) -> Any:
-    """A CLI value: ``none`` -> None, ``true``/``false`` -> bool, then int, float, else the string."""
-    t = text.strip()
-    low = t.lower()
-    if low in ("none", "null"):
-        return None
-    if low in ("true", "false"):
-        return low == "true"
-    for conv in (int, float):
-        try:
-            return conv(t)
-        except ValueError:
-            pass
-    return t
 
 
 def _canonical_value(name: str, value: Any) -> Any:

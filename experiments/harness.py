@@ -50,7 +50,6 @@
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime
 import hashlib
@@ -60,7 +59,6 @@ import os
 import re
 import socket
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -77,6 +75,7 @@ except ImportError:  # pragma: no cover - Windows: the harness imports, output_l
     fcntl = None
 
 from divopt_rag.data import EmbeddedDataset, stable_hash
+from divopt_rag.experiments.arguments import check_output_path
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import EXACT_HIT_TOL, exact_hit, normalized_gap, objective_scale
 
@@ -94,9 +93,7 @@ __all__ = [
     "write_figure",
     "write_text",
     "remove_stale_temporaries",
-    "int_list",
-    "float_list",
-    "str_list",
+    "format_table",
     "output_lock",
     "OutputLocked",
     "LOCK_NAME",
@@ -355,38 +352,76 @@ class OutputLocked(OSError):
         self.folder, self.holder = folder, dict(holder)
 
 
+def _make_folders(folder: Path) -> list[Path]:
+    """Make ``folder`` and its missing parents; the ones this call made, top-most first (each
+    ``mkdir`` is atomic: a folder another process made at the same time is not counted)."""
+    missing = []
+    p = folder.absolute()
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    made = []
+    for p in reversed(missing):
+        try:
+            p.mkdir()
+            made.append(p)
+        except FileExistsError:
+            pass
+    return made
+
+
 @contextlib.contextmanager
 def output_lock(folder: str | os.PathLike, command: str | None = None) -> Iterator[dict[str, Any]]:
     """Hold the advisory lock of output folder ``folder`` for the duration of the block.
 
     The lock is ``fcntl.flock`` on ``<folder>/.divopt.lock`` (the mechanism of the filelock
     package's UnixFileLock): the OS releases it when the holding process dies, however it dies, so a lock is
-    never stale and nothing needs cleaning up after a kill. While held, the file records the
+    never stale and nothing needs cleaning up after a kill. The holder may remove the file (a
+    refused run leaves nothing behind): a contender always locks the file the folder holds now.
+    While held, the file records the
     holder (pid, host, start time, command line); a second run on the folder gets
     :class:`OutputLocked` naming it, immediately (no waiting). Works on local file systems and
     on NFS (Linux maps flock to NFS byte-range locks); POSIX only.
 
-    Yields the holder record written to the lock file.
+    Yields the holder record written to the lock file, with two entries more for a caller that
+    must leave the folder as it found it: ``created`` (the folders this call made, top-most
+    first) and ``created_lock_file`` (whether it made the lock file).
     """
     if fcntl is None:  # pragma: no cover - Windows
         raise OSError("output folder locks need fcntl (POSIX); this platform has none")
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_NAME
-    # no O_TRUNC: a contender that loses must not erase the holder's record
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    created: list[Path] = []
+    while True:
+        created += _make_folders(folder)
+        # no O_TRUNC: a contender that loses must not erase the holder's record
         try:
-            holder = json.loads(os.pread(fd, 1 << 16, 0).decode() or "{}")
-        except (ValueError, UnicodeDecodeError):
-            holder = {}
+            fd, created_lock_file = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            fd, created_lock_file = os.open(path, os.O_RDWR | os.O_CREAT, 0o644), False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = json.loads(os.pread(fd, 1 << 16, 0).decode() or "{}")
+            except (ValueError, UnicodeDecodeError):
+                holder = {}
+            os.close(fd)
+            raise OutputLocked(folder, holder) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        # a run refused while preparing removes the lock file it created (holding the lock): a
+        # contender that opened that file before it went holds a lock on a file no longer
+        # there, so it locks the one that is there now
+        try:
+            current = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-        raise OutputLocked(folder, holder) from None
-    except BaseException:
-        os.close(fd)
-        raise
     record = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
@@ -396,68 +431,34 @@ def output_lock(folder: str | os.PathLike, command: str | None = None) -> Iterat
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(record).encode(), 0)
-        yield record
+        yield {**record, "created": created, "created_lock_file": created_lock_file}
     finally:
-        # the file stays (unlinking a lock file lets two processes lock two different inodes)
+        # the file stays: it is the folder's lock for the next run (a refused run, which created it,
+        # removes it while it holds the lock; contenders then lock the new file, see above)
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 
 
-def int_list(text: str) -> list[int]:
-    """argparse type: comma-separated integers ("1e6" is a count too); anything else (1.5, inf,
-    nan, words) is an argparse error naming the text, so the CLI exits 2."""
-    try:
-        values = [float(x) for x in text.split(",") if x]
-    except ValueError:
-        values = [math.nan]
-    if not all(v.is_integer() for v in values):  # inf and nan are not integers either
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
-    return [int(v) for v in values]
+def format_table(table: pd.DataFrame, *, index: bool = False, digits: int = 4, tol: float = EXACT_HIT_TOL) -> str:
+    """The one text form of a result table printed by a command: numbers with ``digits``
+    significant digits, and in a gap column (a name holding "gap": ``gap``, ``mean_gap``,
+    ``bound_gap``, ``relative_gap``, ...) a value within ``tol`` of 0 (default the hit tolerance
+    :data:`divopt_rag.models.ccbqp.EXACT_HIT_TOL`) as 0: a gap of 7e-17 is 0 up to rounding, the
+    rule :func:`divopt_rag.models.ccbqp.exact_hit` counts as a hit. ``index``: print the index
+    too (pivot tables)."""
 
+    def number(v: float) -> str:
+        return f"{v:.{digits}g}"
 
-def float_list(text: str) -> list[float]:
-    """argparse type: comma-separated floats (empty items skipped)."""
-    return [float(x) for x in text.split(",") if x]
+    def gap(v: float) -> str:
+        return "0" if abs(v) <= tol else number(v)
 
-
-def str_list(text: str) -> list[str]:
-    """argparse type: comma-separated names (empty items skipped)."""
-    return [x for x in text.split(",") if x]
-
-
-def check_output_path(path: str | os.PathLike, kind: str = "dir", name: str = "out") -> Path:
-    """Check, before any work, that ``path`` can be written as a folder (``kind="dir"``) or a
-    file (``kind="file"``): not a file where a folder is wanted (or the reverse), no file among
-    its parents, writable (tried by creating and removing a probe folder in the nearest existing
-    one). Leaves nothing behind. ValueError naming ``name`` and the path otherwise."""
-    if kind not in ("dir", "file"):
-        raise ValueError(f"kind must be 'dir' or 'file', got {kind!r}")
-    p = Path(path).expanduser()
-    if p.exists():
-        if kind == "dir" and not p.is_dir():
-            raise ValueError(f"{name} {p}: is a file, expected a folder")
-        if kind == "file" and p.is_dir():
-            raise ValueError(f"{name} {p}: is a folder, expected a file name")
-        target = p
-    else:
-        target = p.parent if kind == "file" else p
-        while not target.exists() and target != target.parent:
-            target = target.parent
-        if not target.is_dir():
-            raise ValueError(f"{name} {p}: {target} is a file, so nothing can be created under it")
-    folder = target if target.is_dir() else target.parent
-    # os.access answers "yes" to root and on read-only mounts: create (and remove) a probe
-    # folder instead, as the run itself would
-    try:
-        tempfile.TemporaryDirectory(dir=folder, prefix=".divopt-probe-").cleanup()
-        if target.is_file():
-            with open(target, "ab"):
-                pass
-    except OSError as exc:
-        raise ValueError(f"{name} {p}: {target} is not writable ({exc.strerror or exc})") from exc
-    return p
+    formatters = {c: gap if "gap" in str(c).lower() else number for c in table.columns
+                  if pd.api.types.is_float_dtype(table[c])}
+    with pd.option_context("display.width", 200, "display.max_columns", 60):
+        return table.to_string(index=index, formatters=formatters, na_rep="NaN")
 
 
 def run_id(config: Mapping[str, Any], exclude: Iterable[str] = ()) -> str:

@@ -37,7 +37,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from divopt_rag.experiments import harness
+from divopt_rag.experiments import arguments, harness
+from divopt_rag.experiments.arguments import inside, safe_name
 from divopt_rag.experiments.metrics import at_cutoff, metric_columns
 
 # Figures are built with the object-oriented API (no pyplot): saving renders through Agg and no
@@ -160,7 +161,7 @@ def _faceted(title: str, dims: Sequence[str]) -> str:
 def save_figure(fig: Figure, out_dir: str | Path, name: str) -> list[Path]:
     """Write ``name``.png (150 dpi) and ``name``.svg into ``out_dir`` atomically; returns both paths."""
     out = Path(out_dir)
-    paths = [out / f"{name}.png", out / f"{name}.svg"]
+    paths = [inside(out, f"{name}.png"), inside(out, f"{name}.svg")]
     harness.write_figure(fig, paths[0], dpi=150, bbox_inches="tight")
     harness.write_figure(fig, paths[1], bbox_inches="tight")
     return paths
@@ -371,25 +372,26 @@ def plot_param_effect(df: pd.DataFrame, param: str = "rho_vec",
 # --------------------------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------------------------
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kind", choices=KINDS, help="pareto | latency | gaps | certified | robust | all")
-    p.add_argument("--input", "-i", nargs="+", required=True,
-                   help="result file(s) or folder(s): parquet/CSV/JSON (all: certify, sweep and latency outputs)")
-    p.add_argument("--out", default="results/plots", help="output folder for PNG and SVG files")
-    p.add_argument("--x", default="ilad", help="Pareto x metric (diversity)")
-    p.add_argument("--y", default="recall", help="Pareto y metric (relevance; a ranking metric is read at each row's "
-                                                 "k: recall means recall@k)")
-    p.add_argument("--param", nargs="+", default=["rho_vec", "sparsity_penalty"], help="robust plot parameters")
-    p.add_argument("--metrics", nargs="+", default=["recall", "ilad", "objective"], help="robust plot metrics")
-    p.add_argument("--value", default="seconds", help="latency column: seconds | gemv_equivalents")
-    p.add_argument("--theta", type=float, default=None, help="latency plot: keep one theta (default: one panel each)")
+#: The command's flags (:func:`divopt_rag.experiments.arguments.plot`).
+add_arguments = arguments.plot
 
 
-def _plots_for(kind: str, df: pd.DataFrame, args: argparse.Namespace, tag: str) -> list[tuple[str, Any]]:
+def _has(df: pd.DataFrame, name: str, flag: str, path: str) -> None:
+    """``name`` is a column or a metric (``recall`` -> ``recall@k``) of ``df``; else one line
+    naming ``flag``."""
+    if not metric_columns(df, name):
+        raise arguments.UsageError(flag, f"a column or metric of {path} ({', '.join(sorted(map(str, df.columns)))})",
+                                   repr(name))
+
+
+def _plots_for(kind: str, df: pd.DataFrame, args: argparse.Namespace, tag: str, path: str) -> list[tuple[str, Any]]:
     figs = []
     if kind == "pareto":
-        figs.append((f"pareto_{args.y}_vs_{args.x}{tag}", plot_pareto(df, args.x, args.y)[0]))
+        _has(df, args.x, "--x", path)
+        _has(df, args.y, "--y", path)
+        figs.append((safe_name(f"pareto_{args.y}_vs_{args.x}{tag}"), plot_pareto(df, args.x, args.y)[0]))
     elif kind == "latency":
+        _has(df, args.value, "--value", path)
         figs.append((f"latency_vs_k{tag}", plot_latency(df, args.value, getattr(args, "theta", None))[0]))
     elif kind == "gaps":
         figs.append((f"gaps{tag}", plot_gaps(df)[0]))
@@ -398,16 +400,47 @@ def _plots_for(kind: str, df: pd.DataFrame, args: argparse.Namespace, tag: str) 
     elif kind == "robust":
         present = [p for p in args.param if p in df.columns and df[p].notna().any()]
         if not present:
-            raise ValueError(f"none of {args.param} is set in the table")
+            raise arguments.UsageError("--param", f"parameters set in {path}", repr(",".join(args.param)))
         for p in present:
-            figs.append((f"robust_{p}{tag}", plot_param_effect(df, p, args.metrics)[0]))
+            figs.append((safe_name(f"robust_{p}{tag}"), plot_param_effect(df, p, args.metrics)[0]))
     return figs
 
 
+#: The flags each kind of plot reads (``all`` reads every one).
+_FLAGS_OF = {"x": ("pareto",), "y": ("pareto",), "value": ("latency",), "theta": ("latency",), "param": ("robust",),
+             "metrics": ("robust",)}
+
+
+def _check_flags(args: argparse.Namespace, tables: list[pd.DataFrame]) -> None:
+    """A flag given a value must be read by the plot asked for, and (for ``all``) name a column
+    of some input: a flag that would be silently ignored is refused, naming it."""
+    defaults = argparse.ArgumentParser()
+    arguments.plot(defaults)
+    for dest, kinds in _FLAGS_OF.items():
+        value = getattr(args, dest)
+        if value == defaults.get_default(dest):
+            continue
+        shown = repr(",".join(map(str, value))) if isinstance(value, list) else repr(value)
+        if args.kind not in (*kinds, "all"):
+            raise arguments.UsageError(f"--{dest}", f"no --{dest} with the {args.kind} plot (the {kinds[0]} plot reads it)",
+                                       shown)
+        if args.kind == "all" and dest in ("x", "y", "value"):
+            if not any(metric_columns(df, value) for df in tables):
+                raise arguments.UsageError(f"--{dest}", "a column or metric of the inputs", shown)
+        if args.kind == "all" and dest in ("param", "metrics"):
+            missing = [v for v in value if not any(metric_columns(df, v) for df in tables)]
+            if missing:
+                raise arguments.UsageError(f"--{dest}", "columns or metrics of the inputs", repr(",".join(missing)))
+
+
 def main(args: argparse.Namespace) -> int:
-    written: list[Path] = []
-    for i, path in enumerate(args.input):
-        df = read_table(path)
+    """Every figure is drawn before the first is written: an input that cannot be plotted leaves
+    no figure behind. File names come from the flags' values through
+    :func:`~divopt_rag.experiments.arguments.safe_name`, so none leaves ``--out``."""
+    tables = [read_table(path) for path in args.input]
+    _check_flags(args, tables)
+    figures: list[tuple[str, Any]] = []
+    for i, (path, df) in enumerate(zip(args.input, tables)):
         tag = "" if len(args.input) == 1 else f"_{i}"
         if args.kind == "all":
             kinds = []
@@ -426,8 +459,10 @@ def main(args: argparse.Namespace) -> int:
         else:
             kinds = [args.kind]
         for kind in kinds:
-            for name, fig in _plots_for(kind, df, args, tag):
-                written += save_figure(fig, args.out, name)
+            figures += _plots_for(kind, df, args, tag, str(path))
+    written: list[Path] = []
+    for name, fig in figures:
+        written += save_figure(fig, args.out, name)
     for w in written:
         print(w)
     return 0

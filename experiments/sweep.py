@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
 import itertools
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,7 @@ __all__ = [
     "consolidate",
     "finished_keys",
     "check_parameters",
+    "check_parameter_values",
     "error_summary",
 ]
 
@@ -94,6 +97,56 @@ def check_parameters(config: SweepConfig) -> None:
             valid = sorted(set(INSTANCE_PARAMS) | ok)
             raise ValueError(f"method {m!r} does not take parameter {p!r} (methods.{m}){_suggest(p, valid)}; "
                              f"its parameters: {valid}")
+
+
+def _expected_type(method: str, param: str) -> tuple[str, tuple[type, ...], bool] | None:
+    """(words, the Python types a value of ``param`` must have, whether None is allowed) from
+    ``method``'s signature (its default and annotation); None when the signature does not say."""
+    try:
+        p = inspect.signature(resolve_method(method)[1]).parameters.get(param)
+    except (TypeError, ValueError):
+        return None
+    if p is None:
+        return None
+    note = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", str(p.annotation))
+    words = set(re.findall(r"[A-Za-z_]+", "" if p.annotation is inspect.Parameter.empty else str(note)))
+    default = p.default
+    none_ok = "None" in words or "Optional" in words or default is None
+    if isinstance(default, bool) or (words and words <= {"bool", "None", "Optional"}):
+        return "true or false", (bool,), none_ok
+    if isinstance(default, (int, float)) or (words and words <= {"int", "float", "None", "Optional"}):
+        return "a number", (int, float), none_ok
+    return None
+
+
+def check_parameter_values(config: SweepConfig) -> None:
+    """Every value of the grid has the type its parameter takes, before any work: instance
+    parameters (k >= 1, theta in [0, 1], pool >= 1 or None) and the reals and counts every
+    method shares (:func:`~divopt_rag.experiments.grid.canonical_params`), and a method
+    parameter by the method's signature (a number where its default or annotation is a number,
+    ...). ValueError naming the parameter, the method, what it takes and the value (``--param
+    sigma=abc`` used to run every task into an error row)."""
+    axes = [(p, v, [m for m in config.methods if p in INSTANCE_PARAMS or method_accepts(m, p)], "grid")
+            for p, v in config.grid.items()]
+    axes += [(p, v, [m], f"methods.{m}") for m, own in config.methods.items() for p, v in own.items()]
+    for param, values, methods, where in axes:
+        for value in values:
+            try:
+                canonical_params({param: value})
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{where} parameter {param!r}: {exc}") from None
+            if param in INSTANCE_PARAMS:
+                continue
+            for m in methods:
+                expected = _expected_type(m, param)
+                if expected is None:
+                    continue
+                words, types, none_ok = expected
+                ok = (value is None and none_ok) or (isinstance(value, types) and
+                                                     (bool in types or not isinstance(value, bool)))
+                if not ok:
+                    raise ValueError(f"{where} parameter {param!r} of method {m!r}: expected {words}"
+                                     f"{' or none' if none_ok else ''}, got {value!r}")
 
 
 def expand_grid(config: SweepConfig, queries: Sequence[tuple[int, str]], accepts: Callable[[str, str], bool], *,
@@ -173,6 +226,7 @@ class SweepSpec(RunSpec):
         for m in self.sweep.methods:  # names first: a typo is reported as such
             resolve_method(m)
         check_parameters(self.sweep)
+        check_parameter_values(self.sweep)
         make_evaluator(self.sweep.evaluator)  # a bad evaluator spec fails here, not in every worker
 
     def load(self, out: Path, mmap: bool = True) -> EmbeddedDataset:

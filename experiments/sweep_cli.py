@@ -15,56 +15,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
-from divopt_rag.experiments import harness
-from divopt_rag.experiments.executor import add_run_arguments, run_options
-from divopt_rag.experiments.grid import SweepConfig, parse_value
+from divopt_rag.experiments import arguments, harness
+from divopt_rag.experiments.backends import import_plugins
+from divopt_rag.experiments.executor import report_errors, run_options
+from divopt_rag.experiments.grid import SweepConfig
 from divopt_rag.experiments.metrics import CUTOFF_METRICS, at_cutoff, metric_columns
 from divopt_rag.experiments.rag.adaptive import adaptive_report
 from divopt_rag.experiments.rag.evaluator import make_evaluator
-from divopt_rag.experiments.sweep import consolidate, error_summary, run_sweep
+from divopt_rag.experiments.sweep import check_parameter_values, check_parameters, consolidate, run_sweep
 
 __all__ = ["add_arguments", "config_from_args", "summarize", "print_notes", "main"]
 
 
-def _kv(text: str) -> tuple[str, list[Any]]:
-    name, sep, values = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=V1,V2,..., got {text!r}")
-    return name.strip(), [parse_value(v) for v in values.split(",")]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "Run a grid of methods x parameters x queries; every finished run is written atomically to "
-        "OUT/parts, so re-running the same command after a kill resumes where it stopped. "
-        "The tidy table is OUT/results.parquet."
-    )
-    parser.add_argument("--config", type=Path, help="sweep config (.json, .toml, or .yaml); flags below override it")
-    parser.add_argument("--out", type=Path, default=Path("results/sweep"), help="output folder (default results/sweep)")
-    parser.add_argument("--dataset", help="dataset loader name (default synthetic)")
-    parser.add_argument("--dataset-opt", action="append", default=[], metavar="NAME=VALUE",
-                        help="dataset option, e.g. n=400 (repeatable)")
-    parser.add_argument("--methods", nargs="+", help="methods (fast selectors, robust models, registered extras)")
-    parser.add_argument("--theta", nargs="+", type=float, help="theta grid")
-    parser.add_argument("--k", nargs="+", type=int, help="k grid")
-    parser.add_argument("--pool", nargs="+", type=parse_value, help="pool sizes (top-n by relevance per query; none = all)")
-    parser.add_argument("--param", action="append", default=[], type=_kv, metavar="NAME=V1,V2",
-                        help="common grid axis for the methods that accept it, e.g. sigma=0.05,0.1 (repeatable)")
-    parser.add_argument("--method-param", action="append", default=[], type=_kv, metavar="METHOD.NAME=V1,V2",
-                        help="grid axis of one method, e.g. dartboard.sigma=0.1,0.2 (repeatable)")
-    parser.add_argument("--queries", type=int, help="use the first N queries")
-    parser.add_argument("--seed", type=int, help="base seed (default 0)")
-    parser.add_argument("--plugin", action="append", default=[], help="module to import in driver and workers (repeatable)")
-    parser.add_argument("--evaluator", help="score each selection: coverage | metric:<name> (openai: via --config)")
-    parser.add_argument("--consolidate-only", action="store_true", help="only rebuild OUT/results.parquet from the parts")
-    parser.add_argument("--adaptive-metric", help="also write OUT/adaptive.parquet: per-query Oracle/gated theta by this "
-                                                  "metric (a ranking metric without cutoff, e.g. s_recall: at each k)")
-    add_run_arguments(parser, parallel=True)
+#: The command's flags (:func:`divopt_rag.experiments.arguments.sweep`).
+add_arguments = arguments.sweep
 
 
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
@@ -74,11 +42,8 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         if args.dataset:  # "NAME" or "NAME:ARG"; another dataset than the config's drops its options
             spec = SweepConfig(dataset=args.dataset).dataset
             ds = {**(ds if spec["name"] == ds.get("name") else {}), **spec}
-        for kv in args.dataset_opt:
-            k, _, v = kv.partition("=")
-            if not _:
-                raise ValueError(f"--dataset-opt expects NAME=VALUE, got {kv!r}")
-            ds[k.strip()] = parse_value(v)
+        for name, value in args.dataset_opt:
+            ds[name] = value
         d["dataset"] = ds
     grid = dict(d["grid"])
     for name in ("theta", "k", "pool"):
@@ -102,12 +67,12 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
     if args.plugin:
         d["plugins"] = list(dict.fromkeys([*d.get("plugins", []), *args.plugin]))
     if args.evaluator:
-        spec = args.evaluator
-        name, _, arg = spec.partition(":")
-        d["evaluator"] = {"name": name, **({"metric": arg} if arg else {})}
-        if name == "openai":
-            raise ValueError("the openai evaluator needs base_url and model: give it in --config (evaluator: {...})")
-        make_evaluator(d["evaluator"])
+        with arguments.naming("--evaluator"):
+            name, _, arg = args.evaluator.partition(":")
+            d["evaluator"] = {"name": name, **({"metric": arg} if arg else {})}
+            if name == "openai":
+                raise ValueError("the openai evaluator needs base_url and model: give it in --config (evaluator: {...})")
+            make_evaluator(d["evaluator"])
     return SweepConfig.from_dict(d)
 
 
@@ -143,14 +108,51 @@ def print_notes(notes: list[str], stream=None) -> None:
         print(f"note: {note}", file=stream or sys.stdout)
 
 
+#: Per-row metrics a policy of ``--adaptive-metric`` can be judged by (ranking metrics with or
+#: without their cutoff).
+ROW_METRICS = ("objective", "relevance_sum", "ilad", "ils", "vrsd", "dartboard", "eval_score", *CUTOFF_METRICS)
+
+
+def check_adaptive_metric(name: str | None) -> None:
+    """``--adaptive-metric`` names a metric the sweep's rows have (before the sweep runs)."""
+    if name is None:
+        return
+    base, at, cutoff = name.partition("@")
+    if base not in ROW_METRICS or (at and (base not in CUTOFF_METRICS or not cutoff.isdigit() or int(cutoff) < 1)):
+        raise arguments.UsageError("--adaptive-metric", f"one of {list(ROW_METRICS)} (ranking metrics also as "
+                                                        f"NAME@K)", repr(name))
+
+
+def check_config(config: SweepConfig, args: argparse.Namespace) -> None:
+    """What the sweep names exists, before any work: plugins, methods, parameters and their
+    values, the evaluator and the dataset (its name, options and files). An error names the flag
+    that set the value, or the config file when no flag did."""
+
+    def where(flags: str, key: str, given: bool) -> str:
+        return flags if given or not args.config else f"{args.config} ({key})"
+
+    with arguments.naming(where("--plugin", "plugins", bool(args.plugin))):
+        import_plugins(config.plugins)
+    arguments.check_methods(config.methods, where("--methods", "methods", bool(args.methods)))
+    with arguments.naming(where("--param/--method-param", "grid", bool(args.param or args.method_param))):
+        check_parameters(config)
+        check_parameter_values(config)
+    with arguments.naming(where("--evaluator", "evaluator", bool(args.evaluator))):
+        make_evaluator(config.evaluator)
+    arguments.check_dataset(config.dataset, where("--dataset/--dataset-opt", "dataset",
+                                                  bool(args.dataset or args.dataset_opt)))
+
+
 def main(args: argparse.Namespace) -> int:
+    check_adaptive_metric(args.adaptive_metric)
     config = config_from_args(args)
+    check_config(config, args)
     if args.consolidate_only:
         res = consolidate(args.out, config)
         print(f"{len(res.table)} rows of {res.n_runs} runs in {res.path}")
         if args.adaptive_metric and len(res.table):
             _adaptive(res.table, args)
-        return _report_errors(res.table, res.n_runs)
+        return report_errors("divopt-rag sweep", res.table, res.n_runs)
     res = run_sweep(config, args.out, **run_options(args))
     print_notes(res.notes)
     print(
@@ -159,24 +161,10 @@ def main(args: argparse.Namespace) -> int:
     )
     summary = summarize(res.table)
     if not summary.empty:
-        with pd.option_context("display.width", 160, "display.max_columns", 20):
-            print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        print(harness.format_table(summary))
     if args.adaptive_metric and not summary.empty:
         _adaptive(res.table, args)
-    return _report_errors(res.table, res.n_runs)
-
-
-def _report_errors(table: pd.DataFrame, n_runs: int) -> int:
-    """Print how many runs of the table failed and the most frequent reasons (stderr); 1 if any."""
-    n_failed, reasons = error_summary(table)
-    if not n_failed:
-        return 0
-    what = "every run" if n_failed == n_runs else f"{n_failed} of {n_runs} runs"
-    print(f"divopt-rag sweep: {what} failed (status 'error'; --retry-errors runs them again). Most frequent reasons:",
-          file=sys.stderr)
-    for text, count in reasons:
-        print(f"  {count} x {text}", file=sys.stderr)
-    return 1
+    return report_errors("divopt-rag sweep", res.table, res.n_runs)
 
 
 def _adaptive(table: pd.DataFrame, args: argparse.Namespace) -> None:
@@ -193,5 +181,4 @@ def _adaptive(table: pd.DataFrame, args: argparse.Namespace) -> None:
         per_query, policies = adaptive_report(table, metric=metric)
     harness.write_parquet(per_query, args.out / "adaptive.parquet")
     harness.write_parquet(policies, args.out / "adaptive_policies.parquet")
-    with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(policies.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(harness.format_table(policies))

@@ -109,4 +109,24 @@ def test_cli_reads_files_only(tmp_path, capsys):
     assert names == sorted(f"{n}.{e}" for n in ("gaps", "pareto_recall_vs_ilad", "robust_sparsity_penalty")
                            for e in ("png", "svg"))
     assert main(["plot", "gaps", "-i", str(tmp_path / "nope.parquet"), "--out", str(tmp_path)]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    assert capsys.readouterr().err.splitlines() == [
+        f"divopt-rag plot: --input: expected an existing result file or folder, got '{tmp_path / 'nope.parquet'}' "
+        f"(no such file or folder) (see divopt-rag plot --help)"]
+
+
+def test_output_names_never_leave_the_out_folder(tmp_path, capsys):
+    # `plot --x 'x/../../escaped'` wrote outside --out
+    from divopt_rag.experiments.cli import main
+
+    df = pd.DataFrame({"method": ["a", "b"], "theta": [0.5, 0.9], "ilad": [0.1, 0.2], "recall": [0.4, 0.3]})
+    df.to_parquet(tmp_path / "r.parquet")
+    assert main(["plot", "pareto", "-i", str(tmp_path / "r.parquet"), "--x", "x/../../escaped", "--out",
+                 str(tmp_path / "deep" / "out")]) == 2
+    assert "--x: expected a column or metric name, got 'x/../../escaped'" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.parquet"]
+    from divopt_rag.experiments.arguments import inside, safe_name
+
+    assert safe_name("x/../../escaped") == "x_____escaped" and safe_name("../.hidden") == "__.hidden"
+    assert safe_name("recall@10") == "recall@10"
+    with pytest.raises(ValueError, match="outside its folder"):
+        inside(tmp_path / "out", "../escaped.png")

@@ -6,7 +6,6 @@ resumes without redoing finished rows; bad input is one line and exit code 2; th
 numbers are well-formed and agree with the second source that quotes them."""
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
@@ -17,7 +16,6 @@ import pytest
 
 from divopt_rag.data import load_openbookqa, load_qampari, load_sciq
 from divopt_rag.experiments.reproduce import RECIPES, MissingData, Options, ReproduceError, published, run_recipe
-from divopt_rag.experiments.reproduce import cli as rcli
 from divopt_rag.experiments.reproduce import runner
 from divopt_rag.experiments.reproduce.published import missing
 from reproduce_fakes import FIXTURES, HashEmbedder, cell, make_data_dir
@@ -251,9 +249,9 @@ def test_vrsd_skips_arc_da_without_a_corpus(tmp_path, data_dir):
 
 # ---- the command line: --list and one-line errors ---------------------------------------------
 def _main(argv):
-    parser = argparse.ArgumentParser()
-    rcli.add_arguments(parser)
-    return rcli.main(parser.parse_args(argv))
+    from divopt_rag.experiments import cli
+
+    return cli.main(["reproduce", *argv])  # the real entry point: flags checked, then rcli.main
 
 
 def test_list_names_every_recipe_and_what_it_needs(capsys):
@@ -272,8 +270,9 @@ def test_list_names_every_recipe_and_what_it_needs(capsys):
     (["dartboard-rgb"], "no en.json under"),
     (["dfrag-table1", "--analogue", "synthetic"], "has no 'synthetic' analogue"),
     (["ccbqp-latency", "--set", "bogus=1"], "--set bogus: not an axis or parameter"),
-    (["dartboard-rgb", "--cross-encoder", "/nonexistent"], "--cross-encoder must be a local model directory"),
-    (["ccbqp-pareto", "--limit", "0"], "limit must be an integer >= 1"),
+    (["dartboard-rgb", "--cross-encoder", "/nonexistent"],
+     "--cross-encoder: expected a local model directory, got '/nonexistent' (no such file or folder)"),
+    (["ccbqp-pareto", "--limit", "0"], "--limit: expected an integer >= 1, got '0'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, needle, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("DIVOPT_LLM_BASE_URL", raising=False)

@@ -266,7 +266,7 @@ def test_ray_backend_matches_local(tmp_path):
 
     cfg = _config(methods={"fw": {}, "mmr": {}, "dpp": {}})
     local = sw.run_sweep(cfg, tmp_path / "local", n_workers=0, progress=False).table
-    start_local_ray(ray, 1)  # what run_sweep(backend="ray") starts when no Ray is running
+    reaper = start_local_ray(ray, 1)  # what run_sweep(backend="ray") starts when no Ray is running
     try:
         # the local cluster listens on loopback only: the addresses Ray reports, and the
         # listening sockets of every process it started (GCS, raylet, workers)
@@ -278,6 +278,11 @@ def test_ray_backend_matches_local(tmp_path):
         assert ray.is_initialized()  # an existing cluster is used as it is, not shut down
     finally:
         ray.shutdown()
+        reaper.stop()
+    # the watchdog removed whatever the shutdown left: no process of the session, no folder
+    from divopt_rag.experiments.reaper import marked_processes
+
+    assert marked_processes(reaper.mark) == [] and not Path(reaper.temp_dir).exists()
     assert res.n_executed == len(local) and res.n_errors == 0
     pd.testing.assert_frame_equal(_comparable(res.table), _comparable(local))
 

@@ -1,0 +1,942 @@
+"""The flags of every ``divopt-rag`` command, their value types and the checks that need
+nothing but the flags: argparse and the standard library only.
+
+Building a parser imports nothing heavy (no torch, pandas, Pyomo, Ray, sentence-transformers or
+matplotlib: each command imports those when it runs), so ``divopt-rag COMMAND --help`` is fast,
+and a bad flag is refused before the command's module is even imported.
+
+* **One list syntax.** Every flag that takes several values takes them as separate words, as
+  comma-separated words, or both: ``--k 5 10``, ``--k 5,10`` and ``--k 5 --k 10`` are one list
+  (:class:`ListAction`). Flags of the form ``NAME=V1,V2`` (``--param``, ``--set``, ...) are
+  repeated for several names.
+* **Typed values** (:class:`Integer`, :class:`Real`, :class:`Name`, :class:`Choice`,
+  :class:`ExistingPath`, :class:`KeyValues`, :class:`Text`): each converts one word or refuses
+  it with "expected X, got 'Y'"; each knows a few words it refuses (``bad``), from which the
+  tests build their table of bad input for every flag of every command.
+* **Checks across flags** (:data:`COMMAND_FLAGS`: ``--k`` larger than ``--n``, a flag that
+  would be ignored) run after parsing, before the command's module is imported; checks that
+  need the registries (:func:`check_methods`, :func:`check_dataset`, :func:`naming`) are
+  called by the commands before any work and import what they need when called.
+* **One line per error.** :class:`Parser` prints argparse's errors as ONE line,
+  ``divopt-rag CMD: --flag: expected ..., got '...' (see divopt-rag CMD --help)``, exit code 2;
+  :class:`UsageError` is the same line for a check across flags (``--k`` larger than ``--n``).
+* **Output paths** (:func:`check_output_path`, :func:`safe_name`, :func:`inside`): checked
+  before any work, and a file name built from a flag's value never leaves its folder.
+* **Memory** (:func:`check_memory`): a command estimates what its arrays need and refuses, in
+  one line with the estimate, what this machine cannot hold, before allocating anything.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+__all__ = [
+    "Parser",
+    "UsageError",
+    "ValueType",
+    "Integer",
+    "Real",
+    "Name",
+    "Choice",
+    "Text",
+    "ExistingPath",
+    "KeyValues",
+    "parse_value",
+    "ListOf",
+    "ListAction",
+    "add_list",
+    "COUNT",
+    "SEED",
+    "THETA",
+    "WORKERS",
+    "add_run_arguments",
+    "check_output_path",
+    "safe_name",
+    "inside",
+    "available_memory",
+    "check_memory",
+    "naming",
+    "check_methods",
+    "check_dataset",
+    "format_bytes",
+    "COMMAND_FLAGS",
+]
+
+
+# =============================================================================================
+# Errors in one line
+# =============================================================================================
+class UsageError(ValueError):
+    """Bad command-line input found by a check across flags: ``FLAG: expected X, got Y``
+    (a ValueError, so the CLI prints it as one line with exit code 2)."""
+
+    def __init__(self, flag: str, expected: str, got: str, hint: str = "") -> None:
+        self.flag = flag
+        super().__init__(f"{flag}: expected {expected}, got {got}" + (f" ({hint})" if hint else ""))
+
+
+_ARGUMENT_PREFIX = re.compile(r"^argument ([^:]+): ")
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are ONE line on stderr (argparse prints the whole usage
+    block): ``PROG: --flag: message (see PROG --help)``, exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse says "argument --k/-k: ..."; name the flag as the user typed it
+        message = _ARGUMENT_PREFIX.sub(lambda m: m.group(1).split("/")[0] + ": ", message)
+        message = " ".join(message.split())
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+# =============================================================================================
+# Value types
+# =============================================================================================
+class ValueType:
+    """An argparse ``type``: converts one word or raises ArgumentTypeError "expected X, got 'Y'".
+
+    ``expected``: what it takes, in words ("an integer >= 1"); ``plural``: the same for a list
+    ("integers >= 1"); ``bad``: words it refuses, for the tests' table of bad input. Types whose
+    check needs the command's modules (a method name, a dataset) refuse their ``bad`` words
+    when the command checks its arguments, before any work."""
+
+    expected = "a value"
+    plural = "values"
+    bad: tuple[str, ...] = ()
+
+    def __call__(self, text: str) -> Any:
+        return self.convert(text)
+
+    def convert(self, text: str) -> Any:
+        return text
+
+    def refuse(self, text: str, why: str = "") -> None:
+        raise argparse.ArgumentTypeError(f"expected {self.expected}, got {text!r}" + (f" ({why})" if why else ""))
+
+    @property
+    def __name__(self) -> str:  # argparse names a type by its __name__ in some messages
+        return type(self).__name__.lower()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.expected!r})"
+
+
+def _bound_text(low: float | None, high: float | None, low_open: bool, high_open: bool, fmt=str) -> str:
+    if low is not None and high is not None:
+        return f"in {'(' if low_open else '['}{fmt(low)}, {fmt(high)}{')' if high_open else ']'}"
+    if low is not None:
+        return f"{'>' if low_open else '>='} {fmt(low)}"
+    if high is not None:
+        return f"{'<' if high_open else '<='} {fmt(high)}"
+    return ""
+
+
+class Integer(ValueType):
+    """An integer (``1e6`` counts too) within [min, max]; ``none`` gives None when ``allow_none``."""
+
+    def __init__(self, min: int | None = None, max: int | None = None, allow_none: bool = False) -> None:
+        self.min, self.max, self.allow_none = min, max, allow_none
+        bound = _bound_text(min, max, False, False)
+        self.expected = f"an integer {bound}".strip() + (" or none" if allow_none else "")
+        self.plural = f"integers {bound}".strip() + (" or none" if allow_none else "")
+        bad = ["1.5", "x", "nan", "inf", ""]
+        if min is not None:
+            bad.insert(0, str(min - 1))
+        if max is not None:
+            bad.insert(0, str(max + 1))
+        self.bad = tuple(bad)
+
+    def convert(self, text: str) -> int | None:
+        t = text.strip()
+        if self.allow_none and t.lower() in ("none", "null"):
+            return None
+        try:
+            value = float(t)
+        except ValueError:
+            self.refuse(text)
+        if not value.is_integer():  # nan and inf are not integers either
+            self.refuse(text)
+        try:
+            number = int(t)  # exact for long integers
+        except ValueError:
+            number = int(value)
+        if (self.min is not None and number < self.min) or (self.max is not None and number > self.max):
+            self.refuse(text)
+        return number
+
+
+class Real(ValueType):
+    """A finite number within its bounds (``min_open`` / ``max_open``: excluded)."""
+
+    def __init__(self, min: float | None = None, max: float | None = None, *, min_open: bool = False,
+                 max_open: bool = False) -> None:
+        self.min, self.max, self.min_open, self.max_open = min, max, min_open, max_open
+        bound = _bound_text(min, max, min_open, max_open, fmt=lambda v: f"{v:g}")
+        self.expected = f"a number {bound}".strip()
+        self.plural = f"numbers {bound}".strip()
+        bad = ["x", "nan", "inf", ""]
+        if min is not None:
+            bad.insert(0, f"{min:g}" if min_open else f"{min - 0.5:g}")
+        if max is not None:
+            bad.insert(0, f"{max:g}" if max_open else f"{max + 0.5:g}")
+        self.bad = tuple(bad)
+
+    def convert(self, text: str) -> float:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            self.refuse(text)
+        if not math.isfinite(value):
+            self.refuse(text)
+        if self.min is not None and (value < self.min or (self.min_open and value == self.min)):
+            self.refuse(text)
+        if self.max is not None and (value > self.max or (self.max_open and value == self.max)):
+            self.refuse(text)
+        return value
+
+
+class Name(ValueType):
+    """A name (method, metric, column, module): letters, digits and ``_ @ . + -``, not starting
+    with a dot, never a path. What the name must refer to is checked by the command."""
+
+    _PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_@.+:-]*$")
+
+    def __init__(self, what: str = "a name", plural: str | None = None, bad: Sequence[str] = ("nosuch",),
+                 pattern: str | None = None) -> None:
+        self.expected, self.plural = what, plural or what
+        self.pattern = re.compile(pattern) if pattern else self._PATTERN
+        self.bad = (*bad, "../x", "a/b", "")
+
+    def convert(self, text: str) -> str:
+        if not self.pattern.match(text) or ".." in text:
+            self.refuse(text)
+        return text
+
+
+class Choice(ValueType):
+    """One of fixed words (argparse's ``choices`` with this module's message)."""
+
+    def __init__(self, choices: Sequence[str]) -> None:
+        self.choices = tuple(choices)
+        self.expected = "one of " + ", ".join(self.choices)
+        self.plural = "some of " + ", ".join(self.choices)
+        self.bad = ("nosuch", "")
+
+    def convert(self, text: str) -> str:
+        if text not in self.choices:
+            self.refuse(text)
+        return text
+
+
+class Text(ValueType):
+    """Free text checked by the command (a dataset spec, a device, an address); ``pattern``
+    refuses what can never be right up front."""
+
+    def __init__(self, what: str, bad: Sequence[str] = (), pattern: str | None = None) -> None:
+        self.expected = self.plural = what
+        self.pattern = re.compile(pattern) if pattern else None
+        self.bad = tuple(bad)
+
+    def convert(self, text: str) -> str:
+        if not text.strip() or (self.pattern is not None and not self.pattern.match(text)):
+            self.refuse(text)
+        return text
+
+
+def parse_value(text: str) -> Any:
+    """A value typed on the command line: ``none`` -> None, ``true``/``false`` -> bool, then
+    int, float, else the string."""
+    t = text.strip()
+    low = t.lower()
+    if low in ("none", "null"):
+        return None
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float):
+        try:
+            return conv(t)
+        except ValueError:
+            pass
+    return t
+
+
+class KeyValues(ValueType):
+    """``NAME=V1,V2,...`` -> (NAME, [values]) (``many=False``: ``NAME=VALUE`` -> (NAME, value)),
+    each value read by :func:`parse_value`; ``dotted``: NAME is ``METHOD.NAME``."""
+
+    def __init__(self, many: bool = True, dotted: bool = False) -> None:
+        self.many, self.dotted = many, dotted
+        name = "METHOD.NAME" if dotted else "NAME"
+        self.expected = f"{name}=V1,V2,..." if many else f"{name}=VALUE"
+        self.plural = self.expected
+        self.bad = ("noequals", "=1") + (("nodot=1",) if dotted else ())
+
+    def convert(self, text: str) -> tuple[str, Any]:
+        name, sep, values = text.partition("=")
+        name = name.strip()
+        if not sep or not name or any(c.isspace() for c in name) or (self.dotted and not re.fullmatch(r"[^.]+\.[^.]+", name)):
+            self.refuse(text)
+        if not self.many:
+            return name, parse_value(values)
+        return name, [parse_value(v) for v in values.split(",")]
+
+
+class ExistingPath(ValueType):
+    """A file (``kind="file"``), a folder (``"dir"``) or either (``"any"``) that exists."""
+
+    def __init__(self, kind: str = "any", what: str | None = None) -> None:
+        self.kind = kind
+        noun = {"file": "file", "dir": "folder", "any": "file or folder"}[kind]
+        self.expected = what or f"an existing {noun}"
+        self.plural = f"existing {noun}s"
+        self.bad = ("/nonexistent/divopt-missing",)
+
+    def convert(self, text: str) -> str:
+        p = Path(text).expanduser()
+        if not text.strip() or not p.exists():
+            self.refuse(text, "no such file or folder")
+        if self.kind == "file" and not p.is_file():
+            self.refuse(text, "a folder, not a file")
+        if self.kind == "dir" and not p.is_dir():
+            self.refuse(text, "a file, not a folder")
+        return str(p)
+
+
+class ListOf(ValueType):
+    """One word of a list flag: its comma-separated values, each converted by ``item``. An empty
+    word is an empty list only when ``empty`` says what it means."""
+
+    def __init__(self, item: ValueType, empty: str | None = None, split: Callable[[str], list[str]] | None = None) -> None:
+        self.item, self.empty = item, empty
+        self.split = split or (lambda text: text.split(","))
+        self.expected = f"{item.plural} (several as 5 10 or 5,10)"
+        self.plural = item.plural
+        bad = [b for b in item.bad if b or empty is None]
+        if bad and bad[0]:  # a bad value among good ones
+            bad.append(f"{_good_example(item)},{bad[0]}")
+        self.bad = tuple(bad)
+
+    def convert(self, text: str) -> list[Any]:
+        if not text.strip():
+            if self.empty is not None:
+                return []
+            self.refuse(text)
+        words = self.split(text)
+        out = []
+        for w in words:
+            try:
+                out.append(self.item.convert(w.strip()))
+            except argparse.ArgumentTypeError as exc:
+                if len(words) == 1:
+                    raise
+                message = str(exc).replace(f"expected {self.item.expected}", f"expected {self.item.plural}", 1)
+                raise argparse.ArgumentTypeError(message.replace(f"got {w.strip()!r}", f"got {w.strip()!r} in {text!r}",
+                                                                 1)) from None
+        return out
+
+
+def _good_example(item: ValueType) -> str:
+    if isinstance(item, Integer):
+        return str(item.min if item.min is not None else 1)
+    if isinstance(item, Real):
+        return f"{item.min:g}" if item.min is not None and not item.min_open else "1"
+    if isinstance(item, Choice):
+        return item.choices[0]
+    return "fw"
+
+
+class ListAction(argparse.Action):
+    """A list flag (``nargs="+"``; its type is a :class:`ListOf`): ``--k 5 10``, ``--k 5,10`` and
+    ``--k 5 --k 10`` all give [5, 10]. The first use replaces the default, later ones extend."""
+
+    def __init__(self, option_strings, dest, nargs=None, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs="+", **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        items = [v for word in values for v in word]
+        current = getattr(namespace, self.dest, None)
+        if current is None or current is self.default:
+            setattr(namespace, self.dest, items)
+        else:
+            setattr(namespace, self.dest, [*current, *items])
+
+
+def add_list(parser: argparse.ArgumentParser, *flags: str, item: ValueType, empty: str | None = None,
+             split: Callable[[str], list[str]] | None = None, **kwargs: Any) -> argparse.Action:
+    """Add a list flag of ``item`` values (:class:`ListAction`)."""
+    kwargs.setdefault("metavar", flags[0].lstrip("-").upper().replace("-", "_"))
+    return parser.add_argument(*flags, action=ListAction, type=ListOf(item, empty, split), **kwargs)
+
+
+def _paths_split(text: str) -> list[str]:
+    """Comma-separated paths, unless the whole word names an existing file (a comma in its name)."""
+    return [text] if os.path.exists(os.path.expanduser(text)) else text.split(",")
+
+
+#: What every command's --help ends with.
+EPILOG = ("Flags that take several values take them as separate words or comma-separated: --k 5 10, --k 5,10 "
+          "and --k 5 --k 10 are the same. Bad input is refused before any work, in one line, with exit code 2.")
+
+#: Counts (sizes, numbers of queries, repeats): integers >= 1.
+COUNT = Integer(min=1)
+#: Seeds: the range every generator takes (numpy, torch, Python).
+SEED = Integer(min=0, max=2**32 - 1)
+#: The relevance-diversity trade-off theta in [0, 1].
+THETA = Real(0.0, 1.0)
+#: Worker processes (0: in this process).
+WORKERS = Integer(min=0)
+#: Seconds of a time limit.
+SECONDS = Real(0.0, min_open=True)
+#: Selector and method names (checked against the registry by the command).
+METHOD = Name("a method name", "method names", bad=("nosuch",))
+#: Python modules to import (plugins).
+MODULE = Name("a Python module name (a.b.c)", "Python module names", bad=("no.such.divopt_plugin",),
+              pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+#: A dataset as NAME or NAME:ARG (checked against the registry by the command).
+DATASET = Text("a dataset NAME or NAME:ARG (toy, wordnet[:N_WORDS], beir:PATH, npz:PATH, ...)",
+               bad=("nosuch", "beir:/nonexistent/divopt-missing"))
+#: An embedding model: a local folder, the default alias or a name in the local Hugging Face cache.
+MODEL = Text("a local sentence-transformers folder or a model in the local Hugging Face cache",
+             bad=("/nonexistent/divopt-model",))
+#: A NAME=V1,V2 grid axis.
+KEY_VALUES = KeyValues()
+#: Solvers of an exact solve.
+SOLVERS = ("auto", "brute", "gurobi", "scip", "highs", "bnb")
+
+
+# =============================================================================================
+# Flags every run command shares (the executor's)
+# =============================================================================================
+def add_run_arguments(parser: argparse.ArgumentParser, *, parallel: bool = False, default_workers: str = "CPU count") -> None:
+    """The executor's flags: ``--new-grid``, ``--retry-errors``, ``--no-progress`` and, for specs
+    that run on pools (``parallel``), ``--backend``, ``--n-workers``, ``--address``, ``--chunk-size``."""
+    if parallel:
+        parser.add_argument("--backend", type=Choice(("local", "ray")), default="local", help="local | ray (default local)")
+        parser.add_argument("--n-workers", type=WORKERS, default=None,
+                            help=f"workers (default: {default_workers}; 0 = in this process)")
+        parser.add_argument("--address", type=Text("a Ray cluster address (host:port or ray://host:port)",
+                                                   bad=("",), pattern=r"^\S+$"),
+                            help="Ray cluster address (with --backend ray), e.g. ray://host:10001; it must "
+                                 "be a cluster on a trusted network (anyone who reaches a Ray cluster can run "
+                                 "code on it). Default: a local Ray bound to 127.0.0.1")
+        parser.add_argument("--chunk-size", type=COUNT, default=None, help="runs per worker call")
+    parser.add_argument("--retry-errors", action="store_true", help="run again the runs that ended in an error")
+    parser.add_argument("--new-grid", action="store_true",
+                        help="run a configuration other than the one OUT holds; the previous config.json and "
+                             "results.parquet are kept beside as config.<id>.json and results.<id>.parquet")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _check_run_arguments(args: argparse.Namespace) -> None:
+    if getattr(args, "address", None) and getattr(args, "backend", None) != "ray":
+        raise UsageError("--address", "--backend ray (a Ray address is used by the Ray backend only)",
+                         f"--backend {args.backend}")
+
+
+# =============================================================================================
+# Output paths
+# =============================================================================================
+def check_output_path(path: str | os.PathLike, kind: str = "dir", name: str = "out") -> Path:
+    """Check, before any work, that ``path`` can be written as a folder (``kind="dir"``) or a
+    file (``kind="file"``): not a file where a folder is wanted (or the reverse), no file among
+    its parents, writable (tried by creating and removing a probe folder in the nearest existing
+    one). Leaves nothing behind. ValueError naming ``name`` and the path otherwise."""
+    if kind not in ("dir", "file"):
+        raise ValueError(f"kind must be 'dir' or 'file', got {kind!r}")
+    p = Path(path).expanduser()
+    if p.exists():
+        if kind == "dir" and not p.is_dir():
+            raise ValueError(f"{name} {p}: is a file, expected a folder")
+        if kind == "file" and p.is_dir():
+            raise ValueError(f"{name} {p}: is a folder, expected a file name")
+        target = p
+    else:
+        target = p.parent if kind == "file" else p
+        while not target.exists() and target != target.parent:
+            target = target.parent
+        if not target.is_dir():
+            raise ValueError(f"{name} {p}: {target} is a file, so nothing can be created under it")
+    folder = target if target.is_dir() else target.parent
+    # os.access answers "yes" to root and on read-only mounts: create (and remove) a probe
+    # folder instead, as the run itself would
+    try:
+        tempfile.TemporaryDirectory(dir=folder, prefix=".divopt-probe-").cleanup()
+        if target.is_file():
+            with open(target, "ab"):
+                pass
+    except OSError as exc:
+        raise ValueError(f"{name} {p}: {target} is not writable ({exc.strerror or exc})") from exc
+    return p
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_@.+=,-]+")
+
+
+def safe_name(text: str) -> str:
+    """``text`` as one file name: every run of characters other than letters, digits and
+    ``_ @ . + = , -`` becomes "_" (path separators included), no leading dot, no "..". A file
+    named after a flag's value (a metric, a column) then stays in its folder."""
+    name = _UNSAFE.sub("_", str(text)).replace("..", "_").lstrip(".")
+    return name or "_"
+
+
+def inside(folder: str | os.PathLike, name: str) -> Path:
+    """``folder / name``, after checking that it stays inside ``folder`` (ValueError otherwise)."""
+    base = Path(folder).resolve()
+    path = (base / name).resolve()
+    if path != base and base not in path.parents:
+        raise ValueError(f"output file {name!r} would be written outside its folder {folder}")
+    return Path(folder) / name
+
+
+# =============================================================================================
+# Memory
+# =============================================================================================
+def available_memory() -> int | None:
+    """Bytes this process can still allocate without swapping: MemAvailable (Linux), lowered to
+    what a cgroup memory limit leaves; None when unknown (no /proc)."""
+    try:
+        with open("/proc/meminfo") as f:
+            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if line.split()[1:2]}
+        avail = info.get("MemAvailable", info.get("MemFree"))
+    except (OSError, ValueError, IndexError):
+        return None
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            limit = Path(limit_file).read_text().strip()
+            usage = int(Path(usage_file).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit() and int(limit) < 1 << 60:
+            avail = min(avail, max(0, int(limit) - usage)) if avail is not None else max(0, int(limit) - usage)
+        break
+    return avail
+
+
+def format_bytes(n: float) -> str:
+    """``7.63 GiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.3g} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.3g} TiB"  # pragma: no cover
+
+
+def check_memory(need: float, what: str, flags: str, instead: str = "") -> None:
+    """Refuse (:class:`UsageError` naming ``flags``) a run whose arrays need ``need`` bytes when
+    this machine has less available (:func:`available_memory`); nothing is allocated. The
+    environment variable ``DIVOPT_MEMORY_LIMIT`` (bytes, or with a K/M/G/T suffix) lowers the
+    limit (tests, shared machines)."""
+    avail = available_memory()
+    cap = os.environ.get("DIVOPT_MEMORY_LIMIT", "").strip()
+    if cap:
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", cap, re.IGNORECASE)
+        if m:
+            limit = float(m[1]) * 1024 ** " KMGT".index(m[2].upper() or " ")
+            avail = limit if avail is None else min(avail, limit)
+    if avail is None or need <= avail:
+        return
+    raise UsageError(flags, f"a size whose {what} fits in the {format_bytes(avail)} of memory available",
+                     f"an estimated {format_bytes(need)}", instead)
+
+
+# =============================================================================================
+# Checks that need the registries (what they import is imported when they are called)
+# =============================================================================================
+@contextlib.contextmanager
+def naming(flag: str) -> Iterator[None]:
+    """Bad input found inside the block (ValueError, TypeError, ImportError) is reported as a
+    ValueError whose message starts with ``flag``: "--methods: unknown method 'x'; expected ..."."""
+    try:
+        yield
+    except (ValueError, TypeError, ImportError) as exc:
+        text = str(exc) or type(exc).__name__
+        if text.startswith(flag):
+            raise
+        raise ValueError(f"{flag}: {text}") from None
+
+
+def check_methods(names: Iterable[str], flag: str, selectors: bool = False) -> None:
+    """Every name is a method (``selectors``: a fast selector of ``divopt_rag.solvers.METHODS``);
+    ValueError naming ``flag`` and the valid names otherwise."""
+    from divopt_rag.experiments.methods import check_selectors, resolve_method
+
+    with naming(flag):
+        if selectors:
+            check_selectors(list(names))
+        else:
+            for name in names:
+                resolve_method(name)
+
+
+def check_dataset(spec: Any, flag: str) -> None:
+    """A dataset spec (NAME, NAME:ARG or a mapping) names a registered dataset, options it
+    takes with values of the types its loader's defaults have, and files that exist; ValueError
+    naming ``flag`` otherwise. Values within their types (``n_queries=0``) are the loader's to
+    check, before it generates or reads anything."""
+    import inspect
+
+    from divopt_rag.data import registry
+
+    with naming(flag):
+        req = registry._resolve(spec, {})  # the registry's own checks: name, unknown and missing options
+        for option in req.entry.paths:
+            path = req.options.get(option)
+            if path is not None and not os.path.exists(os.path.expanduser(str(path))):
+                raise ValueError(f"dataset {req.name!r}: expected an existing file or folder as its {option}, "
+                                 f"got {str(path)!r}")
+        try:
+            params = inspect.signature(req.entry.loader).parameters
+        except (TypeError, ValueError):
+            return
+        for option, value in req.options.items():
+            default = params[option].default if option in params else None
+            if isinstance(default, bool) and not isinstance(value, bool):
+                raise ValueError(f"dataset {req.name!r} option {option}: expected true or false, got {value!r}")
+            if isinstance(default, (int, float)) and not isinstance(default, bool) and value is not None and (
+                    isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ValueError(f"dataset {req.name!r} option {option}: expected a number, got {value!r}")
+
+
+# =============================================================================================
+# The commands' flags
+# =============================================================================================
+def demo(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n", type=COUNT, default=20_000, help="pool size (default 20000)")
+    p.add_argument("--d", type=COUNT, default=384, help="embedding dimension (default 384)")
+    p.add_argument("--k", type=COUNT, default=10, help="selection size (default 10)")
+    p.add_argument("--theta", type=THETA, default=0.7, help="relevance-diversity trade-off in [0,1] (default 0.7)")
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--out", type=Path, default=Path("divopt-demo"), help="output folder (default ./divopt-demo)")
+    p.add_argument("--no-plot", action="store_true", help="skip the plot")
+
+
+#: Bytes per pool element (n x d) the demo needs at its peak: E (float32), the float64 pass of
+#: the random-set reference and the selectors' working set. Measured (peak RSS of ``divopt-rag
+#: demo --no-plot``): 686 MB at n x d = 1e5 x 256, 1028 MB at 2e5 x 256, 1586 MB at 1e5 x 1024,
+#: i.e. 11.7-13.3 bytes per element above a base of about 345 MB; 16 keeps a margin.
+DEMO_BYTES_PER_ELEMENT = 16
+#: What a command holds before any array (interpreter, torch, numpy, pandas): about 345 MB measured.
+BASE_BYTES = 400 * 2**20
+
+
+def check_demo(args: argparse.Namespace) -> None:
+    if args.k > args.n:
+        raise UsageError("--k", f"an integer <= --n ({args.n})", str(args.k))
+    check_memory(BASE_BYTES + DEMO_BYTES_PER_ELEMENT * args.n * args.d, "pool (n x d)", "--n/--d",
+                 "use a smaller --n or --d")
+
+
+def bench_latency(p: argparse.ArgumentParser) -> None:
+    add_list(p, "--n", item=COUNT, default=[100_000], help="pool sizes (default 100000; 1000000 for the paper scale)")
+    add_list(p, "--d", item=COUNT, default=[384, 1024], help="embedding dimensions (default 384 1024)")
+    add_list(p, "--k", item=COUNT, default=[10, 50, 100], help="selection sizes (default 10 50 100)")
+    add_list(p, "--theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9], help="trade-offs (default 0.3 0.5 0.7 0.9)")
+    add_list(p, "--methods", item=METHOD, default=None,
+             help="selectors (default: every selector that runs on an Instance alone)")
+    p.add_argument("--default-method", type=METHOD, default=None,
+                   help="the method whose targets are checked (default: DEFAULT_METHOD)")
+    p.add_argument("--repeats", type=COUNT, default=2, help="timed repeats per cell; the median is reported (default 2)")
+    p.add_argument("--dtype", type=Choice(("float32", "float16", "bfloat16")), default="float32",
+                   help="float32 | float16 | bfloat16 (default float32)")
+    p.add_argument("--device", type=Text("a torch device: auto, cpu, cuda, cuda:N or mps", bad=("nosuch", "cuda:x"),
+                                         pattern=r"^(auto|cpu|cuda|mps|xpu)(:\d+)?$"),
+                   default="auto", help="auto (cuda when available, else cpu) | cpu | cuda[:N] | mps")
+    add_list(p, "--langchain", item=COUNT, empty="skip the comparison", default=[10_000, 50], metavar="N,K",
+             help="compare MMR with LangChain's at n,k (d = first --d); '' to skip")
+    p.add_argument("--threads", type=Integer(min=0), default=None,
+                   help="torch intra-op threads (default or 0: torch's choice)")
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--out", type=Path, default=Path("results/latency"))
+    add_run_arguments(p)
+
+
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def check_bench_latency(args: argparse.Namespace) -> None:
+    if max(args.k) > min(args.n):
+        raise UsageError("--k", f"sizes <= the smallest --n ({min(args.n)})", str(max(args.k)))
+    if args.langchain:
+        if len(args.langchain) != 2:
+            raise UsageError("--langchain", "two integers N,K (or '' to skip)", ",".join(map(str, args.langchain)))
+        if args.langchain[1] > args.langchain[0]:
+            raise UsageError("--langchain", f"K <= N ({args.langchain[0]})", str(args.langchain[1]))
+    # E in the timed dtype, its float32 block while generated, and the selectors' extra (<= 1.3 |E|)
+    elements = max(args.n) * max(args.d)
+    need = BASE_BYTES + elements * (2.3 * _DTYPE_BYTES[args.dtype] + 4)
+    check_memory(need, "largest pool (n x d)", "--n/--d", "use a smaller --n or --d")
+
+
+def bench_exact(p: argparse.ArgumentParser) -> None:
+    add_list(p, "--n", item=Integer(min=2), default=[50, 100], help="pool sizes (top-n of relevance; default 50 100)")
+    add_list(p, "--k", item=COUNT, default=[10], help="selection sizes (default 10; pairs with k >= n are skipped)")
+    add_list(p, "--theta", item=THETA, default=[0.5, 0.9], help="relevance-diversity trade-offs (default 0.5 0.9)")
+    p.add_argument("--full", action="store_true", help="the full grid n={50,100,200}, k={5,10,20}, theta={.3,.5,.7,.9}")
+    p.add_argument("--queries", type=COUNT, default=2, help="number of query words (from the ambiguity benchmark)")
+    p.add_argument("--query-offset", type=Integer(min=0), default=0,
+                   help="skip this many query words first (held-out words for reported runs)")
+    add_list(p, "--solvers", item=Name("a solver (gurobi, scip, highs, bnb), optionally solver/formulation",
+                                       "solvers", bad=("cplex",), pattern=r"^[A-Za-z0-9_]+(/[A-Za-z0-9_]+)?$"),
+             default=None, help="solvers to time, optionally as solver/formulation (e.g. gurobi/qcr); default: every "
+                                "installed one and divopt's bnb")
+    p.add_argument("--formulation", type=Name("a formulation name", bad=("nosuch",)), default="auto",
+                   help="CCBQP formulation for every solver (default: each solver's own)")
+    p.add_argument("--time-limit", type=SECONDS, default=30.0, help="seconds per solve")
+    p.add_argument("--threads", type=COUNT, default=None, help="solver threads (default: solver's own)")
+    p.add_argument("--warm-start", type=Choice(("none", "fw")), default="none", help="warm start every solver from FW")
+    p.add_argument("--extra-glosses", type=Integer(min=0), default=1500,
+                   help="random WordNet noun glosses added as distractors")
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "divopt", "embeddings"),
+                   help="embedding cache (default ~/.cache/divopt/embeddings)")
+    p.add_argument("--out", type=Path, default=Path("results/exact"), help="output folder (results.parquet, results.csv)")
+    p.add_argument("--log-dir", default=None, help="directory for solver logs (default: none)")
+    add_run_arguments(p)
+
+
+def check_bench_exact(args: argparse.Namespace) -> None:
+    if args.full:
+        for flag, default in (("n", [50, 100]), ("k", [10]), ("theta", [0.5, 0.9])):
+            if getattr(args, flag) != default:
+                raise UsageError("--full", f"no --{flag} (--full sets n, k and theta)", f"--{flag} given too")
+        return
+    fits = [k for k in args.k if k < max(args.n)]
+    unfit = sorted(set(args.k) - set(fits))
+    if unfit:
+        raise UsageError("--k", f"sizes < the largest --n ({max(args.n)})", ",".join(map(str, unfit)))
+
+
+def bench_quality(p: argparse.ArgumentParser) -> None:
+    add_list(p, "--parts", item=Choice(("small", "large", "batch")), default=["small", "large", "batch"],
+             help="small large batch (default all)")
+    add_list(p, "--methods", item=METHOD, default=None,
+             help="selectors of the small pools (default: every selector that runs on an Instance alone)")
+    p.add_argument("--default-method", type=METHOD, default=None,
+                   help="the method whose targets are checked (default: divopt_rag.solvers.DEFAULT_METHOD)")
+    # small pools
+    p.add_argument("--queries", type=COUNT, default=25, help="WordNet query words (default 25)")
+    add_list(p, "--theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9], help="thetas of the small-pool set")
+    p.add_argument("--pool", type=COUNT, default=100, help="pool size per query (default 100)")
+    p.add_argument("--k", type=COUNT, default=10)
+    p.add_argument("--corpus-size", type=COUNT, default=3000, help="WordNet glosses embedded (default 3000)")
+    add_list(p, "--exclude-seeds", item=SEED, default=[], empty="no held-out seeds",
+             help="held-out evaluation: leave out every query word that these seeds draw (--exclude-queries words "
+                  "each), e.g. the seeds a method was tuned on (default none)")
+    p.add_argument("--exclude-queries", type=COUNT, default=25,
+                   help="query words per excluded seed (default 25, the size of the tuning runs)")
+    p.add_argument("--solver", type=Choice(SOLVERS), default="auto",
+                   help="exact solver (default auto: Gurobi if the license allows)")
+    p.add_argument("--time-limit", type=SECONDS, default=120.0, help="exact solver time limit per instance (s)")
+    p.add_argument("--exact-threads", type=COUNT, default=None, help="exact solver threads (default: the solver's)")
+    p.add_argument("--mip-gap", type=Real(0.0), default=1e-7, help="relative MIP gap asked of the exact solver")
+    p.add_argument("--cache-dir", type=Path, default=Path("results/cache"), help="embedding cache")
+    # large pools
+    p.add_argument("--large-n", type=COUNT, default=100_000)
+    p.add_argument("--large-d", type=COUNT, default=384)
+    add_list(p, "--large-k", item=COUNT, default=[10], help="selection sizes of the large part (default 10)")
+    p.add_argument("--large-queries", type=COUNT, default=2)
+    add_list(p, "--large-theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9])
+    add_list(p, "--large-methods", item=METHOD, default=None,
+             help="methods timed on the large pools (default: every selector that runs on an Instance alone); "
+                  "fw = the paper's Algorithm 1, the ratios are to it")
+    p.add_argument("--repeats", type=COUNT, default=3, help="timed repeats per large-pool cell (median)")
+    # batch
+    p.add_argument("--batch-n", type=COUNT, default=100_000)
+    p.add_argument("--batch-queries", type=COUNT, default=16)
+    add_list(p, "--batch-thetas", item=THETA, default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    p.add_argument("--threads", type=Integer(min=0), default=1,
+                   help="torch intra-op threads (default 1: on a loaded 2-core machine small kernels are 10x slower "
+                        "with 2; 0 = torch's choice)")
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--out", type=Path, default=Path("results/quality"))
+    add_run_arguments(p)
+
+
+def check_bench_quality(args: argparse.Namespace) -> None:
+    if "small" in args.parts:
+        if args.k > args.pool:
+            raise UsageError("--k", f"an integer <= --pool ({args.pool})", str(args.k))
+        if args.pool > args.corpus_size:
+            raise UsageError("--pool", f"an integer <= --corpus-size ({args.corpus_size})", str(args.pool))
+    if "large" in args.parts:
+        if max(args.large_k) > args.large_n:
+            raise UsageError("--large-k", f"sizes <= --large-n ({args.large_n})", str(max(args.large_k)))
+        check_memory(BASE_BYTES + 2.3 * 4 * args.large_n * args.large_d, "large pool (n x d)",
+                     "--large-n/--large-d", "use a smaller --large-n or --large-d")
+    if "batch" in args.parts:
+        if args.large_k[0] > args.batch_n:
+            raise UsageError("--large-k", f"a first size <= --batch-n ({args.batch_n})", str(args.large_k[0]))
+        # the batched sweeps keep a (queries x thetas) x n relevance and working set beside E
+        per_row = 4 * args.large_d * 2.3 + 8 * 3 * args.batch_queries * len(args.batch_thetas)
+        check_memory(BASE_BYTES + per_row * args.batch_n, "batch pool (n x d) and batched sweeps",
+                     "--batch-n/--large-d/--batch-queries", "use a smaller --batch-n or fewer --batch-queries")
+
+
+def certify(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", type=DATASET, default="synthetic",
+                   help="synthetic (--corpus-size, --dim) or a divopt_rag.data dataset NAME[:ARG]: toy | wordnet[:N_WORDS] "
+                        "| beir:PATH | mini-wikipedia:PATH | rgb:PATH | npz:PATH")
+    p.add_argument("--model", type=MODEL, default=None,
+                   help="sentence-transformers model of a text dataset: a local folder or a model in the local "
+                        "Hugging Face cache (default: the offline all-MiniLM-L6-v2)")
+    p.add_argument("--cache-dir", default=None, help="embedding cache directory")
+    p.add_argument("--n", type=COUNT, default=20, help="pool size: top-n passages by relevance per query")
+    p.add_argument("--k", type=COUNT, default=5, help="selection size")
+    add_list(p, "--theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9], help="theta grid")
+    add_list(p, "--methods", item=METHOD, default=None, help="selectors (default: every registered one)")
+    p.add_argument("--solver", type=Choice(SOLVERS), default="auto",
+                   help="exact solver (auto: enumeration for small pools, else the first MIP solver that fits)")
+    p.add_argument("--time-limit", type=SECONDS, default=None,
+                   help="seconds per exact solve (default: divopt's DEFAULT_TIME_LIMIT, 60)")
+    p.add_argument("--queries", type=COUNT, default=5, help="number of queries (synthetic: corpora)")
+    p.add_argument("--corpus-size", type=COUNT, default=2000, help="synthetic corpus size")
+    p.add_argument("--dim", type=COUNT, default=64, help="synthetic embedding dimension")
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--full-scale", action="store_true", help="also certify each query on its whole pool")
+    p.add_argument("--max-exact", type=COUNT, default=1000,
+                   help="full scale: solve the survivors exactly (Gurobi within its licence, else divopt's bnb) "
+                        "when <= this many survive")
+    p.add_argument("--fw-max-iter", type=COUNT, default=500, help="full scale: iterations of the concave FW bound")
+    p.add_argument("--sigma", type=Real(0.0, min_open=True), default=None,
+                   help="also compute the Dartboard score with this sigma")
+    p.add_argument("--out", type=Path, default=Path("results/certify"),
+                   help="output folder (results.parquet; resumable)")
+    add_run_arguments(p, parallel=True, default_workers="0, in this process")
+
+
+def check_certify(args: argparse.Namespace) -> None:
+    _check_run_arguments(args)
+    if args.k > args.n:
+        raise UsageError("--k", f"an integer <= --n ({args.n}, the pool size)", str(args.k))
+    if args.dataset == "synthetic":
+        if args.model is not None:
+            raise UsageError("--model", "no model with --dataset synthetic (its vectors are generated, not embedded)",
+                             repr(args.model))
+        if args.n > args.corpus_size:
+            raise UsageError("--n", f"an integer <= --corpus-size ({args.corpus_size})", str(args.n))
+        check_memory(BASE_BYTES + 4 * 3 * args.queries * args.corpus_size * args.dim, "synthetic corpora",
+                     "--queries/--corpus-size/--dim", "use a smaller --corpus-size or --dim")
+
+
+def sweep(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Run a grid of methods x parameters x queries; every finished run is written atomically to "
+        "OUT/parts, so re-running the same command after a kill resumes where it stopped. "
+        "The tidy table is OUT/results.parquet."
+    )
+    p.add_argument("--config", type=ExistingPath("file", "an existing sweep config file (.json, .toml, .yaml)"),
+                   help="sweep config (.json, .toml, or .yaml); flags below override it")
+    p.add_argument("--out", type=Path, default=Path("results/sweep"), help="output folder (default results/sweep)")
+    p.add_argument("--dataset", type=DATASET, help="dataset NAME or NAME:ARG (default synthetic)")
+    p.add_argument("--dataset-opt", action="append", default=[], metavar="NAME=VALUE", type=KeyValues(many=False),
+                   help="dataset option, e.g. n=400 (repeatable)")
+    add_list(p, "--methods", item=METHOD, help="methods (fast selectors, robust models, registered extras)")
+    add_list(p, "--theta", item=THETA, help="theta grid")
+    add_list(p, "--k", item=COUNT, help="k grid")
+    add_list(p, "--pool", item=Integer(min=1, allow_none=True),
+             help="pool sizes (top-n by relevance per query; none = all)")
+    p.add_argument("--param", action="append", default=[], type=KEY_VALUES, metavar="NAME=V1,V2",
+                   help="common grid axis for the methods that accept it, e.g. sigma=0.05,0.1 (repeatable)")
+    p.add_argument("--method-param", action="append", default=[], metavar="METHOD.NAME=V1,V2",
+                   type=KeyValues(dotted=True), help="grid axis of one method, e.g. dartboard.sigma=0.1,0.2 (repeatable)")
+    p.add_argument("--queries", type=COUNT, help="use the first N queries")
+    p.add_argument("--seed", type=SEED, help="base seed (default 0)")
+    add_list(p, "--plugin", item=MODULE, default=[], help="modules to import in driver and workers")
+    p.add_argument("--evaluator", type=Text("coverage or metric:NAME", bad=("nosuch", "metric:nosuch")),
+                   help="score each selection: coverage | metric:<name> (openai: via --config)")
+    p.add_argument("--consolidate-only", action="store_true", help="only rebuild OUT/results.parquet from the parts")
+    p.add_argument("--adaptive-metric", type=Name("a metric name", bad=("nosuch",)),
+                   help="also write OUT/adaptive.parquet: per-query Oracle/gated theta by this metric (a ranking "
+                        "metric without cutoff, e.g. s_recall: at each k)")
+    add_run_arguments(p, parallel=True)
+
+
+def check_sweep(args: argparse.Namespace) -> None:
+    _check_run_arguments(args)
+
+
+def plot(p: argparse.ArgumentParser) -> None:
+    kinds = ("pareto", "latency", "gaps", "certified", "robust", "all")
+    p.add_argument("kind", type=Choice(kinds), help=" | ".join(kinds))
+    add_list(p, "--input", "-i", item=ExistingPath("any", "an existing result file or folder"), split=_paths_split,
+             required=True, help="result file(s) or folder(s): parquet/CSV/JSON (all: certify, sweep and latency outputs)")
+    p.add_argument("--out", type=Path, default=Path("results/plots"), help="output folder for PNG and SVG files")
+    column = Name("a column or metric name", "column or metric names", bad=("nosuch",))
+    p.add_argument("--x", type=column, default="ilad", help="Pareto x metric (diversity)")
+    p.add_argument("--y", type=column, default="recall",
+                   help="Pareto y metric (relevance; a ranking metric is read at each row's k: recall means recall@k)")
+    add_list(p, "--param", item=column, default=["rho_vec", "sparsity_penalty"], help="robust plot parameters")
+    add_list(p, "--metrics", item=column, default=["recall", "ilad", "objective"], help="robust plot metrics")
+    p.add_argument("--value", type=column, default="seconds", help="latency column: seconds | gemv_equivalents")
+    p.add_argument("--theta", type=THETA, default=None, help="latency plot: keep one theta (default: one panel each)")
+
+
+def reproduce(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Reproduce a seed paper's headline table: runs the paper's protocol with the published methods, "
+        "writes one tidy parquet row per query x method x setting (resumable: re-run the same command after a "
+        "kill) and prints the table beside the published numbers. --list shows every recipe and what it needs."
+    )
+    p.add_argument("recipe", nargs="?", type=Name("a recipe name (see --list)", bad=("nosuch",)),
+                   help="recipe name (see --list)")
+    p.add_argument("--list", action="store_true", help="list the recipes: paper, table, what each needs")
+    p.add_argument("--out", type=Path, help="output folder (default results/reproduce/<recipe>)")
+    p.add_argument("--data-dir", type=Path, default=Path("datasets"),
+                   help="where the datasets are, in divopt_rag.data.download.fetch's layout (default datasets/)")
+    p.add_argument("--limit", type=COUNT, help="first N queries of each dataset (a quick run)")
+    p.add_argument("--analogue", type=Choice(("wordnet", "synthetic")),
+                   help="run on an offline analogue instead of the paper's data (labelled as such)")
+    p.add_argument("--retrieval-only", action="store_true",
+                   help="skip every LLM step (answer columns and LLM-chosen rows)")
+    local_model = ExistingPath("dir", "a local model directory")
+    p.add_argument("--model", type=local_model, help="embedding model: a local sentence-transformers directory "
+                                                     "(default: the offline all-MiniLM-L6-v2)")
+    add_list(p, "--encoder", item=local_model, default=[], split=_paths_split, metavar="PATH",
+             help="embedding models to compare (recipes over several encoders)")
+    p.add_argument("--cross-encoder", type=local_model, metavar="PATH",
+                   help="a local sentence-transformers CrossEncoder directory")
+    p.add_argument("--corpus", type=ExistingPath("file"), help="external passage corpus (e.g. DPR psgs_w100.tsv) for the QA pools")
+    p.add_argument("--set", action="append", default=[], type=KEY_VALUES, dest="overrides", metavar="NAME=V1,V2",
+                   help="replace a grid axis or recipe parameter, e.g. k=25 or theta=0.3,0.7 (repeatable)")
+    p.add_argument("--cache-dir", type=Path, help="embedding cache (default ~/.cache/divopt/embeddings)")
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--new-grid", action="store_true",
+                   help="run another configuration in an output folder that holds one; its config.json and "
+                        "results.parquet are kept beside as config.<id>.json and results.<id>.parquet")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def check_reproduce(args: argparse.Namespace) -> None:
+    if not args.list and not args.recipe:
+        raise UsageError("recipe", "a recipe name (divopt-rag reproduce --list shows them)", "none")
+
+
+#: Command path -> (the function that adds its flags, its checks across flags or None: run after
+#: parsing, before the command's module is imported).
+COMMAND_FLAGS: dict[tuple[str, ...], tuple[Callable[[argparse.ArgumentParser], None],
+                                           Callable[[argparse.Namespace], None] | None]] = {
+    ("demo",): (demo, check_demo),
+    ("bench", "latency"): (bench_latency, check_bench_latency),
+    ("bench", "exact"): (bench_exact, check_bench_exact),
+    ("bench", "quality"): (bench_quality, check_bench_quality),
+    ("certify",): (certify, check_certify),
+    ("sweep",): (sweep, check_sweep),
+    ("plot",): (plot, None),
+    ("reproduce",): (reproduce, check_reproduce),
+}
+
+
+def iter_value_actions(parser: argparse.ArgumentParser) -> Iterable[argparse.Action]:
+    """The flags of ``parser`` that take a value (for the tests' table of bad input)."""
+    for action in parser._actions:  # argparse keeps no public list
+        if action.option_strings and action.nargs != 0 and not isinstance(action, argparse._HelpAction):
+            yield action
