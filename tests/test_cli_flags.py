@@ -342,3 +342,14 @@ def test_gaps_within_the_hit_tolerance_print_as_zero():
     assert row_a[1:3] == ["0", "0"] and row_b[1:3] == ["0.01235", "2e-09"]
     assert row_a[3] == "7.105e-17"  # not a gap: printed as it is
     assert row_a[4] == "0.0001234" and row_b[4] == "1.5"
+
+
+def test_reproduce_set_values_are_typed_by_the_method_signature():
+    """``reproduce --set sigma=abc`` ran every row into an error; now refused before any run,
+    by the same signature check ``select`` applies (the recipe's own rows are not selectors)."""
+    from divopt_rag.experiments.reproduce.spec import ReproduceError, expand_settings
+
+    methods = {"dartboard": {"sigma": [0.1]}, "random": {}}
+    with pytest.raises(ReproduceError, match="dartboard sigma must be a number, got str 'abc'"):
+        expand_settings(methods, {"k": [5]}, {"sigma": ["abc"]})
+    assert [m for m, _ in expand_settings(methods, {"k": [5]}, {"sigma": [0.3]})] == ["dartboard", "random"]

@@ -213,10 +213,27 @@ def expand_settings(methods: Mapping[str, Mapping[str, Sequence[Any]]], grid: Ma
         names = sorted(axes)
         for values in itertools.product(*(axes[n] for n in names)):
             try:
-                out.append((method, canonical_params(dict(zip(names, values)))))
+                setting = canonical_params(dict(zip(names, values)))
+                _check_method_values(method, setting)
             except (TypeError, ValueError) as exc:
                 raise ReproduceError(f"method {method!r}: {exc}") from None
+            out.append((method, setting))
     return out
+
+
+def _check_method_values(method: str, setting: Mapping[str, Any]) -> None:
+    """The values a registered method takes, typed by its signature before any run
+    (:func:`~divopt_rag.solvers.selection.check_params`; ``--set sigma=abc`` used to run every
+    row into an error). The recipes' own rows (``random``, ``oracle``, ...) are the recipe's."""
+    from divopt_rag.experiments.methods import INSTANCE_PARAMS, method_accepts, resolve_method
+    from divopt_rag.solvers.selection import check_params
+
+    try:
+        fn = resolve_method(method)[1]
+    except ValueError:
+        return
+    own = {p: v for p, v in setting.items() if p not in INSTANCE_PARAMS and method_accepts(method, p)}
+    check_params(method, fn, own)
 
 
 @dataclass
