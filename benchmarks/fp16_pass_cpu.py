@@ -5,7 +5,10 @@ passes E v over the pool (``divopt-rag bench latency`` reports each time as GEMV
 This times, on one n x d pool (synthetic unit rows, seeded):
 
 * ``kernel_fp16``: divopt's :func:`divopt_rag.models.kernels.matvec` on float16 storage (rows
-  upcast to float32 a block at a time, float32 accumulation: what the selectors run);
+  upcast to float32 a cache-sized block at a time into one buffer, float32 accumulation: what
+  the selectors run);
+* ``blocks64_fp16``: the kernel before that change (16,384-row blocks, a fresh 64 MiB float32
+  block each), for the comparison within one run;
 * ``torch_fp16``: torch's own half-precision GEMV ``E @ v.half()`` (float16 result);
 * ``fp32``: the same pool stored in float32 (twice the memory).
 
@@ -51,7 +54,14 @@ def main(argv=None) -> int:
         blk = torch.randn(min(1 << 16, args.n - s), args.d, generator=g)
         E[s : s + blk.shape[0]] = (blk / blk.norm(dim=1, keepdim=True)).half()
     v = torch.randn(args.d, generator=g)
+    def blocks64():
+        out = torch.empty(E.shape[0])
+        for s in range(0, E.shape[0], 1 << 14):
+            out[s : s + (1 << 14)] = E[s : s + (1 << 14)].float() @ v
+        return out
+
     rows = [{"way": "kernel_fp16", "seconds": _median(lambda: matvec(E, v), args.repeats)},
+            {"way": "blocks64_fp16", "seconds": _median(blocks64, args.repeats)},
             {"way": "torch_fp16", "seconds": _median(lambda: E @ v.half(), args.repeats)}]
     E32 = E.float()
     del E

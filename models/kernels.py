@@ -2,15 +2,23 @@
 
 Device and dtype follow the input. Embeddings may be stored in float16/bfloat16; every
 reduction accumulates in float32 (float64 when E is float64). No function here forms an
-n x n matrix or an n x d temporary: low-precision CPU inputs are upcast a row block at a time.
+n x n matrix or an n x d temporary: low-precision CPU inputs are upcast a row block at a time,
+into one reused block small enough to stay in cache (about 1 MiB: the upcast and the product
+then never go through main memory, which made a float16 pass about 8x a float32 one at 64 MiB
+blocks; see ``benchmarks/fp16_pass_cpu.py``).
 """
 from __future__ import annotations
 
 import torch
 
-__all__ = ["accumulation_dtype", "matvec", "rmatvec", "matmul", "gather_sum", "gather_rows", "synchronize"]
+__all__ = ["accumulation_dtype", "matvec", "rmatvec", "matmul", "rmatmul", "gather_sum", "gather_rows", "synchronize"]
 
-_BLOCK_ROWS = 1 << 14
+_BLOCK_BYTES = 1 << 20
+
+
+def _block_rows(d: int) -> int:
+    """Rows of the float32 upcast block: about ``_BLOCK_BYTES``, at least 64."""
+    return max(64, _BLOCK_BYTES // (4 * max(int(d), 1)))
 
 
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -31,14 +39,20 @@ def matmul(E: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
     """E @ V for E (n, d) and V (d, m): one pass over E, float32 accumulation.
 
     On CUDA low-precision GEMM already accumulates in float32 (cuBLAS compute type 32F); on
-    CPU the rows are upcast block by block so the temporary stays at ``_BLOCK_ROWS x d``.
+    CPU the rows are upcast block by block into one cache-sized float32 buffer (module docstring).
     """
     acc = accumulation_dtype(E.dtype)
     if _low_precision_cpu(E):
         V32 = V.to(device=E.device, dtype=acc)
-        out = torch.empty(E.shape[0], V.shape[1], dtype=acc, device=E.device)
-        for s in range(0, E.shape[0], _BLOCK_ROWS):
-            out[s : s + _BLOCK_ROWS] = E[s : s + _BLOCK_ROWS].to(acc) @ V32
+        n, d = E.shape
+        out = torch.empty(n, V.shape[1], dtype=acc, device=E.device)
+        B = _block_rows(d)
+        buf = torch.empty(min(B, n), d, dtype=acc)
+        for s in range(0, n, B):
+            e = min(s + B, n)
+            block = buf[: e - s]
+            block.copy_(E[s:e])
+            torch.mm(block, V32, out=out[s:e])
         return out
     if E.dtype in (torch.float16, torch.bfloat16):
         Vh = V.to(device=E.device, dtype=E.dtype)  # the operand is rounded to the storage dtype
@@ -51,14 +65,27 @@ def matmul(E: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
 
 def rmatvec(E: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """E^T x for E (n, d), x (n,): a d-vector in the accumulation dtype, one pass over E."""
-    acc = accumulation_dtype(E.dtype)
-    x = x.to(device=E.device, dtype=acc)
+    return rmatmul(E, x.unsqueeze(1)).squeeze(1)
+
+
+def rmatmul(E: torch.Tensor, X: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """E^T X for E (n, d) and X (n, m): (d, m) in ``dtype`` (default the accumulation dtype),
+    one pass over E; low-precision rows are upcast a block at a time (module docstring)."""
+    acc = accumulation_dtype(E.dtype) if dtype is None else dtype
+    X = X.to(device=E.device, dtype=acc)
     if E.dtype in (torch.float16, torch.bfloat16):
-        out = torch.zeros(E.shape[1], dtype=acc, device=E.device)
-        for s in range(0, E.shape[0], _BLOCK_ROWS):
-            out += E[s : s + _BLOCK_ROWS].to(acc).T @ x[s : s + _BLOCK_ROWS]
+        n, d = E.shape
+        out = torch.zeros(d, X.shape[1], dtype=acc, device=E.device)
+        # CUDA: large blocks (each is one kernel launch); CPU: cache-sized, into one buffer
+        B = _block_rows(d) if E.device.type == "cpu" else 1 << 14
+        buf = torch.empty(min(B, n), d, dtype=acc, device=E.device)
+        for s in range(0, n, B):
+            e = min(s + B, n)
+            block = buf[: e - s]
+            block.copy_(E[s:e])
+            out.addmm_(block.T, X[s:e])
         return out
-    return E.T @ x.to(E.dtype)
+    return E.T @ X.to(E.dtype)
 
 
 def gather_rows(E: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:

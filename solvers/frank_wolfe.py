@@ -29,7 +29,7 @@ import torch
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import (curvature, line_search, linear_term, objective_scale, relaxed_grad,
                                      relaxed_grad_dot_x, relaxed_gradient, relaxed_value)
-from divopt_rag.models.kernels import gather_rows, gather_sum, matmul
+from divopt_rag.models.kernels import gather_rows, gather_sum, matmul, rmatmul
 from divopt_rag.models.validation import check_choice, check_nonnegative, check_scalar, check_vector
 
 from .selection import register
@@ -130,10 +130,7 @@ def initial_point(inst: Instance, init: Any = "topk", seed: int | None = None) -
 def rows_times_E(X: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
     """X E for X (M, n): row m is E^T x_m (one pass over E for all rows), in X's dtype."""
     if E.dtype in (torch.float16, torch.bfloat16):  # upcast a row block of E at a time
-        out = torch.zeros(X.shape[0], E.shape[1], dtype=X.dtype, device=E.device)
-        for s in range(0, E.shape[0], 1 << 14):
-            out += X[:, s : s + (1 << 14)] @ E[s : s + (1 << 14)].to(X.dtype)
-        return out
+        return rmatmul(E, X.T, dtype=X.dtype).T.contiguous()
     return X.to(E.dtype) @ E
 
 
