@@ -353,3 +353,11 @@ def test_reproduce_set_values_are_typed_by_the_method_signature():
     with pytest.raises(ReproduceError, match="dartboard sigma must be a number, got str 'abc'"):
         expand_settings(methods, {"k": [5]}, {"sigma": ["abc"]})
     assert [m for m, _ in expand_settings(methods, {"k": [5]}, {"sigma": [0.3]})] == ["dartboard", "random"]
+
+
+def test_reproduce_checks_set_values_before_the_data(tmp_path, capsys):
+    """A bad ``--set`` value is named even where the recipe's data is missing (it used to be
+    reported only after the user had fetched the data)."""
+    argv = ["reproduce", "dartboard-sigma", "--data-dir", str(tmp_path / "none"), "--set", "sigma=abc",
+            "--out", str(tmp_path / "out")]
+    _refused(argv, capsys, tmp_path, "dartboard sigma must be a number, got str 'abc'")

@@ -69,6 +69,10 @@ def check_needs(recipe: Recipe, options: Options) -> tuple[Env, list[str]]:
     (:class:`~divopt_rag.experiments.rag.llm.LLMNotConfigured`), no cross-encoder for a recipe that
     cannot run without one. Returns the notes to print (rows skipped and why)."""
     notes: list[str] = []
+    # the flags before the data: a bad --set value is refused even where the data is missing
+    expand_settings(recipe.methods, recipe.grid, options.overrides, tuple(recipe.params))
+    for p in recipe.params:
+        recipe.param(options, p)
     if options.analogue is not None and options.analogue not in recipe.analogues:
         have = ", ".join(recipe.analogues) or "none"
         raise ReproduceError(f"recipe {recipe.name!r} has no {options.analogue!r} analogue (available: {have})")
