@@ -9,6 +9,8 @@ blocks; see ``benchmarks/fp16_pass_cpu.py``).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 __all__ = ["accumulation_dtype", "matvec", "rmatvec", "matmul", "rmatmul", "gather_sum", "gather_rows", "synchronize"]
@@ -19,6 +21,18 @@ _BLOCK_BYTES = 1 << 20
 def _block_rows(d: int) -> int:
     """Rows of the float32 upcast block: about ``_BLOCK_BYTES``, at least 64."""
     return max(64, _BLOCK_BYTES // (4 * max(int(d), 1)))
+
+
+def _upcast_blocks(E: torch.Tensor, acc: torch.dtype, rows: int) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """(s, e, E[s:e] in ``acc``) for consecutive row blocks of E, every block copied into one
+    reused buffer of ``rows`` rows (the block is overwritten by the next one)."""
+    n, d = E.shape
+    buf = torch.empty(min(rows, n), d, dtype=acc, device=E.device)
+    for s in range(0, n, rows):
+        e = min(s + rows, n)
+        block = buf[: e - s]
+        block.copy_(E[s:e])
+        yield s, e, block
 
 
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -44,14 +58,8 @@ def matmul(E: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
     acc = accumulation_dtype(E.dtype)
     if _low_precision_cpu(E):
         V32 = V.to(device=E.device, dtype=acc)
-        n, d = E.shape
-        out = torch.empty(n, V.shape[1], dtype=acc, device=E.device)
-        B = _block_rows(d)
-        buf = torch.empty(min(B, n), d, dtype=acc)
-        for s in range(0, n, B):
-            e = min(s + B, n)
-            block = buf[: e - s]
-            block.copy_(E[s:e])
+        out = torch.empty(E.shape[0], V.shape[1], dtype=acc, device=E.device)
+        for s, e, block in _upcast_blocks(E, acc, _block_rows(E.shape[1])):
             torch.mm(block, V32, out=out[s:e])
         return out
     if E.dtype in (torch.float16, torch.bfloat16):
@@ -74,15 +82,10 @@ def rmatmul(E: torch.Tensor, X: torch.Tensor, dtype: torch.dtype | None = None) 
     acc = accumulation_dtype(E.dtype) if dtype is None else dtype
     X = X.to(device=E.device, dtype=acc)
     if E.dtype in (torch.float16, torch.bfloat16):
-        n, d = E.shape
-        out = torch.zeros(d, X.shape[1], dtype=acc, device=E.device)
-        # CUDA: large blocks (each is one kernel launch); CPU: cache-sized, into one buffer
-        B = _block_rows(d) if E.device.type == "cpu" else 1 << 14
-        buf = torch.empty(min(B, n), d, dtype=acc, device=E.device)
-        for s in range(0, n, B):
-            e = min(s + B, n)
-            block = buf[: e - s]
-            block.copy_(E[s:e])
+        out = torch.zeros(E.shape[1], X.shape[1], dtype=acc, device=E.device)
+        # CUDA: large blocks (each is one kernel launch); CPU: cache-sized
+        rows = _block_rows(E.shape[1]) if E.device.type == "cpu" else 1 << 14
+        for s, e, block in _upcast_blocks(E, acc, rows):
             out.addmm_(block.T, X[s:e])
         return out
     return E.T @ X.to(E.dtype)
