@@ -27,7 +27,6 @@ import dataclasses
 import difflib
 import inspect
 import itertools
-import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ from divopt_rag.experiments.grid import INSTANCE_PARAMS, SweepConfig, canonical_
 from divopt_rag.experiments.methods import accepted_parameters, method_accepts, required_parameters, resolve_method
 from divopt_rag.experiments.rag.evaluator import make_evaluator
 from divopt_rag.experiments.runs import execute_run
+from divopt_rag.solvers.selection import declared_type
 
 __all__ = [
     "SweepSpec",
@@ -101,20 +101,19 @@ def check_parameters(config: SweepConfig) -> None:
 
 def _expected_type(method: str, param: str) -> tuple[str, tuple[type, ...], bool] | None:
     """(words, the Python types a value of ``param`` must have, whether None is allowed) from
-    ``method``'s signature (its default and annotation); None when the signature does not say."""
+    ``method``'s signature, read as :func:`~divopt_rag.solvers.selection.declared_type` reads it
+    for ``select`` (an int parameter takes any number here: the method's own check says more);
+    None when the signature does not say."""
     try:
         p = inspect.signature(resolve_method(method)[1]).parameters.get(param)
     except (TypeError, ValueError):
         return None
     if p is None:
         return None
-    note = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", str(p.annotation))
-    words = set(re.findall(r"[A-Za-z_]+", "" if p.annotation is inspect.Parameter.empty else str(note)))
-    default = p.default
-    none_ok = "None" in words or "Optional" in words or default is None
-    if isinstance(default, bool) or (words and words <= {"bool", "None", "Optional"}):
+    kind, none_ok = declared_type(p)
+    if kind is bool:
         return "true or false", (bool,), none_ok
-    if isinstance(default, (int, float)) or (words and words <= {"int", "float", "None", "Optional"}):
+    if kind in (int, float):
         return "a number", (int, float), none_ok
     return None
 

@@ -16,7 +16,7 @@ from divopt_rag.models.kernels import synchronize
 from divopt_rag.models.validation import check_indices, check_scalar
 
 __all__ = ["Selection", "select", "register", "METHODS", "METHOD_NEEDS", "instance_methods", "get_selector",
-           "DEFAULT_METHOD", "most_relevant", "K1_RULE", "RELEVANCE_TIE_TOL", "check_params", "ITERATION_COUNTS"]
+           "DEFAULT_METHOD", "most_relevant", "K1_RULE", "RELEVANCE_TIE_TOL", "check_params", "declared_type", "ITERATION_COUNTS"]
 
 # A selector takes (instance, **params) and returns (indices, iterations, info).
 Selector = Callable[..., tuple[Any, int, dict]]
@@ -120,9 +120,10 @@ _SCALARS = {"int": int, "float": float, "bool": bool}
 ITERATION_COUNTS = ("max_iter", "max_swaps", "max_passes", "max_phases")
 
 
-def _declared_type(p: inspect.Parameter) -> tuple[type | None, bool]:
+def declared_type(p: inspect.Parameter) -> tuple[type | None, bool]:
     """(int, float, bool or None, None allowed) from a parameter's annotation ("int | None",
-    "float", ...), else from the type of its default; (None, True) when neither says."""
+    "float", ...), else from the type of its default; (None, True) when neither says. What
+    :func:`check_params` checks, and what the sweep checks before any work."""
     ann = p.annotation
     text = ann if isinstance(ann, str) else ("" if ann is p.empty else getattr(ann, "__name__", str(ann)))
     names = {t.strip() for t in text.split("|")} if text else set()
@@ -156,7 +157,7 @@ def check_params(method: str, fn: Callable, params: dict) -> None:
         raise TypeError(f"method {method!r} has no parameter {', '.join(map(repr, unknown))}{hint}; "
                         f"its parameters: {valid}")
     for name, value in params.items():
-        kind, nullable = _declared_type(by_name[name])
+        kind, nullable = declared_type(by_name[name])
         if name == "seed":
             check_scalar(value, f"{method} seed", int, min_val=0, allow_none=nullable or kind is None)
         elif kind is bool:
