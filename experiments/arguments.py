@@ -59,12 +59,10 @@ __all__ = [
     "check_output_path",
     "safe_name",
     "inside",
-    "available_memory",
     "check_memory",
     "naming",
     "check_methods",
     "check_dataset",
-    "format_bytes",
     "COMMAND_FLAGS",
 ]
 
@@ -498,51 +496,22 @@ def inside(folder: str | os.PathLike, name: str) -> Path:
 # =============================================================================================
 # Memory
 # =============================================================================================
-def available_memory() -> int | None:
-    """Bytes this process can still allocate without swapping: MemAvailable (Linux), lowered to
-    what a cgroup memory limit leaves; None when unknown (no /proc)."""
-    try:
-        with open("/proc/meminfo") as f:
-            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if line.split()[1:2]}
-        avail = info.get("MemAvailable", info.get("MemFree"))
-    except (OSError, ValueError, IndexError):
-        return None
-    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        try:
-            limit = Path(limit_file).read_text().strip()
-            usage = int(Path(usage_file).read_text().strip())
-        except (OSError, ValueError):
-            continue
-        if limit.isdigit() and int(limit) < 1 << 60:
-            avail = min(avail, max(0, int(limit) - usage)) if avail is not None else max(0, int(limit) - usage)
-        break
-    return avail
-
-
-def format_bytes(n: float) -> str:
-    """``7.63 GiB``."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.3g} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.3g} TiB"  # pragma: no cover
-
-
 def check_memory(need: float, what: str, flags: str, instead: str = "") -> None:
     """Refuse (:class:`UsageError` naming ``flags``) a run whose arrays need ``need`` bytes when
-    this machine has less available (:func:`available_memory`); nothing is allocated. The
-    environment variable ``DIVOPT_MEMORY_LIMIT`` (bytes, or with a K/M/G/T suffix) lowers the
-    limit (tests, shared machines)."""
-    avail = available_memory()
+    this machine has less available (:func:`~divopt_rag.models.memory.available_memory`, the
+    figure the exact solvers' refusals use); nothing is allocated. The environment variable
+    ``DIVOPT_MEMORY_LIMIT`` (bytes, or with a K/M/G/T suffix) lowers the limit (tests, shared
+    machines)."""
+    from divopt_rag.models.memory import available_memory, format_bytes
+
+    avail = available_memory()[0]
     cap = os.environ.get("DIVOPT_MEMORY_LIMIT", "").strip()
     if cap:
         m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", cap, re.IGNORECASE)
         if m:
             limit = float(m[1]) * 1024 ** " KMGT".index(m[2].upper() or " ")
-            avail = limit if avail is None else min(avail, limit)
-    if avail is None or need <= avail:
+            avail = min(avail, limit)
+    if need <= avail:
         return
     raise UsageError(flags, f"a size whose {what} fits in the {format_bytes(avail)} of memory available",
                      f"an estimated {format_bytes(need)}", instead)
