@@ -24,7 +24,6 @@ finishes in a few minutes on 2 cores; the issue's full grid is ``--n 50 100 200 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import platform
 import warnings
@@ -36,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from divopt_rag.data import load as load_dataset
+from divopt_rag.data.hashing import fingerprint
 from divopt_rag.experiments import arguments, executor, harness
 from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task, run_options
 from divopt_rag.models import Instance, objective_scale
@@ -60,14 +60,6 @@ def load_corpus(n_queries: int, extra: int, seed: int, cache_dir: str | None):
     words = data.query_texts[:n_queries]
     return (np.asarray(data.E, dtype=np.float64), np.asarray(data.Q[:n_queries], dtype=np.float64), words,
             data.E.shape[0])
-
-
-def _content_key(*arrays: np.ndarray) -> str:
-    """A hash of the arrays' bytes: the data key of what the benchmark solves."""
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()[:16]
 
 
 @dataclass
@@ -117,7 +109,7 @@ class ExactBenchSpec(RunSpec):
         P, Q, words, n_pass = load_corpus(self.query_offset + self.queries, self.extra_glosses, self.seed,
                                           self.cache_dir)
         Q, words = Q[self.query_offset:], list(words[self.query_offset:])
-        label, key = f"wordnet-glosses-{n_pass}", _content_key(P, Q)
+        label, key = f"wordnet-glosses-{n_pass}", fingerprint([P, Q])[:16]
         tasks = []
         for qi, word in enumerate(words):
             for n in self.grid["n"]:

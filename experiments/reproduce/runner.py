@@ -19,8 +19,6 @@ planned, with ``run_id``, the hash of the recipe's configuration), ``table.parqu
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import sys
 from dataclasses import dataclass, field
@@ -30,6 +28,7 @@ from typing import Any, ClassVar, TextIO
 import numpy as np
 import pandas as pd
 
+from divopt_rag.data.hashing import fingerprint
 from divopt_rag.experiments import executor, harness
 from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task
 from divopt_rag.experiments.rag.llm import LLMNotConfigured, OpenAIChat
@@ -113,13 +112,9 @@ def _config(recipe: Recipe, options: Options, env: Env) -> dict[str, Any]:
 
 
 def _digest(*parts: Any) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        if isinstance(part, np.ndarray):
-            h.update(np.ascontiguousarray(part).tobytes())
-        else:
-            h.update(json.dumps(part, sort_keys=True, default=str).encode())
-    return h.hexdigest()[:16]
+    """16 hex of the parts' content: the project's one content hash
+    (:func:`~divopt_rag.data.hashing.fingerprint`: arrays by dtype, shape and bytes)."""
+    return fingerprint(list(parts))[:16]
 
 
 def content_key(prep: Prepared, query_index: int | None = None, corpus: str | None = None) -> str:
