@@ -9,7 +9,10 @@ with a watchdog, this module run as a small process of its own (standard library
 
 * every process of the cluster carries a mark: the driver puts ``DIVOPT_RAY_SESSION=<id>`` in
   its environment while ``ray.init`` starts the head processes, and every process they start
-  inherits it (Ray passes its environment on to its agents and workers);
+  inherits it (Ray passes its environment on to its agents and workers). The agents then set
+  their process titles over the memory ``/proc/<pid>/environ`` reads (``ray::DashboardAgent``
+  padded with spaces), so the mark can no longer be read there: a process that holds a file
+  open under the cluster's temporary folder (its logs) counts as marked too;
 * the watchdog (:class:`Reaper`, started before ``ray.init`` in a session of its own, so a
   Ctrl-C in the terminal does not stop it first) waits on a pipe from the driver. The pipe
   closes when the driver closes it after ``ray.shutdown()``, or when the kernel closes it
@@ -48,45 +51,65 @@ def _environ(pid: int) -> bytes | None:
         return None
 
 
-def _linux_marked(token: bytes) -> Iterator[int]:
+def _holds_file_under(pid: int, root: str) -> bool:
+    """Whether process ``pid`` has a file open below the folder ``root`` (a real path)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(root):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _linux_marked(token: bytes, root: str | None) -> Iterator[int]:
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
-            env = _environ(int(entry.name))
-            if env and token in env.split(b"\0"):
-                yield int(entry.name)
+            pid = int(entry.name)
+            env = _environ(pid)
+            if (env and token in env.split(b"\0")) or (root is not None and _holds_file_under(pid, root)):
+                yield pid
 
 
-def _psutil_marked(mark: str) -> Iterator[int]:  # pragma: no cover - macOS and friends
+def _psutil_marked(mark: str, root: str | None) -> Iterator[int]:  # pragma: no cover - macOS and friends
     try:
         import psutil
     except ImportError:
         return
     for proc in psutil.process_iter():
         try:
-            if proc.environ().get(MARK) == mark:
+            if proc.environ().get(MARK) == mark or (
+                    root is not None and any(f.path.startswith(root) for f in proc.open_files())):
                 yield proc.pid
         except (psutil.Error, OSError):
             continue
 
 
-def marked_processes(mark: str) -> list[int]:
-    """The live processes that carry ``DIVOPT_RAY_SESSION=<mark>`` (this one excluded)."""
-    me = os.getpid()
+def marked_processes(mark: str, temp_dir: str | os.PathLike | None = None, exclude: tuple[int, ...] = ()) -> list[int]:
+    """The live processes that carry ``DIVOPT_RAY_SESSION=<mark>`` or, given the cluster's
+    ``temp_dir``, hold a file open below it (module docstring); this one and ``exclude`` left out."""
+    root = None if temp_dir is None else os.path.join(os.path.realpath(temp_dir), "")
     if os.path.isdir("/proc/self"):
-        found = _linux_marked(f"{MARK}={mark}".encode())
+        found = _linux_marked(f"{MARK}={mark}".encode(), root)
     else:  # pragma: no cover
-        found = _psutil_marked(mark)
-    return [pid for pid in found if pid != me]
+        found = _psutil_marked(mark, root)
+    skip = {os.getpid(), *exclude}
+    return [pid for pid in found if pid not in skip]
 
 
-def kill_marked(mark: str, timeout: float = 15.0, quiet: float = 1.0) -> int:
-    """SIGKILL every process marked ``mark``, scanning again (a dying raylet may still have
-    started an agent or a worker) until no scan has found one for ``quiet`` seconds, or
-    ``timeout`` seconds pass. Returns the number of processes killed."""
+def kill_marked(mark: str, timeout: float = 15.0, quiet: float = 1.0, temp_dir: str | os.PathLike | None = None,
+                exclude: tuple[int, ...] = ()) -> int:
+    """SIGKILL every process marked ``mark`` (:func:`marked_processes`), scanning again (a dying
+    raylet may still have started an agent or a worker) until no scan has found one for
+    ``quiet`` seconds, or ``timeout`` seconds pass. Returns the number of processes killed."""
     killed: set[int] = set()
     start = last_seen = time.monotonic()
     while time.monotonic() - last_seen < quiet and time.monotonic() - start < timeout:
-        pids = marked_processes(mark)
+        pids = marked_processes(mark, temp_dir, exclude)
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -160,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     driver, mark, temp_dir = int(argv[0]), argv[1], (argv[2] if len(argv) > 2 else None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver's Ctrl-C is not ours: wait for the pipe
     _wait_for_driver(driver)
-    kill_marked(mark)
+    kill_marked(mark, temp_dir=temp_dir, exclude=(driver,))  # a driver that closed the pipe lives on
     if temp_dir:
         shutil.rmtree(Path(temp_dir), ignore_errors=True)
     return 0

@@ -276,12 +276,17 @@ def test_ray_backend_matches_local(tmp_path):
         assert listening and set(listening) <= {LOOPBACK, "::ffff:127.0.0.1", "::1"}, listening
         res = sw.run_sweep(cfg, tmp_path / "ray", backend="ray", chunk_size=6, progress=False)
         assert ray.is_initialized()  # an existing cluster is used as it is, not shut down
+        # the watchdog recognizes every process of the cluster, the agents whose process titles
+        # overwrite the environment it reads the mark from included
+        from divopt_rag.experiments.reaper import marked_processes
+
+        cluster = {p.pid for p in psutil.Process().children(recursive=True)
+                   if p.pid != reaper.process.pid and p.status() != psutil.STATUS_ZOMBIE}
+        assert len(cluster) >= 4 and cluster <= set(marked_processes(reaper.mark, reaper.temp_dir)), cluster
     finally:
         ray.shutdown()
         reaper.stop()
     # the watchdog removed whatever the shutdown left: no process of the session, no folder
-    from divopt_rag.experiments.reaper import marked_processes
-
     assert marked_processes(reaper.mark) == [] and not Path(reaper.temp_dir).exists()
     assert res.n_executed == len(local) and res.n_errors == 0
     pd.testing.assert_frame_equal(_comparable(res.table), _comparable(local))
