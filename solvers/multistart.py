@@ -40,7 +40,7 @@ from .frank_wolfe import frank_wolfe
 from .gram_search import GramSearch
 from .local_search import local_search, ls_tolerance, single_thread
 from .selection import METHODS, get_selector, register
-from .ws_multistart import WsMultistartConfig
+from .ws_config import WsMultistartConfig
 
 #: The search choices "fw_ms" shares with the default method (perturbation entrants, 2-swaps).
 _SHARED = WsMultistartConfig()

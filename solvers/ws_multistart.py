@@ -5,7 +5,7 @@ at 10^5 items it reads the pool dozens of times (full-pool FW, local-search scan
 sub-pool phase whose 2-swaps grow like k^4. "fw_ws_ms" keeps that kind of search but runs it on
 a candidate pool P of a few hundred rows through P's Gram matrix, and reads the full pool only to
 choose P and to certify the answer. Its knobs, each with its value and why, are the fields of
-:class:`WsMultistartConfig` (named in ``code`` below):
+:class:`~divopt_rag.solvers.ws_config.WsMultistartConfig` (named in ``code`` below):
 
 1. **Pool.** Where relevance ranks the promising rows, P is the ``pool_size`` most relevant rows
    and no pass is needed. Whether it does is measured on a seeded sample of ``guide_sample``
@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -77,13 +77,14 @@ import torch
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import ccbqp_objective, linear_term, objective_scale, swap_terms
 from divopt_rag.models.kernels import gather_rows, matmul, matvec
-from divopt_rag.models.validation import check_scalar, check_theta
+from divopt_rag.models.validation import check_theta
 
 from .candidate_pools import first_pools, mean_row, pool_around, relevance_misleads
 from .frank_wolfe import random_point
 from .gram_search import GramSearch
 from .local_search import ls_tolerance, single_thread
 from .swap_certificate import go_dense, swap_certificates
+from .ws_config import WsMultistartConfig, config_with
 from .selection import register
 
 __all__ = ["WsMultistartConfig", "ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "BatchSelection",
@@ -92,199 +93,6 @@ __all__ = ["WsMultistartConfig", "ws_multistart", "ws_multistart_batch", "ws_mul
 #: Bytes of Gram matrices searched at once in a batch: a few problems at a time, so that their
 #: (p, p) matrices stay in cache (docs/howto/performance.md, "Many queries and thetas").
 CHUNK_BYTES = 4 << 20
-
-
-@dataclass(frozen=True)
-class WsMultistartConfig:
-    """The knobs of "fw_ws_ms", divopt's default method: each one's value and why, in one place.
-
-    ``select(inst, "fw_ws_ms", **knobs)``, :func:`ws_multistart_batch` and
-    :func:`ws_multistart_sweep` take any of them by name (the last two also a whole config).
-    Knobs left at None follow k (:meth:`for_k`). "Tuned" values were chosen on the development
-    pools (seeds 0-3, never on a pool that is reported); their tallies are in
-    docs/howto/performance.md ("Why the default's knobs have their values"). The step numbers
-    refer to the module docstring.
-
-    Candidate pools (step 1)
-    ------------------------
-    pool_size : int or None, default=None
-        Rows of the candidate pool P where relevance ranks the promising rows. None: max(300, 3k),
-        "fw_ms"'s 300 rows, grown with k so that a pool holds at least three disjoint sets. A pool
-        of n rows or more is the whole pool (searched whole, no certificate pass).
-    guided_pool_size : int or None, default=None
-        Rows of P where relevance misleads (``info["guided"]``). None: max(800, 3k) (tuned: the
-        sets that beat 300-row pools held rows outside them), or ``pool_size`` when only that is
-        given.
-    guide_sample : int, default=4096
-        Rows of the seeded sample on which "k times the mean row" (the v of the paper's start
-        x0 = (k/n) 1) and the rank test below are estimated, so that choosing P needs no pass.
-    guide_correlation : float, default=0.8
-        Relevance guides when the rank correlation between c and the swap score b_j at the mean
-        row is at least this on the sample; below it P interleaves the best rows by b_j (one pass).
-    max_phases : int, default=3
-        Searches on P and on pools rebuilt around the set, before the last phase extends the pool
-        at each failed certificate.
-
-    Starts (step 2)
-    ---------------
-    n_random : int, default=4
-        Seeded random Frank-Wolfe starts, as "fw_ms".
-    continuation_steps : int, default=4
-        Thetas on the path 1 -> theta (top-k is optimal at 1), each FW warm-started at the
-        previous set, as "fw_ms"; 0 disables.
-    relax_penalty : float, default=2.0
-        lambda of the relaxation the FW starts climb: 2 is the smallest that is tight (DESIGN.md).
-    max_iter : int, default=100
-        FW iterations per start: a start only seeds the local search.
-    fw_gap : float, default=1e-6
-        A FW start stops at this normalized gap, gap / (k (k-1)) (the default of every FW in divopt).
-
-    Perturbation (step 2)
-    ---------------------
-    perturb_batch : int or None, default=None
-        Perturbed sets per round. None: max(1, min(8, round(80 / k))), so that a round's local
-        searches cost about the same at every k.
-    perturb_strength : int, default=4
-        Members swapped out by one perturbation, as "fw_ms".
-    perturb_entrants : int or None, default=None
-        A perturbation draws its entrants among this many best rows by b_j at the set. None:
-        3k + 20, as "fw_ms".
-    patience : int, default=10
-        Rounds in a row without a gain that stop the perturbation.
-    perturb_rounds : int, default=100
-        Cap on perturbation rounds, "fw_ms"'s rounds; 0 disables.
-
-    2-swaps (step 2)
-    ----------------
-    two_swap : bool, default=True
-        Best-improvement 2-swaps on the best set, as "fw_ms".
-    two_swap_entrants : int, default=48
-        Entrants paired, those of largest 1-swap gain, as "fw_ms".
-    two_swap_out : int, default=16
-        Members paired, those of cheapest removal, so that the 2-swap gain array stays
-        (48, 48, 16, 16) at any k instead of growing like k^2.
-    two_swap_moves : int, default=50
-        Cap on improving 2-swaps, as "fw_ms".
-
-    Tabu search (step 2)
-    --------------------
-    tabu_iters : int, default=100
-        Steps of the 1-swap tabu walk from the best set, run where the starts ended in different
-        local optima (where they agree, the walk found nothing: tuned); 0 disables.
-    tabu_tenure_in : int, default=8
-        Steps during which a row that left may not re-enter.
-    tabu_tenure_out : int, default=4
-        Steps during which a row that entered may not leave.
-
-    Certificate (step 3)
-    --------------------
-    max_passes : int, default=50
-        Cap on reads of the pool (each failed certificate strictly improves f, so it is not reached
-        in practice); if hit, ``info["one_swap_optimal"]`` is False.
-    near_rows : int, default=100
-        Compared rows of highest exact gain that each certificate keeps, improving or not: they lead
-        the pool rebuilt around a set and feed the polish (tuned).
-    dense_sample : int, default=1024
-        Rows of the sample on which a certificate estimates the share of rows its bound keeps
-        (:func:`~divopt_rag.solvers.swap_certificate.go_dense`; about +-1.4 % at the threshold 1/4).
-    certificate_entrants : int or None, default=None
-        Improving entrants a failed certificate returns, best first; they join the next pool.
-        None: max(16, k).
-    extend_rows : int or None, default=None
-        Rows of best b_j at the set that join the pool, beside the entrants, when a certificate of
-        the last phase fails. None: max(32, k).
-
-    Polish (step 4)
-    ---------------
-    polish : bool, default=True
-        Run the float64 polish of step 4.
-    polish_gap : float, default=1e-9
-        Its tolerance as a normalized gain, gain / (k (k-1)): far below float32's 1e-6, within
-        the float64 search's reach on float32-stored rows.
-
-    seed : int, default=0
-        Seeds the random starts, the perturbations and the row samples (the same seed, the same sets).
-    """
-
-    pool_size: int | None = None
-    guided_pool_size: int | None = None
-    guide_sample: int = 4096
-    guide_correlation: float = 0.8
-    max_phases: int = 3
-    n_random: int = 4
-    continuation_steps: int = 4
-    relax_penalty: float = 2.0
-    max_iter: int = 100
-    fw_gap: float = 1e-6
-    perturb_batch: int | None = None
-    perturb_strength: int = 4
-    perturb_entrants: int | None = None
-    patience: int = 10
-    perturb_rounds: int = 100
-    two_swap: bool = True
-    two_swap_entrants: int = 48
-    two_swap_out: int = 16
-    two_swap_moves: int = 50
-    tabu_iters: int = 100
-    tabu_tenure_in: int = 8
-    tabu_tenure_out: int = 4
-    max_passes: int = 50
-    near_rows: int = 100
-    dense_sample: int = 1024
-    certificate_entrants: int | None = None
-    extend_rows: int | None = None
-    polish: bool = True
-    polish_gap: float = 1e-9
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        positive = {"guide_sample", "dense_sample", "perturb_entrants", "certificate_entrants", "extend_rows",
-                    "pool_size", "guided_pool_size"}
-        for f in fields(self):
-            value, kind = getattr(self, f.name), f.type.split(" | ")
-            if "bool" in kind:
-                if not isinstance(value, (bool, np.bool_)):
-                    raise TypeError(f"{f.name} must be a bool, got {type(value).__name__} {value!r}")
-                value = bool(value)
-            elif "int" in kind:
-                value = check_scalar(value, f.name, int, min_val=1 if f.name in positive else 0,
-                                     allow_none="None" in kind)
-            elif f.name == "guide_correlation":
-                value = check_scalar(value, f.name, float, min_val=-1.0, max_val=1.0)
-            else:
-                value = check_scalar(value, f.name, float, min_val=0.0)
-            object.__setattr__(self, f.name, value)
-
-    def for_k(self, k: int) -> "WsMultistartConfig":
-        """The knobs at selection size k: every None replaced by its rule, pool sizes checked."""
-        k = int(k)
-        pool = max(300, 3 * k) if self.pool_size is None else self.pool_size
-        if self.guided_pool_size is not None:
-            guided = self.guided_pool_size
-        else:
-            guided = max(800, 3 * k) if self.pool_size is None else pool
-        for name, value, given in (("pool_size", pool, self.pool_size), ("guided_pool_size", guided,
-                                                                          self.guided_pool_size)):
-            if value < k:
-                raise ValueError(f"{name} must be an int >= k = {k}, got {given!r}")
-        return replace(
-            self, pool_size=pool, guided_pool_size=guided,
-            perturb_batch=max(1, min(8, round(80 / k))) if self.perturb_batch is None else self.perturb_batch,
-            perturb_entrants=3 * k + 20 if self.perturb_entrants is None else self.perturb_entrants,
-            certificate_entrants=max(16, k) if self.certificate_entrants is None else self.certificate_entrants,
-            extend_rows=max(32, k) if self.extend_rows is None else self.extend_rows)
-
-
-def _config(config: "WsMultistartConfig | None", params: dict) -> WsMultistartConfig:
-    """``config`` (default: the defaults) with the knobs in ``params`` replaced."""
-    base = WsMultistartConfig() if config is None else config
-    if not isinstance(base, WsMultistartConfig):
-        raise TypeError(f"config must be a WsMultistartConfig, got {type(base).__name__}")
-    unknown = sorted(set(params) - {f.name for f in fields(base)})
-    if unknown:
-        raise TypeError(f"fw_ws_ms has no parameter {', '.join(map(repr, unknown))}; "
-                        f"its parameters: {sorted(f.name for f in fields(base))}")
-    return replace(base, **params) if params else base
 
 
 @dataclass
@@ -537,7 +345,7 @@ def ws_multistart_batch(inst: Instance, relevance: Any, thetas: Any, config: WsM
     (:func:`ws_multistart`) is this with B = 1. Returns a :class:`BatchSelection`.
     """
     n, k = inst.n, inst.k
-    cfg = _config(config, params).for_k(k)
+    cfg = config_with(config, params).for_k(k)
     p, pg = cfg.pool_size, cfg.guided_pool_size
     C = torch.as_tensor(relevance)
     if C.ndim != 2 or C.shape[1] != n:
