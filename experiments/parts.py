@@ -142,10 +142,11 @@ def finished_keys(parts: str | os.PathLike, include_errors: bool = True) -> set[
     return done
 
 
-def reject(parts: Path, path: Path, problem: str, stacklevel: int = 3) -> Path:
+def reject(parts: Path, path: Path, problem: str, stacklevel: int = 3, warn: bool = True) -> Path:
     """Move an unusable part to ``parts/rejected/`` (kept for inspection, never read again) with
-    a :class:`PartWarning` naming it. Every copy is kept: a name already taken there gets a
-    number (``<key>.2.parquet``, ...). Called under the folder's lock (no other run moves parts)."""
+    a :class:`PartWarning` naming it (unless ``warn`` is false: the caller sums them up). Every
+    copy is kept: a name already taken there gets a number (``<key>.2.parquet``, ...). Called
+    under the folder's lock (no other run moves parts)."""
     folder = parts / REJECTED
     folder.mkdir(exist_ok=True)
     stem = path.name.removesuffix(".parquet")
@@ -154,15 +155,22 @@ def reject(parts: Path, path: Path, problem: str, stacklevel: int = 3) -> Path:
         n += 1
         dest = folder / f"{stem}.{n}.parquet"
     os.replace(path, dest)
-    warnings.warn(f"{problem}; moved to {dest}, its run is computed again", PartWarning, stacklevel=stacklevel)
+    if warn:
+        warnings.warn(f"{problem}; moved to {dest}, its run is computed again", PartWarning, stacklevel=stacklevel)
     return dest
+
+
+#: Rejections a run names one by one; beyond them, one warning sums up the rest.
+NAMED_REJECTIONS = 5
 
 
 def verified_keys(parts: Path, tasks: Sequence[Task], retry_errors: bool) -> set[str]:
     """Keys of the tasks whose part is there and sound (error parts unless ``retry_errors``):
     its checksum holds and it carries its key (the ``run_key`` column alone is parsed). Unsound
-    parts are rejected (:func:`reject`) so that their tasks run again."""
-    done = set()
+    parts are rejected (:func:`reject`) so that their tasks run again: the first
+    :data:`NAMED_REJECTIONS` with a warning each, the others in one warning that counts them
+    (a folder of parts written before checksums would otherwise print a line per part)."""
+    done, rejected = set(), []
     for t in tasks:
         for path in part_paths(parts, t.key):
             if not path.exists() or (retry_errors and path.name.endswith(".error.parquet")):
@@ -170,8 +178,12 @@ def verified_keys(parts: Path, tasks: Sequence[Task], retry_errors: bool) -> set
             try:
                 _verified_table(_read_bytes(path), t.key, path, columns=["run_key"])
             except PartError as exc:
-                reject(parts, path, str(exc), stacklevel=4)
+                rejected.append(reject(parts, path, str(exc), stacklevel=4, warn=len(rejected) < NAMED_REJECTIONS))
                 continue
             done.add(t.key)
             break
+    if len(rejected) > NAMED_REJECTIONS:
+        more = len(rejected) - NAMED_REJECTIONS
+        warnings.warn(f"{more} more part file{'s' if more > 1 else ''} failed their checks (e.g. {rejected[-1].name}); "
+                      f"moved to {parts / REJECTED}, their runs are computed again", PartWarning, stacklevel=3)
     return done

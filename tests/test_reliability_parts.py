@@ -19,6 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import xxhash
 
@@ -31,26 +32,27 @@ OBJECTIVE = 3.77  # the probe's value
 
 @dataclass
 class Tiny(RunSpec):
-    """Two tasks whose rows are known: an objective, a selection text and a status."""
+    """``n`` tasks whose rows are known: an objective, a selection text and a status."""
 
+    n: int = 2
     command: ClassVar[str] = "tiny"
     calls: ClassVar[list[str]] = []
 
     def config(self):
-        return {"n": 2}
+        return {"n": self.n}
 
     def plan(self, out: Path) -> Plan:
         return Plan([make_task(i, config_hash=self.config_hash, data_key="d", query_id=f"q{i}", method="m",
-                               params={"k": i + 1}) for i in range(2)], data_keys={"d": "d"})
+                               params={"k": i + 1}) for i in range(self.n)], data_keys={"d": "d"})
 
     def execute(self, state, task):
         Tiny.calls.append(task.key)
         return {"objective": OBJECTIVE + task.index, "selected": "131", "status": "ok"}
 
 
-def _run(out: Path):
+def _run(out: Path, n: int = 2):
     Tiny.calls.clear()
-    return executor.run(Tiny(), out, progress=False)
+    return executor.run(Tiny(n), out, progress=False)
 
 
 def _restamp(data: bytes) -> bytes:
@@ -183,6 +185,21 @@ def test_a_checksummed_file_is_parsed_from_the_bytes_that_were_checked(part, tmp
     (tmp_path / "short.parquet").write_bytes(data[: len(data) // 2])
     with pytest.raises(integrity.CacheIntegrityError, match="not a whole Parquet file"):
         integrity.read_parquet_checked(tmp_path / "short.parquet")
+
+
+def test_parts_without_a_checksum_are_rejected_and_summed_up_past_five(tmp_path):
+    """A folder written before parts carried checksums: every part is run again, five are named
+    and one warning counts the rest."""
+    first = _run(tmp_path, n=8).table
+    for path in (tmp_path / "parts").glob("*.parquet"):
+        pq.write_table(pq.read_table(path), path)  # the same rows, without the checksum
+    with pytest.warns(PartWarning) as seen:
+        again = _run(tmp_path, n=8)
+    messages = [str(w.message) for w in seen]
+    assert sum("carries no checksum" in m for m in messages) == 5
+    assert sum("3 more part files failed their checks" in m for m in messages) == 1
+    assert again.n_executed == 8 and len(list((tmp_path / "parts" / "rejected").iterdir())) == 8
+    pd.testing.assert_frame_equal(again.table, first)
 
 
 # ---- item 4: a table is never lost ----------------------------------------------------------
