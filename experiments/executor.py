@@ -226,8 +226,9 @@ def _run_locked(spec: RunSpec, out: Path, backend: _Backend, progress: bool, ret
         n_errors += _execute(spec, plan, again, backend, progress, len(plan.tasks) - len(again), parts)
         table = consolidate(out, plan.tasks, spec.run_id)
     table = write_results(out, spec.finish(table, out))
+    executed = {t.key for t in todo} | {t.key for t in again}
     return RunResult(table=table, path=out / "results.parquet", run_id=spec.run_id, n_runs=len(plan.tasks),
-                     n_skipped=len(plan.tasks) - len(todo), n_executed=len(todo) + len(again), n_errors=n_errors,
+                     n_skipped=len(plan.tasks) - len(executed), n_executed=len(executed), n_errors=n_errors,
                      tasks=plan.tasks, notes=notes)
 
 
@@ -235,8 +236,6 @@ def _execute(spec: RunSpec, plan: Plan, todo: list[Task], backend: _Backend, pro
              parts: Path) -> int:
     """Run ``todo`` on ``backend``, writing each task's part as soon as it returns (a progress bar
     counts from the ``n_done`` tasks already finished); the number of tasks that ended in an error."""
-    if not todo:
-        return 0
     bar = tqdm(total=n_done + len(todo), initial=n_done, desc=spec.command, unit="run", disable=not progress)
     n_errors = 0
 
@@ -249,6 +248,8 @@ def _execute(spec: RunSpec, plan: Plan, todo: list[Task], backend: _Backend, pro
             bar.set_postfix_str(task.label()[:60], refresh=False)
 
     try:
+        if not todo:
+            return 0
         if backend.name == "inline":
             backends.run_inline(spec, plan.data, todo, on_done)
             return n_errors
