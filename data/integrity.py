@@ -10,9 +10,9 @@ a small JSON manifest written atomically *after* the data, and is verified befor
   (``E.npy: 1000 bytes, the manifest records 4096 (truncated or replaced)``).
 * :func:`load_npy`: ``np.load`` (memory-mapped or not, never unpickling) whose failures name
   the file instead of "mmap length is greater than file size" or "allow_pickle".
-* :func:`parquet_bytes` / :func:`verify_parquet_bytes` / :func:`read_parquet_checked`: a Parquet
-  file that carries the checksum of its own bytes (below), for files that travel alone (the
-  executor's part files), where a manifest beside them could be separated from them.
+* :func:`parquet_bytes` / :func:`verify_parquet_bytes`: a Parquet file that carries the checksum
+  of its own bytes (below), for files that travel alone (the executor's part files), where a
+  manifest beside them could be separated from them.
 
 **A Parquet file that checks itself.** Parquet's page CRCs (``write_page_checksum``) cover the
 data pages only: not the footer, which holds the schema, the pandas metadata and any key-value
@@ -20,9 +20,9 @@ metadata (a flipped bit there renames a column, changes a type or breaks the pan
 the page headers' value counts. So the whole file is checksummed instead: the footer's key-value
 metadata holds ``divopt.xxh3_128``, the XXH3-128 of every byte of the file with those 32 hex
 digits read as ``0`` (:data:`PARQUET_CHECKSUM_KEY`; written last, as the ELF build-id or a
-tar header's checksum are). :func:`verify_parquet_bytes` checks it before a byte is parsed, and
-the bytes checked are the bytes parsed (read once into memory), so a file changed in between is
-never half-trusted.
+tar header's checksum are). :func:`verify_parquet_bytes` checks it before a byte is parsed; a
+reader parses the very bytes it checked (read once into memory), so a file changed in between
+is never half-trusted.
 
 Verification costs one read of each file per process (digests are remembered per file
 identity, :func:`~divopt_rag.data.hashing.file_digest`).
@@ -58,7 +58,6 @@ __all__ = [
     "PARQUET_CHECKSUM_KEY",
     "parquet_bytes",
     "verify_parquet_bytes",
-    "read_parquet_checked",
 ]
 
 #: The key-value metadata entry of a self-checksummed Parquet file (:func:`parquet_bytes`).
@@ -239,19 +238,3 @@ def verify_parquet_bytes(data: bytes, path: Any = "<bytes>") -> None:
     if recorded != _content_digest(data, span).encode():
         raise CacheIntegrityError(path, f"content differs from its {DIGEST} checksum (a changed byte: corrupted or "
                                   f"edited)")
-
-
-def read_parquet_checked(path: str | os.PathLike) -> pa.Table:
-    """The table of a file written by :func:`parquet_bytes`, read once into memory, verified
-    (:func:`verify_parquet_bytes`) and then parsed from those same bytes; every failure is a
-    :class:`CacheIntegrityError` naming the file."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise CacheIntegrityError(path, f"cannot be read ({type(exc).__name__}: {exc})") from None
-    verify_parquet_bytes(data, path)
-    try:
-        return pq.read_table(pa.BufferReader(data))
-    except Exception as exc:  # noqa: BLE001 (a checksummed file that pyarrow cannot parse: written broken)
-        raise CacheIntegrityError(path, f"checksum matches but the file cannot be parsed ({type(exc).__name__}: "
-                                  f"{exc})") from None

@@ -174,17 +174,15 @@ def test_a_cli_rerun_names_a_damaged_part_and_exits_0(tmp_path, capsys):
     pd.testing.assert_frame_equal(after.drop(columns="seconds"), before.drop(columns="seconds"))  # timings vary
 
 
-def test_a_checksummed_file_is_parsed_from_the_bytes_that_were_checked(part, tmp_path):
-    """read_parquet_checked: the file is read once; a foreign Parquet file (no checksum) is refused."""
+def test_foreign_and_truncated_parquet_files_fail_the_checksum_naming_what_is_wrong(part, tmp_path):
     path, key, data, rows = part
-    assert integrity.read_parquet_checked(path).num_rows == 1
+    integrity.verify_parquet_bytes(data, path)  # the sound file
     foreign = tmp_path / "foreign.parquet"
     rows.to_parquet(foreign)
-    with pytest.raises(integrity.CacheIntegrityError, match="carries no checksum"):
-        integrity.read_parquet_checked(foreign)
-    (tmp_path / "short.parquet").write_bytes(data[: len(data) // 2])
+    with pytest.raises(integrity.CacheIntegrityError, match=f"{foreign}: carries no checksum"):
+        integrity.verify_parquet_bytes(foreign.read_bytes(), foreign)
     with pytest.raises(integrity.CacheIntegrityError, match="not a whole Parquet file"):
-        integrity.read_parquet_checked(tmp_path / "short.parquet")
+        integrity.verify_parquet_bytes(data[: len(data) // 2], path)
 
 
 def test_parts_without_a_checksum_are_rejected_and_summed_up_past_five(tmp_path):
