@@ -222,18 +222,18 @@ def expand_settings(methods: Mapping[str, Mapping[str, Sequence[Any]]], grid: Ma
 
 
 def _check_method_values(method: str, setting: Mapping[str, Any]) -> None:
-    """The values a registered method takes, typed by its signature before any run
-    (:func:`~divopt_rag.solvers.selection.check_params`; ``--set sigma=abc`` used to run every
-    row into an error). The recipes' own rows (``random``, ``oracle``, ...) are the recipe's."""
-    from divopt_rag.experiments.methods import INSTANCE_PARAMS, method_accepts, resolve_method
-    from divopt_rag.solvers.selection import check_params
+    """The values a registered method takes, checked against its declaration before any run
+    (:func:`~divopt_rag.experiments.methods.validate`, the validator ``select`` and ``sweep``
+    use; ``--set sigma=abc`` used to run every row into an error). The recipes' own rows
+    (``random``, ``oracle``, ...) are the recipe's."""
+    from divopt_rag.experiments.methods import INSTANCE_PARAMS, method_accepts, resolve_method, validate
 
     try:
-        fn = resolve_method(method)[1]
+        resolve_method(method)
     except ValueError:
         return
     own = {p: v for p, v in setting.items() if p not in INSTANCE_PARAMS and method_accepts(method, p)}
-    check_params(method, fn, own)
+    validate(method, own, complete=False)
 
 
 @dataclass
