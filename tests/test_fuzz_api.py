@@ -104,7 +104,8 @@ def test_cross_encoder_selectors_on_precomputed_scores(method, case, seed):
     rng = np.random.default_rng(seed)
     n = len(E)
     sel = select(Instance(E, q, k=k, theta=theta), method, query_scores=rng.normal(size=n) * 5,
-                 **({"pair_scores": rng.normal(size=(n, n)) * 5} if method in ("dartboard_cc", "mmr_cc") else {}))
+                 **({"pair_scores": rng.normal(size=(n, n)) * 5} if "pair_scores" in METHOD_PARAMS[method].params
+                    else {}))
     assert sel.indices.shape == (k,) and len(set(sel.indices.tolist())) == k
 
 
