@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from divopt_rag.experiments.flag_checks import (  # noqa: F401  (re-exported: arguments.X for every command)
+    BASE_BYTES,
     check_dataset,
     check_memory,
     check_methods,
@@ -35,16 +36,20 @@ from divopt_rag.experiments.flag_checks import (  # noqa: F401  (re-exported: ar
 )
 from divopt_rag.experiments.flag_types import (  # noqa: F401  (re-exported)
     COUNT,
+    CPUS,
     DATASET,
     EPILOG,
     KEY_VALUES,
     METHOD,
     MODEL,
     MODULE,
+    OUTPUT,
     SECONDS,
     SEED,
+    SOLVER_THREADS,
     SOLVERS,
     THETA,
+    THREADS,
     WORKERS,
     Choice,
     ExistingPath,
@@ -53,6 +58,7 @@ from divopt_rag.experiments.flag_types import (  # noqa: F401  (re-exported)
     ListAction,
     ListOf,
     Name,
+    OutputPath,
     Parser,
     Real,
     Text,
@@ -121,6 +127,11 @@ def _check_run_arguments(args: argparse.Namespace) -> None:
     if getattr(args, "address", None) and getattr(args, "backend", None) != "ray":
         raise UsageError("--address", "--backend ray (a Ray address is used by the Ray backend only)",
                          f"--backend {args.backend}")
+    workers = getattr(args, "n_workers", None)
+    if workers is not None and workers > CPUS and not getattr(args, "address", None):
+        # processes (or a local Ray's CPUs) beyond this machine's only oversubscribe it
+        raise UsageError("--n-workers", f"at most this machine's {CPUS} CPUs (more with --backend ray --address "
+                                        f"of a larger cluster)", str(workers))
 
 
 # =============================================================================================
@@ -132,7 +143,7 @@ def demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=COUNT, default=10, help="selection size (default 10)")
     p.add_argument("--theta", type=THETA, default=0.7, help="relevance-diversity trade-off in [0,1] (default 0.7)")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--out", type=Path, default=Path("divopt-demo"), help="output folder (default ./divopt-demo)")
+    p.add_argument("--out", type=OUTPUT, default=Path("divopt-demo"), help="output folder (default ./divopt-demo)")
     p.add_argument("--no-plot", action="store_true", help="skip the plot")
 
 
@@ -141,8 +152,6 @@ def demo(p: argparse.ArgumentParser) -> None:
 #: demo --no-plot``): 686 MB at n x d = 1e5 x 256, 1028 MB at 2e5 x 256, 1586 MB at 1e5 x 1024,
 #: i.e. 11.7-13.3 bytes per element above a base of about 345 MB; 16 keeps a margin.
 DEMO_BYTES_PER_ELEMENT = 16
-#: What a command holds before any array (interpreter, torch, numpy, pandas): about 345 MB measured.
-BASE_BYTES = 400 * 2**20
 
 
 def check_demo(args: argparse.Namespace) -> None:
@@ -169,10 +178,10 @@ def bench_latency(p: argparse.ArgumentParser) -> None:
                    default="auto", help="auto (cuda when available, else cpu) | cpu | cuda[:N] | mps")
     add_list(p, "--langchain", item=COUNT, empty="skip the comparison", default=[10_000, 50], metavar="N,K",
              help="compare MMR with LangChain's at n,k (d = first --d); '' to skip")
-    p.add_argument("--threads", type=Integer(min=0), default=None,
-                   help="torch intra-op threads (default or 0: torch's choice)")
+    p.add_argument("--threads", type=THREADS, default=None,
+                   help=f"torch intra-op threads, at most this machine's {CPUS} CPUs (default or 0: torch's choice)")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--out", type=Path, default=Path("results/latency"))
+    p.add_argument("--out", type=OUTPUT, default=Path("results/latency"))
     add_run_arguments(p)
 
 
@@ -208,15 +217,18 @@ def bench_exact(p: argparse.ArgumentParser) -> None:
     p.add_argument("--formulation", type=Name("a formulation name", bad=("nosuch",)), default="auto",
                    help="CCBQP formulation for every solver (default: each solver's own)")
     p.add_argument("--time-limit", type=SECONDS, default=30.0, help="seconds per solve")
-    p.add_argument("--threads", type=COUNT, default=None, help="solver threads (default: solver's own)")
+    p.add_argument("--threads", type=SOLVER_THREADS, default=None,
+                   help=f"solver threads, at most this machine's {CPUS} CPUs (default: solver's own)")
     p.add_argument("--warm-start", type=Choice(("none", "fw")), default="none", help="warm start every solver from FW")
     p.add_argument("--extra-glosses", type=Integer(min=0), default=1500,
                    help="random WordNet noun glosses added as distractors")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "divopt", "embeddings"),
+    p.add_argument("--cache-dir", type=OutputPath("a folder", as_path=False),
+                   default=os.path.join(os.path.expanduser("~"), ".cache", "divopt", "embeddings"),
                    help="embedding cache (default ~/.cache/divopt/embeddings)")
-    p.add_argument("--out", type=Path, default=Path("results/exact"), help="output folder (results.parquet, results.csv)")
-    p.add_argument("--log-dir", default=None, help="directory for solver logs (default: none)")
+    p.add_argument("--out", type=OUTPUT, default=Path("results/exact"), help="output folder (results.parquet, results.csv)")
+    p.add_argument("--log-dir", type=OutputPath("a folder", as_path=False), default=None,
+                   help="directory for solver logs (default: none)")
     add_run_arguments(p)
 
 
@@ -253,9 +265,10 @@ def bench_quality(p: argparse.ArgumentParser) -> None:
     p.add_argument("--solver", type=Choice(SOLVERS), default="auto",
                    help="exact solver (default auto: Gurobi if the license allows)")
     p.add_argument("--time-limit", type=SECONDS, default=120.0, help="exact solver time limit per instance (s)")
-    p.add_argument("--exact-threads", type=COUNT, default=None, help="exact solver threads (default: the solver's)")
+    p.add_argument("--exact-threads", type=SOLVER_THREADS, default=None,
+                   help=f"exact solver threads, at most this machine's {CPUS} CPUs (default: the solver's)")
     p.add_argument("--mip-gap", type=Real(0.0), default=1e-7, help="relative MIP gap asked of the exact solver")
-    p.add_argument("--cache-dir", type=Path, default=Path("results/cache"), help="embedding cache")
+    p.add_argument("--cache-dir", type=OutputPath("a folder"), default=Path("results/cache"), help="embedding cache")
     # large pools
     p.add_argument("--large-n", type=COUNT, default=100_000)
     p.add_argument("--large-d", type=COUNT, default=384)
@@ -270,11 +283,11 @@ def bench_quality(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-n", type=COUNT, default=100_000)
     p.add_argument("--batch-queries", type=COUNT, default=16)
     add_list(p, "--batch-thetas", item=THETA, default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
-    p.add_argument("--threads", type=Integer(min=0), default=1,
+    p.add_argument("--threads", type=THREADS, default=1,
                    help="torch intra-op threads (default 1: on a loaded 2-core machine small kernels are 10x slower "
                         "with 2; 0 = torch's choice)")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--out", type=Path, default=Path("results/quality"))
+    p.add_argument("--out", type=OUTPUT, default=Path("results/quality"))
     add_run_arguments(p)
 
 
@@ -305,7 +318,8 @@ def certify(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", type=MODEL, default=None,
                    help="sentence-transformers model of a text dataset: a local folder or a model in the local "
                         "Hugging Face cache (default: the offline all-MiniLM-L6-v2)")
-    p.add_argument("--cache-dir", default=None, help="embedding cache directory")
+    p.add_argument("--cache-dir", type=OutputPath("a folder", as_path=False), default=None,
+                   help="embedding cache directory")
     p.add_argument("--n", type=COUNT, default=20, help="pool size: top-n passages by relevance per query")
     p.add_argument("--k", type=COUNT, default=5, help="selection size")
     add_list(p, "--theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9], help="theta grid")
@@ -325,7 +339,7 @@ def certify(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fw-max-iter", type=COUNT, default=500, help="full scale: iterations of the concave FW bound")
     p.add_argument("--sigma", type=Real(0.0, min_open=True), default=None,
                    help="also compute the Dartboard score with this sigma")
-    p.add_argument("--out", type=Path, default=Path("results/certify"),
+    p.add_argument("--out", type=OUTPUT, default=Path("results/certify"),
                    help="output folder (results.parquet; resumable)")
     add_run_arguments(p, parallel=True, default_workers="0, in this process")
 
@@ -352,7 +366,7 @@ def sweep(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--config", type=ExistingPath("file", "an existing sweep config file (.json, .toml, .yaml)"),
                    help="sweep config (.json, .toml, or .yaml); flags below override it")
-    p.add_argument("--out", type=Path, default=Path("results/sweep"), help="output folder (default results/sweep)")
+    p.add_argument("--out", type=OUTPUT, default=Path("results/sweep"), help="output folder (default results/sweep)")
     p.add_argument("--dataset", type=DATASET, help="dataset NAME or NAME:ARG (default synthetic)")
     p.add_argument("--dataset-opt", action="append", default=[], metavar="NAME=VALUE", type=KeyValues(many=False),
                    help="dataset option, e.g. n=400 (repeatable)")
@@ -386,7 +400,7 @@ def plot(p: argparse.ArgumentParser) -> None:
     p.add_argument("kind", type=Choice(kinds), help=" | ".join(kinds))
     add_list(p, "--input", "-i", item=ExistingPath("any", "an existing result file or folder"), split=_paths_split,
              required=True, help="result file(s) or folder(s): parquet/CSV/JSON (all: certify, sweep and latency outputs)")
-    p.add_argument("--out", type=Path, default=Path("results/plots"), help="output folder for PNG and SVG files")
+    p.add_argument("--out", type=OUTPUT, default=Path("results/plots"), help="output folder for PNG and SVG files")
     column = Name("a column or metric name", "column or metric names", bad=("nosuch",))
     p.add_argument("--x", type=column, default="ilad", help="Pareto x metric (diversity)")
     p.add_argument("--y", type=column, default="recall",
@@ -406,7 +420,7 @@ def reproduce(p: argparse.ArgumentParser) -> None:
     p.add_argument("recipe", nargs="?", type=Name("a recipe name (see --list)", bad=("nosuch",)),
                    help="recipe name (see --list)")
     p.add_argument("--list", action="store_true", help="list the recipes: paper, table, what each needs")
-    p.add_argument("--out", type=Path, help="output folder (default results/reproduce/<recipe>)")
+    p.add_argument("--out", type=OUTPUT, help="output folder (default results/reproduce/<recipe>)")
     p.add_argument("--data-dir", type=Path, default=Path("datasets"),
                    help="where the datasets are, in divopt_rag.data.download.fetch's layout (default datasets/)")
     p.add_argument("--limit", type=COUNT, help="first N queries of each dataset (a quick run)")
@@ -424,7 +438,7 @@ def reproduce(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", type=ExistingPath("file"), help="external passage corpus (e.g. DPR psgs_w100.tsv) for the QA pools")
     p.add_argument("--set", action="append", default=[], type=KEY_VALUES, dest="overrides", metavar="NAME=V1,V2",
                    help="replace a grid axis or recipe parameter, e.g. k=25 or theta=0.3,0.7 (repeatable)")
-    p.add_argument("--cache-dir", type=Path, help="embedding cache (default ~/.cache/divopt/embeddings)")
+    p.add_argument("--cache-dir", type=OutputPath("a folder"), help="embedding cache (default ~/.cache/divopt/embeddings)")
     p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--new-grid", action="store_true",
                    help="run another configuration in an output folder that holds one; its config.json and "

@@ -1,7 +1,8 @@
 """Checks of the command line that need the file system, this machine's memory or the
 registries: output paths (:func:`check_output_path`, :func:`safe_name`, :func:`inside`), memory
-estimates (:func:`check_memory`) and method and dataset names (:func:`check_methods`,
-:func:`check_dataset`, :func:`naming`). Standard library at import; what a check needs (the
+estimates (:func:`check_memory`), method and dataset names (:func:`check_methods`,
+:func:`check_dataset`, :func:`naming`) and the size of a config file (:func:`config_tree_problem`,
+:func:`yaml_loader`: bytes, nesting, values, no YAML aliases). Standard library at import; what a check needs (the
 registries, the memory reader) is imported when it is called. Every check runs before any work
 and refuses in one line naming the flag.
 """
@@ -16,7 +17,8 @@ from typing import Any, Iterable, Iterator
 
 from divopt_rag.experiments.flag_types import UsageError
 
-__all__ = ["check_output_path", "safe_name", "inside", "check_memory", "naming", "check_methods", "check_dataset"]
+__all__ = ["check_output_path", "safe_name", "inside", "check_memory", "naming", "check_methods", "check_dataset",
+           "check_dataset_memory", "BASE_BYTES", "config_tree_problem", "yaml_loader", "CONFIG_MAX_BYTES", "CONFIG_MAX_DEPTH", "CONFIG_MAX_VALUES"]
 
 
 # =============================================================================================
@@ -78,6 +80,10 @@ def inside(folder: str | os.PathLike, name: str) -> Path:
 # =============================================================================================
 # Memory
 # =============================================================================================
+#: What a command holds before any array (interpreter, torch, numpy, pandas): about 345 MB measured.
+BASE_BYTES = 400 * 2**20
+
+
 def check_memory(need: float, what: str, flags: str, instead: str = "") -> None:
     """Refuse (:class:`UsageError` naming ``flags``) a run whose arrays need ``need`` bytes when
     this machine has less available (:func:`~divopt_rag.models.memory.available_memory`, the
@@ -155,3 +161,69 @@ def check_dataset(spec: Any, flag: str) -> None:
             if isinstance(default, (int, float)) and not isinstance(default, bool) and value is not None and (
                     isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise ValueError(f"dataset {req.name!r} option {option}: expected a number, got {value!r}")
+            if isinstance(default, int) and not isinstance(default, bool) and isinstance(value, float):
+                raise ValueError(f"dataset {req.name!r} option {option}: expected an integer, got {value:g}")
+    check_dataset_memory(spec, flag)
+
+
+def check_dataset_memory(spec: Any, flag: str) -> None:
+    """Refuse, before anything is generated or read, a dataset whose registered memory estimate
+    (:func:`divopt_rag.data.registry.estimate_memory`) this machine cannot hold (``--dataset-opt
+    n=99999999`` ran for minutes into a MemoryError)."""
+    from divopt_rag.data import registry
+
+    with naming(flag):
+        need = registry.estimate_memory(spec)
+        if need is not None:
+            name = registry.parse_spec(spec)["name"]
+            check_memory(BASE_BYTES + need, f"dataset {name!r}", flag, "use smaller sizes")
+
+
+# =============================================================================================
+# Config files: bounded before they are used
+# =============================================================================================
+#: A config file is a few lines: past this size it is refused before it is read.
+CONFIG_MAX_BYTES = 4 * 2**20
+#: Nesting of a config's mappings and lists (a sweep's deepest is methods -> name -> param -> values).
+CONFIG_MAX_DEPTH = 32
+#: Values in a config, every list item and mapping entry counted where it is reached.
+CONFIG_MAX_VALUES = 100_000
+
+
+def config_tree_problem(obj: Any) -> str | None:
+    """None, or why a parsed config is too large to use: nested deeper than
+    :data:`CONFIG_MAX_DEPTH` or holding more than :data:`CONFIG_MAX_VALUES` values. The walk is
+    iterative (no RecursionError) and stops at the first excess, so a structure that shares
+    itself many times (a YAML alias bomb) costs at most that many steps."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    seen = 0
+    while stack:
+        node, depth = stack.pop()
+        seen += 1
+        if seen > CONFIG_MAX_VALUES:
+            return f"holds more than {CONFIG_MAX_VALUES} values (a sweep config is a few lines)"
+        if depth > CONFIG_MAX_DEPTH:
+            return f"is nested deeper than {CONFIG_MAX_DEPTH} levels"
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for pair in node.items() for v in pair)
+        elif isinstance(node, (list, tuple)):
+            stack.extend((v, depth + 1) for v in node)
+    return None
+
+
+def yaml_loader() -> type:
+    """PyYAML's safe loader without aliases: ``*name`` refers to an anchored node, and a few
+    lines of them expand to billions of values (the "billion laughs"); a sweep config never
+    needs one, so it is refused where it appears (a ``yaml.YAMLError`` with its line)."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(None, None, f"alias *{event.anchor} found: aliases are not "
+                                                              f"allowed in a config (write the value out)",
+                                                  event.start_mark)
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader

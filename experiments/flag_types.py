@@ -20,6 +20,7 @@ one flag, the file system or the registries are :mod:`divopt_rag.experiments.fla
 from __future__ import annotations
 
 import argparse
+import decimal
 import math
 import os
 import re
@@ -36,6 +37,7 @@ __all__ = [
     "Choice",
     "Text",
     "ExistingPath",
+    "OutputPath",
     "KeyValues",
     "parse_value",
     "ListOf",
@@ -43,6 +45,12 @@ __all__ = [
     "add_list",
     "EPILOG",
     "COUNT",
+    "COUNT_MAX",
+    "CPUS",
+    "THREADS",
+    "SOLVER_THREADS",
+    "WORKERS_MAX",
+    "OUTPUT",
     "SEED",
     "THETA",
     "WORKERS",
@@ -114,6 +122,12 @@ class ValueType:
         return f"{type(self).__name__}({self.expected!r})"
 
 
+#: Upper end of every count: sizes past it cannot be allocated, and Python integers past it
+#: overflow the machine integers of numpy and torch (``--k 1e30`` was an internal OverflowError).
+#: The same as :data:`divopt_rag.models.parameters.ROWS_MAX`.
+COUNT_MAX = 2**31 - 1
+
+
 def _bound_text(low: float | None, high: float | None, low_open: bool, high_open: bool, fmt=str) -> str:
     if low is not None and high is not None:
         return f"in {'(' if low_open else '['}{fmt(low)}, {fmt(high)}{')' if high_open else ']'}"
@@ -125,11 +139,13 @@ def _bound_text(low: float | None, high: float | None, low_open: bool, high_open
 
 
 class Integer(ValueType):
-    """An integer (``1e6`` counts too) within [min, max]; ``none`` gives None when ``allow_none``."""
+    """An integer (``1e6`` counts too) within [min, max]; ``none`` gives None when ``allow_none``.
+    ``max`` defaults to :data:`COUNT_MAX`: no flag takes an integer past the machine's."""
 
-    def __init__(self, min: int | None = None, max: int | None = None, allow_none: bool = False) -> None:
+    def __init__(self, min: int | None = None, max: int | None = COUNT_MAX, allow_none: bool = False) -> None:
         self.min, self.max, self.allow_none = min, max, allow_none
-        bound = _bound_text(min, max, False, False)
+        # the machine's bound goes without saying until a value passes it (then the refusal says it)
+        bound = _bound_text(min, None if max == COUNT_MAX else max, False, False)
         self.expected = f"an integer {bound}".strip() + (" or none" if allow_none else "")
         self.plural = f"integers {bound}".strip() + (" or none" if allow_none else "")
         bad = ["1.5", "x", "nan", "inf", ""]
@@ -153,6 +169,8 @@ class Integer(ValueType):
             number = int(t)  # exact for long integers
         except ValueError:
             number = int(value)
+        if self.max == COUNT_MAX and number > self.max:
+            self.refuse(text, f"at most {COUNT_MAX}")
         if (self.min is not None and number < self.min) or (self.max is not None and number > self.max):
             self.refuse(text)
         return number
@@ -238,19 +256,28 @@ class Text(ValueType):
 
 def parse_value(text: str) -> Any:
     """A value typed on the command line: ``none`` -> None, ``true``/``false`` -> bool, then
-    int, float, else the string."""
+    int (``1e6`` too: an integer written with an exponent and no decimal point is an int, exact,
+    so a count reads as a count and a message shows the number, not ``1000000.0``), float, else
+    the string."""
     t = text.strip()
     low = t.lower()
     if low in ("none", "null"):
         return None
     if low in ("true", "false"):
         return low == "true"
-    for conv in (int, float):
-        try:
-            return conv(t)
-        except ValueError:
-            pass
-    return t
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    if _INTEGER_EXPONENT.fullmatch(t):
+        return int(decimal.Decimal(t))
+    try:
+        return float(t)
+    except ValueError:
+        return t
+
+
+_INTEGER_EXPONENT = re.compile(r"[+-]?\d+[eE]\+?\d{1,4}")
 
 
 class KeyValues(ValueType):
@@ -293,6 +320,26 @@ class ExistingPath(ValueType):
         if self.kind == "dir" and not p.is_dir():
             self.refuse(text, "a file, not a folder")
         return str(p)
+
+
+class OutputPath(ValueType):
+    """A folder or file to write: not empty (``--out ''`` wrote into the current folder) and
+    without control characters (a newline in a file name breaks every log and listing). That it
+    can be written is :func:`~divopt_rag.experiments.flag_checks.check_output_path`'s check,
+    before any work. ``as_path``: a ``Path`` (else the text)."""
+
+    def __init__(self, what: str = "a folder to write", as_path: bool = True) -> None:
+        self.expected = f"{what} (not empty, no control characters)"
+        self.plural = self.expected
+        self.as_path = as_path
+        self.bad = ("", " ", "a\nb")
+
+    def convert(self, text: str) -> Path | str:
+        if not text.strip():
+            self.refuse(text, "empty")
+        if any(ord(c) < 32 or ord(c) == 127 for c in text):
+            self.refuse(text, "a control character")
+        return Path(text) if self.as_path else text
 
 
 class ListOf(ValueType):
@@ -370,14 +417,23 @@ def _paths_split(text: str) -> list[str]:
 EPILOG = ("Flags that take several values take them as separate words or comma-separated: --k 5 10, --k 5,10 "
           "and --k 5 --k 10 are the same. Bad input is refused before any work, in one line, with exit code 2.")
 
-#: Counts (sizes, numbers of queries, repeats): integers >= 1.
-COUNT = Integer(min=1)
+#: Counts (sizes, numbers of queries, repeats): integers in [1, COUNT_MAX].
+COUNT = Integer(min=1, max=COUNT_MAX)
+#: This machine's CPUs: the most threads or local worker processes that do not oversubscribe it.
+CPUS = max(1, os.cpu_count() or 1)
+#: Intra-op threads (0: torch's choice): at most this machine's CPUs (``--threads 100000`` crashed torch).
+THREADS = Integer(min=0, max=CPUS)
+#: A solver's threads: 1 to this machine's CPUs.
+SOLVER_THREADS = Integer(min=1, max=CPUS)
 #: Seeds: the range every generator takes (numpy, torch, Python).
 SEED = Integer(min=0, max=2**32 - 1)
 #: The relevance-diversity trade-off theta in [0, 1].
 THETA = Real(0.0, 1.0)
+#: Upper end of --n-workers (a Ray cluster may have more CPUs than this machine: the local
+#: backend's bound, this machine's CPUs, is a check across flags).
+WORKERS_MAX = 1024
 #: Worker processes (0: in this process).
-WORKERS = Integer(min=0)
+WORKERS = Integer(min=0, max=WORKERS_MAX)
 #: Seconds of a time limit.
 SECONDS = Real(0.0, min_open=True)
 #: Selector and method names (checked against the registry by the command).
@@ -393,5 +449,7 @@ MODEL = Text("a local sentence-transformers folder or a model in the local Huggi
              bad=("/nonexistent/divopt-model",))
 #: A NAME=V1,V2 grid axis.
 KEY_VALUES = KeyValues()
+#: An output folder.
+OUTPUT = OutputPath()
 #: Solvers of an exact solve.
 SOLVERS = ("auto", "brute", "gurobi", "scip", "highs", "bnb")

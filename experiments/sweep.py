@@ -43,7 +43,9 @@ from divopt_rag.experiments.executor import Plan, RunResult, RunSpec, Task, erro
 from divopt_rag.experiments.grid import INSTANCE_PARAMS, SweepConfig, canonical_params, derive_seed
 from divopt_rag.experiments.methods import accepted_parameters, method_accepts, method_parameters, resolve_method
 from divopt_rag.experiments.rag.evaluator import make_evaluator
+from divopt_rag.experiments.flag_checks import check_dataset_memory
 from divopt_rag.experiments.runs import execute_run
+from divopt_rag.models.parameters import ROWS_MAX, Declaration, Interval, Param
 
 __all__ = [
     "SweepSpec",
@@ -55,6 +57,8 @@ __all__ = [
     "finished_keys",
     "check_parameters",
     "check_parameter_values",
+    "check_pool_sizes",
+    "check_k_within_pool",
     "error_summary",
 ]
 
@@ -111,13 +115,48 @@ def check_parameter_values(config: SweepConfig) -> None:
     robust model without ``rho_div`` used to run every task into an error row)."""
     for param, values, methods in _axes(config):
         for value in values:
-            canonical_params({param: value})
+            canonical = canonical_params({param: value})[param]
             if param in INSTANCE_PARAMS:
+                _INSTANCE.check_value(param, canonical)  # k and pool within the machine's integers
                 continue
             for m in methods:
                 method_parameters(m).check_value(param, value)
     for m, own in config.methods.items():
         method_parameters(m).check_required(set(own) | {p for p in config.grid if method_accepts(m, p)})
+
+
+def check_k_within_pool(config: SweepConfig) -> None:
+    """Every method's largest k fits its smallest ``pool`` (ValueError naming both: ``--pool 2
+    --k 3`` started every run into an error)."""
+    for m, own in config.methods.items():
+        ks, pools = own.get("k", config.grid.get("k", [])), own.get("pool", config.grid.get("pool", [None]))
+        small = [p for p in pools if p is not None]
+        if ks and small and max(ks) > min(small):  # some run would select k rows among fewer
+            raise ValueError(f"k = {max(ks):g} is larger than pool = {min(small):g} (method {m!r}): a selection of k "
+                             f"rows needs a pool of at least k candidates; give each pool its k in methods.{m}")
+
+
+#: The parameters of the instance every method runs on, and their ranges (what canonical_params
+#: leaves open above: k = 1e30 was an internal OverflowError after config.json was written).
+_INSTANCE = Declaration("sweep", {"k": Param.of(Interval(int, 1, ROWS_MAX)),
+                                  "theta": Param.of(Interval(float, 0.0, 1.0)),
+                                  "pool": Param.of([Interval(int, 1, ROWS_MAX), None])})
+
+
+def check_pool_sizes(tasks: Sequence[Task], data: EmbeddedDataset) -> None:
+    """Every task's k fits its query's candidates (the dataset's pool of the query, or all its
+    rows, cut to the task's ``pool``), checked once the dataset is loaded and before any run:
+    ValueError naming the first that does not (``--k 101`` on 100-row pools started every run
+    into an error)."""
+    sizes = ([int(p.size) for p in data.pools] if data.pools is not None else None)
+    for t in tasks:
+        qi = int(t.extra["query_index"])
+        n = sizes[qi] if sizes is not None else int(data.E.shape[0])
+        pool = t.params.get("pool")
+        avail = n if pool is None else min(int(pool), n)
+        if int(t.params["k"]) > avail:
+            raise ValueError(f"k = {t.params['k']} is larger than the {avail} candidates of query {t.query_id!r} "
+                             f"(dataset {data.name!r}: {n} rows{'' if pool is None else f', pool = {pool}'})")
 
 
 def expand_grid(config: SweepConfig, queries: Sequence[tuple[int, str]], accepts: Callable[[str, str], bool], *,
@@ -198,7 +237,9 @@ class SweepSpec(RunSpec):
             resolve_method(m)
         check_parameters(self.sweep)
         check_parameter_values(self.sweep)
+        check_k_within_pool(self.sweep)
         make_evaluator(self.sweep.evaluator)  # a bad evaluator spec fails here, not in every worker
+        check_dataset_memory(self.sweep.dataset, "dataset")  # before anything is generated or read
 
     def load(self, out: Path, mmap: bool = True) -> EmbeddedDataset:
         """The sweep's dataset, built once and cached under ``out/data``."""
@@ -209,6 +250,7 @@ class SweepSpec(RunSpec):
         queries = _select_queries(data, self.sweep.queries)
         tasks = expand_grid(self.sweep, queries, method_accepts, dataset=data.name, data_key=data.key,
                             config_hash=self.config_hash)
+        check_pool_sizes(tasks, data)
         if not tasks:
             raise ValueError(f"the sweep has no runs: dataset {data.name!r} gives {data.n_queries} queries "
                              f"(queries={self.sweep.queries!r})")
