@@ -1,40 +1,73 @@
-"""The flags of every ``divopt-rag`` command, their value types and the checks that need
-nothing but the flags: argparse and the standard library only.
+"""The flags of every ``divopt-rag`` command and the checks across them: argparse and the
+standard library only, so building a parser imports nothing heavy (no torch, pandas, Pyomo, Ray,
+sentence-transformers or matplotlib: each command imports those when it runs), ``divopt-rag
+COMMAND --help`` is fast, and a bad flag is refused before the command's module is imported.
 
-Building a parser imports nothing heavy (no torch, pandas, Pyomo, Ray, sentence-transformers or
-matplotlib: each command imports those when it runs), so ``divopt-rag COMMAND --help`` is fast,
-and a bad flag is refused before the command's module is even imported.
+Three modules, by concept:
 
-* **One list syntax.** Every flag that takes several values takes them as separate words, as
-  comma-separated words, or both: ``--k 5 10``, ``--k 5,10`` and ``--k 5 --k 10`` are one list
-  (:class:`ListAction`). Flags of the form ``NAME=V1,V2`` (``--param``, ``--set``, ...) are
-  repeated for several names.
-* **Typed values** (:class:`Integer`, :class:`Real`, :class:`Name`, :class:`Choice`,
-  :class:`ExistingPath`, :class:`KeyValues`, :class:`Text`): each converts one word or refuses
-  it with "expected X, got 'Y'"; each knows a few words it refuses (``bad``), from which the
-  tests build their table of bad input for every flag of every command.
-* **Checks across flags** (:data:`COMMAND_FLAGS`: ``--k`` larger than ``--n``, a flag that
-  would be ignored) run after parsing, before the command's module is imported; checks that
-  need the registries (:func:`check_methods`, :func:`check_dataset`, :func:`naming`) are
-  called by the commands before any work and import what they need when called.
-* **One line per error.** :class:`Parser` prints argparse's errors as ONE line,
-  ``divopt-rag CMD: --flag: expected ..., got '...' (see divopt-rag CMD --help)``, exit code 2;
-  :class:`UsageError` is the same line for a check across flags (``--k`` larger than ``--n``).
-* **Output paths** (:func:`check_output_path`, :func:`safe_name`, :func:`inside`): checked
-  before any work, and a file name built from a flag's value never leaves its folder.
-* **Memory** (:func:`check_memory`): a command estimates what its arrays need and refuses, in
-  one line with the estimate, what this machine cannot hold, before allocating anything.
+* :mod:`divopt_rag.experiments.flag_types`: the value types (one list syntax, typed values that
+  refuse a word with "expected X, got 'Y'") and the one-line errors (:class:`Parser`,
+  :class:`UsageError`);
+* :mod:`divopt_rag.experiments.flag_checks`: the checks that need the file system, this
+  machine's memory or the registries (output paths, :func:`check_memory`, method and dataset
+  names), called before any work;
+* this module: each command's flags and its **checks across flags** (:data:`COMMAND_FLAGS`:
+  ``--k`` larger than ``--n``, a flag that would be ignored, a run too large for this machine's
+  memory), run after parsing, before the command's module is imported.
+
+The names of the first two are re-exported here (``arguments.UsageError``, ``arguments.naming``).
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
-import math
 import os
-import re
-import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable
+
+from divopt_rag.experiments.flag_checks import (  # noqa: F401  (re-exported: arguments.X for every command)
+    BASE_BYTES,
+    check_dataset,
+    check_memory,
+    check_methods,
+    check_output_path,
+    inside,
+    naming,
+    safe_name,
+)
+from divopt_rag.experiments.flag_types import (  # noqa: F401  (re-exported)
+    COUNT,
+    CPUS,
+    DATASET,
+    EPILOG,
+    KEY_VALUES,
+    METHOD,
+    MODEL,
+    MODULE,
+    OUTPUT,
+    SECONDS,
+    SEED,
+    SOLVER_THREADS,
+    SOLVERS,
+    THETA,
+    THREADS,
+    WORKERS,
+    Choice,
+    ExistingPath,
+    Integer,
+    KeyValues,
+    ListAction,
+    ListOf,
+    Name,
+    OutputPath,
+    Parser,
+    Real,
+    Text,
+    UsageError,
+    ValueType,
+    _paths_split,
+    add_list,
+    parse_value,
+)
 
 __all__ = [
     "Parser",
@@ -68,347 +101,6 @@ __all__ = [
 
 
 # =============================================================================================
-# Errors in one line
-# =============================================================================================
-class UsageError(ValueError):
-    """Bad command-line input found by a check across flags: ``FLAG: expected X, got Y``
-    (a ValueError, so the CLI prints it as one line with exit code 2)."""
-
-    def __init__(self, flag: str, expected: str, got: str, hint: str = "") -> None:
-        self.flag = flag
-        super().__init__(f"{flag}: expected {expected}, got {got}" + (f" ({hint})" if hint else ""))
-
-
-_ARGUMENT_PREFIX = re.compile(r"^argument ([^:]+): ")
-
-
-class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are ONE line on stderr (argparse prints the whole usage
-    block): ``PROG: --flag: message (see PROG --help)``, exit code 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        # argparse says "argument --k/-k: ..."; name the flag as the user typed it
-        message = _ARGUMENT_PREFIX.sub(lambda m: m.group(1).split("/")[0] + ": ", message)
-        message = " ".join(message.split())
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
-# =============================================================================================
-# Value types
-# =============================================================================================
-class ValueType:
-    """An argparse ``type``: converts one word or raises ArgumentTypeError "expected X, got 'Y'".
-
-    ``expected``: what it takes, in words ("an integer >= 1"); ``plural``: the same for a list
-    ("integers >= 1"); ``bad``: words it refuses, for the tests' table of bad input. Types whose
-    check needs the command's modules (a method name, a dataset) refuse their ``bad`` words
-    when the command checks its arguments, before any work."""
-
-    expected = "a value"
-    plural = "values"
-    bad: tuple[str, ...] = ()
-
-    def __call__(self, text: str) -> Any:
-        return self.convert(text)
-
-    def convert(self, text: str) -> Any:
-        return text
-
-    def refuse(self, text: str, why: str = "") -> None:
-        raise argparse.ArgumentTypeError(f"expected {self.expected}, got {text!r}" + (f" ({why})" if why else ""))
-
-    @property
-    def __name__(self) -> str:  # argparse names a type by its __name__ in some messages
-        return type(self).__name__.lower()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.expected!r})"
-
-
-def _bound_text(low: float | None, high: float | None, low_open: bool, high_open: bool, fmt=str) -> str:
-    if low is not None and high is not None:
-        return f"in {'(' if low_open else '['}{fmt(low)}, {fmt(high)}{')' if high_open else ']'}"
-    if low is not None:
-        return f"{'>' if low_open else '>='} {fmt(low)}"
-    if high is not None:
-        return f"{'<' if high_open else '<='} {fmt(high)}"
-    return ""
-
-
-class Integer(ValueType):
-    """An integer (``1e6`` counts too) within [min, max]; ``none`` gives None when ``allow_none``."""
-
-    def __init__(self, min: int | None = None, max: int | None = None, allow_none: bool = False) -> None:
-        self.min, self.max, self.allow_none = min, max, allow_none
-        bound = _bound_text(min, max, False, False)
-        self.expected = f"an integer {bound}".strip() + (" or none" if allow_none else "")
-        self.plural = f"integers {bound}".strip() + (" or none" if allow_none else "")
-        bad = ["1.5", "x", "nan", "inf", ""]
-        if min is not None:
-            bad.insert(0, str(min - 1))
-        if max is not None:
-            bad.insert(0, str(max + 1))
-        self.bad = tuple(bad)
-
-    def convert(self, text: str) -> int | None:
-        t = text.strip()
-        if self.allow_none and t.lower() in ("none", "null"):
-            return None
-        try:
-            value = float(t)
-        except ValueError:
-            self.refuse(text)
-        if not value.is_integer():  # nan and inf are not integers either
-            self.refuse(text)
-        try:
-            number = int(t)  # exact for long integers
-        except ValueError:
-            number = int(value)
-        if (self.min is not None and number < self.min) or (self.max is not None and number > self.max):
-            self.refuse(text)
-        return number
-
-
-class Real(ValueType):
-    """A finite number within its bounds (``min_open`` / ``max_open``: excluded)."""
-
-    def __init__(self, min: float | None = None, max: float | None = None, *, min_open: bool = False,
-                 max_open: bool = False) -> None:
-        self.min, self.max, self.min_open, self.max_open = min, max, min_open, max_open
-        bound = _bound_text(min, max, min_open, max_open, fmt=lambda v: f"{v:g}")
-        self.expected = f"a number {bound}".strip()
-        self.plural = f"numbers {bound}".strip()
-        bad = ["x", "nan", "inf", ""]
-        if min is not None:
-            bad.insert(0, f"{min:g}" if min_open else f"{min - 0.5:g}")
-        if max is not None:
-            bad.insert(0, f"{max:g}" if max_open else f"{max + 0.5:g}")
-        self.bad = tuple(bad)
-
-    def convert(self, text: str) -> float:
-        try:
-            value = float(text.strip())
-        except ValueError:
-            self.refuse(text)
-        if not math.isfinite(value):
-            self.refuse(text)
-        if self.min is not None and (value < self.min or (self.min_open and value == self.min)):
-            self.refuse(text)
-        if self.max is not None and (value > self.max or (self.max_open and value == self.max)):
-            self.refuse(text)
-        return value
-
-
-class Name(ValueType):
-    """A name (method, metric, column, module): letters, digits and ``_ @ . + -``, not starting
-    with a dot, never a path. What the name must refer to is checked by the command."""
-
-    _PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_@.+:-]*$")
-
-    def __init__(self, what: str = "a name", plural: str | None = None, bad: Sequence[str] = ("nosuch",),
-                 pattern: str | None = None) -> None:
-        self.expected, self.plural = what, plural or what
-        self.pattern = re.compile(pattern) if pattern else self._PATTERN
-        self.bad = (*bad, "../x", "a/b", "")
-
-    def convert(self, text: str) -> str:
-        if not self.pattern.match(text) or ".." in text:
-            self.refuse(text)
-        return text
-
-
-class Choice(ValueType):
-    """One of fixed words (argparse's ``choices`` with this module's message)."""
-
-    def __init__(self, choices: Sequence[str]) -> None:
-        self.choices = tuple(choices)
-        self.expected = "one of " + ", ".join(self.choices)
-        self.plural = "some of " + ", ".join(self.choices)
-        self.bad = ("nosuch", "")
-
-    def convert(self, text: str) -> str:
-        if text not in self.choices:
-            self.refuse(text)
-        return text
-
-
-class Text(ValueType):
-    """Free text checked by the command (a dataset spec, a device, an address); ``pattern``
-    refuses what can never be right up front."""
-
-    def __init__(self, what: str, bad: Sequence[str] = (), pattern: str | None = None) -> None:
-        self.expected = self.plural = what
-        self.pattern = re.compile(pattern) if pattern else None
-        self.bad = tuple(bad)
-
-    def convert(self, text: str) -> str:
-        if not text.strip() or (self.pattern is not None and not self.pattern.match(text)):
-            self.refuse(text)
-        return text
-
-
-def parse_value(text: str) -> Any:
-    """A value typed on the command line: ``none`` -> None, ``true``/``false`` -> bool, then
-    int, float, else the string."""
-    t = text.strip()
-    low = t.lower()
-    if low in ("none", "null"):
-        return None
-    if low in ("true", "false"):
-        return low == "true"
-    for conv in (int, float):
-        try:
-            return conv(t)
-        except ValueError:
-            pass
-    return t
-
-
-class KeyValues(ValueType):
-    """``NAME=V1,V2,...`` -> (NAME, [values]) (``many=False``: ``NAME=VALUE`` -> (NAME, value)),
-    each value read by :func:`parse_value`; ``dotted``: NAME is ``METHOD.NAME``."""
-
-    def __init__(self, many: bool = True, dotted: bool = False) -> None:
-        self.many, self.dotted = many, dotted
-        name = "METHOD.NAME" if dotted else "NAME"
-        self.expected = f"{name}=V1,V2,..." if many else f"{name}=VALUE"
-        self.plural = self.expected
-        self.bad = ("noequals", "=1") + (("nodot=1",) if dotted else ())
-
-    def convert(self, text: str) -> tuple[str, Any]:
-        name, sep, values = text.partition("=")
-        name = name.strip()
-        if not sep or not name or any(c.isspace() for c in name) or (self.dotted and not re.fullmatch(r"[^.]+\.[^.]+", name)):
-            self.refuse(text)
-        if not self.many:
-            return name, parse_value(values)
-        return name, [parse_value(v) for v in values.split(",")]
-
-
-class ExistingPath(ValueType):
-    """A file (``kind="file"``), a folder (``"dir"``) or either (``"any"``) that exists."""
-
-    def __init__(self, kind: str = "any", what: str | None = None) -> None:
-        self.kind = kind
-        noun = {"file": "file", "dir": "folder", "any": "file or folder"}[kind]
-        self.expected = what or f"an existing {noun}"
-        self.plural = f"existing {noun}s"
-        self.bad = ("/nonexistent/divopt-missing",)
-
-    def convert(self, text: str) -> str:
-        p = Path(text).expanduser()
-        if not text.strip() or not p.exists():
-            self.refuse(text, "no such file or folder")
-        if self.kind == "file" and not p.is_file():
-            self.refuse(text, "a folder, not a file")
-        if self.kind == "dir" and not p.is_dir():
-            self.refuse(text, "a file, not a folder")
-        return str(p)
-
-
-class ListOf(ValueType):
-    """One word of a list flag: its comma-separated values, each converted by ``item``. An empty
-    word is an empty list only when ``empty`` says what it means."""
-
-    def __init__(self, item: ValueType, empty: str | None = None, split: Callable[[str], list[str]] | None = None) -> None:
-        self.item, self.empty = item, empty
-        self.split = split or (lambda text: text.split(","))
-        self.expected = f"{item.plural} (several as 5 10 or 5,10)"
-        self.plural = item.plural
-        bad = [b for b in item.bad if b or empty is None]
-        if bad and bad[0]:  # a bad value among good ones
-            bad.append(f"{_good_example(item)},{bad[0]}")
-        self.bad = tuple(bad)
-
-    def convert(self, text: str) -> list[Any]:
-        if not text.strip():
-            if self.empty is not None:
-                return []
-            self.refuse(text)
-        words = self.split(text)
-        out = []
-        for w in words:
-            try:
-                out.append(self.item.convert(w.strip()))
-            except argparse.ArgumentTypeError as exc:
-                if len(words) == 1:
-                    raise
-                message = str(exc).replace(f"expected {self.item.expected}", f"expected {self.item.plural}", 1)
-                raise argparse.ArgumentTypeError(message.replace(f"got {w.strip()!r}", f"got {w.strip()!r} in {text!r}",
-                                                                 1)) from None
-        return out
-
-
-def _good_example(item: ValueType) -> str:
-    if isinstance(item, Integer):
-        return str(item.min if item.min is not None else 1)
-    if isinstance(item, Real):
-        return f"{item.min:g}" if item.min is not None and not item.min_open else "1"
-    if isinstance(item, Choice):
-        return item.choices[0]
-    return "fw"
-
-
-class ListAction(argparse.Action):
-    """A list flag (``nargs="+"``; its type is a :class:`ListOf`): ``--k 5 10``, ``--k 5,10`` and
-    ``--k 5 --k 10`` all give [5, 10]. The first use replaces the default, later ones extend."""
-
-    def __init__(self, option_strings, dest, nargs=None, **kwargs) -> None:
-        super().__init__(option_strings, dest, nargs="+", **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        items = [v for word in values for v in word]
-        current = getattr(namespace, self.dest, None)
-        if current is None or current is self.default:
-            setattr(namespace, self.dest, items)
-        else:
-            setattr(namespace, self.dest, [*current, *items])
-
-
-def add_list(parser: argparse.ArgumentParser, *flags: str, item: ValueType, empty: str | None = None,
-             split: Callable[[str], list[str]] | None = None, **kwargs: Any) -> argparse.Action:
-    """Add a list flag of ``item`` values (:class:`ListAction`)."""
-    kwargs.setdefault("metavar", flags[0].lstrip("-").upper().replace("-", "_"))
-    return parser.add_argument(*flags, action=ListAction, type=ListOf(item, empty, split), **kwargs)
-
-
-def _paths_split(text: str) -> list[str]:
-    """Comma-separated paths, unless the whole word names an existing file (a comma in its name)."""
-    return [text] if os.path.exists(os.path.expanduser(text)) else text.split(",")
-
-
-#: What every command's --help ends with.
-EPILOG = ("Flags that take several values take them as separate words or comma-separated: --k 5 10, --k 5,10 "
-          "and --k 5 --k 10 are the same. Bad input is refused before any work, in one line, with exit code 2.")
-
-#: Counts (sizes, numbers of queries, repeats): integers >= 1.
-COUNT = Integer(min=1)
-#: Seeds: the range every generator takes (numpy, torch, Python).
-SEED = Integer(min=0, max=2**32 - 1)
-#: The relevance-diversity trade-off theta in [0, 1].
-THETA = Real(0.0, 1.0)
-#: Worker processes (0: in this process).
-WORKERS = Integer(min=0)
-#: Seconds of a time limit.
-SECONDS = Real(0.0, min_open=True)
-#: Selector and method names (checked against the registry by the command).
-METHOD = Name("a method name", "method names", bad=("nosuch",))
-#: Python modules to import (plugins).
-MODULE = Name("a Python module name (a.b.c)", "Python module names", bad=("no.such.divopt_plugin",),
-              pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-#: A dataset as NAME or NAME:ARG (checked against the registry by the command).
-DATASET = Text("a dataset NAME or NAME:ARG (toy, wordnet[:N_WORDS], beir:PATH, npz:PATH, ...)",
-               bad=("nosuch", "beir:/nonexistent/divopt-missing"))
-#: An embedding model: a local folder, the default alias or a name in the local Hugging Face cache.
-MODEL = Text("a local sentence-transformers folder or a model in the local Hugging Face cache",
-             bad=("/nonexistent/divopt-model",))
-#: A NAME=V1,V2 grid axis.
-KEY_VALUES = KeyValues()
-#: Solvers of an exact solve.
-SOLVERS = ("auto", "brute", "gurobi", "scip", "highs", "bnb")
-
-
-# =============================================================================================
 # Flags every run command shares (the executor's)
 # =============================================================================================
 def add_run_arguments(parser: argparse.ArgumentParser, *, parallel: bool = False, default_workers: str = "CPU count") -> None:
@@ -435,144 +127,11 @@ def _check_run_arguments(args: argparse.Namespace) -> None:
     if getattr(args, "address", None) and getattr(args, "backend", None) != "ray":
         raise UsageError("--address", "--backend ray (a Ray address is used by the Ray backend only)",
                          f"--backend {args.backend}")
-
-
-# =============================================================================================
-# Output paths
-# =============================================================================================
-def check_output_path(path: str | os.PathLike, kind: str = "dir", name: str = "out") -> Path:
-    """Check, before any work, that ``path`` can be written as a folder (``kind="dir"``) or a
-    file (``kind="file"``): not a file where a folder is wanted (or the reverse), no file among
-    its parents, writable (tried by creating and removing a probe folder in the nearest existing
-    one). Leaves nothing behind. ValueError naming ``name`` and the path otherwise."""
-    if kind not in ("dir", "file"):
-        raise ValueError(f"kind must be 'dir' or 'file', got {kind!r}")
-    p = Path(path).expanduser()
-    if p.exists():
-        if kind == "dir" and not p.is_dir():
-            raise ValueError(f"{name} {p}: is a file, expected a folder")
-        if kind == "file" and p.is_dir():
-            raise ValueError(f"{name} {p}: is a folder, expected a file name")
-        target = p
-    else:
-        target = p.parent if kind == "file" else p
-        while not target.exists() and target != target.parent:
-            target = target.parent
-        if not target.is_dir():
-            raise ValueError(f"{name} {p}: {target} is a file, so nothing can be created under it")
-    folder = target if target.is_dir() else target.parent
-    # os.access answers "yes" to root and on read-only mounts: create (and remove) a probe
-    # folder instead, as the run itself would
-    try:
-        tempfile.TemporaryDirectory(dir=folder, prefix=".divopt-probe-").cleanup()
-        if target.is_file():
-            with open(target, "ab"):
-                pass
-    except OSError as exc:
-        raise ValueError(f"{name} {p}: {target} is not writable ({exc.strerror or exc})") from exc
-    return p
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_@.+=,-]+")
-
-
-def safe_name(text: str) -> str:
-    """``text`` as one file name: every run of characters other than letters, digits and
-    ``_ @ . + = , -`` becomes "_" (path separators included), no leading dot, no "..". A file
-    named after a flag's value (a metric, a column) then stays in its folder."""
-    name = _UNSAFE.sub("_", str(text)).replace("..", "_").lstrip(".")
-    return name or "_"
-
-
-def inside(folder: str | os.PathLike, name: str) -> Path:
-    """``folder / name``, after checking that it stays inside ``folder`` (ValueError otherwise)."""
-    base = Path(folder).resolve()
-    path = (base / name).resolve()
-    if path != base and base not in path.parents:
-        raise ValueError(f"output file {name!r} would be written outside its folder {folder}")
-    return Path(folder) / name
-
-
-# =============================================================================================
-# Memory
-# =============================================================================================
-def check_memory(need: float, what: str, flags: str, instead: str = "") -> None:
-    """Refuse (:class:`UsageError` naming ``flags``) a run whose arrays need ``need`` bytes when
-    this machine has less available (:func:`~divopt_rag.models.memory.available_memory`, the
-    figure the exact solvers' refusals use); nothing is allocated. The environment variable
-    ``DIVOPT_MEMORY_LIMIT`` (bytes, or with a K/M/G/T suffix) lowers the limit (tests, shared
-    machines)."""
-    from divopt_rag.models.memory import available_memory, format_bytes
-
-    avail = available_memory()[0]
-    cap = os.environ.get("DIVOPT_MEMORY_LIMIT", "").strip()
-    if cap:
-        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", cap, re.IGNORECASE)
-        if m:
-            limit = float(m[1]) * 1024 ** " KMGT".index(m[2].upper() or " ")
-            avail = min(avail, limit)
-    if need <= avail:
-        return
-    raise UsageError(flags, f"a size whose {what} fits in the {format_bytes(avail)} of memory available",
-                     f"an estimated {format_bytes(need)}", instead)
-
-
-# =============================================================================================
-# Checks that need the registries (what they import is imported when they are called)
-# =============================================================================================
-@contextlib.contextmanager
-def naming(flag: str) -> Iterator[None]:
-    """Bad input found inside the block (ValueError, TypeError, ImportError) is reported as a
-    ValueError whose message starts with ``flag``: "--methods: unknown method 'x'; expected ..."."""
-    try:
-        yield
-    except (ValueError, TypeError, ImportError) as exc:
-        text = str(exc) or type(exc).__name__
-        if text.startswith(flag):
-            raise
-        raise ValueError(f"{flag}: {text}") from None
-
-
-def check_methods(names: Iterable[str], flag: str, selectors: bool = False) -> None:
-    """Every name is a method (``selectors``: a fast selector of ``divopt_rag.solvers.METHODS``);
-    ValueError naming ``flag`` and the valid names otherwise."""
-    from divopt_rag.experiments.methods import check_selectors, resolve_method
-
-    with naming(flag):
-        if selectors:
-            check_selectors(list(names))
-        else:
-            for name in names:
-                resolve_method(name)
-
-
-def check_dataset(spec: Any, flag: str) -> None:
-    """A dataset spec (NAME, NAME:ARG or a mapping) names a registered dataset, options it
-    takes with values of the types its loader's defaults have, and files that exist; ValueError
-    naming ``flag`` otherwise. Values within their types (``n_queries=0``) are the loader's to
-    check, before it generates or reads anything."""
-    import inspect
-
-    from divopt_rag.data import registry
-
-    with naming(flag):
-        req = registry._resolve(spec, {})  # the registry's own checks: name, unknown and missing options
-        for option in req.entry.paths:
-            path = req.options.get(option)
-            if path is not None and not os.path.exists(os.path.expanduser(str(path))):
-                raise ValueError(f"dataset {req.name!r}: expected an existing file or folder as its {option}, "
-                                 f"got {str(path)!r}")
-        try:
-            params = inspect.signature(req.entry.loader).parameters
-        except (TypeError, ValueError):
-            return
-        for option, value in req.options.items():
-            default = params[option].default if option in params else None
-            if isinstance(default, bool) and not isinstance(value, bool):
-                raise ValueError(f"dataset {req.name!r} option {option}: expected true or false, got {value!r}")
-            if isinstance(default, (int, float)) and not isinstance(default, bool) and value is not None and (
-                    isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise ValueError(f"dataset {req.name!r} option {option}: expected a number, got {value!r}")
+    workers = getattr(args, "n_workers", None)
+    if workers is not None and workers > CPUS and not getattr(args, "address", None):
+        # processes (or a local Ray's CPUs) beyond this machine's only oversubscribe it
+        raise UsageError("--n-workers", f"at most this machine's {CPUS} CPUs (more with --backend ray --address "
+                                        f"of a larger cluster)", str(workers))
 
 
 # =============================================================================================
@@ -584,7 +143,7 @@ def demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=COUNT, default=10, help="selection size (default 10)")
     p.add_argument("--theta", type=THETA, default=0.7, help="relevance-diversity trade-off in [0,1] (default 0.7)")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--out", type=Path, default=Path("divopt-demo"), help="output folder (default ./divopt-demo)")
+    p.add_argument("--out", type=OUTPUT, default=Path("divopt-demo"), help="output folder (default ./divopt-demo)")
     p.add_argument("--no-plot", action="store_true", help="skip the plot")
 
 
@@ -593,8 +152,6 @@ def demo(p: argparse.ArgumentParser) -> None:
 #: demo --no-plot``): 686 MB at n x d = 1e5 x 256, 1028 MB at 2e5 x 256, 1586 MB at 1e5 x 1024,
 #: i.e. 11.7-13.3 bytes per element above a base of about 345 MB; 16 keeps a margin.
 DEMO_BYTES_PER_ELEMENT = 16
-#: What a command holds before any array (interpreter, torch, numpy, pandas): about 345 MB measured.
-BASE_BYTES = 400 * 2**20
 
 
 def check_demo(args: argparse.Namespace) -> None:
@@ -621,10 +178,10 @@ def bench_latency(p: argparse.ArgumentParser) -> None:
                    default="auto", help="auto (cuda when available, else cpu) | cpu | cuda[:N] | mps")
     add_list(p, "--langchain", item=COUNT, empty="skip the comparison", default=[10_000, 50], metavar="N,K",
              help="compare MMR with LangChain's at n,k (d = first --d); '' to skip")
-    p.add_argument("--threads", type=Integer(min=0), default=None,
-                   help="torch intra-op threads (default or 0: torch's choice)")
+    p.add_argument("--threads", type=THREADS, default=None,
+                   help=f"torch intra-op threads, at most this machine's {CPUS} CPUs (default or 0: torch's choice)")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--out", type=Path, default=Path("results/latency"))
+    p.add_argument("--out", type=OUTPUT, default=Path("results/latency"))
     add_run_arguments(p)
 
 
@@ -660,15 +217,18 @@ def bench_exact(p: argparse.ArgumentParser) -> None:
     p.add_argument("--formulation", type=Name("a formulation name", bad=("nosuch",)), default="auto",
                    help="CCBQP formulation for every solver (default: each solver's own)")
     p.add_argument("--time-limit", type=SECONDS, default=30.0, help="seconds per solve")
-    p.add_argument("--threads", type=COUNT, default=None, help="solver threads (default: solver's own)")
+    p.add_argument("--threads", type=SOLVER_THREADS, default=None,
+                   help=f"solver threads, at most this machine's {CPUS} CPUs (default: solver's own)")
     p.add_argument("--warm-start", type=Choice(("none", "fw")), default="none", help="warm start every solver from FW")
     p.add_argument("--extra-glosses", type=Integer(min=0), default=1500,
                    help="random WordNet noun glosses added as distractors")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "divopt", "embeddings"),
+    p.add_argument("--cache-dir", type=OutputPath("a folder", as_path=False),
+                   default=os.path.join(os.path.expanduser("~"), ".cache", "divopt", "embeddings"),
                    help="embedding cache (default ~/.cache/divopt/embeddings)")
-    p.add_argument("--out", type=Path, default=Path("results/exact"), help="output folder (results.parquet, results.csv)")
-    p.add_argument("--log-dir", default=None, help="directory for solver logs (default: none)")
+    p.add_argument("--out", type=OUTPUT, default=Path("results/exact"), help="output folder (results.parquet, results.csv)")
+    p.add_argument("--log-dir", type=OutputPath("a folder", as_path=False), default=None,
+                   help="directory for solver logs (default: none)")
     add_run_arguments(p)
 
 
@@ -705,9 +265,10 @@ def bench_quality(p: argparse.ArgumentParser) -> None:
     p.add_argument("--solver", type=Choice(SOLVERS), default="auto",
                    help="exact solver (default auto: Gurobi if the license allows)")
     p.add_argument("--time-limit", type=SECONDS, default=120.0, help="exact solver time limit per instance (s)")
-    p.add_argument("--exact-threads", type=COUNT, default=None, help="exact solver threads (default: the solver's)")
+    p.add_argument("--exact-threads", type=SOLVER_THREADS, default=None,
+                   help=f"exact solver threads, at most this machine's {CPUS} CPUs (default: the solver's)")
     p.add_argument("--mip-gap", type=Real(0.0), default=1e-7, help="relative MIP gap asked of the exact solver")
-    p.add_argument("--cache-dir", type=Path, default=Path("results/cache"), help="embedding cache")
+    p.add_argument("--cache-dir", type=OutputPath("a folder"), default=Path("results/cache"), help="embedding cache")
     # large pools
     p.add_argument("--large-n", type=COUNT, default=100_000)
     p.add_argument("--large-d", type=COUNT, default=384)
@@ -722,11 +283,11 @@ def bench_quality(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-n", type=COUNT, default=100_000)
     p.add_argument("--batch-queries", type=COUNT, default=16)
     add_list(p, "--batch-thetas", item=THETA, default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
-    p.add_argument("--threads", type=Integer(min=0), default=1,
+    p.add_argument("--threads", type=THREADS, default=1,
                    help="torch intra-op threads (default 1: on a loaded 2-core machine small kernels are 10x slower "
                         "with 2; 0 = torch's choice)")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--out", type=Path, default=Path("results/quality"))
+    p.add_argument("--out", type=OUTPUT, default=Path("results/quality"))
     add_run_arguments(p)
 
 
@@ -757,7 +318,8 @@ def certify(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", type=MODEL, default=None,
                    help="sentence-transformers model of a text dataset: a local folder or a model in the local "
                         "Hugging Face cache (default: the offline all-MiniLM-L6-v2)")
-    p.add_argument("--cache-dir", default=None, help="embedding cache directory")
+    p.add_argument("--cache-dir", type=OutputPath("a folder", as_path=False), default=None,
+                   help="embedding cache directory")
     p.add_argument("--n", type=COUNT, default=20, help="pool size: top-n passages by relevance per query")
     p.add_argument("--k", type=COUNT, default=5, help="selection size")
     add_list(p, "--theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9], help="theta grid")
@@ -777,7 +339,7 @@ def certify(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fw-max-iter", type=COUNT, default=500, help="full scale: iterations of the concave FW bound")
     p.add_argument("--sigma", type=Real(0.0, min_open=True), default=None,
                    help="also compute the Dartboard score with this sigma")
-    p.add_argument("--out", type=Path, default=Path("results/certify"),
+    p.add_argument("--out", type=OUTPUT, default=Path("results/certify"),
                    help="output folder (results.parquet; resumable)")
     add_run_arguments(p, parallel=True, default_workers="0, in this process")
 
@@ -804,7 +366,7 @@ def sweep(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--config", type=ExistingPath("file", "an existing sweep config file (.json, .toml, .yaml)"),
                    help="sweep config (.json, .toml, or .yaml); flags below override it")
-    p.add_argument("--out", type=Path, default=Path("results/sweep"), help="output folder (default results/sweep)")
+    p.add_argument("--out", type=OUTPUT, default=Path("results/sweep"), help="output folder (default results/sweep)")
     p.add_argument("--dataset", type=DATASET, help="dataset NAME or NAME:ARG (default synthetic)")
     p.add_argument("--dataset-opt", action="append", default=[], metavar="NAME=VALUE", type=KeyValues(many=False),
                    help="dataset option, e.g. n=400 (repeatable)")
@@ -838,7 +400,7 @@ def plot(p: argparse.ArgumentParser) -> None:
     p.add_argument("kind", type=Choice(kinds), help=" | ".join(kinds))
     add_list(p, "--input", "-i", item=ExistingPath("any", "an existing result file or folder"), split=_paths_split,
              required=True, help="result file(s) or folder(s): parquet/CSV/JSON (all: certify, sweep and latency outputs)")
-    p.add_argument("--out", type=Path, default=Path("results/plots"), help="output folder for PNG and SVG files")
+    p.add_argument("--out", type=OUTPUT, default=Path("results/plots"), help="output folder for PNG and SVG files")
     column = Name("a column or metric name", "column or metric names", bad=("nosuch",))
     p.add_argument("--x", type=column, default="ilad", help="Pareto x metric (diversity)")
     p.add_argument("--y", type=column, default="recall",
@@ -858,7 +420,7 @@ def reproduce(p: argparse.ArgumentParser) -> None:
     p.add_argument("recipe", nargs="?", type=Name("a recipe name (see --list)", bad=("nosuch",)),
                    help="recipe name (see --list)")
     p.add_argument("--list", action="store_true", help="list the recipes: paper, table, what each needs")
-    p.add_argument("--out", type=Path, help="output folder (default results/reproduce/<recipe>)")
+    p.add_argument("--out", type=OUTPUT, help="output folder (default results/reproduce/<recipe>)")
     p.add_argument("--data-dir", type=Path, default=Path("datasets"),
                    help="where the datasets are, in divopt_rag.data.download.fetch's layout (default datasets/)")
     p.add_argument("--limit", type=COUNT, help="first N queries of each dataset (a quick run)")
@@ -876,7 +438,7 @@ def reproduce(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", type=ExistingPath("file"), help="external passage corpus (e.g. DPR psgs_w100.tsv) for the QA pools")
     p.add_argument("--set", action="append", default=[], type=KEY_VALUES, dest="overrides", metavar="NAME=V1,V2",
                    help="replace a grid axis or recipe parameter, e.g. k=25 or theta=0.3,0.7 (repeatable)")
-    p.add_argument("--cache-dir", type=Path, help="embedding cache (default ~/.cache/divopt/embeddings)")
+    p.add_argument("--cache-dir", type=OutputPath("a folder"), help="embedding cache (default ~/.cache/divopt/embeddings)")
     p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--new-grid", action="store_true",
                    help="run another configuration in an output folder that holds one; its config.json and "

@@ -110,9 +110,16 @@ class ExactBenchSpec(RunSpec):
                                           self.cache_dir)
         Q, words = Q[self.query_offset:], list(words[self.query_offset:])
         label, key = f"wordnet-glosses-{n_pass}", fingerprint([P, Q])[:16]
+        # a pool larger than the corpus is capped to it, said in a note, and recorded at the size
+        # it ran (n), beside the size asked for (n_requested); the same capped size runs once
+        sizes = {n: min(int(n), n_pass) for n in self.grid["n"]}
+        capped = sorted(n for n, m in sizes.items() if m < n)
+        notes = [f"--n {', '.join(map(str, capped))}: larger than the {n_pass} passages of the pool, capped: "
+                 f"runs at n = {n_pass} (column n_requested: the size asked for)"] if capped else []
         tasks = []
         for qi, word in enumerate(words):
-            for n in self.grid["n"]:
+            for n in dict.fromkeys(sizes.values()):
+                asked = max(r for r, m in sizes.items() if m == n)
                 for k in self.grid["k"]:
                     for th in self.grid["theta"]:
                         if k >= n:
@@ -123,8 +130,8 @@ class ExactBenchSpec(RunSpec):
                                                    query_id=word, method="exact",
                                                    params={"n": n, "k": k, "theta": th, "solver": solver,
                                                            "formulation": form},
-                                                   dataset=label, query_index=qi))
-        return Plan(tasks=tasks, data=(P, Q), data_keys={label: key})
+                                                   dataset=label, query_index=qi, n_requested=asked))
+        return Plan(tasks=tasks, data=(P, Q), data_keys={label: key}, notes=notes)
 
     def execute(self, state: tuple[np.ndarray, np.ndarray], task: Task) -> dict[str, Any]:
         P, Q = state
@@ -211,6 +218,8 @@ def main(args) -> int:
     spec = spec_from_args(args)
     spec.check()  # names and sizes before the corpus is embedded
     res = executor.run(spec, args.out, **run_options(args))
+    for note in res.notes:
+        print(f"note: {note}")
     df = res.table
     harness.write_csv(df, res.path.with_suffix(".csv"))
     summary = summarize(df)

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from divopt_rag.data import DataFormatError, parse_spec, stable_hash
 from divopt_rag.experiments import harness
 from divopt_rag.experiments.arguments import parse_value  # noqa: F401  (public here too: CLI values)
+from divopt_rag.experiments.flag_checks import CONFIG_MAX_BYTES, config_tree_problem, yaml_loader
 from divopt_rag.models.validation import check_scalar, check_theta
 
 __all__ = [
@@ -124,7 +125,7 @@ def _parse_config(path: Path, text: str) -> Any:
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("YAML sweep configs need PyYAML (pip install pyyaml); or use JSON/TOML") from exc
         try:
-            return yaml.safe_load(text)
+            return yaml.load(text, Loader=yaml_loader())  # safe_load, refusing aliases (alias bombs)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             problem = getattr(exc, "problem", None) or str(exc)
@@ -191,7 +192,8 @@ class SweepConfig:
         for p in ("k", "theta"):
             if p not in self.grid and not all(p in g for g in self.methods.values()):
                 raise ValueError(f"grid must give {p} (for every method), got grid keys {sorted(self.grid)}")
-        if isinstance(self.queries, bool) or (isinstance(self.queries, int) and self.queries < 1):
+        if isinstance(self.queries, bool) or (isinstance(self.queries, int) and self.queries < 1) or not (
+                self.queries is None or isinstance(self.queries, (int, list, tuple))):
             raise ValueError(f"queries must be a positive count or a list of query ids, got {self.queries!r}")
         if isinstance(self.queries, (list, tuple)):
             self.queries = [str(q) for q in self.queries]
@@ -227,11 +229,20 @@ class SweepConfig:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"sweep config file not found: {path}")
+        if path.stat().st_size > CONFIG_MAX_BYTES:  # bounded before it is read
+            raise ConfigError(path, None, None, f"is larger than {CONFIG_MAX_BYTES // 2**20} MiB (a sweep config is "
+                                                f"a few lines)")
         try:
             text = path.read_text()
         except UnicodeDecodeError as exc:
             raise ConfigError(path, None, None, f"not a text file ({exc.reason})") from None
-        d = _parse_config(path, text)
+        try:
+            d = _parse_config(path, text)
+        except RecursionError:  # the parser's own recursion: a config nested thousands deep
+            raise ConfigError(path, None, None, "is nested too deep to parse") from None
+        problem = config_tree_problem(d)  # nesting and size, before any use of the values
+        if problem:
+            raise ConfigError(path, None, None, problem)
         if isinstance(d, Mapping) and isinstance(d.get("sweep"), Mapping):
             d = d["sweep"]
         if not isinstance(d, Mapping):

@@ -18,8 +18,8 @@ Two methods are built in here, so that every command runs them as rows of its gr
 """
 from __future__ import annotations
 
-import inspect
 import math
+import os
 import time
 from typing import Any, Callable, Mapping
 
@@ -28,18 +28,25 @@ import torch
 
 from divopt_rag.experiments.grid import INSTANCE_PARAMS
 from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.models.parameters import ITERATIONS_MAX, ROWS_MAX, Declaration, Interval, Options, Text, declare
 from divopt_rag.models.runner import DEFAULT_TIME_LIMIT
 from divopt_rag.models.validation import check_indices
 from divopt_rag.robust import ROBUST_MODELS
+from divopt_rag.robust.parameters import ROBUST_PARAMS
 from divopt_rag.solvers import DEFAULT_METHOD, METHODS, select
+from divopt_rag.solvers.selection import METHOD_PARAMS
 
 __all__ = [
     "register_method",
     "available_methods",
     "resolve_method",
     "method_accepts",
+    "method_parameters",
+    "validate",
     "accepted_parameters",
     "required_parameters",
+    "EXACT_SOLVERS",
+    "THREADS_MAX",
     "run_method",
     "check_selectors",
     "exact",
@@ -49,15 +56,24 @@ __all__ = [
 _EXTRA_METHODS: dict[str, Callable[..., Mapping[str, Any]]] = {}
 # record entries an extra method writes as columns of their own (the others become info_<name>)
 _COLUMNS: dict[str, tuple[str, ...]] = {}
+_EXTRA_PARAMS: dict[str, Declaration] = {}
+#: The exact engines a method row may name: enumeration, the MIP solvers, divopt's branch-and-bound.
+EXACT_SOLVERS = ("auto", "brute", "gurobi", "scip", "highs", "bnb")
+#: Threads of one solve: at most this machine's CPUs (more only oversubscribes them).
+THREADS_MAX = max(1, os.cpu_count() or 1)
 
 
-def register_method(name: str, *, columns: tuple[str, ...] = ()) -> Callable:
+def register_method(name: str, *, columns: tuple[str, ...] = (), params: Mapping[str, Any] | None = None) -> Callable:
     """Decorator adding a method ``fn(instance, **params) -> {"indices": ..., ...}``; the record's
-    entries named in ``columns`` become columns of the row under their own names."""
+    entries named in ``columns`` become columns of the row under their own names. ``params``
+    declares each keyword parameter's constraints, as :func:`divopt_rag.solvers.register` does
+    (:mod:`divopt_rag.models.parameters`); without it (a plugin) they take any value."""
 
     def deco(fn: Callable[..., Mapping[str, Any]]) -> Callable[..., Mapping[str, Any]]:
+        decl = declare(name, fn, params)
         _EXTRA_METHODS[name] = fn
         _COLUMNS[name] = tuple(columns)
+        _EXTRA_PARAMS[name] = decl
         return fn
 
     return deco
@@ -67,7 +83,12 @@ def _none_to_nan(v: Any) -> float:
     return math.nan if v is None else float(v)
 
 
-@register_method("exact", columns=("bound", "proven_optimal", "exact_status", "exact_solver"))
+_TIME_LIMIT = [Interval(float, 0.0, None), None]
+
+
+@register_method("exact", columns=("bound", "proven_optimal", "exact_status", "exact_solver"), params={
+    "solver": Options(EXACT_SOLVERS), "time_limit": _TIME_LIMIT, "mip_gap": [Interval(float, 0.0, None), None],
+    "threads": [Interval(int, 1, THREADS_MAX), None], "warm_start": [Text(), None]})
 def exact(inst: Instance, *, solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
           mip_gap: float | None = None, threads: int | None = None,
           warm_start: str | None = DEFAULT_METHOD) -> dict[str, Any]:
@@ -97,7 +118,9 @@ def exact(inst: Instance, *, solver: str = "auto", time_limit: float | None = DE
 
 @register_method("full_scale", columns=(
     "bound", "bound_gap", "certified", "certificate", "how", "n_survivors", "screening_rounds", "safe_survivors",
-    "relaxation_survivors", "concave_bound", "item_bound", "pair_bound", "exact_status"))
+    "relaxation_survivors", "concave_bound", "item_bound", "pair_bound", "exact_status"), params={
+    "max_exact": Interval(int, 1, ROWS_MAX), "solver": Options(EXACT_SOLVERS), "time_limit": _TIME_LIMIT,
+    "fw_max_iter": Interval(int, 1, ITERATIONS_MAX)})
 def full_scale(inst: Instance, *, max_exact: int = 1000, solver: str = "auto",
                time_limit: float | None = DEFAULT_TIME_LIMIT, fw_max_iter: int = 500) -> dict[str, Any]:
     """The full-scale certificate of ``inst`` (:func:`divopt_rag.solvers.certificates.certify_full_scale`:
@@ -140,47 +163,55 @@ def resolve_method(name: str) -> tuple[str, Callable]:
     raise ValueError(f"unknown method {name!r}; expected one of {available_methods()}")
 
 
+def method_parameters(method: str) -> Declaration:
+    """The declaration of ``method``'s parameters (a selector's, a robust model's or an extra
+    method's: :mod:`divopt_rag.models.parameters`); ValueError if the method is unknown."""
+    kind, _ = resolve_method(method)
+    if kind == "selector":
+        return METHOD_PARAMS[method]
+    if kind == "robust":
+        return ROBUST_PARAMS[method]
+    return _EXTRA_PARAMS[method]
+
+
+def validate(method: str, params: Mapping[str, Any], *, complete: bool = True) -> dict[str, Any]:
+    """``params`` checked against ``method``'s declaration, converted, before any work: the one
+    validator of ``select``, sweep, certify, bench, reproduce and the RAG adapters
+    (:meth:`~divopt_rag.models.parameters.Declaration.validate`). Instance parameters
+    (``k``, ``theta``, ``pool``) are the instance's, not the method's: leave them out.
+    ``complete``: a required parameter left out is an error too."""
+    return method_parameters(method).validate(params, complete=complete)
+
+
 def _signature_accepts(fn: Callable, param: str, explicit: bool = False) -> bool:
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return not explicit
-    if param in sig.parameters and sig.parameters[param].kind in (
-        inspect.Parameter.KEYWORD_ONLY,
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    ):
-        return True
-    return not explicit and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
+    """Whether the method ``fn`` (a registered function) takes ``param``, by its declaration;
+    ``explicit``: declared by name (a plugin's ``**kwargs`` takes any name, not explicitly)."""
+    for kind, table, decls in (("selector", METHODS, METHOD_PARAMS), ("robust", ROBUST_MODELS, ROBUST_PARAMS),
+                               ("extra", _EXTRA_METHODS, _EXTRA_PARAMS)):
+        for name, f in table.items():
+            if f is fn:
+                decl = decls[name]
+                return param in decl.params or (decl.open and not explicit)
+    return not explicit
 
 
 def required_parameters(method: str) -> set[str]:
-    """Keyword parameters of ``method`` without a default (the instance argument excluded)."""
-    try:
-        params = list(inspect.signature(resolve_method(method)[1]).parameters.values())
-    except (TypeError, ValueError):
-        return set()
-    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return {p.name for p in params[1:] if p.kind in kinds and p.default is inspect.Parameter.empty}
+    """The parameters of ``method`` that have no default (from its declaration)."""
+    return set(method_parameters(method).required)
 
 
 def accepted_parameters(method: str) -> frozenset[str] | None:
-    """The keyword parameters ``method`` takes (the instance argument and ``seed`` excluded);
-    None when it takes any (a ``**kwargs`` signature, or one that cannot be inspected)."""
-    try:
-        params = list(inspect.signature(resolve_method(method)[1]).parameters.values())
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return None
-    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return frozenset(p.name for p in params[1:] if p.kind in kinds) - {"seed"}
+    """The parameters ``method`` takes (``seed`` excluded: the run's seed is passed to it),
+    from its declaration; None when it takes any name (a plugin's ``**kwargs``)."""
+    decl = method_parameters(method)
+    return None if decl.open else decl.accepted - {"seed"}
 
 
 def method_accepts(method: str, param: str) -> bool:
     """Whether ``method`` takes the keyword parameter ``param`` (instance parameters always)."""
     if param in INSTANCE_PARAMS:
         return True
-    return _signature_accepts(resolve_method(method)[1], param)
+    return method_parameters(method).accepts(param)
 
 
 def _scalar(v: Any) -> bool:

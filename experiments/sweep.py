@@ -16,8 +16,11 @@ folder, refuses another grid there unless ``new_grid`` and consolidates ``OUT/re
 * when the grid holds ``exact``, every row of the same instance gets its gap against it
   (:func:`divopt_rag.experiments.harness.exact_gaps`, the post-step).
 
-Every parameter name is checked before any work: a grid or method parameter that no chosen
-method takes is an error listing the names they do take (a typo never becomes a silent no-op).
+Every parameter is checked before any work against the methods' declarations (the one
+validator, :meth:`~divopt_rag.models.parameters.Declaration.validate`): a grid or method
+parameter that no chosen method takes is an error listing the names they do take (a typo never
+becomes a silent no-op), a value out of its declared type or range is the validator's one-line
+message, and a required parameter no axis gives (``rho_div`` of a robust model) is an error too.
 :mod:`divopt_rag.experiments.sweep_cli` is the command line; ``divopt-rag certify`` and
 ``bench quality``'s small pools are sweeps too (:mod:`divopt_rag.experiments.certify`).
 """
@@ -25,9 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import inspect
 import itertools
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
@@ -40,15 +41,15 @@ from divopt_rag.experiments import executor, harness
 from divopt_rag.experiments.backends import import_plugins
 from divopt_rag.experiments.executor import Plan, RunResult, RunSpec, Task, error_summary, finished_keys, make_task
 from divopt_rag.experiments.grid import INSTANCE_PARAMS, SweepConfig, canonical_params, derive_seed
-from divopt_rag.experiments.methods import accepted_parameters, method_accepts, required_parameters, resolve_method
+from divopt_rag.experiments.methods import accepted_parameters, method_accepts, method_parameters, resolve_method
 from divopt_rag.experiments.rag.evaluator import make_evaluator
+from divopt_rag.experiments.flag_checks import check_dataset_memory
 from divopt_rag.experiments.runs import execute_run
-from divopt_rag.solvers.selection import declared_type
+from divopt_rag.models.parameters import ROWS_MAX, Declaration, Interval, Param
 
 __all__ = [
     "SweepSpec",
     "SweepResult",
-    "MissingParameterWarning",
     "TIMING_COLUMNS",
     "expand_grid",
     "run_sweep",
@@ -56,6 +57,8 @@ __all__ = [
     "finished_keys",
     "check_parameters",
     "check_parameter_values",
+    "check_pool_sizes",
+    "check_k_within_pool",
     "error_summary",
 ]
 
@@ -63,10 +66,6 @@ __all__ = [
 TIMING_COLUMNS = ("seconds",)
 #: What :func:`run_sweep` returns: the executor's result.
 SweepResult = RunResult
-
-
-class MissingParameterWarning(UserWarning):
-    """A method of the grid lacks a required parameter: its runs will be error rows."""
 
 
 def _suggest(name: str, valid: Sequence[str]) -> str:
@@ -99,53 +98,65 @@ def check_parameters(config: SweepConfig) -> None:
                              f"its parameters: {valid}")
 
 
-def _expected_type(method: str, param: str) -> tuple[str, tuple[type, ...], bool] | None:
-    """(words, the Python types a value of ``param`` must have, whether None is allowed) from
-    ``method``'s signature, read as :func:`~divopt_rag.solvers.selection.declared_type` reads it
-    for ``select`` (an int parameter takes any number here: the method's own check says more);
-    None when the signature does not say."""
-    try:
-        p = inspect.signature(resolve_method(method)[1]).parameters.get(param)
-    except (TypeError, ValueError):
-        return None
-    if p is None:
-        return None
-    kind, none_ok = declared_type(p)
-    if kind is bool:
-        return "true or false", (bool,), none_ok
-    if kind in (int, float):
-        return "a number", (int, float), none_ok
-    return None
+def _axes(config: SweepConfig) -> list[tuple[str, list[Any], list[str]]]:
+    """(parameter, values, the methods that take it) for every axis of ``config``: a common grid
+    axis goes to every method that accepts it, a ``methods.<name>`` axis to that method."""
+    axes = [(p, list(v), [m for m in config.methods if p in INSTANCE_PARAMS or method_accepts(m, p)])
+            for p, v in config.grid.items()]
+    return axes + [(p, list(v), [m]) for m, own in config.methods.items() for p, v in own.items()]
 
 
 def check_parameter_values(config: SweepConfig) -> None:
-    """Every value of the grid has the type its parameter takes, before any work: instance
-    parameters (k >= 1, theta in [0, 1], pool >= 1 or None) and the reals and counts every
-    method shares (:func:`~divopt_rag.experiments.grid.canonical_params`), and a method
-    parameter by the method's signature (a number where its default or annotation is a number,
-    ...). ValueError naming the parameter, the method, what it takes and the value (``--param
-    sigma=abc`` used to run every task into an error row)."""
-    axes = [(p, v, [m for m in config.methods if p in INSTANCE_PARAMS or method_accepts(m, p)], "grid")
-            for p, v in config.grid.items()]
-    axes += [(p, v, [m], f"methods.{m}") for m, own in config.methods.items() for p, v in own.items()]
-    for param, values, methods, where in axes:
+    """Every value of the grid, before any work: instance parameters (k >= 1, theta in [0, 1],
+    pool >= 1 or None) by :func:`~divopt_rag.experiments.grid.canonical_params`, every method
+    parameter by its method's declaration (:func:`~divopt_rag.experiments.methods.method_parameters`,
+    the validator ``select`` uses, with its message), and every required parameter of a method
+    given by some axis. ValueError otherwise (``--param sigma=abc``, ``tabu_tenure_in=2.5`` or a
+    robust model without ``rho_div`` used to run every task into an error row)."""
+    for param, values, methods in _axes(config):
         for value in values:
-            try:
-                canonical_params({param: value})
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"{where} parameter {param!r}: {exc}") from None
+            canonical = canonical_params({param: value})[param]
             if param in INSTANCE_PARAMS:
+                _INSTANCE.check_value(param, canonical)  # k and pool within the machine's integers
                 continue
             for m in methods:
-                expected = _expected_type(m, param)
-                if expected is None:
-                    continue
-                words, types, none_ok = expected
-                ok = (value is None and none_ok) or (isinstance(value, types) and
-                                                     (bool in types or not isinstance(value, bool)))
-                if not ok:
-                    raise ValueError(f"{where} parameter {param!r} of method {m!r}: expected {words}"
-                                     f"{' or none' if none_ok else ''}, got {value!r}")
+                method_parameters(m).check_value(param, value)
+    for m, own in config.methods.items():
+        method_parameters(m).check_required(set(own) | {p for p in config.grid if method_accepts(m, p)})
+
+
+def check_k_within_pool(config: SweepConfig) -> None:
+    """Every method's largest k fits its smallest ``pool`` (ValueError naming both: ``--pool 2
+    --k 3`` started every run into an error)."""
+    for m, own in config.methods.items():
+        ks, pools = own.get("k", config.grid.get("k", [])), own.get("pool", config.grid.get("pool", [None]))
+        small = [p for p in pools if p is not None]
+        if ks and small and max(ks) > min(small):  # some run would select k rows among fewer
+            raise ValueError(f"k = {max(ks):g} is larger than pool = {min(small):g} (method {m!r}): a selection of k "
+                             f"rows needs a pool of at least k candidates; give each pool its k in methods.{m}")
+
+
+#: The parameters of the instance every method runs on, and their ranges (what canonical_params
+#: leaves open above: k = 1e30 was an internal OverflowError after config.json was written).
+_INSTANCE = Declaration("sweep", {"k": Param.of(Interval(int, 1, ROWS_MAX)),
+                                  "theta": Param.of(Interval(float, 0.0, 1.0)),
+                                  "pool": Param.of([Interval(int, 1, ROWS_MAX), None])})
+
+
+def check_pool_sizes(tasks: Sequence[Task], data: EmbeddedDataset) -> None:
+    """Every task's k fits its query's candidates (the dataset's pool of the query, or all its
+    rows, cut to the task's ``pool``), checked once the dataset is loaded and before any run:
+    ValueError naming the first that does not (``--k 101`` on 100-row pools started every run
+    into an error)."""
+    sizes = ([int(p.size) for p in data.pools] if data.pools is not None else None)
+    for t in tasks:
+        qi = int(t.extra["query_index"])
+        n = sizes[qi] if sizes is not None else int(data.E.shape[0])
+        pool = t.params.get("pool")
+        avail = n if pool is None else min(int(pool), n)
+        if int(t.params["k"]) > avail:
+            raise ValueError(f"k = {t.params['k']} is larger than the {avail} candidates of query {t.query_id!r} "
+                             f"(dataset {data.name!r}: {n} rows{'' if pool is None else f', pool = {pool}'})")
 
 
 def expand_grid(config: SweepConfig, queries: Sequence[tuple[int, str]], accepts: Callable[[str, str], bool], *,
@@ -226,7 +237,9 @@ class SweepSpec(RunSpec):
             resolve_method(m)
         check_parameters(self.sweep)
         check_parameter_values(self.sweep)
+        check_k_within_pool(self.sweep)
         make_evaluator(self.sweep.evaluator)  # a bad evaluator spec fails here, not in every worker
+        check_dataset_memory(self.sweep.dataset, "dataset")  # before anything is generated or read
 
     def load(self, out: Path, mmap: bool = True) -> EmbeddedDataset:
         """The sweep's dataset, built once and cached under ``out/data``."""
@@ -237,27 +250,11 @@ class SweepSpec(RunSpec):
         queries = _select_queries(data, self.sweep.queries)
         tasks = expand_grid(self.sweep, queries, method_accepts, dataset=data.name, data_key=data.key,
                             config_hash=self.config_hash)
+        check_pool_sizes(tasks, data)
         if not tasks:
             raise ValueError(f"the sweep has no runs: dataset {data.name!r} gives {data.n_queries} queries "
                              f"(queries={self.sweep.queries!r})")
-        self._warn_missing(tasks)
         return Plan(tasks=tasks, data=data, data_dir=_data_folder(data, Path(out)), data_keys={data.name: data.key})
-
-    @staticmethod
-    def _warn_missing(tasks: Sequence[Task]) -> None:
-        """Say up front which runs cannot work (each still becomes an error row)."""
-        checked: set[tuple[str, frozenset]] = set()
-        for t in tasks:
-            given = frozenset(p for p in t.params if p not in INSTANCE_PARAMS)
-            if (t.method, given) in checked:
-                continue
-            checked.add((t.method, given))
-            missing = required_parameters(t.method) - set(given) - {"seed"}
-            if missing:
-                warnings.warn(
-                    f"method {t.method!r} needs parameter(s) {sorted(missing)}: its runs will be error rows; add them "
-                    f"to the grid (--param NAME=V1,V2) or to methods.{t.method}", MissingParameterWarning, stacklevel=4,
-                )
 
     def open(self, data: EmbeddedDataset) -> tuple[EmbeddedDataset, Any]:
         import_plugins(self.sweep.plugins)  # in every worker: plugins register methods on import

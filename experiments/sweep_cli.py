@@ -26,7 +26,8 @@ from divopt_rag.experiments.grid import SweepConfig
 from divopt_rag.experiments.metrics import CUTOFF_METRICS, at_cutoff, metric_columns
 from divopt_rag.experiments.rag.adaptive import adaptive_report
 from divopt_rag.experiments.rag.evaluator import make_evaluator
-from divopt_rag.experiments.sweep import check_parameter_values, check_parameters, consolidate, run_sweep
+from divopt_rag.experiments.sweep import (check_k_within_pool, check_parameter_values, check_parameters, consolidate,
+                                         run_sweep)
 
 __all__ = ["add_arguments", "config_from_args", "summarize", "print_notes", "main"]
 
@@ -137,6 +138,8 @@ def check_config(config: SweepConfig, args: argparse.Namespace) -> None:
     with arguments.naming(where("--param/--method-param", "grid", bool(args.param or args.method_param))):
         check_parameters(config)
         check_parameter_values(config)
+    with arguments.naming(where("--k/--pool", "grid", args.k is not None or args.pool is not None)):
+        check_k_within_pool(config)
     with arguments.naming(where("--evaluator", "evaluator", bool(args.evaluator))):
         make_evaluator(config.evaluator)
     arguments.check_dataset(config.dataset, where("--dataset/--dataset-opt", "dataset",

@@ -17,7 +17,6 @@ stores give the same picks for the same vectors.
 from __future__ import annotations
 
 import difflib
-import inspect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,7 +25,8 @@ import numpy as np
 
 from divopt_rag.models import Instance
 from divopt_rag.models.validation import check_choice, check_scalar, check_theta
-from divopt_rag.solvers import DEFAULT_METHOD, METHODS, get_selector, select
+from divopt_rag.solvers import DEFAULT_METHOD, METHODS, select
+from divopt_rag.solvers.selection import parameters
 
 __all__ = ["Picks", "select_candidates", "check_method_params", "check_argument_names", "pick_metadata", "ORDERS",
            "METADATA_KEYS"]
@@ -95,17 +95,12 @@ def check_argument_names(
 
 
 def check_method_params(method: str, params: Mapping[str, Any]) -> None:
-    """``method`` must name a fast selector and ``params`` must be parameters it accepts.
-
-    Checked when an adapter is built, so a typo fails at construction, not at the first query.
-    """
+    """``method`` must name a fast selector and ``params`` fit its declaration: the validator
+    :func:`~divopt_rag.solvers.select` runs (:data:`~divopt_rag.solvers.selection.METHOD_PARAMS`),
+    called when an adapter is built, so a typo or a bad value fails at construction, not at the
+    first query, with the same one-line message."""
     check_choice(method, "method", METHODS)
-    if not isinstance(params, Mapping):
-        raise TypeError(f"method_params must be a mapping of parameter names to values, got {type(params).__name__}")
-    try:
-        inspect.signature(get_selector(method)).bind(None, **params)
-    except TypeError as exc:
-        raise TypeError(f"method_params {dict(params)!r} do not fit method {method!r}: {exc}") from None
+    parameters(method).validate(params)
 
 
 def select_candidates(

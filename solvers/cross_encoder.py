@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from divopt_rag.models.parameters import ArrayLike, IsCallable, Sequence as SequenceOf, Text
 from divopt_rag.models.validation import as_tensor, check_vector
 
 __all__ = ["Scorer", "pool_query_scores", "pool_pair_scores", "rescale_to_distance", "PAPER_CE_RANGE"]
@@ -28,6 +29,16 @@ Scorer = Callable[[Sequence[tuple[Any, Any]]], Any]
 #: The paper's rescaling range for cross-encoder logits (ms-marco-MiniLM-L-6-v2): a logit s
 #: becomes the distance (hi - s) / (hi - lo), 0 for the most relevant pairs, 1 for the least.
 PAPER_CE_RANGE = (-11.6, 11.4)
+#: The scoring inputs every cross-encoder method takes, declared once (divopt_rag.models.parameters):
+#: a scorer with the query text and the n passages, or precomputed query scores (length n,
+#: checked on the instance).
+CE_PARAMS = {"cross_encoder": [IsCallable("a callable scoring a list of (left, right) pairs (a local model folder: "
+                                          "divopt_rag.data.load_cross_encoder(path))"), None],
+             "query": [Text(), None], "passages": [SequenceOf("passages (texts or ids)", item=None, arrays=True), None],
+             "query_scores": [ArrayLike(ndim=1), None]}
+#: ... and what the methods that score passage pairs add: precomputed (n, n) pair scores and the
+#: (lo, hi) range that rescales scores to distances.
+CE_PAIR_PARAMS = {"pair_scores": [ArrayLike(ndim=2), None], "ce_range": ArrayLike(shape=(2,))}
 
 
 def _missing(method: str, what: str) -> ValueError:

@@ -19,8 +19,8 @@ import torch
 
 from divopt_rag.models import Instance
 
-from .cross_encoder import PAPER_CE_RANGE, pool_pair_scores, pool_query_scores, rescale_to_distance
-from .dartboard import knn_triage, triage_size
+from .cross_encoder import CE_PAIR_PARAMS, CE_PARAMS, PAPER_CE_RANGE, pool_pair_scores, pool_query_scores, rescale_to_distance
+from .dartboard import TRIAGE, knn_triage, triage_size
 from .selection import register
 
 __all__ = ["knn_cc", "mmr_cc"]
@@ -28,7 +28,7 @@ __all__ = ["knn_cc", "mmr_cc"]
 _CE = ("cross_encoder",)
 
 
-@register("knn_cc", needs=_CE)
+@register("knn_cc", needs=_CE, params={"triage": TRIAGE, **CE_PARAMS})
 def knn_cc(inst: Instance, *, triage: int | None = None, cross_encoder: Any = None, query: Any = None,
            passages: Any = None, query_scores: Any = None):
     """KNN-CC (the paper's cross-encoder KNN): the top-``triage`` items by KNN cosine (default 100;
@@ -44,7 +44,7 @@ def knn_cc(inst: Instance, *, triage: int | None = None, cross_encoder: Any = No
     return pool[order], 1, {"triage": K}
 
 
-@register("mmr_cc", needs=_CE)
+@register("mmr_cc", needs=_CE, params={"triage": TRIAGE, **CE_PARAMS, **CE_PAIR_PARAMS})
 def mmr_cc(inst: Instance, *, triage: int | None = None, cross_encoder: Any = None, query: Any = None,
            passages: Any = None, query_scores: Any = None, pair_scores: Any = None,
            ce_range: tuple[float, float] = PAPER_CE_RANGE):

@@ -33,6 +33,7 @@ import torch
 
 from divopt_rag.models import Instance
 from divopt_rag.models.kernels import matvec
+from divopt_rag.models.parameters import ROWS_MAX, ArrayLike, Interval
 from divopt_rag.models.validation import check_k, check_nonnegative, check_vector
 
 from .selection import register
@@ -54,6 +55,10 @@ def log_gaussian(dist: torch.Tensor, sigma: float) -> torch.Tensor:
 def cosine_distance(cos: torch.Tensor) -> torch.Tensor:
     """The paper's distance D = 1 - (cos + 1)/2 = (1 - cos)/2, clipped to [0, 1]."""
     return ((1.0 - cos) / 2.0).clamp(0.0, 1.0)
+
+
+#: The triage size of the Dartboard family: an int (k <= triage <= n, checked on the instance) or None.
+TRIAGE = [Interval(int, 1, ROWS_MAX), None]
 
 
 def triage_size(triage: int | None, n: int, k: int) -> int:
@@ -130,7 +135,7 @@ def greedy_dartboard(q_logp: torch.Tensor, pair_logp: torch.Tensor, k: int) -> t
     return picks, float(log_s)
 
 
-@register("dartboard")
+@register("dartboard", params={"sigma": Interval(float, 0.0, None, closed="neither"), "triage": TRIAGE})
 def dartboard(inst: Instance, *, sigma: float = PAPER_SIGMA, triage: int | None = None):
     """Dartboard with cosine distances, as published (Pickett et al. 2024).
 
@@ -152,7 +157,8 @@ def dartboard(inst: Instance, *, sigma: float = PAPER_SIGMA, triage: int | None 
     return pool[torch.tensor(picks, device=pool.device)], inst.k, {"score": score, "triage": K, "sigma": sigma}
 
 
-@register("dartboard_minmax")
+@register("dartboard_minmax", params={"sigma": Interval(float, 0.0, None, closed="neither"), "triage": TRIAGE,
+                                       "scores": [ArrayLike(ndim=1), None]})
 def dartboard_minmax(inst: Instance, *, sigma: float = 0.1, triage: int | None = None, scores=None):
     """divopt's earlier Dartboard "hybrid" — NOT the paper's ``dartboard_hybrid``.
 

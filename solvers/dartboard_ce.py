@@ -23,10 +23,11 @@ from typing import Any
 import torch
 
 from divopt_rag.models import Instance
+from divopt_rag.models.parameters import Interval
 from divopt_rag.models.validation import check_nonnegative
 
-from .cross_encoder import PAPER_CE_RANGE, pool_pair_scores, pool_query_scores, rescale_to_distance
-from .dartboard import PAPER_SIGMA, cosine_distance, greedy_dartboard, knn_triage, log_gaussian, triage_size
+from .cross_encoder import CE_PAIR_PARAMS, CE_PARAMS, PAPER_CE_RANGE, pool_pair_scores, pool_query_scores, rescale_to_distance
+from .dartboard import PAPER_SIGMA, TRIAGE, cosine_distance, greedy_dartboard, knn_triage, log_gaussian, triage_size
 from .selection import register
 
 __all__ = ["dartboard_hybrid", "dartboard_cc"]
@@ -34,7 +35,8 @@ __all__ = ["dartboard_hybrid", "dartboard_cc"]
 _CE = ("cross_encoder",)
 
 
-@register("dartboard_hybrid", needs=_CE)
+@register("dartboard_hybrid", needs=_CE, params={"sigma": Interval(float, 0.0, None, closed="neither"), "triage": TRIAGE,
+                                                  **CE_PARAMS})
 def dartboard_hybrid(inst: Instance, *, sigma: float = PAPER_SIGMA, triage: int | None = None,
                      cross_encoder: Any = None, query: Any = None, passages: Any = None, query_scores: Any = None):
     """The paper's hybrid Dartboard (D-H): cross-encoder relevance, cosine passage coverage.
@@ -60,7 +62,8 @@ def dartboard_hybrid(inst: Instance, *, sigma: float = PAPER_SIGMA, triage: int 
     return pool[torch.tensor(picks, device=pool.device)], inst.k, {"score": score, "triage": K, "sigma": sigma}
 
 
-@register("dartboard_cc", needs=_CE)
+@register("dartboard_cc", needs=_CE, params={"sigma": Interval(float, 0.0, None, closed="neither"), "triage": TRIAGE,
+                                              **CE_PARAMS, **CE_PAIR_PARAMS})
 def dartboard_cc(inst: Instance, *, sigma: float = PAPER_SIGMA, triage: int | None = None, cross_encoder: Any = None,
                  query: Any = None, passages: Any = None, query_scores: Any = None, pair_scores: Any = None,
                  ce_range: tuple[float, float] = PAPER_CE_RANGE):

@@ -19,6 +19,7 @@ import torch
 
 from divopt_rag.models import Instance
 from divopt_rag.models.kernels import gather_rows, matvec
+from divopt_rag.models.parameters import Interval
 from divopt_rag.models.validation import check_nonnegative
 
 from .greedy import decide, exact_relevance, exact_rows
@@ -27,7 +28,7 @@ from .selection import register
 __all__ = ["dpp_greedy"]
 
 
-@register("dpp")
+@register("dpp", params={"eps": Interval(float, 0.0, None)})
 def dpp_greedy(inst: Instance, *, eps: float = 1e-10):
     """Greedy MAP of the quality-diversity DPP. If every remaining item has
     d_i^2(K) <= eps, or d items are picked (rank(E E^T) <= d: the selected rows span the rest), the

@@ -30,6 +30,7 @@ from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import (curvature, line_search, linear_term, objective_scale, relaxed_grad,
                                      relaxed_grad_dot_x, relaxed_gradient, relaxed_value)
 from divopt_rag.models.kernels import gather_rows, gather_sum, matmul, rmatmul
+from divopt_rag.models.parameters import ITERATIONS_MAX, ROWS_MAX, SEED, ArrayLike, Interval, Options
 from divopt_rag.models.validation import check_choice, check_nonnegative, check_scalar, check_vector
 
 from .selection import register
@@ -40,6 +41,10 @@ __all__ = [
 ]
 
 _INITS = ("topk", "uniform", "random")
+#: The parameters every Frank-Wolfe selector takes, declared once (divopt_rag.models.parameters).
+FW_PARAMS = {"relax_penalty": Interval(float, 0.0, None), "max_iter": Interval(int, 1, ITERATIONS_MAX),
+             "tol": [Interval(float, 0.0, None), None], "init": [Options(_INITS), ArrayLike(ndim=1)],
+             "seed": [SEED, None]}
 #: Iterations between exact recomputations of l^T x and ||x||^2 (kept in closed form between them).
 SYNC_EVERY = 32
 #: A coordinate within this distance of 0 or 1 counts as integral (a vertex of the relaxation).
@@ -525,7 +530,7 @@ def _auto_working_set(n: int, k: int, theta: float) -> int | None:
     return m if (4 * m <= n and theta >= 0.5) else None
 
 
-@register("fw")
+@register("fw", params=FW_PARAMS)
 def fw_paper(
     inst: Instance,
     *,
@@ -580,7 +585,8 @@ def top_k_of(inst: Instance, x: torch.Tensor) -> torch.Tensor:
     return idx[torch.as_tensor(np.lexsort((ids, -cs, -xs)), device=idx.device)]
 
 
-@register("fw_ws")
+@register("fw_ws", params={**FW_PARAMS, "exact_trace": bool,
+                          "working_set": [Options({"auto"}), Interval(int, 0, ROWS_MAX), None]})
 def frank_wolfe(
     inst: Instance,
     *,
@@ -694,7 +700,7 @@ def _fw_working_set(inst, x, M, relax_penalty, max_iter, tol, exact_trace):
 
 
 
-@register("fw_topk")
+@register("fw_topk", params=FW_PARAMS)
 def fw_topk(
     inst: Instance,
     *,

@@ -30,6 +30,7 @@ import torch
 
 from divopt_rag.models import Instance
 from divopt_rag.models.kernels import gather_rows, matmul
+from divopt_rag.models.parameters import ROWS_MAX, Interval
 from divopt_rag.models.validation import unit_norm_tolerance
 
 from .selection import register
@@ -42,7 +43,7 @@ _FIRST_BLOCK = 64
 _DENSE_SHARE = 1 / 64
 
 
-@register("mmr_lazy")
+@register("mmr_lazy", params={"block": Interval(int, 1, ROWS_MAX), "dense_share": Interval(float, 0.0, None, closed="neither")})
 def mmr_lazy(inst: Instance, *, block: int = _FIRST_BLOCK, dense_share: float = _DENSE_SHARE):
     """MMR with lazily refreshed upper bounds (module docstring); the same picks as "mmr".
 

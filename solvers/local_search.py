@@ -19,8 +19,6 @@ complete when the best excluded b_j fails that bound (then the block scan is ski
 """
 from __future__ import annotations
 
-import inspect
-
 import contextlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +28,7 @@ import torch
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import linear_term, objective, objective_scale, pair_weight, swap_terms
 from divopt_rag.models.kernels import gather_rows, matmul, matvec
+from divopt_rag.models.parameters import ITERATIONS_MAX, ROWS_MAX, Interval
 from divopt_rag.models.validation import check_indices, check_nonnegative
 
 from .selection import get_selector, register
@@ -269,7 +268,11 @@ def polish(inst: Instance, indices: Any, **ls_params: Any) -> tuple[torch.Tensor
     return res.indices, info
 
 
-@register("fw_ls")
+#: The local search's own parameters, which every "*_ls" selector adds to its base's.
+LS_PARAMS = {"max_swaps": [Interval(int, 1, ITERATIONS_MAX), None], "shortlist": [Interval(int, 1, ROWS_MAX), None]}
+
+
+@register("fw_ls", params=LS_PARAMS, extends="fw_ws")
 def fw_ls(inst: Instance, *, max_swaps: int | None = None, shortlist: int | None = None, **fw_params: Any):
     """divopt's Frank-Wolfe ("fw_ws", any of its parameters) then best-improvement 1-swap local
     search. Never worse than "fw_ws"; the result is a 1-swap optimum over the whole pool.
@@ -282,20 +285,6 @@ def fw_ls(inst: Instance, *, max_swaps: int | None = None, shortlist: int | None
     return idx, iters + ls_info["swaps"], info
 
 
-def _with_ls_params(base_fn) -> inspect.Signature:
-    """Signature of ``base_fn`` plus the keyword-only local-search parameters."""
-    sig = inspect.signature(base_fn)
-    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    names = {p.name for p in params}
-    for name in ("max_swaps", "shortlist"):
-        if name not in names:
-            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation="int | None"))
-    return sig.replace(parameters=params)
-
-
-fw_ls.__signature__ = _with_ls_params(get_selector("fw_ws"))
-
-
 def _polished(base: str):
     def selector(inst: Instance, *, max_swaps: int | None = None, shortlist: int | None = None, **params: Any):
         sel, iters, info = get_selector(base)(inst, **params)
@@ -303,9 +292,6 @@ def _polished(base: str):
         return idx, int(iters) + ls_info["swaps"], {**info, **ls_info, "base": base}
 
     selector.__name__ = f"{base}_ls"
-    # advertise the base selector's parameters (introspection, e.g. the sweep's grid projection,
-    # must not think **params accepts everything)
-    selector.__signature__ = _with_ls_params(get_selector(base))
     selector.__doc__ = f'"{base}" followed by best-improvement 1-swap local search (never worse than {base}).'
     return selector
 
@@ -313,4 +299,4 @@ def _polished(base: str):
 # Greedy baselines polished by the local search; the base selector is looked up at call time, so
 # these work as soon as the greedy module is registered.
 for _base in ("mmr", "gmmr", "dpp", "topk"):
-    register(f"{_base}_ls")(_polished(_base))
+    register(f"{_base}_ls", params=LS_PARAMS, extends=_base)(_polished(_base))

@@ -33,6 +33,7 @@ import torch
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import linear_term, swap_terms
 from divopt_rag.models.kernels import gather_rows, matvec
+from divopt_rag.models.parameters import ITERATIONS_MAX, ROWS_MAX, SEED, Interval, Sequence
 from divopt_rag.models.validation import check_theta
 
 from .candidate_pools import interleave
@@ -92,7 +93,12 @@ def _candidate_pool(inst: Instance, idx: torch.Tensor, u: torch.Tensor, pool_siz
     return torch.as_tensor(interleave(idx.cpu().numpy(), [by_b, by_c], m), device=inst.device)
 
 
-@register("fw_ms")
+@register("fw_ms", params={
+    "n_random": Interval(int, 0, 1000), "continuation_steps": Interval(int, 0, 1000),
+    "greedy_starts": Sequence("selector names", max_items=16), "perturb_rounds": Interval(int, 0, 10_000),
+    "perturb_strength": Interval(int, 0, ROWS_MAX), "two_swap": bool, "pool_size": Interval(int, 1, ROWS_MAX),
+    "relax_penalty": Interval(float, 0.0, None), "max_iter": Interval(int, 1, ITERATIONS_MAX),
+    "tol": [Interval(float, 0.0, None), None], "seed": SEED})
 def multistart(
     inst: Instance,
     *,

@@ -1,22 +1,21 @@
 """One interface for every fast selector: ``select(instance, method, **params) -> Selection``."""
 from __future__ import annotations
 
-import difflib
-import inspect
 import time
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
 
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.models.kernels import synchronize
-from divopt_rag.models.validation import check_indices, check_scalar
+from divopt_rag.models.parameters import Declaration, declare, declare_dataclass
+from divopt_rag.models.validation import check_indices
 
-__all__ = ["Selection", "select", "register", "METHODS", "METHOD_NEEDS", "instance_methods", "get_selector",
-           "DEFAULT_METHOD", "most_relevant", "K1_RULE", "RELEVANCE_TIE_TOL", "check_params", "declared_type", "ITERATION_COUNTS"]
+__all__ = ["Selection", "select", "register", "unregister", "parameters", "METHODS", "METHOD_NEEDS", "METHOD_PARAMS",
+           "instance_methods", "get_selector", "DEFAULT_METHOD", "most_relevant", "K1_RULE", "RELEVANCE_TIE_TOL"]
 
 # A selector takes (instance, **params) and returns (indices, iterations, info).
 Selector = Callable[..., tuple[Any, int, dict]]
@@ -27,6 +26,10 @@ _NEEDS: dict[str, tuple[str, ...]] = {}
 #: Read-only mapping: method name -> the inputs beyond the Instance it cannot run without (e.g.
 #: ``("cross_encoder",)`` for the cross-encoder methods); self-contained selectors are absent.
 METHOD_NEEDS = MappingProxyType(_NEEDS)
+_PARAMS: dict[str, Declaration] = {}
+#: Read-only mapping: method name -> the declaration of its parameters (type, range, default of
+#: each: :class:`~divopt_rag.models.parameters.Declaration`), what :func:`select` validates against.
+METHOD_PARAMS = MappingProxyType(_PARAMS)
 #: What ``select(inst)`` runs: divopt's best near-certified fast method, not a published one
 #: ("fw_ws_ms": multistart search on a candidate pool, certified 1-swap optimal on the whole pool;
 #: see divopt_rag.solvers.ws_multistart). Every plain method name (``fw``, ``mmr``, ``gmmr``, ``dpp``,
@@ -57,22 +60,53 @@ class Selection:
         return int(self.indices.size)
 
 
-def register(name: str, *, needs: tuple[str, ...] = ()) -> Callable[[Selector], Selector]:
-    """Decorator adding a selector to :data:`METHODS` under ``name``.
+def register(name: str, *, needs: tuple[str, ...] = (), params: Mapping[str, Any] | type | None = None,
+             extends: str | None = None) -> Callable[[Selector], Selector]:
+    """Decorator adding a selector to :data:`METHODS` under ``name``, with its parameters declared.
 
-    ``needs`` names inputs the selector cannot run without beyond the Instance (recorded in
-    :data:`METHOD_NEEDS`); loops over every method on a bare Instance use :func:`instance_methods`.
+    params : each keyword parameter's constraints (:mod:`divopt_rag.models.parameters`: e.g.
+        ``{"max_iter": Interval(int, 1, ITERATIONS_MAX), "tol": [Interval(float, 0, None), None]}``),
+        their defaults read from the selector's signature; or a config dataclass whose
+        ``_parameter_constraints`` declare its fields (the default's knobs). A parameter without
+        constraints is an error at registration; a selector registered without ``params`` (a
+        plugin) takes its signature's names with any value.
+    extends : a registered selector whose parameters this one forwards through ``**params``
+        (the ``*_ls`` wrappers): its declaration joins this one's.
+    needs : inputs the selector cannot run without beyond the Instance (recorded in
+        :data:`METHOD_NEEDS`); loops over every method on a bare Instance use :func:`instance_methods`.
     """
 
     def deco(fn: Selector) -> Selector:
         if name in _REGISTRY and _REGISTRY[name] is not fn:
             raise ValueError(f"selector {name!r} is already registered")
+        base = parameters(extends) if extends is not None else None
+        if isinstance(params, type):
+            decl = declare_dataclass(name, params)
+        else:
+            decl = declare(name, fn, params, base=base)
         _REGISTRY[name] = fn
+        _PARAMS[name] = decl
         if needs:
             _NEEDS[name] = tuple(needs)
         return fn
 
     return deco
+
+
+def unregister(name: str) -> Selector:
+    """Remove the selector ``name`` (and its declaration) from the registry and return it: for
+    tests that register a throwaway selector. KeyError if it is not registered."""
+    if name not in _REGISTRY:
+        raise KeyError(f"no selector {name!r} is registered")
+    _PARAMS.pop(name, None)
+    _NEEDS.pop(name, None)
+    return _REGISTRY.pop(name)
+
+
+def parameters(method: str) -> Declaration:
+    """The declaration of ``method``'s parameters (ValueError naming the method if unknown)."""
+    get_selector(method)
+    return _PARAMS[method]
 
 
 def instance_methods() -> list[str]:
@@ -111,63 +145,6 @@ def most_relevant(instance: Instance) -> int:
     return int(np.flatnonzero(c >= top - RELEVANCE_TIE_TOL * max(1.0, abs(top)))[0])
 
 
-_SCALARS = {"int": int, "float": float, "bool": bool}
-#: Selector parameters that count iterations (Frank-Wolfe steps, local-search swaps, passes over
-#: the pool, search phases): :func:`check_params` refuses values below 1, since 0 returns the
-#: start unrefined (``max_iter=0`` gave FW's arbitrary top-k of its uniform start). Parameters
-#: whose 0 documentedly switches a stage off (``perturb_rounds``, ``tabu_iters``, ``n_random``,
-#: ``continuation_steps``) are not in this list.
-ITERATION_COUNTS = ("max_iter", "max_swaps", "max_passes", "max_phases")
-
-
-def declared_type(p: inspect.Parameter) -> tuple[type | None, bool]:
-    """(int, float, bool or None, None allowed) from a parameter's annotation ("int | None",
-    "float", ...), else from the type of its default; (None, True) when neither says. What
-    :func:`check_params` checks, and what the sweep checks before any work."""
-    ann = p.annotation
-    text = ann if isinstance(ann, str) else ("" if ann is p.empty else getattr(ann, "__name__", str(ann)))
-    names = {t.strip() for t in text.split("|")} if text else set()
-    if names and names <= set(_SCALARS) | {"None"} and len(names - {"None"}) == 1:
-        return _SCALARS[(names - {"None"}).pop()], "None" in names
-    if not names and p.default is not p.empty and type(p.default) in (int, float, bool):
-        return type(p.default), False
-    return None, True
-
-
-def check_params(method: str, fn: Callable, params: dict) -> None:
-    """Check the keyword parameters given to a selector, before it runs: unknown names are a
-    TypeError listing the valid ones; a value of the wrong scalar type (declared by the
-    parameter's annotation, e.g. ``max_iter: int``, or its default's type) is an error naming
-    the parameter (a bool is not a count, NaN not a number; ``seed`` must be >= 0; an
-    iteration count of :data:`ITERATION_COUNTS` must be >= 1). Other ranges are each method's
-    own checks."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return
-    ps = list(sig.parameters.values())[1:]
-    if any(p.kind is p.VAR_KEYWORD for p in ps):
-        return
-    by_name = {p.name: p for p in ps if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-    valid = sorted(by_name)
-    unknown = sorted(set(params) - set(valid))
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], valid, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise TypeError(f"method {method!r} has no parameter {', '.join(map(repr, unknown))}{hint}; "
-                        f"its parameters: {valid}")
-    for name, value in params.items():
-        kind, nullable = declared_type(by_name[name])
-        if name == "seed":
-            check_scalar(value, f"{method} seed", int, min_val=0, allow_none=nullable or kind is None)
-        elif kind is bool:
-            if not isinstance(value, (bool, np.bool_)) and not (nullable and value is None):
-                raise TypeError(f"{method} {name} must be a bool, got {type(value).__name__} {value!r}")
-        elif kind is not None:
-            check_scalar(value, f"{method} {name}", kind, allow_none=nullable,
-                         min_val=1 if name in ITERATION_COUNTS and kind is int else None)
-
-
 def select(instance: Instance, method: str = DEFAULT_METHOD, **params: Any) -> Selection:
     """Run the fast selector ``method`` on ``instance``; without a method, divopt's default
     near-certified method :data:`DEFAULT_METHOD` (not a published method: name one, e.g.
@@ -175,17 +152,22 @@ def select(instance: Instance, method: str = DEFAULT_METHOD, **params: Any) -> S
 
     Every method returns exactly ``instance.k`` unique indices and is scored by the same CCBQP
     objective, so selections from different methods are directly comparable.
-    Unknown parameters raise ``TypeError`` naming them and listing the valid ones.
 
     k = 1: every method on the Instance alone returns :func:`most_relevant` (the method is not
     run; ``iterations`` 0, ``info["rule"]`` says why): f is 0 for every single item, so any
     other answer would be a method's arbitrary tie-break. The cross-encoder methods still run:
     their relevance is the cross-encoder score, and at k = 1 each returns its top item.
+
+    The parameters are checked against the method's declaration (:data:`METHOD_PARAMS`) before
+    it runs: an unknown name, or a value of the wrong type or out of its declared range, is an
+    :class:`~divopt_rag.models.parameters.InvalidParameterError` (a ValueError and a TypeError)
+    of one line, e.g. "The 'max_iter' parameter of fw must be an int in the range [1, 1000000].
+    Got 0 instead."
     """
     if not isinstance(instance, Instance):
         raise TypeError(f"instance must be a divopt_rag.models.Instance, got {type(instance).__name__}")
     fn = get_selector(method)
-    check_params(method, fn, params)
+    params = _PARAMS[method].validate(params)
     synchronize(instance.device)
     t0 = time.perf_counter()
     if instance.k == 1 and method not in _NEEDS:
@@ -196,7 +178,8 @@ def select(instance: Instance, method: str = DEFAULT_METHOD, **params: Any) -> S
     seconds = time.perf_counter() - t0
     if isinstance(idx, torch.Tensor):
         idx = idx.cpu().numpy()
-    idx = check_indices(np.asarray(idx, dtype=np.int64), instance.n, f"{method} indices", size=instance.k)
+    # contiguous: a selector may return a reversed view (negative strides torch cannot wrap)
+    idx = check_indices(np.ascontiguousarray(idx, dtype=np.int64), instance.n, f"{method} indices", size=instance.k)
     return Selection(
         indices=idx,
         objective=ccbqp_objective(instance, idx),

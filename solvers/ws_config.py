@@ -6,12 +6,11 @@ the steps the knobs below refer to).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Any, ClassVar
 
-import numpy as np
+from divopt_rag.models.parameters import ITERATIONS_MAX, ROWS_MAX, SEED, Declaration, Interval, declare_dataclass
 
-from divopt_rag.models.validation import check_scalar
-
-__all__ = ["WsMultistartConfig", "config_with"]
+__all__ = ["WsMultistartConfig", "config_with", "declaration"]
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,46 @@ class WsMultistartConfig:
 
     seed : int, default=0
         Seeds the random starts, the perturbations and the row samples (the same seed, the same sets).
+
+    Every knob's type and range is declared once, in ``_parameter_constraints`` (as scikit-learn's
+    estimators): counts are >= 0 where 0 switches a stage off, >= 1 where it must do something,
+    and bounded above: a row count by :data:`~divopt_rag.models.parameters.ROWS_MAX` (each is clipped to the pool), a count
+    that sizes work per round or per start (random starts, thetas, perturbed sets, tabu steps,
+    rounds) by a cap far above any useful value, so that no value starts unbounded work.
     """
+
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "pool_size": [Interval(int, 1, ROWS_MAX), None],
+        "guided_pool_size": [Interval(int, 1, ROWS_MAX), None],
+        "guide_sample": Interval(int, 1, ROWS_MAX),
+        "guide_correlation": Interval(float, -1.0, 1.0),
+        "max_phases": Interval(int, 1, 1000),
+        "n_random": Interval(int, 0, 1000),  # (n_random + 2) x pool floats per problem
+        "continuation_steps": Interval(int, 0, 1000),
+        "relax_penalty": Interval(float, 0.0, None),
+        "max_iter": Interval(int, 1, ITERATIONS_MAX),
+        "fw_gap": Interval(float, 0.0, None),
+        "perturb_batch": [Interval(int, 0, 1000), None],  # (perturb_batch, k) sets, each searched per round
+        "perturb_strength": Interval(int, 0, ROWS_MAX),
+        "perturb_entrants": [Interval(int, 1, ROWS_MAX), None],
+        "patience": Interval(int, 0, 10_000),
+        "perturb_rounds": Interval(int, 0, 10_000),
+        "two_swap": bool,
+        "two_swap_entrants": Interval(int, 0, ROWS_MAX),
+        "two_swap_out": Interval(int, 0, ROWS_MAX),
+        "two_swap_moves": Interval(int, 0, ITERATIONS_MAX),
+        "tabu_iters": Interval(int, 0, 10_000),  # about 0.2 ms a step on a 500-row pool
+        "tabu_tenure_in": Interval(int, 0, ITERATIONS_MAX),
+        "tabu_tenure_out": Interval(int, 0, ITERATIONS_MAX),
+        "max_passes": Interval(int, 1, 10_000),
+        "near_rows": Interval(int, 0, ROWS_MAX),
+        "dense_sample": Interval(int, 1, ROWS_MAX),
+        "certificate_entrants": [Interval(int, 1, ROWS_MAX), None],
+        "extend_rows": [Interval(int, 1, ROWS_MAX), None],
+        "polish": bool,
+        "polish_gap": Interval(float, 0.0, None),
+        "seed": SEED,
+    }
 
     pool_size: int | None = None
     guided_pool_size: int | None = None
@@ -158,22 +196,9 @@ class WsMultistartConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        positive = {"guide_sample", "dense_sample", "perturb_entrants", "certificate_entrants", "extend_rows",
-                    "pool_size", "guided_pool_size"}
-        for f in fields(self):
-            value, kind = getattr(self, f.name), f.type.split(" | ")
-            if "bool" in kind:
-                if not isinstance(value, (bool, np.bool_)):
-                    raise TypeError(f"{f.name} must be a bool, got {type(value).__name__} {value!r}")
-                value = bool(value)
-            elif "int" in kind:
-                value = check_scalar(value, f.name, int, min_val=1 if f.name in positive else 0,
-                                     allow_none="None" in kind)
-            elif f.name == "guide_correlation":
-                value = check_scalar(value, f.name, float, min_val=-1.0, max_val=1.0)
-            else:
-                value = check_scalar(value, f.name, float, min_val=0.0)
-            object.__setattr__(self, f.name, value)
+        # the one validator (divopt_rag.models.parameters): each knob as declared, converted
+        for name, value in declaration().validate({f.name: getattr(self, f.name) for f in fields(self)}).items():
+            object.__setattr__(self, name, value)
 
     def for_k(self, k: int) -> "WsMultistartConfig":
         """The knobs at selection size k: every None replaced by its rule, pool sizes checked."""
@@ -195,13 +220,18 @@ class WsMultistartConfig:
             extend_rows=max(32, k) if self.extend_rows is None else self.extend_rows)
 
 
+_DECLARATION = declare_dataclass("fw_ws_ms", WsMultistartConfig)
+
+
+def declaration() -> Declaration:
+    """The declaration of "fw_ws_ms"'s parameters: the knobs of :class:`WsMultistartConfig`."""
+    return _DECLARATION
+
+
 def config_with(config: "WsMultistartConfig | None", params: dict) -> WsMultistartConfig:
     """``config`` (default: the defaults) with the knobs in ``params`` replaced (what every entry point of "fw_ws_ms" calls)."""
     base = WsMultistartConfig() if config is None else config
     if not isinstance(base, WsMultistartConfig):
         raise TypeError(f"config must be a WsMultistartConfig, got {type(base).__name__}")
-    unknown = sorted(set(params) - {f.name for f in fields(base)})
-    if unknown:
-        raise TypeError(f"fw_ws_ms has no parameter {', '.join(map(repr, unknown))}; "
-                        f"its parameters: {sorted(f.name for f in fields(base))}")
+    params = declaration().validate(params)  # an unknown knob is named here, with the valid ones
     return replace(base, **params) if params else base

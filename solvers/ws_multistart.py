@@ -66,9 +66,8 @@ cache; each problem ends at the set of its single run. ``info["seconds"]`` times
 """
 from __future__ import annotations
 
-import inspect
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -419,7 +418,7 @@ def ws_multistart_batch(inst: Instance, relevance: Any, thetas: Any, config: WsM
     return BatchSelection(out, objs, th, info, dict(run.clock.secs))
 
 
-@register("fw_ws_ms")
+@register("fw_ws_ms", params=WsMultistartConfig)  # each knob declared in WsMultistartConfig._parameter_constraints
 def ws_multistart(inst: Instance, **params: Any):
     """Multistart search on a candidate pool, certified 1-swap optimal on the whole pool (module
     docstring): :func:`ws_multistart_batch` with one problem. The parameters are the knobs of
@@ -435,14 +434,6 @@ def ws_multistart(inst: Instance, **params: Any):
     res = ws_multistart_batch(inst, inst.relevance[None, :], [inst.theta], **params)
     info = {**res.info[0], "seconds": res.seconds}
     return torch.as_tensor(res.indices[0], device=inst.device), info["passes"], info
-
-
-# the selector's signature is the config's fields (introspection: ``select``'s parameter checks,
-# the sweep's grid projection)
-ws_multistart.__signature__ = inspect.Signature(
-    [inspect.Parameter("inst", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="Instance")]
-    + [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
-       for f in fields(WsMultistartConfig)])
 
 
 def ws_multistart_sweep(inst: Instance, queries: Any, thetas: Any, config: WsMultistartConfig | None = None,

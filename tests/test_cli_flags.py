@@ -172,8 +172,8 @@ CROSS = [
     (("certify",), ["--methods", "nosuch"], "--methods: unknown method 'nosuch'"),
     (("certify",), ["--address", "ray://h:1"], "--address: expected --backend ray"),
     (("sweep",), ["--param", "sigma=abc", "--methods", "dartboard"],  # ran every task into an error row
-     "--param/--method-param: grid parameter 'sigma' of method 'dartboard': expected a number, got 'abc'"),
-    (("sweep",), ["--param", "theta=2"], "--param/--method-param: grid parameter 'theta'"),
+     "--param/--method-param: The 'sigma' parameter of dartboard must be a float in the range (0, inf). Got 'abc' instead."),
+    (("sweep",), ["--param", "theta=2"], "--param/--method-param: theta must lie in [0, 1], got 2.0"),
     (("sweep",), ["--param", "sigmaa=0.1"], "--param/--method-param: grid parameter 'sigmaa' is taken by none"),
     (("sweep",), ["--method-param", "topk.nosuch=1"], "method 'topk' does not take parameter 'nosuch'"),
     (("sweep",), ["--dataset-opt", "nn=5"], "--dataset/--dataset-opt: dataset 'synthetic' has no option 'nn'"),
@@ -344,13 +344,14 @@ def test_gaps_within_the_hit_tolerance_print_as_zero():
     assert row_a[4] == "0.0001234" and row_b[4] == "1.5"
 
 
-def test_reproduce_set_values_are_typed_by_the_method_signature():
+def test_reproduce_set_values_are_typed_by_the_method_declaration():
     """``reproduce --set sigma=abc`` ran every row into an error; now refused before any run,
-    by the same signature check ``select`` applies (the recipe's own rows are not selectors)."""
+    by the declaration ``select`` checks (the recipe's own rows are not selectors)."""
     from divopt_rag.experiments.reproduce.spec import ReproduceError, expand_settings
 
     methods = {"dartboard": {"sigma": [0.1]}, "random": {}}
-    with pytest.raises(ReproduceError, match="dartboard sigma must be a number, got str 'abc'"):
+    with pytest.raises(ReproduceError, match=r"The 'sigma' parameter of dartboard must be a float in the range "
+                                             r"\(0, inf\)\. Got 'abc' instead\.$"):
         expand_settings(methods, {"k": [5]}, {"sigma": ["abc"]})
     assert [m for m, _ in expand_settings(methods, {"k": [5]}, {"sigma": [0.3]})] == ["dartboard", "random"]
 
@@ -360,4 +361,5 @@ def test_reproduce_checks_set_values_before_the_data(tmp_path, capsys):
     reported only after the user had fetched the data)."""
     argv = ["reproduce", "dartboard-sigma", "--data-dir", str(tmp_path / "none"), "--set", "sigma=abc",
             "--out", str(tmp_path / "out")]
-    _refused(argv, capsys, tmp_path, "dartboard sigma must be a number, got str 'abc'")
+    _refused(argv, capsys, tmp_path, "The 'sigma' parameter of dartboard must be a float in the range (0, inf). "
+                                     "Got 'abc' instead.")

@@ -78,7 +78,7 @@ def test_fw_explicit_init_validated():
     inst = Instance(random_unit(10, 4, 0), unit_query(4, 0), k=3, theta=0.5)
     with pytest.raises(ValueError, match=r"sum\(x\) = k = 3"):
         select(inst, "fw", init=np.full(10, 0.5))
-    with pytest.raises(ValueError, match=r"unknown init"):
+    with pytest.raises(ValueError, match=r"^The 'init' parameter of fw must be a str among \{'random', 'topk', 'uniform'\}"):
         select(inst, "fw", init="bogus")
 
 

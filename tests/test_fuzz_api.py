@@ -8,7 +8,6 @@ exact optimum by enumeration. Examples are bounded so the file runs in well unde
 """
 from __future__ import annotations
 
-import inspect
 import itertools
 import math
 import warnings
@@ -21,7 +20,8 @@ from hypothesis.extra import numpy as hnp
 
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.robust import KSparse, NormBall, average_similarity, make_set, worst_case_average_similarity
-from divopt_rag.solvers import METHOD_NEEDS, METHODS, available_solvers, instance_methods, select, solve_exact
+from divopt_rag.solvers import METHOD_NEEDS, available_solvers, instance_methods, select, solve_exact
+from divopt_rag.solvers.selection import METHOD_PARAMS
 
 FAST = settings(max_examples=40, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
 ARGUMENT_ERRORS = (ValueError, TypeError)
@@ -104,12 +104,13 @@ def test_cross_encoder_selectors_on_precomputed_scores(method, case, seed):
     rng = np.random.default_rng(seed)
     n = len(E)
     sel = select(Instance(E, q, k=k, theta=theta), method, query_scores=rng.normal(size=n) * 5,
-                 **({"pair_scores": rng.normal(size=(n, n)) * 5} if method in ("dartboard_cc", "mmr_cc") else {}))
+                 **({"pair_scores": rng.normal(size=(n, n)) * 5} if "pair_scores" in METHOD_PARAMS[method].params
+                    else {}))
     assert sel.indices.shape == (k,) and len(set(sel.indices.tolist())) == k
 
 
 def _parameters(method):
-    return [p for p in inspect.signature(METHODS[method]).parameters][1:]
+    return list(METHOD_PARAMS[method].params)
 
 
 garbage_values = (st.integers(-3, 40) | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=3)

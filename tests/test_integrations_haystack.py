@@ -153,7 +153,7 @@ def test_bad_configuration_is_one_clear_error(documents):
         ({"theta": 0.3, "lambda_threshold": 0.3}, ValueError, "give theta or lambda_threshold, not both"),
         ({"theta": 1.5}, ValueError, r"theta must lie in \[0, 1\]"),
         ({"top_k": 0}, ValueError, "top_k"),
-        ({"method": "mmr", "method_params": {"max_iter": 3}}, TypeError, "do not fit method 'mmr'"),
+        ({"method": "mmr", "method_params": {"max_iter": 3}}, TypeError, "mmr has no parameter 'max_iter'"),
         ({"embeddings": "model"}, ValueError, "needs model="),
         ({"order": "random"}, ValueError, "order"),
     ]

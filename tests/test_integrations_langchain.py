@@ -131,7 +131,7 @@ def test_bad_configuration_is_one_clear_error():
     store, _, _ = make_store()
     cases = [
         ({"method": "nope"}, "unknown method 'nope'"),
-        ({"method": "mmr", "method_params": {"max_iter": 3}}, "do not fit method 'mmr'"),
+        ({"method": "mmr", "method_params": {"max_iter": 3}}, "mmr has no parameter 'max_iter'"),
         ({"theta": 1.5}, r"theta must lie in \[0, 1\]"),
         ({"k": 5, "fetch_k": 3}, "fetch_k must be >= k = 5"),
         ({"order": "random"}, "order"),

@@ -147,7 +147,7 @@ def test_edge_cases_and_bad_configuration():
     with pytest.raises(ValueError, match="needs the query"):
         post.postprocess_nodes(nodes)
     for kwargs, msg in [({"method": "nope"}, "unknown method"), ({"theta": -0.1}, r"theta must lie in \[0, 1\]"),
-                        ({"method": "dpp", "method_params": {"bogus": 1}}, "do not fit method 'dpp'"),
+                        ({"method": "dpp", "method_params": {"bogus": 1}}, "dpp has no parameter 'bogus'"),
                         ({"top_n": 0}, "top_n"),
                         ({"thetaa": 0.2}, "unknown argument 'thetaa'; did you mean 'theta'"),
                         ({"top_k": 5}, "unknown argument 'top_k'; the number of nodes kept is top_n="),

@@ -13,46 +13,24 @@ from hypothesis import strategies as st
 
 from divopt_rag.models import Instance
 from divopt_rag.models.validation import check_embeddings, check_vector
-from divopt_rag.solvers import METHOD_NEEDS, METHODS, select, solve_exact
-from divopt_rag.solvers.selection import ITERATION_COUNTS, check_params
+from divopt_rag.solvers import select, solve_exact
+from divopt_rag.solvers.selection import METHOD_PARAMS
 
 from conftest import random_unit, unit_query
 
 N, D, K = 40, 8, 5
 
 
-def _needs(method, n, grad):
-    """The extra inputs of a cross-encoder method (precomputed scores), as tensors."""
-    if method not in METHOD_NEEDS:
-        return {}
-    rng = np.random.default_rng(1)
-    extra = {"query_scores": torch.tensor(rng.normal(size=n) * 5, requires_grad=grad)}
-    if method in ("dartboard_cc", "mmr_cc"):
-        extra["pair_scores"] = torch.tensor(rng.normal(size=(n, n)) * 5, requires_grad=grad)
-    if method == "dartboard_minmax":
-        extra = {"scores": torch.tensor(rng.normal(size=n), requires_grad=grad)}
-    return extra
-
-
-@pytest.mark.parametrize("method", sorted(METHODS))
-def test_every_method_takes_tensors_that_require_grad(method):
-    """The same selection as on the detached tensors (independent truth: the plain run), and
-    the caller's tensors keep their autograd flag and values."""
-    E = torch.tensor(random_unit(N, D, 3), requires_grad=True)
-    q = torch.tensor(unit_query(D, 3), requires_grad=True)
-    rel = (E.detach() @ q.detach()) * 2.0
-    rel.requires_grad_(True)
-    before = E.detach().clone()
-    plain = select(Instance(E.detach().clone(), q.detach().clone(), k=K, theta=0.5), method,
-                   **_needs(method, N, grad=False))
-    got = select(Instance(E, q, k=K, theta=0.5), method, **_needs(method, N, grad=True))
+# every selector on tensors that require grad: tests/test_check_selector.py (check_inputs_that_require_grad)
+def test_dartboard_minmax_takes_scores_that_require_grad():
+    """Its external scores may require grad too: the same selection as the detached scores."""
+    E, q = random_unit(N, D, 3), unit_query(D, 3)
+    scores = torch.tensor(np.random.default_rng(1).normal(size=N), requires_grad=True)
+    inst = Instance(E, q, k=K, theta=0.5)
+    plain = select(inst, "dartboard_minmax", scores=scores.detach().clone())
+    got = select(inst, "dartboard_minmax", scores=scores)
     np.testing.assert_array_equal(got.indices, plain.indices)
-    assert got.objective == pytest.approx(plain.objective, abs=1e-9)
-    assert E.requires_grad and q.requires_grad and E.grad is None
-    assert torch.equal(E.detach(), before)
-    # user relevance that requires grad
-    sel = select(Instance(E, relevance=rel, k=K, theta=0.5), method, **_needs(method, N, grad=True))
-    assert sel.indices.shape == (K,)
+    assert scores.requires_grad and scores.grad is None
 
 
 def test_exact_engine_takes_tensors_that_require_grad():
@@ -64,22 +42,24 @@ def test_exact_engine_takes_tensors_that_require_grad():
     np.testing.assert_array_equal(got.indices, plain.indices)
 
 
+ITERATION_COUNTS = ("max_iter", "max_swaps", "max_passes", "max_phases")
+
+
 def test_iteration_counts_below_one_are_refused_for_every_selector():
     """Every iteration-count parameter of every selector: 0 and -1 refused with one line naming
-    method, parameter, bound and value; 1 accepted (the check, not the run)."""
+    method, parameter, declared range and value; 1 accepted (the check, not the run)."""
     inst = Instance(random_unit(N, D, 0), unit_query(D, 0), k=K, theta=0.5)
     found = []
-    for method, fn in sorted(METHODS.items()):
-        import inspect
-
-        for name in inspect.signature(fn).parameters:
+    for method, decl in sorted(METHOD_PARAMS.items()):
+        for name in decl.params:
             if name not in ITERATION_COUNTS:
                 continue
             found.append((method, name))
             for bad in (0, -1):
-                with pytest.raises(ValueError, match=rf"^{method} {name} must be an integer >= 1, got {bad}$"):
+                with pytest.raises(ValueError, match=rf"^The '{name}' parameter of {method} must be an int in the "
+                                                     rf"range \[1, \d+\]( or None)?\. Got {bad} instead\.$"):
                     select(inst, method, **{name: bad})
-            check_params(method, fn, {name: 1})
+            assert decl.validate({name: 1}) == {name: 1}
     names = {name for _, name in found}
     assert {"max_iter", "max_swaps", "max_passes", "max_phases"} <= names
     assert ("fw", "max_iter") in found and ("mmr_ls", "max_swaps") in found

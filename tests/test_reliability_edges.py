@@ -2,10 +2,12 @@
 
 * k = 1: f({i}) = theta (k-1) c_i + (1-theta)(1 - ||e_i||^2) is 0 for every unit row, so every
   item ties; the rule is "the most relevant item, ties to the lowest index" (np.argmax of E q in
-  float64), for every selector, the cross-encoder methods (their relevance: the CE score), and
-  every exact path (each installed MIP solver, enumeration, exact_optimum);
-* degenerate pools: all rows identical, k = n, n = 1: every selector and every exact solver
-  reaches the optimum of a brute-force enumeration written here from the formula.
+  float64), for every exact path (each installed MIP solver, enumeration, exact_optimum);
+* degenerate pools: all rows identical, k = n, n = 1: every exact solver reaches the optimum of a
+  brute-force enumeration written here from the formula.
+
+The same rules for every selector (the cross-encoder methods: their relevance is the CE score)
+are checks of the registry's suite, tests/test_check_selector.py.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import numpy as np
 import pytest
 
 from divopt_rag.models import Instance
-from divopt_rag.solvers import METHOD_NEEDS, available_solvers, instance_methods, select, solve_exact
+from divopt_rag.solvers import available_solvers, select, solve_exact
 from divopt_rag.solvers.exact import brute_force, exact_optimum
 
 THETAS = (0.0, 0.5, 1.0)
@@ -42,35 +44,8 @@ def _optimum(E, q, k, theta):
     return max(_f(E, q, S, k, theta) for S in itertools.combinations(range(len(E)), k))
 
 
-@pytest.mark.parametrize("theta", THETAS)
-def test_k1_every_selector_returns_the_most_relevant_item(theta):
-    E, q = _pool()
-    best = int(np.argmax(E @ q))
-    for method in instance_methods():
-        sel = select(Instance(E, q, k=1, theta=theta), method)
-        assert sel.indices.tolist() == [best], method
-        assert sel.objective == pytest.approx(0.0, abs=1e-12)
-
-
-def test_k1_ties_go_to_the_lowest_index():
-    E, q = _pool()
-    top = int(np.argmax(E @ q))
-    E2 = np.vstack([E[:top], E[top:top + 1], E[top:]])  # the top row twice: at top and top + 1
-    for method in instance_methods():
-        assert select(Instance(E2, q, k=1, theta=0.3), method).indices.tolist() == [top], method
-
-
-def test_k1_cross_encoder_methods_return_their_top_scored_item():
-    """Their relevance is the cross-encoder score: at k = 1 each returns its best-scored item
-    (the pool, n <= 100, is the whole triage)."""
-    E, q = _pool()
-    rng = np.random.default_rng(4)
-    scores = rng.normal(size=len(E)) * 5
-    pairs = rng.normal(size=(len(E), len(E))) * 5
-    for method in sorted(METHOD_NEEDS):
-        sel = select(Instance(E, q, k=1, theta=0.5), method, query_scores=scores,
-                     **({"pair_scores": pairs} if method in ("dartboard_cc", "mmr_cc") else {}))
-        assert sel.indices.tolist() == [int(np.argmax(scores))], method
+# k = 1 for every selector (ties to the lowest index; the cross-encoder methods: their best-scored
+# item): tests/test_check_selector.py (check_k1_rule)
 
 
 @pytest.mark.parametrize("theta", THETAS)
@@ -98,14 +73,10 @@ def _degenerate():
 
 
 @pytest.mark.parametrize("name, E, q, k, theta", list(_degenerate()), ids=lambda v: v if isinstance(v, str) else "")
-def test_degenerate_pools_every_selector_and_exact_solver_is_optimal(name, E, q, k, theta):
+def test_degenerate_pools_every_exact_solver_is_optimal(name, E, q, k, theta):
     inst = Instance(E, q, k=k, theta=theta)
     opt = _optimum(E, q, k, theta)
-    for method in instance_methods():
-        sel = select(inst, method)
-        assert sorted(sel.indices.tolist()) == sorted(set(sel.indices.tolist())) and len(sel) == k, method
-        assert sel.objective == pytest.approx(opt, abs=1e-9), method
-        assert sel.objective == pytest.approx(_f(E, q, sel.indices, k, theta), abs=1e-9)
+    # every selector on these pools: tests/test_check_selector.py (check_degenerate_pools)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # Gurobi skipped, etc.
         for solver in available_solvers():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from divopt_rag.models import Instance, ccbqp_objective
-from divopt_rag.solvers import instance_methods, select
+from divopt_rag.solvers import select
 
 from conftest import planted_duplicates, random_unit, unit_query
 
@@ -113,17 +113,7 @@ def test_selector_equals_reference_loop(method, theta):
         assert abs(sel.objective - ccbqp_objective(inst, ref)) < 1e-9
 
 
-def test_every_method_returns_unique_k_set_in_low_precision():
-    E = planted_duplicates(20, 10, 32, 0).astype(np.float32)
-    q = unit_query(32, 0).astype(np.float32)
-    import torch
-
-    for dt in (torch.float32, torch.float16, torch.bfloat16):
-        inst = Instance(torch.from_numpy(E).to(dt), q, k=7, theta=0.6)
-        for m in instance_methods():  # the cross-encoder methods: tests/test_dartboard_ce.py
-            sel = select(inst, m)
-            assert sel.indices.dtype == np.int64 and len(set(sel.indices.tolist())) == 7, (m, dt)
-            assert np.isfinite(sel.objective) and sel.seconds >= 0
+# every selector in float32, float16 and bfloat16 storage: tests/test_check_selector.py (check_storage_dtypes)
 
 
 def test_selectors_reduce_redundancy_on_planted_duplicates():

@@ -399,8 +399,9 @@ def test_robust_models_in_the_grid_match_direct_record_calls(tmp_path):
         assert row["model_objective"] == pytest.approx(rec["objective"], rel=1e-6, abs=1e-6)
         assert row["objective"] == pytest.approx(ccbqp_objective(inst, rec["indices"], any_size=True), rel=1e-6, abs=1e-6)
         assert row["info_status"] == rec["status"]
-    with pytest.warns(sw.MissingParameterWarning, match=r"needs parameter\(s\) \['rho_div'"):
-        bad = sw.run_sweep(SweepConfig.from_dict({"dataset": {**TINY, "n_queries": 1}, "methods": ["robust_l2"],
-                                                  "grid": {"k": [4], "theta": [0.5], "rho_vec": [0.1], "sparsity_penalty": [0.1]}}),
-                           tmp_path / "bad", n_workers=0, progress=False)
-    assert (bad.table["status"] == "error").all() and bad.table["error"].str.contains("rho_div").all()
+    # a required parameter no axis gives is refused before any work (it used to make every run an error row)
+    with pytest.raises(ValueError, match=r"^The 'rho_div' parameter of robust_l2 is required: it must be a float"):
+        sw.run_sweep(SweepConfig.from_dict({"dataset": {**TINY, "n_queries": 1}, "methods": ["robust_l2"],
+                                            "grid": {"k": [4], "theta": [0.5], "rho_vec": [0.1], "sparsity_penalty": [0.1]}}),
+                     tmp_path / "bad", n_workers=0, progress=False)
+    assert not (tmp_path / "bad").exists()

@@ -262,17 +262,16 @@ def test_float32_batch_with_polish_equals_single_runs():
 
 def test_config_holds_every_knob_checks_them_and_resolves_the_k_rules():
     import dataclasses
-    import inspect
 
-    from divopt_rag.solvers import METHODS
+    from divopt_rag.solvers.selection import METHOD_PARAMS
     from divopt_rag.solvers.ws_multistart import WsMultistartConfig
 
     cfg = WsMultistartConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.near_rows = 5
     # the selector's parameters are the config's fields, with the same defaults
-    params = list(inspect.signature(METHODS["fw_ws_ms"]).parameters.values())[1:]
-    assert [(p.name, p.default) for p in params] == [(f.name, f.default) for f in dataclasses.fields(cfg)]
+    params = METHOD_PARAMS["fw_ws_ms"].params
+    assert [(name, p.default) for name, p in params.items()] == [(f.name, f.default) for f in dataclasses.fields(cfg)]
     for k, pool, guided, batch, entrants, cert, extend in ((10, 300, 800, 8, 50, 16, 32),
                                                            (50, 300, 800, 2, 170, 50, 50),
                                                            (400, 1200, 1200, 1, 1220, 400, 400)):
@@ -281,9 +280,12 @@ def test_config_holds_every_knob_checks_them_and_resolves_the_k_rules():
                 got.certificate_entrants, got.extend_rows) == (pool, guided, batch, entrants, cert, extend)
     assert WsMultistartConfig(pool_size=40).for_k(6).guided_pool_size == 40  # pool_size alone sets both
     assert WsMultistartConfig(pool_size=40, guided_pool_size=60).for_k(6).guided_pool_size == 60
-    for bad, match in (({"near_rows": -1}, "near_rows must be an integer >= 0, got -1"), ({"tabu_iters": 2.5}, "tabu_iters"),
-                       ({"polish": 1}, "polish must be a bool"), ({"guide_correlation": 2.0}, "guide_correlation"),
-                       ({"fw_gap": -1e-6}, "fw_gap"), ({"pool_size": 0}, "pool_size must be an integer >= 1, got 0")):
+    for bad, match in (({"near_rows": -1}, r"'near_rows' parameter of fw_ws_ms must be an int in the range \[0, \d+\]. "
+                                           r"Got -1 instead"), ({"tabu_iters": 2.5}, "tabu_iters"),
+                       ({"polish": 1}, "'polish' parameter of fw_ws_ms must be a bool"),
+                       ({"guide_correlation": 2.0}, "guide_correlation"), ({"fw_gap": -1e-6}, "fw_gap"),
+                       ({"pool_size": 0}, r"'pool_size' parameter of fw_ws_ms must be an int in the range \[1, \d+\] "
+                                          r"or None. Got 0 instead")):
         with pytest.raises(ValueError if "bool" not in match else TypeError, match=match):
             WsMultistartConfig(**bad)
     E = planted_duplicates(40, 6, 10, 4)

@@ -42,6 +42,8 @@ from divopt_rag.data import EmbeddedDataset
 from divopt_rag.experiments.plots import plot_latency, plot_pareto, save_figure
 from divopt_rag.experiments.rag import answers
 from divopt_rag.models import Instance
+from divopt_rag.models.parameters import ROWS_MAX, Interval, Param, Text
+from divopt_rag.models.parameters import Options as OneOf
 from divopt_rag.solvers import select
 
 from .data import DatasetPlan, Prepared, first_queries, prepare_text, synthetic_analogue, wordnet_analogue
@@ -267,7 +269,15 @@ LATENCY = Recipe(
     table=_latency_table,
     layout=(("dataset", "setting"), ("method", "metric")),
     published_tables=("latency claims", "Fig. 1"),
-    params={"n": 100_000, "d": 1024, "repeats": 3, "device": "cpu", "dtype": "float32"},
+    # sizes declared with their ranges and a memory estimate, checked before any work (--set n=1e12
+    # was an internal MemoryError): the pool's generation (measured 7.1 bytes per element) and, on
+    # the CPU, the timed copy with the selectors' working set (2.3 times its dtype's bytes)
+    params={"n": Param.of(Interval(int, 2, ROWS_MAX), 100_000), "d": Param.of(Interval(int, 1, ROWS_MAX), 1024),
+            "repeats": Param.of(Interval(int, 1, 1000), 3), "device": Param.of(Text(), "cpu"),
+            "dtype": Param.of(OneOf({"float32", "float16", "bfloat16"}), "float32")},
+    memory=lambda o: (LATENCY.param(o, "n") * LATENCY.param(o, "d")
+                      * (8 + (2.3 * {"float32": 4}.get(LATENCY.param(o, "dtype"), 2)
+                              if LATENCY.param(o, "device") == "cpu" else 0))),
     plot=_latency_plot,
     notes="synthetic narrow-cone pool of the given shape (labelled analogue): latency depends on n, d, k and the machine",
 )

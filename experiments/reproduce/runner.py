@@ -31,6 +31,7 @@ import pandas as pd
 from divopt_rag.data.hashing import fingerprint
 from divopt_rag.experiments import executor, harness
 from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task
+from divopt_rag.experiments.flag_checks import BASE_BYTES, check_memory
 from divopt_rag.experiments.rag.llm import LLMNotConfigured, OpenAIChat
 
 from .data import Prepared
@@ -72,6 +73,8 @@ def check_needs(recipe: Recipe, options: Options) -> tuple[Env, list[str]]:
     expand_settings(recipe.methods, recipe.grid, options.overrides, tuple(recipe.params))
     for p in recipe.params:
         recipe.param(options, p)
+    if recipe.memory is not None:  # the sizes --set asks for, before anything is built
+        check_memory(BASE_BYTES + recipe.memory(options), f"recipe {recipe.name!r}", "--set", "use smaller sizes")
     if options.analogue is not None and options.analogue not in recipe.analogues:
         have = ", ".join(recipe.analogues) or "none"
         raise ReproduceError(f"recipe {recipe.name!r} has no {options.analogue!r} analogue (available: {have})")

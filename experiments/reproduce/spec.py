@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from divopt_rag.experiments.grid import canonical_params
+from divopt_rag.models.parameters import Declaration, Param
 
 __all__ = [
     "ReproduceError",
@@ -222,18 +223,18 @@ def expand_settings(methods: Mapping[str, Mapping[str, Sequence[Any]]], grid: Ma
 
 
 def _check_method_values(method: str, setting: Mapping[str, Any]) -> None:
-    """The values a registered method takes, typed by its signature before any run
-    (:func:`~divopt_rag.solvers.selection.check_params`; ``--set sigma=abc`` used to run every
-    row into an error). The recipes' own rows (``random``, ``oracle``, ...) are the recipe's."""
-    from divopt_rag.experiments.methods import INSTANCE_PARAMS, method_accepts, resolve_method
-    from divopt_rag.solvers.selection import check_params
+    """The values a registered method takes, checked against its declaration before any run
+    (:func:`~divopt_rag.experiments.methods.validate`, the validator ``select`` and ``sweep``
+    use; ``--set sigma=abc`` used to run every row into an error). The recipes' own rows
+    (``random``, ``oracle``, ...) are the recipe's."""
+    from divopt_rag.experiments.methods import INSTANCE_PARAMS, method_accepts, resolve_method, validate
 
     try:
-        fn = resolve_method(method)[1]
+        resolve_method(method)
     except ValueError:
         return
     own = {p: v for p, v in setting.items() if p not in INSTANCE_PARAMS and method_accepts(method, p)}
-    check_params(method, fn, own)
+    validate(method, own, complete=False)
 
 
 @dataclass
@@ -275,21 +276,33 @@ class Recipe:
     plot: Callable[..., list] | None = None
     notes: str = ""
     config: Callable[[Options], dict[str, Any]] = field(default=lambda opts: {})
+    #: Bytes a run needs at its peak, from the options (``--set`` sizes): a size this machine
+    #: cannot hold is refused before any work (:func:`~divopt_rag.experiments.runner.check_needs`).
+    memory: Callable[[Options], float] | None = None
 
     def param(self, options: Options, name: str) -> Any:
         """A recipe-level option: ``--set NAME=V`` (one value; several for a tuple-valued
-        parameter) or its default."""
+        parameter) or its default. An option declared as a
+        :class:`~divopt_rag.models.parameters.Param` (type, range, default) is checked by the one
+        validator, and received converted."""
         if name not in self.params:
             raise KeyError(f"recipe {self.name!r} has no parameter {name!r}")
         default = self.params[name]
+        declared = default if isinstance(default, Param) else None
+        default = declared.default if declared is not None else default
         if name in options.overrides:
             vals = list(options.overrides[name])
             if isinstance(default, tuple):  # a list-valued parameter (e.g. LongBench tasks)
                 return tuple(vals)
             if len(vals) != 1:
                 raise ReproduceError(f"--set {name}: takes one value for recipe {self.name!r}, got {vals}")
-            return vals[0]
-        return self.params[name]
+            if declared is None:
+                return vals[0]
+            try:
+                return Declaration(self.name, {name: declared}).check_value(name, vals[0])
+            except ValueError as exc:
+                raise ReproduceError(f"--set {name}: {exc}") from None
+        return default
 
     def list_line(self) -> str:
         ana = f"; offline analogue: {', '.join(self.analogues)}" if self.analogues else ""
