@@ -42,6 +42,9 @@ the pool a task chooses from is one of them (``pool`` or ``n``).
   consolidating without running (:func:`consolidate_only`) stops with an error naming it;
 * ``results.parquet``: the consolidated table, one row per task row in plan order, stamped with
   ``run_id`` and ``run_index``, after the spec's post-steps;
+* ``measures.parquet``: the same measurements in long form, one row per (task row, measure):
+  ``run_id, run_key, dataset, query_id, method, measure, cutoff, value``
+  (:func:`divopt_rag.experiments.metrics.measures_table`; parameters are a ``run_key`` join away);
 * ``data/``: dataset caches of the specs that load one (memory-mapped by the workers).
 
 A run holds the folder's lock for its whole duration
@@ -89,6 +92,7 @@ from divopt_rag.data import stable_hash
 from divopt_rag.experiments import backends, harness
 from divopt_rag.experiments.arguments import add_run_arguments  # the flags of run_options (argparse only)
 from divopt_rag.experiments.grid import canonical_params
+from divopt_rag.experiments.metrics import measures_table
 from divopt_rag.models.validation import check_scalar
 
 __all__ = [
@@ -391,6 +395,8 @@ def _schema_order(columns: Sequence[str], tasks: Sequence[Task]) -> list[str]:
 
 def _write_results(out: Path, table: pd.DataFrame) -> pd.DataFrame:
     harness.write_parquet(table, out / "results.parquet")
+    # the long form beside it (query, method, measure, cutoff, value), as ir-measures reports
+    harness.write_parquet(measures_table(table), out / "measures.parquet")
     # what the file holds (missing values of bool / str columns read back as None)
     return pq.read_table(out / "results.parquet").to_pandas()
 

@@ -25,6 +25,7 @@ Conventions
 """
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -52,6 +53,9 @@ __all__ = [
     "vrsd_win",
     "win_rates",
     "selection_metrics",
+    "row_metrics",
+    "SET_METRICS",
+    "measures_table",
     "CUTOFF_METRICS",
     "with_cutoff",
     "at_cutoff",
@@ -441,13 +445,71 @@ def selection_metrics(
         if ids is None:
             ids = inst.ids if inst.ids is not None else np.arange(inst.n)
         ranked = [np.asarray(ids)[i].item() for i in idx]
-        if qrels is not None:
-            sc = ir_scores({_QID: ranked}, {_QID: qrels}, k, ("R", "nDCG"))[_QID]
-            out["recall"] = sc[f"R@{k}"]
-            out["ndcg"] = sc[f"nDCG@{k}"]
-        if subtopics is not None:
-            out["alpha_ndcg"] = alpha_ndcg(ranked, subtopics, k, alpha)
-            out["s_recall"] = subtopic_recall(ranked, subtopics, k)
+        out.update(_ranking_metrics(ranked, qrels, subtopics, k, alpha))
+    return out
+
+
+def _ranking_metrics(ranked: Sequence[Any], qrels: Mapping[Any, Any] | None, subtopics: Mapping[Any, Any] | None,
+                     k: int, alpha: float) -> dict[str, float]:
+    """The ranking metrics of :data:`CUTOFF_METRICS` that the labels allow, at cutoff k."""
+    out: dict[str, float] = {}
+    if qrels is not None:
+        sc = ir_scores({_QID: ranked}, {_QID: qrels}, k, ("R", "nDCG"))[_QID]
+        out["recall"] = sc[f"R@{k}"]
+        out["ndcg"] = sc[f"nDCG@{k}"]
+    if subtopics is not None:
+        out["alpha_ndcg"] = alpha_ndcg(ranked, subtopics, k, alpha)
+        out["s_recall"] = subtopic_recall(ranked, subtopics, k)
+    return out
+
+
+#: Measures of the whole selected set, whatever its size (the method may choose it): named for
+#: what they measure, with no cutoff. ``set_recall`` = recall of the set (R@|S|),
+#: ``set_precision`` = |relevant in S| / |S|, ``set_s_recall`` = subtopics the set covers.
+SET_METRICS = ("set_size", "set_recall", "set_precision", "set_s_recall")
+
+
+def row_metrics(
+    inst: Instance,
+    indices: Any,
+    *,
+    cutoffs: Sequence[int] = (),
+    qrels: Mapping[Any, Any] | None = None,
+    subtopics: Mapping[Any, Any] | None = None,
+    alpha: float = 0.5,
+    sigma: float | None = None,
+) -> dict[str, float]:
+    """The metric columns of one result row, under their table names.
+
+    * the measures of the set with no cutoff (:func:`selection_metrics`: ``relevance_sum``,
+      ``ilad``, ``ils``, ``vrsd``, ``dartboard``; ILAD and ILS are NaN, undefined, for |S| < 2);
+    * every ranking metric of :data:`CUTOFF_METRICS` at every cutoff c of ``cutoffs``, named
+      ``<metric>@<c>``, over the selection in its order (the first c items; a set of fewer than c
+      items is a shorter ranking, as ir-measures reads a short run);
+    * the set-level measures :data:`SET_METRICS` (``set_size`` always; the others as the labels
+      allow), which a method that chooses its own set size is judged by.
+
+    The CCBQP objective is not among them (it is the method's column, defined only where |S| = k).
+    """
+    idx = check_indices(indices, inst.n)
+    base = selection_metrics(inst, idx, qrels=qrels, subtopics=subtopics, alpha=alpha, sigma=sigma)
+    base.pop("objective", None)
+    out: dict[str, float] = {m: v for m, v in base.items() if m not in CUTOFF_METRICS}
+    ranked = [np.asarray(inst.ids if inst.ids is not None else np.arange(inst.n))[i].item() for i in idx]
+    for c in cutoffs:
+        c = check_scalar(c, "cutoff", int, min_val=1)
+        if idx.size == 0:
+            at = {m: v for m, v in base.items() if m in CUTOFF_METRICS}
+        else:
+            at = _ranking_metrics(ranked, qrels, subtopics, c, alpha)
+        out.update({f"{m}@{c}": v for m, v in at.items()})
+    out["set_size"] = int(idx.size)
+    if qrels is not None:
+        out["set_recall"] = base["recall"]  # the whole set: R@|S| (0 for an empty set)
+        out["set_precision"] = (ir_scores({_QID: ranked}, {_QID: qrels}, idx.size, ("P",))[_QID][f"P@{idx.size}"]
+                                if idx.size else float("nan"))
+    if subtopics is not None:
+        out["set_s_recall"] = base["s_recall"]
     return out
 
 
@@ -490,3 +552,55 @@ def at_cutoff(table: Any, name: str):
     if not found:
         raise ValueError(f"no column {name}@<k> in the table (columns: {sorted(map(str, table.columns))})")
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# The long measures table (ir-measures / ranx shape)
+# --------------------------------------------------------------------------------------------
+#: Columns of :func:`measures_table`.
+MEASURE_COLUMNS = ("run_id", "run_key", "dataset", "query_id", "method", "measure", "cutoff", "value")
+# columns of a result table that identify a row or hold its settings, never a measure
+_NOT_MEASURES = {"run_id", "run_key", "run_index", "dataset", "data_key", "query_id", "method", "params",
+                 "query_index", "seed", "status", "error", "selected", "info", "k", "theta", "pool", "n", "d"}
+
+
+def measures_table(table: Any):
+    """The long form of a wide result table: one row per (row of ``table``, measure), with the
+    columns :data:`MEASURE_COLUMNS` (as ir-measures and ranx report: query, run, measure,
+    value), ``cutoff`` split from a column name ``<metric>@<c>`` (NA for a measure without one),
+    ``value`` as float (booleans as 0/1).
+
+    Measures are the numeric and boolean columns that are not identity or setting columns (run
+    keys, the parameters named in ``params``, k, theta, pool, n, seeds, ...). A value that is
+    missing is not written: the measure does not apply to that row's method, or is undefined
+    for its selection (ILAD of a one-item set); the wide table shows it as NaN. The table's
+    parameters are one ``run_key`` join away.
+    """
+    import pandas as pd
+
+    settings: set[str] = set()
+    if "params" in table:
+        for text in table["params"].dropna().unique():
+            try:
+                settings |= set(json.loads(text))
+            except (TypeError, ValueError):
+                continue
+    skip = _NOT_MEASURES | settings
+    cols = [c for c in table.columns if isinstance(c, str) and c not in skip
+            and (pd.api.types.is_numeric_dtype(table[c]) or pd.api.types.is_bool_dtype(table[c]))]
+    ids = [c for c in MEASURE_COLUMNS[:5] if c in table]
+    if table.empty or not cols:
+        return pd.DataFrame({c: pd.Series(dtype="float64" if c == "value" else "Int64" if c == "cutoff" else "object")
+                             for c in MEASURE_COLUMNS})
+    values = table[cols].apply(lambda s: pd.to_numeric(s.astype("Float64"), errors="coerce"))
+    values.columns = [f"m:{c}" for c in cols]  # a measure may be named like a column of the long table
+    long = pd.concat([table[ids].reset_index(drop=True), values.reset_index(drop=True)], axis=1).melt(
+        id_vars=ids, var_name="_column", value_name="_value")
+    long = long[long["_value"].notna()]
+    split = long["_column"].str[2:].str.extract(r"^(?P<measure>.+?)(?:@(?P<cutoff>\d+))?$")
+    long = long.assign(measure=split["measure"], cutoff=pd.to_numeric(split["cutoff"]).astype("Int64"),
+                       value=long["_value"].astype("float64"))
+    for c in MEASURE_COLUMNS:
+        if c not in long:
+            long[c] = pd.NA
+    return long[list(MEASURE_COLUMNS)].reset_index(drop=True)

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from divopt_rag.experiments import arguments, harness
+from divopt_rag.experiments import arguments, harness, plots_robust
 from divopt_rag.experiments.arguments import inside, safe_name
 from divopt_rag.experiments.metrics import at_cutoff, metric_columns
 
@@ -401,6 +401,16 @@ def _plots_for(kind: str, df: pd.DataFrame, args: argparse.Namespace, tag: str, 
         present = [p for p in args.param if p in df.columns and df[p].notna().any()]
         if not present:
             raise arguments.UsageError("--param", f"parameters set in {path}", repr(",".join(args.param)))
+        if plots_robust.has_robust_measures(df):
+            rows = plots_robust.robust_rows(df)
+            # an axis with one value among the robust rows is a setting, not an axis to draw against
+            axes_ = [p for p in present if p in rows and rows[p].dropna().nunique() > 1] or present[:1]
+            for p in axes_:
+                figs.append((safe_name(f"robust_vs_{p}{tag}"), plots_robust.plot_robust(df, p)[0]))
+            if any(p in rows and rows[p].dropna().nunique() > 1 for p in present):
+                figs.append((f"robust_stability{tag}", plots_robust.plot_stability(df, present)[0]))
+            if args.metrics == _default("metrics"):  # else also those metrics against each parameter
+                return figs
         for p in present:
             figs.append((safe_name(f"robust_{p}{tag}"), plot_param_effect(df, p, args.metrics)[0]))
     return figs
@@ -409,6 +419,12 @@ def _plots_for(kind: str, df: pd.DataFrame, args: argparse.Namespace, tag: str, 
 #: The flags each kind of plot reads (``all`` reads every one).
 _FLAGS_OF = {"x": ("pareto",), "y": ("pareto",), "value": ("latency",), "theta": ("latency",), "param": ("robust",),
              "metrics": ("robust",)}
+
+
+def _default(dest: str) -> Any:
+    parser = argparse.ArgumentParser()
+    arguments.plot(parser)
+    return parser.get_default(dest)
 
 
 def _check_flags(args: argparse.Namespace, tables: list[pd.DataFrame]) -> None:

@@ -27,6 +27,7 @@ import dataclasses
 import difflib
 import inspect
 import itertools
+import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +39,10 @@ from divopt_rag.data import EmbeddedDataset
 from divopt_rag.data import load as load_dataset
 from divopt_rag.experiments import executor, harness
 from divopt_rag.experiments.backends import import_plugins
-from divopt_rag.experiments.executor import Plan, RunResult, RunSpec, Task, error_summary, finished_keys, make_task
-from divopt_rag.experiments.grid import INSTANCE_PARAMS, SweepConfig, canonical_params, derive_seed
+from divopt_rag.experiments.executor import (Plan, RunResult, RunSpec, Task, error_summary, finished_keys, make_task,
+                                            run_key)
+from divopt_rag.experiments.grid import (INSTANCE_PARAMS, SweepConfig, canonical_params, derive_seed, metric_cutoffs,
+                                        project_params)
 from divopt_rag.experiments.methods import accepted_parameters, method_accepts, required_parameters, resolve_method
 from divopt_rag.experiments.rag.evaluator import make_evaluator
 from divopt_rag.experiments.runs import execute_run
@@ -51,6 +54,7 @@ __all__ = [
     "MissingParameterWarning",
     "TIMING_COLUMNS",
     "expand_grid",
+    "axes_summary",
     "run_sweep",
     "consolidate",
     "finished_keys",
@@ -59,6 +63,9 @@ __all__ = [
     "error_summary",
 ]
 
+#: A field hashed into the run key of a task whose method sizes its own set (not a parameter):
+#: the cutoffs its ranking metrics are measured at, so that another k grid measures it again.
+CUTOFFS_KEY = "@cutoffs"
 #: Columns that legitimately differ between two runs of the same sweep (wall-clock times).
 TIMING_COLUMNS = ("seconds",)
 #: What :func:`run_sweep` returns: the executor's result.
@@ -155,8 +162,12 @@ def expand_grid(config: SweepConfig, queries: Sequence[tuple[int, str]], accepts
     :func:`~divopt_rag.experiments.grid.derive_seed` (base seed, key).
 
     A common grid parameter expands only the methods that accept it (``accepts(method,
-    parameter)``); a method's own grid overrides the common one. ValueError naming a method
-    parameter that its method does not accept, or a duplicated run.
+    parameter)``); a method's own grid overrides the common one. An instance parameter the
+    method does not read (:func:`~divopt_rag.experiments.grid.instance_axes`: theta and k for a
+    robust model) is left out of its runs, so it neither multiplies them nor appears in their
+    rows; the key of such a run also hashes its metric cutoffs
+    (:func:`~divopt_rag.experiments.grid.metric_cutoffs`). ValueError naming a method parameter
+    that its method does not accept, or a duplicated run.
     """
     common_inst = {p: v for p, v in config.grid.items() if p in INSTANCE_PARAMS}
     common_method = {p: v for p, v in config.grid.items() if p not in INSTANCE_PARAMS}
@@ -169,7 +180,11 @@ def expand_grid(config: SweepConfig, queries: Sequence[tuple[int, str]], accepts
         axes.update({p: v for p, v in common_method.items() if accepts(method, p)})
         axes.update(own)  # a method's own grid overrides the common one
         names = sorted(axes)
-        combos = [canonical_params(dict(zip(names, vals))) for vals in itertools.product(*(axes[n] for n in names))]
+        # an instance parameter the method does not read (theta, k of a robust model) is dropped
+        # from its runs: the product over it would only repeat the same run
+        combos = list({json.dumps(c, sort_keys=True): c for c in (
+            canonical_params(project_params(method, dict(zip(names, vals))))
+            for vals in itertools.product(*(axes[n] for n in names)))}.values())
         per_method.append((method, combos))
     tasks: list[Task] = []
     seen: set[str] = set()
@@ -178,11 +193,33 @@ def expand_grid(config: SweepConfig, queries: Sequence[tuple[int, str]], accepts
             for params in combos:
                 t = make_task(len(tasks), config_hash=config_hash, data_key=data_key, query_id=qid, method=method,
                               params=params, dataset=dataset, query_index=int(qi))
+                if "k" not in params:  # its ranking metrics are measured at the grid's k values: in its key
+                    cut = ",".join(map(str, metric_cutoffs(config, method)))
+                    t = dataclasses.replace(t, key=run_key(config_hash, data_key, str(qid), method,
+                                                           {**params, CUTOFFS_KEY: cut}))
                 if t.key in seen:
                     raise ValueError(f"duplicated run: method {method!r} with {params} on query {qid!r}")
                 seen.add(t.key)
                 tasks.append(dataclasses.replace(t, extra={**t.extra, "seed": derive_seed(config.seed, t.key)}))
     return tasks
+
+
+def axes_summary(config: SweepConfig, accepts: Callable[[str, str], bool] | None = None) -> str:
+    """One line saying which grid axes apply to which method and how many runs each has per
+    query, e.g. ``axes (runs per query): mmr: k, theta (2); robust_l2: rho_vec, rho_div,
+    sparsity_penalty (3); k is the ranking metrics' cutoff of robust_l2 (it sizes its own set)``."""
+    tasks = expand_grid(config, [(0, "")], accepts or method_accepts)
+    parts, self_sized = [], []
+    for method in config.methods:
+        mine = [t for t in tasks if t.method == method]
+        names = list(dict.fromkeys(p for t in mine for p in t.params))
+        parts.append(f"{method}: {', '.join(names) or 'no parameter'} ({len(mine)})")
+        if "k" not in names and "k" in {**config.grid, **config.methods[method]}:
+            self_sized.append(method)
+    line = "axes (runs per query): " + "; ".join(parts)
+    if self_sized:
+        line += f"; k is the ranking metrics' cutoff of {', '.join(self_sized)} (it sizes its own set)"
+    return line
 
 
 def _select_queries(data: EmbeddedDataset, queries: Any) -> list[tuple[int, str]]:
@@ -265,7 +302,8 @@ class SweepSpec(RunSpec):
 
     def execute(self, state: tuple[EmbeddedDataset, Any], task: Task) -> dict[str, Any]:
         data, evaluator = state
-        return execute_run(data, task, evaluator, self.sweep.metrics)
+        cutoffs = None if "k" in task.params else metric_cutoffs(self.sweep, task.method)
+        return execute_run(data, task, evaluator, self.sweep.metrics, cutoffs=cutoffs)
 
     def finish(self, table: pd.DataFrame, out: Path) -> pd.DataFrame:
         return harness.exact_gaps(table)
