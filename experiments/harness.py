@@ -251,7 +251,7 @@ def varying_settings(table: pd.DataFrame, exclude: Iterable[str] = ()) -> list[s
         if c in skip or c not in table:
             continue
         values = table[c][takes[c]] if c in takes else table[c]
-        if values.astype(str).nunique() > 1:
+        if values.astype(str).nunique(dropna=False) > 1:  # None (e.g. the whole pool) is a value
             out.append(c)
     if "dataset" in out and "data_key" in out and table.groupby("dataset")["data_key"].nunique().max() == 1:
         out.remove("data_key")
