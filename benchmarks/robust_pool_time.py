@@ -60,6 +60,9 @@ def main() -> None:
     p.add_argument("--sparsity-penalty", type=float, default=0.2)
     p.add_argument("--rho-div", nargs="+", type=float, default=[0.8, 0.4])
     p.add_argument("--time-limit", type=float, default=10.0)
+    p.add_argument("--oracle-gap-tol", type=float, default=1e-4,
+                   help="a cutting plane that stops on 'oracle_gap' (cosine: the rest of the gap is the oracle's "
+                        "bound-vs-attack bracket) with a relative gap within this counts as solved")
     p.add_argument("--cache", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "divopt-wordnet-cache")
     args = p.parse_args()
     data = load("wordnet:30", cache_dir=args.cache)
@@ -83,7 +86,9 @@ def main() -> None:
                     wall = time.perf_counter() - t0
                     row = dict(model=model, query=data.query_ids[qi], n=n, rho_vec=rho,
                                sparsity_penalty=args.sparsity_penalty, rho_div=rho_div,
-                               time_limit=args.time_limit, status=rec["status"], proven=bool(rec["proven_optimal"]),
+                               time_limit=args.time_limit, status=rec["status"],
+                               proven=bool(rec["proven_optimal"]) or (rec["status"] == "oracle_gap"
+                                                                      and rec["gap"] <= args.oracle_gap_tol),
                                seconds=wall, set_size=rec["n_selected"], objective=rec["objective"],
                                bound=rec["bound"], gap=rec["gap"], solver=rec["solver"],
                                positive_pairs=positive_share(inst, SETS[model](rho), rho_div), load1=load1)
@@ -108,7 +113,7 @@ def main() -> None:
     ok = df.groupby(["model", "n"])["proven"].all().reset_index()
     for model, g in ok.groupby("model", sort=False):
         proven = g.loc[g["proven"], "n"]
-        print(f"{model}: every solve proven within {args.time_limit:g} s up to n = "
+        print(f"{model}: every solve proven (or within the oracle's bracket) within {args.time_limit:g} s up to n = "
               f"{int(proven.max()) if len(proven) else 'none of the sizes'}")
 
 

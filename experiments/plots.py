@@ -334,7 +334,9 @@ def plot_param_effect(df: pd.DataFrame, param: str = "rho_vec",
     """Mean of each metric against ``param`` (rho_vec, sparsity_penalty, ...) per method; one row of
     panels per combination of the other settings that vary (k, theta, the other parameters, ...).
 
-    Only rows where ``param`` is set are used; metrics missing from the table are skipped.
+    Only rows where ``param`` is set are used; metrics missing from the table are skipped. A
+    metric undefined on some rows (ILAD or ILS of a set of fewer than two items) is averaged over
+    the rows where it is defined, and the panel's title counts the others.
     """
     df = _ok_rows(df)
     _need(df, [param, by], f"the {param} plot")
@@ -361,7 +363,10 @@ def plot_param_effect(df: pd.DataFrame, param: str = "rho_vec",
                 ax.plot(g[param], g[m], marker=_MARKERS[i % len(_MARKERS)], ms=4, color=_color(i), label=str(name))
             ax.set_xlabel(param)
             ax.set_ylabel(m)
-            ax.set_title(facet_title(values), fontsize=8)
+            # a value that is undefined (ILAD of a one-item set) is left out of the mean: say how many
+            undefined = int(sub[m].isna().sum())
+            note = f"{m} undefined on {undefined} of {len(sub)} rows (e.g. |S| < 2)" if undefined else ""
+            ax.set_title("\n".join(t for t in (facet_title(values), note) if t), fontsize=8)
             ax.grid(alpha=0.3)
         drawn.append(data.assign(**values)[[*dims, *data.columns]])
     axes[0][0].legend(fontsize=7)

@@ -45,6 +45,7 @@ from divopt_rag.experiments.grid import (INSTANCE_PARAMS, SweepConfig, canonical
                                         project_params)
 from divopt_rag.experiments.methods import accepted_parameters, method_accepts, required_parameters, resolve_method
 from divopt_rag.experiments.rag.evaluator import make_evaluator
+from divopt_rag.robust.records import TEN_SECOND_POOL, TEN_SECOND_POOL_SOURCE
 from divopt_rag.experiments.runs import execute_run
 from divopt_rag.solvers.selection import declared_type
 
@@ -52,6 +53,7 @@ __all__ = [
     "SweepSpec",
     "SweepResult",
     "MissingParameterWarning",
+    "PoolSizeWarning",
     "TIMING_COLUMNS",
     "expand_grid",
     "axes_summary",
@@ -74,6 +76,33 @@ SweepResult = RunResult
 
 class MissingParameterWarning(UserWarning):
     """A method of the grid lacks a required parameter: its runs will be error rows."""
+
+
+class PoolSizeWarning(UserWarning):
+    """A robust model will solve pools larger than those it proved optimal within 10 s
+    (:data:`divopt_rag.robust.records.TEN_SECOND_POOL`): expect time limits."""
+
+
+def _warn_pool_sizes(tasks: Sequence[Task], data: EmbeddedDataset) -> None:
+    """Say up front, once per robust model, when its candidate pool exceeds the size it proved
+    optimal within 10 s in the recorded benchmark, and how to restrict it."""
+    sizes: dict[int | None, int] = {}
+    largest: dict[str, int] = {}
+    for t in tasks:
+        if t.method not in TEN_SECOND_POOL:
+            continue
+        pool = t.params.get("pool")
+        if pool not in sizes:
+            sizes[pool] = harness.query_instance(data, int(t.extra["query_index"]), pool)[0].n
+        n = sizes[pool] if t.params.get("candidates") is None else min(sizes[pool], int(t.params["candidates"]))
+        largest[t.method] = max(largest.get(t.method, 0), n)
+    for method, n in largest.items():
+        proven = TEN_SECOND_POOL[method]
+        if n > proven:
+            warnings.warn(
+                f"{method} will solve pools of {n} candidates; it proved optimality within 10 s on pools of up to "
+                f"{proven} ({TEN_SECOND_POOL_SOURCE}): expect solves to stop at their time limit with incumbent, bound "
+                f"and gap; --param candidates={proven} keeps the {proven} most relevant", PoolSizeWarning, stacklevel=4)
 
 
 def _suggest(name: str, valid: Sequence[str]) -> str:
@@ -207,7 +236,7 @@ def expand_grid(config: SweepConfig, queries: Sequence[tuple[int, str]], accepts
 def axes_summary(config: SweepConfig, accepts: Callable[[str, str], bool] | None = None) -> str:
     """One line saying which grid axes apply to which method and how many runs each has per
     query, e.g. ``axes (runs per query): mmr: k, theta (2); robust_l2: rho_vec, rho_div,
-    sparsity_penalty (3); k is the ranking metrics' cutoff of robust_l2 (it sizes its own set)``."""
+    sparsity_penalty (3); k is only the ranking metrics' cutoff of robust_l2 (it sizes its own set)``."""
     tasks = expand_grid(config, [(0, "")], accepts or method_accepts)
     parts, self_sized = [], []
     for method in config.methods:
@@ -218,7 +247,8 @@ def axes_summary(config: SweepConfig, accepts: Callable[[str, str], bool] | None
             self_sized.append(method)
     line = "axes (runs per query): " + "; ".join(parts)
     if self_sized:
-        line += f"; k is the ranking metrics' cutoff of {', '.join(self_sized)} (it sizes its own set)"
+        line += (f"; k is only the ranking metrics' cutoff of {', '.join(self_sized)} "
+                 f"({'they size their' if len(self_sized) > 1 else 'it sizes its'} own set)")
     return line
 
 
@@ -278,6 +308,7 @@ class SweepSpec(RunSpec):
             raise ValueError(f"the sweep has no runs: dataset {data.name!r} gives {data.n_queries} queries "
                              f"(queries={self.sweep.queries!r})")
         self._warn_missing(tasks)
+        _warn_pool_sizes(tasks, data)
         return Plan(tasks=tasks, data=data, data_dir=_data_folder(data, Path(out)), data_keys={data.name: data.key})
 
     @staticmethod

@@ -390,7 +390,7 @@ def test_robust_models_in_the_grid_match_direct_record_calls(tmp_path):
     cfg = SweepConfig.from_dict({"dataset": {**TINY, "n_queries": 1}, "methods": ["robust_l2", "mmr"],
                                  "grid": {**grid, "theta": [0.5, 0.9]}})
     assert sw.axes_summary(cfg) == ("axes (runs per query): robust_l2: candidates, rho_div, rho_vec, "
-                                    "sparsity_penalty (2); mmr: k, theta (2); k is the ranking metrics' "
+                                    "sparsity_penalty (2); mmr: k, theta (2); k is only the ranking metrics' "
                                     "cutoff of robust_l2 (it sizes its own set)")
     res = sw.run_sweep(cfg, tmp_path, n_workers=0, progress=False)
     t = res.table
