@@ -95,12 +95,14 @@ def _proven(s: pd.Series) -> pd.Series:
 def _cell_table(df: pd.DataFrame, x: str) -> pd.DataFrame:
     """Per (method, x): means over queries of the robust measures, with the counts that make a
     mean readable (queries, rows with an undefined average similarity, proven solves)."""
-    d = df.assign(model_proven_optimal=_proven(df["model_proven_optimal"]) if "model_proven_optimal" in df else np.nan,
-                  model_gap=pd.to_numeric(df.get("model_gap"), errors="coerce").replace(np.inf, np.nan),
-                  undefined_similarity=df["set_size"] < 2)
+    proven = _proven(df["model_proven_optimal"]) if "model_proven_optimal" in df else pd.Series(np.nan, df.index)
+    gap = pd.to_numeric(df["model_gap"], errors="coerce") if "model_gap" in df else pd.Series(np.nan, df.index)
+    d = df.assign(model_proven_optimal=proven, undefined_similarity=df["set_size"] < 2,
+                  # the gap of the solves not proven optimal (an infinite gap: no bound known)
+                  unproven_gap=gap.where(proven != 1.0).replace(np.inf, np.nan))
     g = d.groupby(["method", x], sort=True)
     out = g[[m for m in _MEASURES if m in d and m not in ("model_gap",)]].mean()
-    out["model_gap_median"] = g["model_gap"].median()
+    out["unproven_gap_median"] = g["unproven_gap"].median()
     out["queries"] = g.size()
     out["undefined_similarity"] = g["undefined_similarity"].sum()
     if "rho_div" in d:
@@ -129,7 +131,6 @@ def plot_robust(df: pd.DataFrame, x: str = "rho_vec"):
     methods = sorted(rows["method"].unique())
     for row_axes, (values, sub) in zip(axes, facets):
         data = _cell_table(sub, x)
-        lo = float(np.nanmin(data["worst_case_avg_similarity"])) if data["worst_case_avg_similarity"].notna().any() else 0.0
         for i, m in enumerate(methods):
             g = data[data["method"] == m].sort_values(x)
             if g.empty:
@@ -140,12 +141,14 @@ def plot_robust(df: pd.DataFrame, x: str = "rho_vec"):
             row_axes[1].plot(g[x], g["price_of_robustness"], **style)
             row_axes[2].plot(g[x], g["set_size"], **style)
             row_axes[3].plot(g[x], g["worst_case_avg_similarity"], **style)
-            # settings where every set had < 2 items: the measure is undefined, drawn as an x on the floor
+            # settings where every set had < 2 items: the measure is undefined, drawn as an x along
+            # the panel's floor (one height per model, so two models' marks never hide each other)
             none = g[g["worst_case_avg_similarity"].isna()]
-            row_axes[3].plot(none[x], np.full(len(none), lo), ls="none", marker="x", ms=7, color=_color(i))
+            row_axes[3].plot(none[x], np.full(len(none), 0.04 + 0.06 * i), ls="none", marker="x", ms=7,
+                             color=_color(i), transform=row_axes[3].get_xaxis_transform())
             if "model_proven_optimal" in g:
                 row_axes[4].plot(g[x], g["model_proven_optimal"], **style)
-            row_axes[5].plot(g[x], g["model_gap_median"].fillna(0.0), **style)
+            row_axes[5].plot(g[x], g["unproven_gap_median"].fillna(0.0), **style)
         if "rho_div" in data and data["rho_div"].notna().any():
             for cap in sorted(data["rho_div"].dropna().unique()):
                 row_axes[3].axhline(cap, color="k", ls=":", lw=1)
@@ -153,7 +156,6 @@ def plot_robust(df: pd.DataFrame, x: str = "rho_vec"):
         row_titles = list(titles)
         if undefined:
             row_titles[3] += f"\nx: undefined, |S| < 2 ({undefined} of {total} solves)"
-        row_axes[2].set_yscale("symlog", linthresh=1)
         row_axes[4].set_ylim(-0.05, 1.05)
         prefix = _title(values)
         for ax, t in zip(row_axes, row_titles):
@@ -193,7 +195,7 @@ def plot_stability(df: pd.DataFrame, axes_: Sequence[str] = ROBUST_AXES):
     along = [a for a in axes_ if a in rows and rows[a].dropna().nunique() > 1]
     if not along:
         raise ValueError(f"no robust-model axis of {list(axes_)} takes two values: nothing to compare")
-    fig = Figure(figsize=(4.6 * len(along), 3.6), layout="constrained")
+    fig = Figure(figsize=(5.2 * len(along), 4.8), layout="constrained")
     axs = np.atleast_1d(fig.subplots(1, len(along), squeeze=False)[0])
     drawn = []
     methods = sorted(rows["method"].unique())
@@ -206,21 +208,24 @@ def plot_stability(df: pd.DataFrame, axes_: Sequence[str] = ROBUST_AXES):
         pos = {p: i for i, p in enumerate(pairs)}
         curves = mean.groupby(["method", *others], dropna=False, sort=True)
         seen: dict[str, int] = {}
-        for key, g in curves:
+        dodge = 0.25 / max(1, curves.ngroups)  # equal curves side by side instead of on top of each other
+        for c, (key, g) in enumerate(curves):
             key = key if isinstance(key, tuple) else (key,)
             label = key[0] + ("" if not others else " (" + _title(dict(zip(others, key[1:]))) + ")")
             i = methods.index(key[0])
             j = seen[key[0]] = seen.get(key[0], -1) + 1  # the method's j-th curve: its own line style
             g = g.sort_values("from")
-            ax.plot([pos[p] for p in zip(g["from"], g["to"])], g["jaccard_distance"], color=_color(i),
-                    marker=_MARKERS[i % len(_MARKERS)], ms=4, ls=("-", "--", ":", "-.")[j % 4], label=label)
+            xs = np.array([pos[p] for p in zip(g["from"], g["to"])]) + (c - (curves.ngroups - 1) / 2) * dodge
+            ax.plot(xs, g["jaccard_distance"], color=_color(i), marker=_MARKERS[i % len(_MARKERS)], ms=4,
+                    ls=("-", "--", ":", "-.")[j % 4], label=label)
         ax.set_xticks(range(len(pairs)), [f"{p[0]:g}->{p[1]:g}" for p in pairs], fontsize=7, rotation=30)
         ax.set_ylim(-0.05, 1.05)
         ax.set_xlabel(f"neighbouring {_LABELS.get(a, a)}", fontsize=8)
         ax.set_ylabel("Jaccard distance of the selected sets", fontsize=8)
         ax.set_title(f"stability along {a}" + (f" (per {', '.join(others)})" if others else ""), fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.set_xlim(-0.5, len(pairs) - 0.5)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=2, frameon=False)
         drawn.append(mean.assign(along=a))
     fig.suptitle("stability of the selected set between neighbouring settings (0 = same set), means over queries",
                  fontsize=9)

@@ -194,7 +194,7 @@ def test_robust_plot_draws_means_over_queries_and_counts_undefined_similarity(tm
     cell = data.set_index("rho_vec")
     assert cell.loc[0.1, "set_size"] == 2.0 and cell.loc[0.1, "worst_case_avg_similarity"] == pytest.approx(0.6)
     assert cell.loc[0.2, "undefined_similarity"] == 2 and math.isnan(cell.loc[0.2, "worst_case_avg_similarity"])
-    assert cell.loc[0.1, "model_proven_optimal"] == 0.5 and cell.loc[0.1, "model_gap_median"] == pytest.approx(0.1)
+    assert cell.loc[0.1, "model_proven_optimal"] == 0.5 and cell.loc[0.1, "unproven_gap_median"] == pytest.approx(0.2)
     assert len(fig.axes) == 6 and all(ax.get_title() for ax in fig.axes)  # one facet: nothing else varies
     assert "x: undefined, |S| < 2 (2 of 6 solves)" in fig.axes[3].get_title()
     save_figure(fig, tmp_path, "robust")
@@ -210,3 +210,21 @@ def test_stability_is_the_jaccard_distance_between_neighbouring_settings():
     fig, mean = plots_robust.plot_stability(_robust_table())
     assert mean.set_index("from")["jaccard_distance"].to_dict() == pytest.approx({0.0: 1 / 6, 0.1: 3 / 4})
     assert fig.axes[0].get_xlabel().startswith("neighbouring rho_vec")
+
+
+def test_sweep_says_up_front_when_a_robust_pool_exceeds_what_it_proves_in_10_s(tmp_path):
+    from divopt_rag.robust.records import TEN_SECOND_POOL
+
+    cfg = _cfg()  # synthetic pools of 30 candidates
+    cap = TEN_SECOND_POOL["robust_l2"]
+    big = SweepConfig(dataset={"name": "synthetic", "n": cap + 5, "d": 8, "n_queries": 1},
+                      methods=["robust_l2", "mmr"], grid=cfg.grid)
+    with pytest.warns(sw.PoolSizeWarning, match=rf"robust_l2 will solve pools of {cap + 5} candidates.*"
+                                                 rf"--param candidates={cap} "):
+        sw.SweepSpec(big).plan(tmp_path / "big")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sw.PoolSizeWarning)
+        sw.SweepSpec(SweepConfig(dataset=big.dataset, methods=["robust_l2"],
+                                 grid={**cfg.grid, "candidates": [cap]})).plan(tmp_path / "capped")
