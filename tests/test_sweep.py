@@ -434,6 +434,7 @@ def test_robust_models_in_the_grid_match_direct_record_calls(tmp_path):
     assert (long.loc[long["measure"] == "price_of_robustness", "method"] == "robust_l2").all()
     with pytest.warns(sw.MissingParameterWarning, match=r"needs parameter\(s\) \['rho_div'"):
         bad = sw.run_sweep(SweepConfig.from_dict({"dataset": {**TINY, "n_queries": 1}, "methods": ["robust_l2"],
-                                                  "grid": {"k": [4], "theta": [0.5], "rho_vec": [0.1], "sparsity_penalty": [0.1]}}),
+                                                  "grid": {"k": [4], "theta": [0.5], "rho_vec": [0.1], "sparsity_penalty": [0.1],
+                                                           "candidates": [10]}}),
                            tmp_path / "bad", n_workers=0, progress=False)
     assert (bad.table["status"] == "error").all() and bad.table["error"].str.contains("rho_div").all()
