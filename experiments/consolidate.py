@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from divopt_rag.experiments import harness
 from divopt_rag.experiments.folder import changed_data
+from divopt_rag.experiments.measure_tables import measures_table
 from divopt_rag.experiments.parts import PartError, part_paths, read_part
 from divopt_rag.experiments.plan import Task
 
@@ -29,6 +30,8 @@ __all__ = ["consolidate", "schema_order", "write_results", "refuse_changed_data"
 
 #: The consolidated table of an output folder.
 RESULTS = "results.parquet"
+#: The long form of the results, one row per (row, measure), as ir-measures reports.
+MEASURES = "measures.parquet"
 
 _Unusable = Callable[[Task, Path, PartError], None]
 
@@ -76,9 +79,11 @@ def schema_order(columns: Sequence[str], tasks: Sequence[Task]) -> list[str]:
 
 
 def write_results(out: Path, table: pd.DataFrame) -> pd.DataFrame:
-    """Write ``OUT/results.parquet`` atomically; returns what the file holds (missing values of
-    bool / str columns read back as None)."""
+    """Write ``OUT/results.parquet`` atomically, and beside it ``OUT/measures.parquet``, the same
+    measurements in long form (:func:`divopt_rag.experiments.measure_tables.measures_table`);
+    returns what the results file holds (missing values of bool / str columns read back as None)."""
     harness.write_parquet(table, out / RESULTS)
+    harness.write_parquet(measures_table(table), out / MEASURES)
     return pq.read_table(out / RESULTS).to_pandas()
 
 

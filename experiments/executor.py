@@ -52,6 +52,9 @@ the pool a task chooses from is one of them (``pool`` or ``n``).
   row per task row in plan order, stamped with ``run_id`` and ``run_index``, after the spec's
   post-steps. It is never lost: :func:`consolidate_only` refuses, naming why and keeping the
   file, when a dataset changed since the run or when the new table would lack rows it holds;
+* ``measures.parquet``: the same measurements in long form, one row per (task row, measure):
+  ``run_id, run_key, dataset, query_id, method, measure, cutoff, value``
+  (:func:`divopt_rag.experiments.measure_tables.measures_table`; parameters are a ``run_key`` join away);
 * ``data/``: dataset caches of the specs that load one (memory-mapped by the workers).
 
 A run holds the folder's lock for its whole duration

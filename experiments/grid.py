@@ -10,7 +10,13 @@ Parameters fall in two groups:
 
 * instance parameters ``k``, ``theta`` (relevance-diversity trade-off in [0, 1], 1 = pure
   relevance) and ``pool`` (the top-``pool`` candidates of each query by relevance c = E q;
-  ``None`` = the query's whole pool) apply to every method;
+  ``None`` = the query's whole pool) apply to the methods that read them
+  (:func:`instance_axes`): every selector and extra method reads all three; a robust model reads
+  ``pool`` only (the sparsity penalty sizes its set and it has no theta; ``k`` also when
+  ``max_size="k"`` caps the set at k). An axis that does not apply neither multiplies a method's
+  runs nor appears in its rows (the column is empty there); for a method that sizes its own set
+  the grid's ``k`` values are the cutoffs its ranking metrics are measured at
+  (:func:`metric_cutoffs`);
 * method parameters (``sparsity_penalty``, ``rho_vec``, ``rho_div``, ``attack_budget``,
   ``sigma``, ``relax_penalty``, ...) are passed to the method as keyword arguments. In the
   common ``grid`` a method parameter expands only the methods whose signature accepts it
@@ -41,6 +47,9 @@ __all__ = [
     "SweepConfig",
     "canonical_params",
     "derive_seed",
+    "instance_axes",
+    "project_params",
+    "metric_cutoffs",
     "parse_value",
 ]
 
@@ -80,6 +89,35 @@ def canonical_params(params: Mapping[str, Any]) -> dict[str, Any]:
         out["pool"] = check_scalar(out["pool"], "parameter pool", int, min_val=1,
                                    allow_none=True)
     return dict(sorted(out.items()))
+
+
+def instance_axes(method: str, params: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The instance parameters (of :data:`INSTANCE_PARAMS`) that ``method`` reads with ``params``.
+
+    Selectors and extra methods (``exact``, ``full_scale``, plugins) read all three: theta and k
+    define the CCBQP they solve. A robust model of :data:`divopt_rag.robust.ROBUST_MODELS` reads
+    ``pool`` (the candidates it chooses from) and, only when ``max_size="k"`` caps its set at the
+    instance's k, ``k``: its objective has no theta and its sparsity penalty sizes the set.
+    """
+    # divopt_rag.robust loads Pyomo: imported when a grid is expanded, not with this module
+    from divopt_rag.robust import ROBUST_MODELS
+
+    if method not in ROBUST_MODELS:
+        return INSTANCE_PARAMS
+    return ("k", "pool") if (params or {}).get("max_size") == "k" else ("pool",)
+
+
+def project_params(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` without the instance parameters ``method`` does not read (:func:`instance_axes`)."""
+    axes = instance_axes(method, params)
+    return {p: v for p, v in params.items() if p not in INSTANCE_PARAMS or p in axes}
+
+
+def metric_cutoffs(config: "SweepConfig", method: str) -> list[int]:
+    """The cutoffs at which the ranking metrics (recall@c, ...) of ``method``'s rows are measured
+    when it sizes its own set (its rows have no k): the sweep's k values for that method, sorted."""
+    values = config.methods.get(method, {}).get("k", config.grid.get("k", []))
+    return sorted({int(canonical_params({"k": v})["k"]) for v in values})
 
 
 def derive_seed(base_seed: int, key: str) -> int:

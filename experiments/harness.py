@@ -224,25 +224,35 @@ def varying_settings(table: pd.DataFrame, exclude: Iterable[str] = ()) -> list[s
     """The setting columns of ``table`` that take more than one value (NaN / None counts as one).
 
     Settings are :data:`SETTING_COLUMNS` and every parameter named in the table's ``params``
-    column (JSON of each row's parameters, as the executor writes it). ``data_key`` is left out
+    column (JSON of each row's parameters, as the executor writes it). A parameter is read on the
+    rows that name it in ``params`` only: the rows of a method that does not take it (MMR's
+    rho_vec, a robust model's theta and k) leave it empty, which is not a second value. ``data_key`` is left out
     when ``dataset`` already separates the same rows. ``n`` (the pool a method chose from) is a
     setting only where the table has no ``pool`` column of its own. Ordered as found.
     """
     skip = set(exclude)
     names = [c for c in SETTING_COLUMNS if c in table]
+    # rows per parameter that take it (a parameter a method does not take is no setting of its rows)
+    takes: dict[str, np.ndarray] = {}
     if "params" in table:
+        parsed = {}
         for text in table["params"].dropna().unique():
             try:
-                names += [p for p in json.loads(text) if p not in names]
+                parsed[text] = set(json.loads(text))
             except (TypeError, ValueError):
                 continue
+        for ps in parsed.values():
+            names += [p for p in sorted(ps) if p not in names]
+        given = table["params"].map(lambda t: parsed.get(t, set()))
+        takes = {p: given.map(lambda ps, p=p: p in ps).to_numpy(bool) for p in set().union(*parsed.values())}
     if "pool" in table:
         skip.add("n")  # the pool size follows from the pool setting (and the query's candidates)
     out = []
     for c in names:
         if c in skip or c not in table:
             continue
-        if table[c].astype(str).nunique() > 1:
+        values = table[c][takes[c]] if c in takes else table[c]
+        if values.astype(str).nunique(dropna=False) > 1:  # None (e.g. the whole pool) is a value
             out.append(c)
     if "dataset" in out and "data_key" in out and table.groupby("dataset")["data_key"].nunique().max() == 1:
         out.remove("data_key")

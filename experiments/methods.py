@@ -3,8 +3,9 @@
 A method is a fast selector of :data:`divopt_rag.solvers.METHODS`, a robust model of
 :data:`divopt_rag.robust.ROBUST_MODELS` (a record function ``(instance, **parameters) -> dict`` with
 the selected ``indices``), or anything added with :func:`register_method` (plugin modules do
-this on import). :func:`run_method` runs any of them and returns the same fields, so every
-method's rows compare on one scale (the CCBQP objective of the selection).
+this on import). :func:`run_method` runs any of them and returns one
+:class:`~divopt_rag.experiments.method_result.MethodResult` (the same fields for every kind; the
+CCBQP objective where it is defined, and the name of the objective the method optimizes).
 
 Two methods are built in here, so that every command runs them as rows of its grid:
 
@@ -24,9 +25,9 @@ import time
 from typing import Any, Callable, Mapping
 
 import numpy as np
-import torch
 
 from divopt_rag.experiments.grid import INSTANCE_PARAMS
+from divopt_rag.experiments.method_result import MethodResult, robust_result, scalar_items
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.models.parameters import ITERATIONS_MAX, ROWS_MAX, Declaration, Interval, Options, Text, declare
 from divopt_rag.models.runner import DEFAULT_TIME_LIMIT
@@ -48,13 +49,14 @@ __all__ = [
     "EXACT_SOLVERS",
     "THREADS_MAX",
     "run_method",
+    "MethodResult",
     "check_selectors",
     "exact",
     "full_scale",
 ]
 
 _EXTRA_METHODS: dict[str, Callable[..., Mapping[str, Any]]] = {}
-# record entries an extra method writes as columns of their own (the others become info_<name>)
+# record entries an extra method writes as columns of their own (the others go to the info JSON column)
 _COLUMNS: dict[str, tuple[str, ...]] = {}
 _EXTRA_PARAMS: dict[str, Declaration] = {}
 #: The exact engines a method row may name: enumeration, the MIP solvers, divopt's branch-and-bound.
@@ -214,57 +216,49 @@ def method_accepts(method: str, param: str) -> bool:
     return method_parameters(method).accepts(param)
 
 
-def _scalar(v: Any) -> bool:
-    return v is None or isinstance(v, (bool, int, float, str, np.integer, np.floating, np.bool_))
+def _ccbqp_objective(inst: Instance, idx: np.ndarray) -> float:
+    """f at the instance's theta and k where it is defined (exactly k items), else NaN."""
+    return ccbqp_objective(inst, idx) if idx.size == inst.k else math.nan
 
 
-def run_method(inst: Instance, method: str, params: Mapping[str, Any], seed: int) -> dict[str, Any]:
-    """Run one method: {"indices", "objective", "seconds", "iterations", "info_*" scalars}.
+def run_method(inst: Instance, method: str, params: Mapping[str, Any], seed: int) -> MethodResult:
+    """Run one method on ``inst`` and return its :class:`~divopt_rag.experiments.method_result.MethodResult`.
 
-    ``objective`` is always the CCBQP objective of the selection at the instance's theta and k
-    (NaN when a record found no selection and gives no objective of its own, e.g. an exact solve
-    stopped before its first incumbent). A robust model's or extra method's record (a mapping
-    with ``indices``) keeps its own ``objective`` as ``model_objective``, the entries its
-    :func:`register_method` names as ``columns`` under their names, and its other scalar entries
-    (status, bound, gap, ...) as ``info_<name>``.
+    Selectors (:func:`divopt_rag.solvers.select`), robust models (a record of
+    :data:`divopt_rag.robust.ROBUST_MODELS`, :func:`~divopt_rag.experiments.method_result.robust_result`)
+    and extra methods (a mapping with ``indices``; the entries its :func:`register_method` names as
+    ``columns`` become measures, its ``objective`` the ``model_objective``, its other scalars
+    ``info``) all give the same fields. ``objective`` is the CCBQP objective at the instance's
+    theta and k where it is defined (a selector's or extra method's set of exactly k items), else
+    NaN; ``objective_kind`` names the objective the method optimizes.
 
     The run's ``seed`` is passed to the method if its signature names ``seed`` (and the
-    parameters do not fix it), and seeds torch's global generator for methods that use it.
+    parameters do not fix it); no global random state is touched.
     """
     kind, fn = resolve_method(method)
     kwargs = dict(params)
     if "seed" not in kwargs and _signature_accepts(fn, "seed", explicit=True):
         kwargs["seed"] = int(seed)
-    torch.manual_seed(int(seed))
-    out: dict[str, Any] = {}
     if kind == "selector":
         sel = select(inst, method, **kwargs)
-        out.update(indices=sel.indices, objective=sel.objective, seconds=sel.seconds, iterations=sel.iterations)
-        extra = sel.info
-    else:
-        t0 = time.perf_counter()
-        rec = fn(inst, **kwargs)
-        seconds = time.perf_counter() - t0
-        if not isinstance(rec, Mapping) or "indices" not in rec:
-            raise TypeError(f"method {method!r} must return a mapping with 'indices', got {type(rec).__name__}")
-        idx = check_indices(np.asarray(rec["indices"], dtype=np.int64), inst.n, f"{method} indices")
-        chose_nothing = 0.0 if rec.get("objective") is not None else math.nan  # an empty choice vs no answer
-        out.update(
-            indices=idx,
-            # the CCBQP objective, so that every method's rows compare on one scale; the
-            # model's own objective (e.g. a robust worst case) is kept as model_objective
-            objective=ccbqp_objective(inst, idx, any_size=True) if idx.size else chose_nothing,
-            seconds=float(rec.get("seconds", seconds)),
-            iterations=int(rec.get("iterations", 0) or 0),
-        )
-        if "objective" in rec and _scalar(rec["objective"]):
-            out["model_objective"] = float(rec["objective"])
-        own = _COLUMNS.get(method, ())
-        for k in own:
-            if k in rec and _scalar(rec[k]):
-                out[k] = rec[k].item() if hasattr(rec[k], "item") else rec[k]
-        extra = {k: v for k, v in rec.items() if k not in ("indices", "objective", "seconds", "iterations", *own)}
-    for k, v in (extra or {}).items():
-        if _scalar(v):
-            out[f"info_{k}"] = v.item() if hasattr(v, "item") else v
-    return out
+        return MethodResult(method=method, kind=kind, indices=sel.indices, seconds=sel.seconds,
+                            iterations=sel.iterations, objective=float(sel.objective), objective_kind="ccbqp",
+                            model_objective=float(sel.objective), info=scalar_items(sel.info))
+    t0 = time.perf_counter()
+    rec = fn(inst, **kwargs)
+    seconds = time.perf_counter() - t0
+    if not isinstance(rec, Mapping) or "indices" not in rec:
+        raise TypeError(f"method {method!r} must return a mapping with 'indices', got {type(rec).__name__}")
+    idx = check_indices(np.asarray(rec["indices"], dtype=np.int64), inst.n, f"{method} indices")
+    if kind == "robust":
+        return robust_result(method, rec, idx, seconds)
+    own = _COLUMNS.get(method, ())
+    objective = _ccbqp_objective(inst, idx)
+    own_objective = rec.get("objective")  # e.g. a plugin's own value; else the CCBQP one
+    numeric = isinstance(own_objective, (int, float, np.integer, np.floating)) and not isinstance(own_objective, bool)
+    return MethodResult(
+        method=method, kind=kind, indices=idx, seconds=float(rec.get("seconds", seconds)),
+        iterations=int(rec.get("iterations", 0) or 0), objective=objective, objective_kind="ccbqp",
+        model_objective=float(own_objective) if numeric else objective,
+        measures=scalar_items({k: rec[k] for k in own if k in rec}),
+        info=scalar_items(rec, ("indices", "objective", "seconds", "iterations", *own)))

@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from divopt_rag.experiments.measure_tables import (CUTOFF_METRICS, MEASURE_COLUMNS, at_cutoff, measures_table,
+                                                  metric_columns, with_cutoff)
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.models.ccbqp import mean_pairwise_cosine
 from divopt_rag.models.kernels import gather_rows, matvec
@@ -52,14 +54,16 @@ __all__ = [
     "vrsd_win",
     "win_rates",
     "selection_metrics",
+    "row_metrics",
+    "SET_METRICS",
+    "measures_table",
+    "MEASURE_COLUMNS",
     "CUTOFF_METRICS",
     "with_cutoff",
     "at_cutoff",
     "metric_columns",
 ]
 
-#: Ranking metrics measured at a cutoff (the selection size k): named ``<metric>@<k>`` in tables.
-CUTOFF_METRICS = ("recall", "ndcg", "alpha_ndcg", "s_recall")
 
 _QID = "q"  # ir-measures needs a query id; single-query helpers use this one
 
@@ -441,52 +445,69 @@ def selection_metrics(
         if ids is None:
             ids = inst.ids if inst.ids is not None else np.arange(inst.n)
         ranked = [np.asarray(ids)[i].item() for i in idx]
-        if qrels is not None:
-            sc = ir_scores({_QID: ranked}, {_QID: qrels}, k, ("R", "nDCG"))[_QID]
-            out["recall"] = sc[f"R@{k}"]
-            out["ndcg"] = sc[f"nDCG@{k}"]
-        if subtopics is not None:
-            out["alpha_ndcg"] = alpha_ndcg(ranked, subtopics, k, alpha)
-            out["s_recall"] = subtopic_recall(ranked, subtopics, k)
+        out.update(_ranking_metrics(ranked, qrels, subtopics, k, alpha))
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# Metric columns of result tables: names with their cutoff
-# --------------------------------------------------------------------------------------------
-def with_cutoff(metrics: Mapping[str, Any], k: int) -> dict[str, Any]:
-    """``metrics`` (as :func:`selection_metrics` returns them) with the ranking metrics of
-    :data:`CUTOFF_METRICS` renamed to their table columns ``<metric>@<k>``; other keys unchanged."""
-    k = check_scalar(k, "k", int, min_val=1)
-    return {(f"{m}@{k}" if m in CUTOFF_METRICS else m): v for m, v in metrics.items()}
+def _ranking_metrics(ranked: Sequence[Any], qrels: Mapping[Any, Any] | None, subtopics: Mapping[Any, Any] | None,
+                     k: int, alpha: float) -> dict[str, float]:
+    """The ranking metrics of :data:`CUTOFF_METRICS` that the labels allow, at cutoff k."""
+    out: dict[str, float] = {}
+    if qrels is not None:
+        sc = ir_scores({_QID: ranked}, {_QID: qrels}, k, ("R", "nDCG"))[_QID]
+        out["recall"] = sc[f"R@{k}"]
+        out["ndcg"] = sc[f"nDCG@{k}"]
+    if subtopics is not None:
+        out["alpha_ndcg"] = alpha_ndcg(ranked, subtopics, k, alpha)
+        out["s_recall"] = subtopic_recall(ranked, subtopics, k)
+    return out
 
 
-def metric_columns(table: Any, name: str) -> list[str]:
-    """The columns of ``table`` that hold metric ``name``: ``name`` itself if present, else every
-    ``name@<cutoff>`` column, by increasing cutoff."""
-    if name in table.columns:
-        return [name]
-    cols = [c for c in table.columns if isinstance(c, str) and c.startswith(f"{name}@") and c[len(name) + 1:].isdigit()]
-    return sorted(cols, key=lambda c: int(c.rsplit("@", 1)[1]))
+#: Measures of the whole selected set, whatever its size (the method may choose it): named for
+#: what they measure, with no cutoff. ``set_recall`` = recall of the set (R@|S|),
+#: ``set_precision`` = |relevant in S| / |S|, ``set_s_recall`` = subtopics the set covers.
+SET_METRICS = ("set_size", "set_recall", "set_precision", "set_s_recall")
 
 
-def at_cutoff(table: Any, name: str):
-    """Metric ``name`` of each row at its own cutoff: the value of ``<name>@<k>`` for the row's k
-    (a pandas Series; NaN where that column is missing). ``name`` may already be a column
-    (``"ilad"``, ``"ndcg@10"``): then that column is returned as it is."""
-    import pandas as pd
+def row_metrics(
+    inst: Instance,
+    indices: Any,
+    *,
+    cutoffs: Sequence[int] = (),
+    qrels: Mapping[Any, Any] | None = None,
+    subtopics: Mapping[Any, Any] | None = None,
+    alpha: float = 0.5,
+    sigma: float | None = None,
+) -> dict[str, float]:
+    """The metric columns of one result row, under their table names.
 
-    if name in table.columns:
-        return table[name]
-    if name not in CUTOFF_METRICS or "k" not in table.columns:
-        raise ValueError(f"no column {name!r} in the table (columns: {sorted(map(str, table.columns))})")
-    out = pd.Series(np.nan, index=table.index, dtype=float)
-    found = False
-    for k, rows in table.groupby("k").groups.items():
-        col = f"{name}@{int(k)}"
-        if col in table.columns:
-            out.loc[rows] = table.loc[rows, col].astype(float)
-            found = True
-    if not found:
-        raise ValueError(f"no column {name}@<k> in the table (columns: {sorted(map(str, table.columns))})")
+    * the measures of the set with no cutoff (:func:`selection_metrics`: ``relevance_sum``,
+      ``ilad``, ``ils``, ``vrsd``, ``dartboard``; ILAD and ILS are NaN, undefined, for |S| < 2);
+    * every ranking metric of :data:`CUTOFF_METRICS` at every cutoff c of ``cutoffs``, named
+      ``<metric>@<c>``, over the selection in its order (the first c items; a set of fewer than c
+      items is a shorter ranking, as ir-measures reads a short run);
+    * the set-level measures :data:`SET_METRICS` (``set_size`` always; the others as the labels
+      allow), which a method that chooses its own set size is judged by.
+
+    The CCBQP objective is not among them (it is the method's column, defined only where |S| = k).
+    """
+    idx = check_indices(indices, inst.n)
+    base = selection_metrics(inst, idx, qrels=qrels, subtopics=subtopics, alpha=alpha, sigma=sigma)
+    base.pop("objective", None)
+    out: dict[str, float] = {m: v for m, v in base.items() if m not in CUTOFF_METRICS}
+    ranked = [np.asarray(inst.ids if inst.ids is not None else np.arange(inst.n))[i].item() for i in idx]
+    for c in cutoffs:
+        c = check_scalar(c, "cutoff", int, min_val=1)
+        if idx.size == 0:
+            at = {m: v for m, v in base.items() if m in CUTOFF_METRICS}
+        else:
+            at = _ranking_metrics(ranked, qrels, subtopics, c, alpha)
+        out.update({f"{m}@{c}": v for m, v in at.items()})
+    out["set_size"] = int(idx.size)
+    if qrels is not None:
+        out["set_recall"] = base["recall"]  # the whole set: R@|S| (0 for an empty set)
+        out["set_precision"] = (ir_scores({_QID: ranked}, {_QID: qrels}, idx.size, ("P",))[_QID][f"P@{idx.size}"]
+                                if idx.size else float("nan"))
+    if subtopics is not None:
+        out["set_s_recall"] = base["s_recall"]
     return out

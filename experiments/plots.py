@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from divopt_rag.experiments import arguments, harness
+from divopt_rag.experiments import arguments, harness, plots_robust
 from divopt_rag.experiments.arguments import inside, safe_name
 from divopt_rag.experiments.metrics import at_cutoff, metric_columns
 
@@ -334,7 +334,9 @@ def plot_param_effect(df: pd.DataFrame, param: str = "rho_vec",
     """Mean of each metric against ``param`` (rho_vec, sparsity_penalty, ...) per method; one row of
     panels per combination of the other settings that vary (k, theta, the other parameters, ...).
 
-    Only rows where ``param`` is set are used; metrics missing from the table are skipped.
+    Only rows where ``param`` is set are used; metrics missing from the table are skipped. A
+    metric undefined on some rows (ILAD or ILS of a set of fewer than two items) is averaged over
+    the rows where it is defined, and the panel's title counts the others.
     """
     df = _ok_rows(df)
     _need(df, [param, by], f"the {param} plot")
@@ -361,7 +363,10 @@ def plot_param_effect(df: pd.DataFrame, param: str = "rho_vec",
                 ax.plot(g[param], g[m], marker=_MARKERS[i % len(_MARKERS)], ms=4, color=_color(i), label=str(name))
             ax.set_xlabel(param)
             ax.set_ylabel(m)
-            ax.set_title(facet_title(values), fontsize=8)
+            # a value that is undefined (ILAD of a one-item set) is left out of the mean: say how many
+            undefined = int(sub[m].isna().sum())
+            note = f"{m} undefined on {undefined} of {len(sub)} rows (e.g. |S| < 2)" if undefined else ""
+            ax.set_title("\n".join(t for t in (facet_title(values), note) if t), fontsize=8)
             ax.grid(alpha=0.3)
         drawn.append(data.assign(**values)[[*dims, *data.columns]])
     axes[0][0].legend(fontsize=7)
@@ -401,6 +406,16 @@ def _plots_for(kind: str, df: pd.DataFrame, args: argparse.Namespace, tag: str, 
         present = [p for p in args.param if p in df.columns and df[p].notna().any()]
         if not present:
             raise arguments.UsageError("--param", f"parameters set in {path}", repr(",".join(args.param)))
+        if plots_robust.has_robust_measures(df):
+            rows = plots_robust.robust_rows(df)
+            # an axis with one value among the robust rows is a setting, not an axis to draw against
+            axes_ = [p for p in present if p in rows and rows[p].dropna().nunique() > 1] or present[:1]
+            for p in axes_:
+                figs.append((safe_name(f"robust_vs_{p}{tag}"), plots_robust.plot_robust(df, p)[0]))
+            if any(p in rows and rows[p].dropna().nunique() > 1 for p in present):
+                figs.append((f"robust_stability{tag}", plots_robust.plot_stability(df, present)[0]))
+            if args.metrics == _default("metrics"):  # else also those metrics against each parameter
+                return figs
         for p in present:
             figs.append((safe_name(f"robust_{p}{tag}"), plot_param_effect(df, p, args.metrics)[0]))
     return figs
@@ -409,6 +424,12 @@ def _plots_for(kind: str, df: pd.DataFrame, args: argparse.Namespace, tag: str, 
 #: The flags each kind of plot reads (``all`` reads every one).
 _FLAGS_OF = {"x": ("pareto",), "y": ("pareto",), "value": ("latency",), "theta": ("latency",), "param": ("robust",),
              "metrics": ("robust",)}
+
+
+def _default(dest: str) -> Any:
+    parser = argparse.ArgumentParser()
+    arguments.plot(parser)
+    return parser.get_default(dest)
 
 
 def _check_flags(args: argparse.Namespace, tables: list[pd.DataFrame]) -> None:

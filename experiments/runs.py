@@ -9,7 +9,7 @@ and the floating-point results do not depend on the backend or the worker count.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ from divopt_rag.experiments import harness
 from divopt_rag.experiments.executor import Task
 from divopt_rag.experiments.grid import INSTANCE_PARAMS
 from divopt_rag.experiments.methods import run_method
-from divopt_rag.experiments.metrics import selection_metrics, with_cutoff
+from divopt_rag.experiments.metrics import row_metrics
 from divopt_rag.experiments.rag.evaluator import QueryContext
 from divopt_rag.models import Instance
 
@@ -57,26 +57,34 @@ def query_context(data: EmbeddedDataset, query_index: int, pool: int | None = No
 
 
 def execute_run(data: EmbeddedDataset, task: Task, evaluator: Any = None,
-                metric_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The measurement columns of ``task`` on ``data``: the method's fields (objective, seconds,
-    iterations, ...), ``n`` (the pool it chose from), ``selected`` (passage ids, in the method's
-    order), every metric of :func:`~divopt_rag.experiments.metrics.selection_metrics` (ranking
-    metrics at the cutoff k, named ``recall@<k>``, ...; ``metric_options``: sigma, alpha) and the
-    evaluator's score."""
+                metric_options: Mapping[str, Any] | None = None,
+                cutoffs: Sequence[int] | None = None) -> dict[str, Any]:
+    """The measurement columns of ``task`` on ``data``: the method's columns
+    (:meth:`~divopt_rag.experiments.method_result.MethodResult.row`: objective where defined,
+    objective_kind, model_objective, set_size, seconds, iterations, its measures, ``info``),
+    ``n`` (the pool it chose from), ``selected`` (passage ids, in the method's order), the metrics
+    of :func:`~divopt_rag.experiments.metrics.row_metrics` (``metric_options``: sigma, alpha) and
+    the evaluator's score.
+
+    Ranking metrics are measured at the task's k (``recall@<k>``, ...); a method that does not
+    read k (it sizes its own set) is measured at ``cutoffs`` instead (the sweep's k values), and
+    its instance gets the placeholders k = 1, theta = 1 that it never reads.
+    """
     params = dict(task.params)
     method_params = {p: v for p, v in params.items() if p not in INSTANCE_PARAMS}
+    k, theta = params.get("k"), params.get("theta")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        ctx = query_context(data, int(task.extra["query_index"]), params.get("pool"), params["k"], params["theta"])
+        ctx = query_context(data, int(task.extra["query_index"]), params.get("pool"),
+                            1 if k is None else k, 1.0 if theta is None else theta)
         res = run_method(ctx.instance, task.method, method_params, int(task.extra["seed"]))
-        idx = res.pop("indices")
-        k = ctx.instance.k
-        metrics = selection_metrics(ctx.instance, idx, qrels=ctx.qrels, subtopics=ctx.subtopics, k=k,
-                                    **dict(metric_options or {}))
-        metrics.pop("objective", None)  # same value as the method's objective
-        row: dict[str, Any] = {**res, "n": ctx.instance.n, "selected": [str(ctx.instance.ids[i]) for i in idx],
-                               **with_cutoff(metrics, k)}
+        idx = res.indices
+        metrics = row_metrics(ctx.instance, idx, qrels=ctx.qrels, subtopics=ctx.subtopics,
+                              cutoffs=[ctx.instance.k] if k is not None else list(cutoffs or ()),
+                              **dict(metric_options or {}))
+        row: dict[str, Any] = {**res.row(), "n": ctx.instance.n, "selected": [str(ctx.instance.ids[i]) for i in idx],
+                               **metrics}
         if evaluator is not None:
             row["eval_name"] = evaluator.name
             row["eval_score"] = float(evaluator.score(ctx, idx))

@@ -29,6 +29,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import itertools
+import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
@@ -39,19 +41,24 @@ from divopt_rag.data import EmbeddedDataset
 from divopt_rag.data import load as load_dataset
 from divopt_rag.experiments import executor, harness
 from divopt_rag.experiments.backends import import_plugins
-from divopt_rag.experiments.executor import Plan, RunResult, RunSpec, Task, error_summary, finished_keys, make_task
-from divopt_rag.experiments.grid import INSTANCE_PARAMS, SweepConfig, canonical_params, derive_seed
+from divopt_rag.experiments.executor import (Plan, RunResult, RunSpec, Task, error_summary, finished_keys, make_task,
+                                            run_key)
+from divopt_rag.experiments.grid import (INSTANCE_PARAMS, SweepConfig, canonical_params, derive_seed, metric_cutoffs,
+                                        project_params)
 from divopt_rag.experiments.methods import accepted_parameters, method_accepts, method_parameters, resolve_method
 from divopt_rag.experiments.rag.evaluator import make_evaluator
 from divopt_rag.experiments.flag_checks import check_dataset_memory
+from divopt_rag.robust.records import TEN_SECOND_POOL, TEN_SECOND_POOL_SOURCE
 from divopt_rag.experiments.runs import execute_run
 from divopt_rag.models.parameters import ROWS_MAX, Declaration, Interval, Param
 
 __all__ = [
     "SweepSpec",
     "SweepResult",
+    "PoolSizeWarning",
     "TIMING_COLUMNS",
     "expand_grid",
+    "axes_summary",
     "run_sweep",
     "consolidate",
     "finished_keys",
@@ -62,10 +69,40 @@ __all__ = [
     "error_summary",
 ]
 
+#: A field hashed into the run key of a task whose method sizes its own set (not a parameter):
+#: the cutoffs its ranking metrics are measured at, so that another k grid measures it again.
+CUTOFFS_KEY = "@cutoffs"
 #: Columns that legitimately differ between two runs of the same sweep (wall-clock times).
 TIMING_COLUMNS = ("seconds",)
 #: What :func:`run_sweep` returns: the executor's result.
 SweepResult = RunResult
+
+
+class PoolSizeWarning(UserWarning):
+    """A robust model will solve pools larger than those it proved optimal within 10 s
+    (:data:`divopt_rag.robust.records.TEN_SECOND_POOL`): expect time limits."""
+
+
+def _warn_pool_sizes(tasks: Sequence[Task], data: EmbeddedDataset) -> None:
+    """Say up front, once per robust model, when its candidate pool exceeds the size it proved
+    optimal within 10 s in the recorded benchmark, and how to restrict it."""
+    sizes: dict[int | None, int] = {}
+    largest: dict[str, int] = {}
+    for t in tasks:
+        if t.method not in TEN_SECOND_POOL:
+            continue
+        pool = t.params.get("pool")
+        if pool not in sizes:
+            sizes[pool] = harness.query_instance(data, int(t.extra["query_index"]), pool)[0].n
+        n = sizes[pool] if t.params.get("candidates") is None else min(sizes[pool], int(t.params["candidates"]))
+        largest[t.method] = max(largest.get(t.method, 0), n)
+    for method, n in largest.items():
+        proven = TEN_SECOND_POOL[method]
+        if n > proven:
+            warnings.warn(
+                f"{method} will solve pools of {n} candidates; it proved optimality within 10 s on pools of up to "
+                f"{proven} ({TEN_SECOND_POOL_SOURCE}): expect solves to stop at their time limit with incumbent, bound "
+                f"and gap; --param candidates={proven} keeps the {proven} most relevant", PoolSizeWarning, stacklevel=4)
 
 
 def _suggest(name: str, valid: Sequence[str]) -> str:
@@ -147,14 +184,15 @@ def check_pool_sizes(tasks: Sequence[Task], data: EmbeddedDataset) -> None:
     """Every task's k fits its query's candidates (the dataset's pool of the query, or all its
     rows, cut to the task's ``pool``), checked once the dataset is loaded and before any run:
     ValueError naming the first that does not (``--k 101`` on 100-row pools started every run
-    into an error)."""
+    into an error). Tasks of methods that take no k (the robust models size their own sets) are
+    not checked."""
     sizes = ([int(p.size) for p in data.pools] if data.pools is not None else None)
     for t in tasks:
         qi = int(t.extra["query_index"])
         n = sizes[qi] if sizes is not None else int(data.E.shape[0])
-        pool = t.params.get("pool")
+        pool, k = t.params.get("pool"), t.params.get("k")
         avail = n if pool is None else min(int(pool), n)
-        if int(t.params["k"]) > avail:
+        if k is not None and int(k) > avail:
             raise ValueError(f"k = {t.params['k']} is larger than the {avail} candidates of query {t.query_id!r} "
                              f"(dataset {data.name!r}: {n} rows{'' if pool is None else f', pool = {pool}'})")
 
@@ -166,8 +204,12 @@ def expand_grid(config: SweepConfig, queries: Sequence[tuple[int, str]], accepts
     :func:`~divopt_rag.experiments.grid.derive_seed` (base seed, key).
 
     A common grid parameter expands only the methods that accept it (``accepts(method,
-    parameter)``); a method's own grid overrides the common one. ValueError naming a method
-    parameter that its method does not accept, or a duplicated run.
+    parameter)``); a method's own grid overrides the common one. An instance parameter the
+    method does not read (:func:`~divopt_rag.experiments.grid.instance_axes`: theta and k for a
+    robust model) is left out of its runs, so it neither multiplies them nor appears in their
+    rows; the key of such a run also hashes its metric cutoffs
+    (:func:`~divopt_rag.experiments.grid.metric_cutoffs`). ValueError naming a method parameter
+    that its method does not accept, or a duplicated run.
     """
     common_inst = {p: v for p, v in config.grid.items() if p in INSTANCE_PARAMS}
     common_method = {p: v for p, v in config.grid.items() if p not in INSTANCE_PARAMS}
@@ -180,7 +222,11 @@ def expand_grid(config: SweepConfig, queries: Sequence[tuple[int, str]], accepts
         axes.update({p: v for p, v in common_method.items() if accepts(method, p)})
         axes.update(own)  # a method's own grid overrides the common one
         names = sorted(axes)
-        combos = [canonical_params(dict(zip(names, vals))) for vals in itertools.product(*(axes[n] for n in names))]
+        # an instance parameter the method does not read (theta, k of a robust model) is dropped
+        # from its runs: the product over it would only repeat the same run
+        combos = list({json.dumps(c, sort_keys=True): c for c in (
+            canonical_params(project_params(method, dict(zip(names, vals))))
+            for vals in itertools.product(*(axes[n] for n in names)))}.values())
         per_method.append((method, combos))
     tasks: list[Task] = []
     seen: set[str] = set()
@@ -189,11 +235,34 @@ def expand_grid(config: SweepConfig, queries: Sequence[tuple[int, str]], accepts
             for params in combos:
                 t = make_task(len(tasks), config_hash=config_hash, data_key=data_key, query_id=qid, method=method,
                               params=params, dataset=dataset, query_index=int(qi))
+                if "k" not in params:  # its ranking metrics are measured at the grid's k values: in its key
+                    cut = ",".join(map(str, metric_cutoffs(config, method)))
+                    t = dataclasses.replace(t, key=run_key(config_hash, data_key, str(qid), method,
+                                                           {**params, CUTOFFS_KEY: cut}))
                 if t.key in seen:
                     raise ValueError(f"duplicated run: method {method!r} with {params} on query {qid!r}")
                 seen.add(t.key)
                 tasks.append(dataclasses.replace(t, extra={**t.extra, "seed": derive_seed(config.seed, t.key)}))
     return tasks
+
+
+def axes_summary(config: SweepConfig, accepts: Callable[[str, str], bool] | None = None) -> str:
+    """One line saying which grid axes apply to which method and how many runs each has per
+    query, e.g. ``axes (runs per query): mmr: k, theta (2); robust_l2: rho_vec, rho_div,
+    sparsity_penalty (3); k is only the ranking metrics' cutoff of robust_l2 (it sizes its own set)``."""
+    tasks = expand_grid(config, [(0, "")], accepts or method_accepts)
+    parts, self_sized = [], []
+    for method in config.methods:
+        mine = [t for t in tasks if t.method == method]
+        names = list(dict.fromkeys(p for t in mine for p in t.params))
+        parts.append(f"{method}: {', '.join(names) or 'no parameter'} ({len(mine)})")
+        if "k" not in names and "k" in {**config.grid, **config.methods[method]}:
+            self_sized.append(method)
+    line = "axes (runs per query): " + "; ".join(parts)
+    if self_sized:
+        line += (f"; k is only the ranking metrics' cutoff of {', '.join(self_sized)} "
+                 f"({'they size their' if len(self_sized) > 1 else 'it sizes its'} own set)")
+    return line
 
 
 def _select_queries(data: EmbeddedDataset, queries: Any) -> list[tuple[int, str]]:
@@ -254,6 +323,7 @@ class SweepSpec(RunSpec):
         if not tasks:
             raise ValueError(f"the sweep has no runs: dataset {data.name!r} gives {data.n_queries} queries "
                              f"(queries={self.sweep.queries!r})")
+        _warn_pool_sizes(tasks, data)
         return Plan(tasks=tasks, data=data, data_dir=_data_folder(data, Path(out)), data_keys={data.name: data.key})
 
     def open(self, data: EmbeddedDataset) -> tuple[EmbeddedDataset, Any]:
@@ -262,7 +332,8 @@ class SweepSpec(RunSpec):
 
     def execute(self, state: tuple[EmbeddedDataset, Any], task: Task) -> dict[str, Any]:
         data, evaluator = state
-        return execute_run(data, task, evaluator, self.sweep.metrics)
+        cutoffs = None if "k" in task.params else metric_cutoffs(self.sweep, task.method)
+        return execute_run(data, task, evaluator, self.sweep.metrics, cutoffs=cutoffs)
 
     def finish(self, table: pd.DataFrame, out: Path) -> pd.DataFrame:
         return harness.exact_gaps(table)

@@ -26,8 +26,8 @@ from divopt_rag.experiments.grid import SweepConfig
 from divopt_rag.experiments.metrics import CUTOFF_METRICS, at_cutoff, metric_columns
 from divopt_rag.experiments.rag.adaptive import adaptive_report
 from divopt_rag.experiments.rag.evaluator import make_evaluator
-from divopt_rag.experiments.sweep import (check_k_within_pool, check_parameter_values, check_parameters, consolidate,
-                                         run_sweep)
+from divopt_rag.experiments.sweep import (axes_summary, check_k_within_pool, check_parameter_values, check_parameters,
+                                         consolidate, run_sweep)
 
 __all__ = ["add_arguments", "config_from_args", "summarize", "print_notes", "main"]
 
@@ -79,6 +79,8 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
 
 #: Columns the printed summary averages over queries (those present; ranking metrics at every cutoff).
 SUMMARY_COLUMNS = ("objective", "ilad", *CUTOFF_METRICS, "eval_score", "gap", "seconds")
+#: Added when some method sizes its own set (a robust model): its set and its own objective.
+SET_SUMMARY_COLUMNS = ("set_size", "set_recall", "model_objective", "price_of_robustness")
 
 
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
@@ -93,7 +95,8 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame()
     cols = []
-    for name in SUMMARY_COLUMNS:
+    self_sized = "objective_kind" in ok and (ok["objective_kind"] != "ccbqp").any()
+    for name in SUMMARY_COLUMNS + (SET_SUMMARY_COLUMNS if self_sized else ()):
         found = [c for c in metric_columns(ok, name) if ok[c].notna().any()]
         if len(found) > 1:  # one column per cutoff: read each row at its own k (k is a key below)
             ok = ok.assign(**{f"{name}@k": at_cutoff(ok, name)})
@@ -156,6 +159,7 @@ def main(args: argparse.Namespace) -> int:
         if args.adaptive_metric and len(res.table):
             _adaptive(res.table, args)
         return report_errors("divopt-rag sweep", res.table, res.n_runs)
+    print(axes_summary(config))
     res = run_sweep(config, args.out, **run_options(args))
     print_notes(res.notes)
     print(

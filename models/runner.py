@@ -471,6 +471,10 @@ def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
                               RuntimeWarning, stacklevel=3)
             else:
                 kw["warmstart_discrete_vars"] = True
+                # the start sets x only: SCIP completes the continuous variables (e.g. the pair
+                # variables y of a McCormick model) only while at most 85 % of them are unknown
+                # by default, and otherwise drops the start silently
+                kw["solver_options"] = {"heuristics/completesol/maxunknownrate": 1.0, **kw.get("solver_options", {})}
     log_path = cfg.log_path
     with contextlib.ExitStack() as stack:
         if log_path is not None:

@@ -20,6 +20,8 @@ Every function
    instance), ``n_selected``, worst-case, attacked and nominal mean relevance of the selection,
    the sound worst-case and the nominal average pairwise similarity, the CCBQP objective of the
    selection (to compare with fast selectors), and ``iterations`` / ``cuts`` for the cutting plane.
+   ``indices`` (and ``selected`` / ``selected_ids``) list the set by decreasing worst-case
+   relevance r_i, ties by nominal relevance, then by row: the order ranking metrics read.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from divopt_rag.models.runner import DEFAULT_TIME_LIMIT, solve
 from divopt_rag.models.validation import check_k
 
 from .cutting_planes import cutting_plane_ksparse
+from .heuristic import peel
 from .models import REPORT_PROTECTED, build_ksparse_lpdual_model, build_robust_model
 from .oracles import average_similarity, pool_arrays, worst_case_average_similarity, worst_case_relevance
 from .sets import KSparse, NormBall, UncertaintySet
@@ -41,6 +44,7 @@ from .sets import KSparse, NormBall, UncertaintySet
 __all__ = [
     "ROBUST_MODELS",
     "MODEL_PARAMETERS",
+    "TEN_SECOND_POOL",
     "nominal",
     "robust_l1",
     "robust_l2",
@@ -52,6 +56,23 @@ __all__ = [
 ]
 
 DEFAULT_CANDIDATES = None  # the whole instance pool (the report's model); an int restricts it
+#: The largest candidate pool on which every solve of ``benchmarks/robust_pool_time.py`` was proven
+#: optimal within 10 s (model building included; the cutting plane: optimal, or stopped on its
+#: cosine oracle's bracket within 1e-4): WordNet MiniLM pools (the top-n of 2,602 passages, d = 384),
+#: rho_vec in {0.02, 0.05}, rho_div in {0.8, 0.4}, lambda = 0.2, K = 20, solver "auto" (SCIP), two
+#: queries, on the shared 2-core machine at load 13-17 (a quiet machine proves more).
+#: ``divopt-rag sweep`` warns up front when a robust model's pool is larger; the default stays
+#: the whole pool, as the MIO report solves it.
+TEN_SECOND_POOL: Mapping[str, int] = {
+    "nominal_sparsity": 160,  # every size of the ladder (10..160)
+    "robust_l1": 30,
+    "robust_l2": 30,
+    "robust_linf": 80,
+    "robust_ksparse": 30,
+    "robust_ksparse_lpdual": 30,
+    "robust_ksparse_cp": 20,
+}
+TEN_SECOND_POOL_SOURCE = "WordNet MiniLM pools, benchmarks/results/robust/pool_time.csv"
 DEFAULT_MAX_SIZE = None  # the sparsity penalty sizes the set; "k" or an int caps it
 
 
@@ -74,20 +95,9 @@ def _max_size(inst: Instance, max_size: Any, n_cand: int) -> int | None:
     return min(check_k(max_size, inst.n, "max_size"), n_cand)
 
 
-def evaluate_selection(inst: Instance, indices: Any, uset: UncertaintySet | None, *,
-                       sparsity_penalty: float, similarity: str = "cosine",
-                       query_similarity: str = "cosine") -> dict[str, Any]:
-    """Worst-case and nominal quality of a selection (rows of ``inst``), as record fields.
-
-    worst_case_relevance: mean over S of the oracle's worst-case relevance r_i (exact for the
-    inner product and the l2 ball; a sound lower bound for the cosine otherwise);
-    attacked_relevance: mean over S of the relevance under the oracle's attack (>= the true
-    worst case, so the two bracket it; equal where r_i is exact);
-    robust_objective: sum over S of (r_i - sparsity_penalty);
-    worst_case_avg_similarity: the sound upper bound on the worst average pairwise similarity
-    (NaN for |S| < 2); nominal_*: the same without perturbation.
-    """
-    idx = np.asarray(indices, dtype=np.int64)
+def _evaluate(inst: Instance, idx: np.ndarray, uset: UncertaintySet | None, *, sparsity_penalty: float,
+              similarity: str, query_similarity: str) -> tuple[dict[str, Any], np.ndarray]:
+    """(the fields of :func:`evaluate_selection`, the worst-case relevance r of every document)."""
     E, q, s = pool_arrays(inst)
     res = worst_case_relevance(inst, uset if uset is not None else NormBall(2, 0.0), query_similarity)
     wc, att, s = res.values, res.attained, res.nominal
@@ -103,14 +113,41 @@ def evaluate_selection(inst: Instance, indices: Any, uset: UncertaintySet | None
         "nominal_objective": float((s[idx] - sparsity_penalty).sum()),
         "robust_objective": float((wc[idx] - sparsity_penalty).sum()),
         "ccbqp_objective": ccbqp_objective(inst, idx, any_size=True) if not empty else 0.0,
-    }
+    }, wc
+
+
+def evaluate_selection(inst: Instance, indices: Any, uset: UncertaintySet | None, *,
+                       sparsity_penalty: float, similarity: str = "cosine",
+                       query_similarity: str = "cosine") -> dict[str, Any]:
+    """Worst-case and nominal quality of a selection (rows of ``inst``), as record fields.
+
+    worst_case_relevance: mean over S of the oracle's worst-case relevance r_i (exact for the
+    inner product and the l2 ball; a sound lower bound for the cosine otherwise);
+    attacked_relevance: mean over S of the relevance under the oracle's attack (>= the true
+    worst case, so the two bracket it; equal where r_i is exact);
+    robust_objective: sum over S of (r_i - sparsity_penalty);
+    worst_case_avg_similarity: the sound upper bound on the worst average pairwise similarity
+    (NaN for |S| < 2: a set without pairs has no average similarity); nominal_*: the same
+    without perturbation.
+    """
+    return _evaluate(inst, np.asarray(indices, dtype=np.int64), uset, sparsity_penalty=sparsity_penalty,
+                     similarity=similarity, query_similarity=query_similarity)[0]
+
+
+def _ranked(sub_indices: np.ndarray, r: np.ndarray, nominal: np.ndarray) -> np.ndarray:
+    """The selected rows by decreasing worst-case relevance r (the model's own score), ties by
+    decreasing nominal relevance, then by row: the order in which ranking metrics read the set."""
+    return sub_indices[np.lexsort((sub_indices, -nominal[sub_indices], -r[sub_indices]))]
 
 
 def _record(model: str, inst: Instance, rows: np.ndarray, sub_indices: np.ndarray, uset, *, params: dict,
             status: str, objective: float | None, bound: float | None, gap: float, seconds: float,
             solver: str, message: str = "", iterations: int = 0, cuts: int = 0) -> dict[str, Any]:
-    sub_indices = np.sort(np.asarray(sub_indices, dtype=np.int64))
-    indices = np.sort(rows[sub_indices])
+    sub = inst.subset(rows)
+    fields, r = _evaluate(sub, np.asarray(sub_indices, dtype=np.int64), uset,
+                          sparsity_penalty=params["sparsity_penalty"], similarity=params["similarity"],
+                          query_similarity=params["query_similarity"])
+    indices = rows[_ranked(np.asarray(sub_indices, dtype=np.int64), r, pool_arrays(sub)[2])]
     rec: dict[str, Any] = {"model": model}
     rec.update(uset.describe() if uset is not None else {"uncertainty": "none", "rho_vec": 0.0})
     rec.update(params)
@@ -131,9 +168,7 @@ def _record(model: str, inst: Instance, rows: np.ndarray, sub_indices: np.ndarra
     })
     if inst.ids is not None:
         rec["selected_ids"] = [str(x) for x in inst.ids[indices]]
-    sub = inst.subset(rows)
-    rec.update(evaluate_selection(sub, sub_indices, uset, sparsity_penalty=params["sparsity_penalty"],
-                                  similarity=params["similarity"], query_similarity=params["query_similarity"]))
+    rec.update(fields)
     # The objective is re-evaluated exactly from the oracle (the solver's value is rounded).
     if objective is not None:
         rec["solver_objective"] = float(objective)
@@ -154,8 +189,13 @@ def _solve_compact(model_name: str, build: Callable, inst: Instance, uset, *, sp
                   **extra)
     model = build(sub, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity, max_size=ms,
                   query_similarity=query_similarity)
+    # a feasible start (greedy peeling): where the McCormick bound is weak, a solver stopped by
+    # its time limit otherwise keeps whatever it found, e.g. one document where dozens fit
+    info = model.info
+    start = peel(info.scores - info.shift - info.sparsity_penalty, info.bounds - info.rho_div, info.max_size)
     # started=t0: the time limit is wall clock for the record, building the model included
-    r = solve(model, solver, time_limit=time_limit, mip_gap=mip_gap, started=t0)
+    r = solve(model, solver, time_limit=time_limit, mip_gap=mip_gap, started=t0,
+              warm_start=start if start.size else None)
     return _record(model_name, inst, rows, r.indices, uset, params=params, status=r.status,
                    objective=r.objective, bound=r.bound, gap=r.gap, seconds=time.perf_counter() - t0,
                    solver=r.solver, message=r.message)

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from divopt_rag.models import Instance
-from divopt_rag.robust import MODEL_PARAMETERS, ROBUST_MODELS
+from divopt_rag.robust import MODEL_PARAMETERS, ROBUST_MODELS, NormBall, worst_case_relevance
 from divopt_rag.robust.records import robust_ksparse, robust_ksparse_cp, robust_ksparse_lpdual, robust_l2
 
 REQUIRED = {"model", "status", "proven_optimal", "objective", "bound", "gap", "seconds", "indices", "selected",
@@ -54,7 +55,10 @@ def test_every_model_returns_a_tidy_record_with_an_exact_objective():
         top10 = set(np.argsort(-s, kind="stable")[:10].tolist())
         assert set(idx.tolist()) <= top10  # rows of the given instance, within the candidates
         assert rec["n_selected"] == idx.size
-        assert rec["selected_ids"] == [f"doc{i}" for i in sorted(idx)]
+        assert rec["selected_ids"] == [f"doc{i}" for i in idx]  # the set, ranked
+        if name == "robust_l2":  # ranked by decreasing worst-case cosine (exact for the l2 ball)
+            r = worst_case_relevance(inst, NormBall(2, kw["rho_vec"])).values[idx]
+            assert np.all(np.diff(r) <= 1e-12)
         if idx.size:
             assert rec["worst_case_relevance"] <= rec["attacked_relevance"] + 1e-12
         # the objective is the worst-case value: perturbed relevance of the selection minus the penalty
@@ -136,9 +140,17 @@ def test_sweep_runner_accepts_the_registry():
     assert "robust_ksparse_cp" in sweep.available_methods()
     assert sweep.method_accepts("robust_ksparse", "attack_budget")
     assert not sweep.method_accepts("robust_l2", "attack_budget")  # the grid projects per model
-    out = sweep.run_method(inst, "robust_l2", dict(rho_vec=0.02, sparsity_penalty=0.2, rho_div=0.6,
-                                                   solver="highs"), seed=0)
-    assert out["info_status"] == "optimal"
-    # the runner keeps the CCBQP objective in "objective" and the robust one as model_objective
-    assert out["model_objective"] == pytest.approx(out["info_solver_objective"], abs=1e-6)
-    assert out["objective"] == pytest.approx(out["info_ccbqp_objective"], abs=1e-9)
+    params = dict(rho_vec=0.02, sparsity_penalty=0.2, rho_div=0.6, solver="highs")
+    out = sweep.run_method(inst, "robust_l2", params, seed=0)
+    rec = robust_l2(inst, **params)
+    assert out.kind == "robust" and out.measures["model_status"] == rec["status"] == "optimal"
+    assert out.indices.tolist() == list(rec["indices"]) and out.set_size == rec["n_selected"]
+    # the robust objective is the model's; the CCBQP objective is undefined (no theta, no k)
+    assert out.objective_kind == "robust_sparsity" and np.isnan(out.objective)
+    assert out.model_objective == pytest.approx(rec["objective"], abs=1e-12)
+    assert out.model_objective == pytest.approx(out.info["solver_objective"], abs=1e-6)
+    assert out.measures["price_of_robustness"] == pytest.approx(
+        rec["nominal_relevance"] - rec["worst_case_relevance"], abs=1e-12)
+    row = out.row()
+    assert row["model_bound"] == rec["bound"] and row["model_gap"] == rec["gap"]
+    assert "ccbqp_objective" not in json.loads(row["info"]) and not any(c.startswith("info_") for c in row)

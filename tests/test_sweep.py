@@ -386,19 +386,52 @@ def test_robust_models_in_the_grid_match_direct_record_calls(tmp_path):
                                     "grid": {**grid, "attack_budget": [2]}})
     with pytest.raises(ValueError, match=r"grid parameter 'attack_budget' is taken by none of the methods"):
         sw.run_sweep(unused, tmp_path / "unused", n_workers=0, progress=False)
-    cfg = SweepConfig.from_dict({"dataset": {**TINY, "n_queries": 1}, "methods": ["robust_l2", "mmr"], "grid": grid})
-    t = sw.run_sweep(cfg, tmp_path, n_workers=0, progress=False).table
-    # rho_vec, sparsity_penalty, ... expand only the robust model
-    assert sorted(t["method"]) == ["mmr", "robust_l2", "robust_l2"]
+    # theta and k do not apply to a robust model: two thetas double mmr's runs, not robust_l2's
+    cfg = SweepConfig.from_dict({"dataset": {**TINY, "n_queries": 1}, "methods": ["robust_l2", "mmr"],
+                                 "grid": {**grid, "theta": [0.5, 0.9]}})
+    assert sw.axes_summary(cfg) == ("axes (runs per query): robust_l2: candidates, rho_div, rho_vec, "
+                                    "sparsity_penalty (2); mmr: k, theta (2); k is only the ranking metrics' "
+                                    "cutoff of robust_l2 (it sizes its own set)")
+    res = sw.run_sweep(cfg, tmp_path, n_workers=0, progress=False)
+    t = res.table
+    assert sorted(t["method"]) == ["mmr", "mmr", "robust_l2", "robust_l2"]
     assert (t["status"] == "ok").all(), t["error"].tolist()
+    rob = t[t["method"] == "robust_l2"]
+    # the axes that do not apply are empty on its rows, and not named in its params
+    assert rob["k"].isna().all() and rob["theta"].isna().all()
+    assert all("theta" not in json.loads(p) and "k" not in json.loads(p) for p in rob["params"])
+    assert harness.varying_settings(t, exclude=("method",)) == ["theta", "rho_vec"]  # k: one value where it applies
     ds, E, q = synthetic_dataset(60, 16, seed=5)
-    inst = Instance(E, q, k=4, theta=0.5)
-    for _, row in t[t["method"] == "robust_l2"].iterrows():
+    qrels = ds.qrels["q0"]
+    relevant = {f"q0-d{d[1:]}" for d, g in qrels.items() if g > 0}  # passage s<i> is the sweep's q0-d<i>
+    inst = Instance(E, q, k=4, theta=0.5, ids=np.array([f"q0-d{i}" for i in range(60)]))
+    for _, row in rob.iterrows():
         rec = ROBUST_MODELS["robust_l2"](inst, rho_vec=row["rho_vec"], sparsity_penalty=0.1, rho_div=0.9, candidates=10)
         assert list(row["selected"]) == [f"q0-d{i}" for i in rec["indices"]]
         assert row["model_objective"] == pytest.approx(rec["objective"], rel=1e-6, abs=1e-6)
-        assert row["objective"] == pytest.approx(ccbqp_objective(inst, rec["indices"], any_size=True), rel=1e-6, abs=1e-6)
-        assert row["info_status"] == rec["status"]
+        # no CCBQP objective for a set the model sized itself, and a column that says which one it has
+        assert np.isnan(row["objective"]) and row["objective_kind"] == "robust_sparsity"
+        assert row["model_status"] == rec["status"] and row["model_gap"] == pytest.approx(rec["gap"])
+        assert row["set_size"] == len(rec["indices"])
+        assert row["price_of_robustness"] == pytest.approx(rec["nominal_relevance"] - rec["worst_case_relevance"])
+        # recall at the cutoff it names (the first 4 of the ranked set) and of the whole set, by plain counting
+        picked = list(row["selected"])
+        assert row["recall@4"] == pytest.approx(len(relevant & set(picked[:4])) / len(relevant))
+        assert row["set_recall"] == pytest.approx(len(relevant & set(picked)) / len(relevant))
+        assert row["set_precision"] == pytest.approx(len(relevant & set(picked)) / len(picked))
+        assert "info_status" not in row and json.loads(row["info"])["uncertainty"] == "l2"
+    for _, row in t[t["method"] == "mmr"].iterrows():
+        assert row["objective_kind"] == "ccbqp" and row["set_size"] == 4
+        assert row["objective"] == pytest.approx(row["model_objective"])
+    # the long measures table beside the wide one: one row per (row, measure), cutoffs split out
+    long = pd.read_parquet(tmp_path / "measures.parquet")
+    assert list(long.columns) == ["run_id", "run_key", "dataset", "query_id", "method", "measure", "cutoff", "value"]
+    for _, row in t.iterrows():
+        mine = long[long["run_key"] == row["run_key"]]
+        assert mine.loc[(mine["measure"] == "recall") & (mine["cutoff"] == 4), "value"].item() == row["recall@4"]
+        assert mine.loc[mine["measure"] == "set_size", "value"].item() == row["set_size"]
+        assert not ({"k", "theta", "seed", "rho_vec"} & set(mine["measure"]))
+    assert (long.loc[long["measure"] == "price_of_robustness", "method"] == "robust_l2").all()
     # a required parameter no axis gives is refused before any work (it used to make every run an error row)
     with pytest.raises(ValueError, match=r"^The 'rho_div' parameter of robust_l2 is required: it must be a float"):
         sw.run_sweep(SweepConfig.from_dict({"dataset": {**TINY, "n_queries": 1}, "methods": ["robust_l2"],

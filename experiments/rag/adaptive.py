@@ -109,12 +109,12 @@ def theta_sweep(
         t = check_theta(t)
         ctx = _with_theta(context, t)
         res = run_method(ctx.instance, method, params, seed)
-        row = {"query_id": context.query_id, "method": method, "theta": t, "objective": res["objective"],
-               "selected": res["indices"]}
+        row = {"query_id": context.query_id, "method": method, "theta": t, "objective": res.objective,
+               "selected": res.indices}
         if evaluator is not None:
-            row["eval_score"] = float(evaluator.score(ctx, res["indices"]))
+            row["eval_score"] = float(evaluator.score(ctx, res.indices))
         if metric is not None:
-            m = selection_metrics(ctx.instance, res["indices"], qrels=context.qrels, subtopics=context.subtopics)
+            m = selection_metrics(ctx.instance, res.indices, qrels=context.qrels, subtopics=context.subtopics)
             if metric not in m:
                 raise ValueError(f"metric {metric!r} is not available; available: {sorted(m)}")
             row["metric"] = m[metric]

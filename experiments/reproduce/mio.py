@@ -173,10 +173,11 @@ def _execute(recipe: Recipe):
             p.setdefault("candidates", int(recipe.param(env.options, "candidates")))
             p.setdefault("time_limit", float(recipe.param(env.options, "time_limit")))
         res = run_method(inst, run.method, p, env.options.seed)
-        idx = np.asarray(res.pop("indices"), dtype=np.int64)
+        idx = res.indices
         out: dict[str, Any] = {"encoder": prep.extra.get("encoder", ""), "n": inst.n, "n_selected": int(idx.size),
-                               "seconds": res.get("seconds"), "selected": [str(inst.ids[i]) for i in idx],
-                               "status_solver": str(res.get("info_status", "")), "gap": res.get("info_gap")}
+                               "seconds": res.seconds, "selected": [str(inst.ids[i]) for i in idx],
+                               "status_solver": str(res.measures.get("model_status", "")),
+                               "gap": res.measures.get("model_gap")}
         if env.llm is not None:
             out.update(_answer_metrics(recipe, env, prep, run, prep.texts(rows[idx])))
         return out
