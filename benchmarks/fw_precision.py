@@ -29,7 +29,6 @@ import os
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -38,35 +37,12 @@ import torch
 
 from divopt_rag.data.synthetic import narrow_cone
 from divopt_rag.models import Instance, ccbqp_objective
-from divopt_rag.models import kernels
 from divopt_rag.solvers import select
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from reduced_precision import rounded_products  # noqa: E402  (the emulation, shared with the tests)
+
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-@contextmanager
-def rounded_products():
-    """Every E v through :func:`divopt_rag.models.kernels.matmul` on low-precision storage returns
-    its sums rounded to the storage dtype (then widened back): a reduced-precision GEMM.
-
-    Patched wherever the kernel is reachable by name (the kernels module and every divopt module
-    that imported ``matmul``), so the same emulation applies to the code before and after a change.
-    """
-    real = kernels.matmul
-
-    def rounded(E, V):
-        out = real(E, V)
-        return out.to(E.dtype).to(out.dtype) if E.dtype in (torch.float16, torch.bfloat16) else out
-
-    holders = [m for name, m in list(sys.modules.items())
-               if name.startswith("divopt_rag") and getattr(m, "matmul", None) is real]
-    for m in holders:
-        m.matmul = rounded
-    try:
-        yield
-    finally:
-        for m in holders:
-            m.matmul = real
 
 
 def _commit() -> str:

@@ -17,7 +17,7 @@ import torch
 
 from divopt_rag.models import kernels
 
-__all__ = ["TorchRows", "NumpyRows", "rows_times_E", "V_times_Et"]
+__all__ = ["TorchRows", "NumpyRows", "rows_times_E", "V_times_Et", "exact_top_k", "refine_extra"]
 
 
 def rows_times_E(X: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
@@ -33,6 +33,24 @@ def V_times_Et(V: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
     if E.dtype in (torch.float16, torch.bfloat16):
         return kernels.matmul(E, V.T).T.contiguous()
     return V.to(E.dtype) @ E.T
+
+
+def refine_extra(k: int) -> int:
+    """Candidates beyond k that the oracle re-ranks on low-precision storage: max(k, 32)."""
+    return max(int(k), 32)
+
+
+def exact_top_k(cand: torch.Tensor, k: int, E, X, L, V64, pw, lam) -> torch.Tensor:
+    """The k of the candidates ``cand`` (M, K) with the largest exact gradient
+    l_i + 2 (1-theta)(lambda x_i - e_i^T v) (float64 from the stored rows; ``pw`` = 2 (1-theta),
+    a float or (M,) tensor)."""
+    f64 = V64.dtype
+    M, K = cand.shape
+    rows = E.index_select(0, cand.reshape(-1)).view(M, K, E.shape[1]).to(f64)
+    u = torch.bmm(rows, V64.unsqueeze(2)).squeeze(2)
+    pw = pw.unsqueeze(1) if isinstance(pw, torch.Tensor) else pw
+    g = L.gather(1, cand).to(f64) + pw * (lam * X.gather(1, cand).to(f64) - u)
+    return cand.gather(1, torch.topk(g, k, dim=1).indices)
 
 
 class TorchRows:
@@ -55,9 +73,17 @@ class TorchRows:
         Et = E.T
         return lambda V: torch.mm(V, Et)
 
-    @staticmethod
-    def topk(G: torch.Tensor, k: int) -> torch.Tensor:
-        return torch.topk(G, k, dim=1).indices
+    def vertices(self, G, k, E, X, L, V, pw, lam):
+        """The linear oracle: the top-k of each row of the gradient G (M, n). On float16 /
+        bfloat16 storage the product behind G may round (float16 operands or outputs,
+        reduced-precision reductions), so the best ``k + refine_extra(k)`` candidates of G are
+        re-ranked by their exact gradient l_i + 2 (1-theta)(lambda x_i - e_i^T v), formed in
+        float64 from their stored rows: the oracle is then exact unless an item outside those
+        candidates belongs to the exact top k."""
+        if E.dtype not in (torch.float16, torch.bfloat16) or k + refine_extra(k) >= G.shape[1]:
+            return torch.topk(G, k, dim=1).indices
+        return exact_top_k(torch.topk(G, k + refine_extra(k), dim=1).indices, k, E, X, L, self.widen(V),
+                           pw, lam)
 
     def vector(self, a: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(a, dtype=self.f64, device=self.device)
@@ -170,7 +196,7 @@ class NumpyRows:
         return lambda V: torch.mm(torch.from_numpy(V), Et).numpy()
 
     @staticmethod
-    def topk(G: np.ndarray, k: int) -> np.ndarray:
+    def vertices(G, k, E, X, L, V, pw, lam) -> np.ndarray:
         return np.argpartition(-G, k - 1, axis=1)[:, :k]
 
     @staticmethod

@@ -206,7 +206,7 @@ def fw_rows(
             break
         w.compact()
         G = relaxed_grad(w.L, ev(w.V), w.X, w.theta, lam)
-        flags = w.iterate(E, ops.topk(G, k))
+        flags = w.iterate(E, ops.vertices(G, k, E, w.X, w.L, w.V, w.pw, lam))
         w.after(ops.host(flags), vertex)
     return w.result()
 
