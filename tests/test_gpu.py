@@ -150,3 +150,29 @@ def test_kernels_keep_the_device_and_sum_float32_products_of_the_float32_operand
     # the operand is not rounded to the storage dtype: float32 sums of the float32 v
     ref = (E.double() @ v.double()).float()
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_on_the_cpu(tmp_path):
+    """benchmarks/gpu_check.sh at tiny sizes on the CPU (DEVICE=cpu SMALL=1), through the namespace
+    shim the device machine uses: it writes its tables (the CUDA tests, step 1, skip here)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, DEVICE="cpu", SMALL="1", GPU_CHECK_TESTS="0", GPU_CHECK_SHIM="1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    done = subprocess.run(["bash", str(root / "benchmarks" / "gpu_check.sh"), str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    files = {p.name for p in tmp_path.iterdir()}
+    assert {"paper_row.csv", "paper_ratios.csv", "rag_call.csv", "batched_sweep.csv", "environment.json",
+            "gpu_check.log"} <= files and len(files) <= 8
+    row = pd.read_csv(tmp_path / "paper_row.csv")
+    assert set(row.method) == {"fw", "fw_ws_ms", "mmr", "mmr_lazy", "dpp"} and row.seconds.notna().all()
+    assert (pd.read_csv(tmp_path / "batched_sweep.csv").ms_per_instance > 0).all()
+    assert "== paper row" in done.stdout
