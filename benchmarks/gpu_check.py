@@ -103,7 +103,8 @@ def paper_row(args, device, deadline: float) -> tuple[pd.DataFrame, pd.DataFrame
                 if time.perf_counter() > deadline:
                     rows.append(dict(k=k, theta=theta, method=method, seconds=np.nan, skipped="time budget"))
                     continue
-                secs, sel = timed(lambda: select(inst, method), args.repeats, device, args.warm_up)
+                secs, sel = timed(lambda inst=inst, method=method: select(inst, method), args.repeats, device,
+                                  args.warm_up)
                 rows.append(dict(k=k, theta=theta, method=method, seconds=secs, gemvs=secs / gemv,
                                  iterations=sel.iterations, converged=sel.info.get("converged"),
                                  objective=sel.objective, skipped=""))
@@ -115,7 +116,7 @@ def paper_row(args, device, deadline: float) -> tuple[pd.DataFrame, pd.DataFrame
     for m in wide.columns:
         if m != "fw":
             ratios[f"{m}/fw"] = wide[m] / wide["fw"]
-    del E
+    E = None  # free the pool before the next stage
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return df, ratios.reset_index()
@@ -131,7 +132,7 @@ def rag_call(args, device) -> pd.DataFrame:
             ts = []
             for i in range(args.rag_queries):
                 inst = Instance(E, Q[i], k=10, theta=theta)
-                secs, _ = timed(lambda: select(inst, method), 1, device, args.warm_up)
+                secs, _ = timed(lambda inst=inst, method=method: select(inst, method), 1, device, args.warm_up)
                 ts.append(secs)
             rows.append(dict(n=args.rag_n, d=384, k=10, theta=theta, method=method, queries=args.rag_queries,
                              median_ms=1e3 * statistics.median(ts), p90_ms=1e3 * float(np.quantile(ts, 0.9))))

@@ -175,8 +175,7 @@ def fw_batched_ws(
         G = relaxed_grad(Lo, V_times_Et(Vo, E), Xo, th_o[:, None], lam)
         gap_t, at_vertex = fw_gap_at(E, Xo, Lo, Vo, torch.topk(G, k, dim=1).indices, th_o, k, lam)
         done_t = at_vertex | (gap_t <= row_tolerance(k, th_o, lam, Lo, tol, n, inst.d))
-        gap, done = torch.stack((gap_t, done_t.to(gap_t.dtype))).cpu().numpy()
-        done = done.astype(bool)
+        done = done_t.cpu().numpy()
         ok = done | ~r.converged  # an iteration cap ends the problem, not certified
         converged[open_[ok]] = r.converged[ok] & done[ok]
         bad = np.flatnonzero(~ok)

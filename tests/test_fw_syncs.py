@@ -34,7 +34,8 @@ def test_fw_rows_reads_the_host_once_per_iteration(rows, record):
     L = linear_term(inst.relevance, THETA, K)[None].repeat(rows, 1)
     counts = {}
     for cap in (3, 13):
-        counts[cap] = _syncs(lambda: int(fw_rows(inst.E, X, L, THETA, K, max_iter=cap, record=record).iterations.max()))
+        counts[cap] = _syncs(lambda cap=cap: int(fw_rows(inst.E, X, L, THETA, K, max_iter=cap,
+                                                          record=record).iterations.max()))
     assert counts[3][1] == 3 and counts[13][1] == 13  # both runs end at their cap
     assert counts[13][0] - counts[3][0] <= 10, counts
     assert counts[13][0] <= 13 + 6, counts  # and a few more per call, not per iteration
@@ -43,7 +44,8 @@ def test_fw_rows_reads_the_host_once_per_iteration(rows, record):
 @pytest.mark.parametrize("method", ["fw", "fw_topk"])
 def test_fw_selectors_read_the_host_once_per_iteration(method):
     inst = _inst()
-    counts = {cap: _syncs(lambda: select(inst, method, init="uniform", max_iter=cap).iterations) for cap in (3, 13)}
+    counts = {cap: _syncs(lambda cap=cap: select(inst, method, init="uniform", max_iter=cap).iterations)
+              for cap in (3, 13)}
     assert counts[3][1] == 3 and counts[13][1] == 13
     assert counts[13][0] - counts[3][0] <= 10, counts
 
@@ -53,8 +55,10 @@ def test_batched_fw_reads_the_host_once_per_iteration():
 
     inst = _inst()
     C = torch.as_tensor(np.stack([unit_query(8, s) for s in range(4)]), dtype=torch.float64) @ inst.E.T
-    counts = {cap: _syncs(lambda: int(fw_batched(inst, C, [THETA] * 4, init="uniform", max_iter=cap).iterations.max()))
-              for cap in (3, 13)}
+    def run(cap):
+        return int(fw_batched(inst, C, [THETA] * 4, init="uniform", max_iter=cap).iterations.max())
+
+    counts = {cap: _syncs(lambda cap=cap: run(cap)) for cap in (3, 13)}
     assert counts[3][1] == 3 and counts[13][1] == 13
     assert counts[13][0] - counts[3][0] <= 10, counts
 
