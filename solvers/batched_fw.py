@@ -26,7 +26,7 @@ from divopt_rag.models.kernels import matmul
 from divopt_rag.models.validation import check_nonnegative, check_theta
 
 from .frank_wolfe import V_times_Et, fw_rows, round_pairwise, rows_times_E, working_set_size
-from .fw_kernel import fw_gap_at, row_tolerance
+from .fw_kernel import fw_gap_at, oracle, row_tolerance
 
 __all__ = ["BatchResult", "fw_batched", "fw_batched_ws", "fw_sweep"]
 
@@ -173,7 +173,7 @@ def fw_batched_ws(
         Lo = linear_term(Co, th_t[open_], k)
         th_o = torch.as_tensor(th_np[open_], device=dev, dtype=torch.float64)
         G = relaxed_grad(Lo, V_times_Et(Vo, E), Xo, th_o[:, None], lam)
-        gap_t, at_vertex = fw_gap_at(E, Xo, Lo, Vo, torch.topk(G, k, dim=1).indices, th_o, k, lam)
+        gap_t, at_vertex = fw_gap_at(E, Xo, Lo, Vo, oracle(E, G, k, Xo, Lo, Vo, th_o, lam), th_o, k, lam)
         done_t = at_vertex | (gap_t <= row_tolerance(k, th_o, lam, Lo, tol, n, inst.d))
         done = done_t.cpu().numpy()
         ok = done | ~r.converged  # an iteration cap ends the problem, not certified

@@ -22,7 +22,7 @@ from divopt_rag.models.kernels import gather_rows, gather_sum
 from divopt_rag.models.validation import check_choice, check_nonnegative, check_scalar, check_vector
 
 from .fw_kernel import (COMPACT_ENTRIES, INTEGRAL_TOL, FWResult, FWRows, V_times_Et, fw_gap_at, fw_rows,
-                        fw_tolerance, gap_rounding_bound, row_tolerance, rows_times_E)
+                        fw_tolerance, gap_rounding_bound, oracle, row_tolerance, rows_times_E)
 from .selection import register
 
 __all__ = [
@@ -317,8 +317,8 @@ def _fw_working_set(inst, x, M, relax_penalty, max_iter, tol, exact_trace):
         # vertex from the vertex's rows (fw_kernel), one host read
         g = relaxed_gradient(inst, x, relax_penalty=lam, v=v, lin=lin)
         full += 1
-        s = torch.topk(g, k).indices
-        g_s, at_vertex = fw_gap_at(inst.E, x[None], lin[None], v[None], s[None], th, k, lam)
+        s = oracle(inst.E, g[None], k, x[None], lin[None], v[None], th, lam)
+        g_s, at_vertex = fw_gap_at(inst.E, x[None], lin[None], v[None], s, th, k, lam)
         gap, done = (float(a) for a in torch.stack((g_s, (at_vertex | (g_s <= tol_)).to(g_s.dtype))).cpu()[:, 0])
         if done:
             converged = True

@@ -75,7 +75,7 @@ from divopt_rag.models.validation import check_nonnegative
 
 from .fw_arrays import NumpyRows, TorchRows, V_times_Et, rows_times_E
 
-__all__ = ["FWResult", "FWRows", "fw_rows", "fw_tolerance", "gap_rounding_bound", "fw_gap_at", "row_tolerance",
+__all__ = ["FWResult", "FWRows", "fw_rows", "fw_tolerance", "gap_rounding_bound", "fw_gap_at", "oracle", "row_tolerance",
            "rows_times_E", "V_times_Et",
            "INTEGRAL_TOL", "COMPACT_ENTRIES"]
 
@@ -377,6 +377,14 @@ def fw_gap_at(E: torch.Tensor, X: torch.Tensor, L: torch.Tensor, V: torch.Tensor
     lin_x, x_sq = ops.dots(X, L)
     g = (lin_s - lin_x) + pair_weight(theta) * (float(relax_penalty) * (xs - x_sq) - v_ed)
     return g, xs >= k * (1.0 - INTEGRAL_TOL)
+
+
+def oracle(E: torch.Tensor, G: torch.Tensor, k: int, X: torch.Tensor, L: torch.Tensor, V: torch.Tensor, theta: Any,
+           relax_penalty: float) -> torch.Tensor:
+    """The kernel's linear oracle for gradients G (M, n) computed elsewhere (a full-pool
+    certificate): the top-k of each row, re-ranked by the exact gradient on float16 / bfloat16
+    storage (:meth:`divopt_rag.solvers.fw_arrays.TorchRows.vertices`)."""
+    return TorchRows(X).vertices(G, k, E, X, L, V, pair_weight(theta), float(relax_penalty))
 
 
 def row_tolerance(k: int, theta: Any, relax_penalty: float, L: torch.Tensor, tol: float | None,
