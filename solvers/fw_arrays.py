@@ -140,9 +140,12 @@ class TorchRows:
     def step(X, V64, S, Ed, gamma):
         """x = (1 - gamma) x + gamma s in place; returns v + gamma E^T d in float64 (rounded once
         to the dtype of v by the caller)."""
-        X.mul_((1.0 - gamma).to(X.dtype).unsqueeze(1))
-        X.scatter_add_(1, S, gamma.to(X.dtype).unsqueeze(1).expand(-1, S.shape[1]))
-        return torch.addcmul(V64, Ed, gamma.unsqueeze(1))
+        g = gamma.unsqueeze(1)
+        keep, gx = 1.0 - g, g
+        if X.dtype != g.dtype:
+            keep, gx = keep.to(X.dtype), g.to(X.dtype)
+        X.mul_(keep).scatter_add_(1, S, gx.expand(-1, S.shape[1]))
+        return torch.addcmul(V64, Ed, g)
 
     @staticmethod
     def flags(stop: torch.Tensor, at_vertex: torch.Tensor) -> torch.Tensor:
