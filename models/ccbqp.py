@@ -233,8 +233,11 @@ def line_search(gap: Any, C: Any) -> Any:
     """Exact FW step on f_lambda(x + gamma d) = f_lambda(x) + gamma gap + gamma^2 C / 2.
 
     gamma = 1 where the curvature C >= 0 (f_lambda is convex along d, so the endpoint is best),
-    else min(1, -gap / C). Scalars or numpy arrays (batched FW).
+    else min(1, -gap / C). Scalars, numpy arrays or tensors (batched FW; a tensor stays on its
+    device).
     """
+    if isinstance(C, torch.Tensor):  # -gap / C is only read where C < 0
+        return torch.where(C >= 0, 1.0, (gap / C).neg_().clamp_(max=1.0))
     if np.ndim(C) == 0:
         return 1.0 if C >= 0 else min(1.0, -gap / C)
     C = np.asarray(C, dtype=np.float64)

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["accumulation_dtype", "matvec", "rmatvec", "matmul", "rmatmul", "gather_sum", "gather_rows", "synchronize"]
+__all__ = ["accumulation_dtype", "matvec", "rmatvec", "matmul", "rmatmul", "gather_sum", "gather_rows", "synchronize",
+           "split_operand", "split_product"]
 
 _BLOCK_BYTES = 1 << 20
 
@@ -40,36 +41,72 @@ def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _low_precision_cpu(E: torch.Tensor) -> bool:
-    return E.device.type == "cpu" and E.dtype in (torch.float16, torch.bfloat16)
-
-
 def matvec(E: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """E @ v for E of shape (n, d), v of shape (d,), result in the accumulation dtype."""
     return matmul(E, v.unsqueeze(1)).squeeze(1)
 
 
 def matmul(E: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
-    """E @ V for E (n, d) and V (d, m): one pass over E, float32 accumulation.
+    """E @ V for E (n, d) and V (d, m): one pass over E, float32 sums of the float32 operand.
 
-    On CUDA low-precision GEMM already accumulates in float32 (cuBLAS compute type 32F); on
-    CPU the rows are upcast block by block into one cache-sized float32 buffer (module docstring).
+    On the CPU low-precision rows are upcast block by block into one cache-sized float32 buffer
+    (module docstring). On CUDA, V is not rounded to the storage dtype (as ``E @ V.half()``
+    would): it is split into three float16 / bfloat16 parts whose sum is V to float32 precision
+    (:func:`split_operand`), and ONE GEMM with a float32 output multiplies E by all of them
+    (cuBLAS compute type 32F; the reduced-precision reductions that
+    ``torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction`` allows apply only to
+    outputs narrower than the compute type, so none here; the flag is left as it is). So E v,
+    E^T x (:func:`rmatmul`, float32 operand) and E^T s (:func:`gather_sum`) all sum float32
+    products of the stored rows. Where torch has no float32-output half GEMM (or refuses it,
+    e.g. with fp16 accumulation allowed globally), the rows are upcast a block at a time.
     """
     acc = accumulation_dtype(E.dtype)
-    if _low_precision_cpu(E):
-        V32 = V.to(device=E.device, dtype=acc)
-        out = torch.empty(E.shape[0], V.shape[1], dtype=acc, device=E.device)
-        for s, e, block in _upcast_blocks(E, acc, _block_rows(E.shape[1])):
-            torch.mm(block, V32, out=out[s:e])
-        return out
-    if E.dtype in (torch.float16, torch.bfloat16):
-        Vh = V.to(device=E.device, dtype=E.dtype)  # the operand is rounded to the storage dtype
-        try:  # CUDA: cuBLAS accumulates in float32 and, with out_dtype, also returns float32
-            return torch.mm(E, Vh, out_dtype=acc)
-        except (RuntimeError, NotImplementedError, TypeError):  # older torch: float32 sums, half output
-            return (E @ Vh).to(acc)
-    return E @ V.to(device=E.device, dtype=E.dtype)
+    if E.dtype not in (torch.float16, torch.bfloat16):
+        return E @ V.to(device=E.device, dtype=E.dtype)
+    V32 = V.to(device=E.device, dtype=acc)
+    if E.device.type == "cpu":
+        return _blocked_matmul(E, V32, _block_rows(E.shape[1]))
+    try:  # CUDA: one GEMM over E for the three parts, float32 output
+        return split_product(E, V32, lambda A, B: torch.mm(A, B, out_dtype=acc))
+    except (RuntimeError, NotImplementedError, TypeError):  # no float32-output half GEMM here
+        return _blocked_matmul(E, V32, 1 << 14)
 
+
+def _blocked_matmul(E: torch.Tensor, V32: torch.Tensor, rows: int) -> torch.Tensor:
+    out = torch.empty(E.shape[0], V32.shape[1], dtype=V32.dtype, device=E.device)
+    for s, e, block in _upcast_blocks(E, V32.dtype, rows):
+        torch.mm(block, V32, out=out[s:e])
+    return out
+
+
+def split_operand(V: torch.Tensor, dtype: torch.dtype, parts: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+    """(P, scale): V (d, m, float32) as ``parts`` float16 / bfloat16 column blocks P (d, parts m)
+    with V = scale * (P_1 + P_2 + P_3), per column.
+
+    scale is the power of two that puts each column's largest |entry| in [1/2, 1) (exact), and
+    each part is the rounding of what the previous ones left: three float16 parts carry 33
+    significant bits (the float32 value, up to float16's subnormal floor, 2^-25 of the column's
+    largest entry), three bfloat16 parts 24 bits (exact float32).
+    """
+    amax = V.abs().amax(0)
+    _, e = torch.frexp(amax)
+    scale = torch.ldexp(torch.ones_like(amax), e)
+    R = V / scale
+    out = []
+    for _ in range(parts):
+        h = R.to(dtype)
+        out.append(h)
+        R = R - h.to(R.dtype)
+    return torch.cat(out, 1), scale
+
+
+def split_product(E: torch.Tensor, V32: torch.Tensor, mm) -> torch.Tensor:
+    """E @ V32 through :func:`split_operand`: ``mm(E, P)`` (one GEMM, float32 output), the parts
+    summed and rescaled (float32)."""
+    P, scale = split_operand(V32, E.dtype)
+    m = V32.shape[1]
+    out = mm(E, P)
+    return out.view(out.shape[0], -1, m).sum(1) * scale
 
 def rmatvec(E: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """E^T x for E (n, d), x (n,): a d-vector in the accumulation dtype, one pass over E."""

@@ -25,7 +25,8 @@ from divopt_rag.models.ccbqp import ccbqp_objective, linear_term, relaxed_grad
 from divopt_rag.models.kernels import matmul
 from divopt_rag.models.validation import check_nonnegative, check_theta
 
-from .frank_wolfe import V_times_Et, fw_rows, fw_tolerance, round_pairwise, rows_times_E, working_set_size
+from .frank_wolfe import V_times_Et, fw_rows, round_pairwise, rows_times_E, working_set_size
+from .fw_kernel import fw_gap_at, oracle, row_tolerance
 
 __all__ = ["BatchResult", "fw_batched", "fw_batched_ws", "fw_sweep"]
 
@@ -142,7 +143,6 @@ def fw_batched_ws(
     M = working_set_size(n, k) if working_set == "auto" else int(working_set)
     if M < k:
         raise ValueError(f"working_set must be >= k = {k}, got {working_set}")
-    tol_ = fw_tolerance(k, tol)
     lam = check_nonnegative(relax_penalty, "relax_penalty")
     in_P = torch.zeros(n, dtype=torch.bool, device=dev)
     in_P[torch.topk(C, min(M, n), dim=1).indices.reshape(-1)] = True
@@ -167,13 +167,17 @@ def fw_batched_ws(
         X.index_copy_(0, ot, Xo)
         iters[open_] += r.iterations
         rounds[open_] += r.roundings
-        # certify on the full pool: one GEMM for every open problem's full gradient
+        # certify on the full pool: one GEMM for every open problem's full gradient (the oracle),
+        # the gap of its vertex from the vertex's rows (fw_kernel), one host read
         Vo = rows_times_E(Xo[:, P], sub.E)
-        G = relaxed_grad(linear_term(Co, th_t[open_], k), V_times_Et(Vo, E), Xo,
-                         torch.as_tensor(th_np[open_], device=dev)[:, None], lam)
-        gap = (torch.topk(G, k, dim=1).values.double().sum(1) - (G.double() * Xo.double()).sum(1)).cpu().numpy()
-        ok = (gap <= tol_) | ~r.converged  # an iteration cap ends the problem, not certified
-        converged[open_[ok]] = r.converged[ok] & (gap[ok] <= tol_)
+        Lo = linear_term(Co, th_t[open_], k)
+        th_o = torch.as_tensor(th_np[open_], device=dev, dtype=torch.float64)
+        G = relaxed_grad(Lo, V_times_Et(Vo, E), Xo, th_o[:, None], lam)
+        gap_t, at_vertex = fw_gap_at(E, Xo, Lo, Vo, oracle(E, G, k, Xo, Lo, Vo, th_o, lam), th_o, k, lam)
+        done_t = at_vertex | (gap_t <= row_tolerance(k, th_o, lam, Lo, tol, n, inst.d))
+        done = done_t.cpu().numpy()
+        ok = done | ~r.converged  # an iteration cap ends the problem, not certified
+        converged[open_[ok]] = r.converged[ok] & done[ok]
         bad = np.flatnonzero(~ok)
         if bad.size == 0:
             break
