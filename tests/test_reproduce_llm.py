@@ -419,11 +419,11 @@ def test_mio_robust_grid(tmp_path, data_dir, server):
 
 def test_mio_cutting_plane_starts_from_the_heuristic_top_k_with_protected_key_coordinates(monkeypatch, tmp_path,
                                                                                          data_dir, server):
-    """Sec. 4.2: the cutting plane starts from the heuristic top-k (here the pool: fewer than the 100
-    the authors' code starts with); Sec. 4.1: the adversary may not touch each document's 20 key
-    coordinates (the authors' m_core). The call the recipe makes is recorded here."""
+    """Sec. 4.2: the cutting plane starts from the heuristic top-k (k = 5, the instance's k, apart
+    from the 100-candidate filter); Sec. 4.1: the adversary may not touch each document's key
+    coordinates (20: the authors' m_core). The call the recipe makes is recorded here."""
     from divopt_rag.experiments.reproduce import mio
-    from divopt_rag.robust.models import REPORT_PROTECTED
+    from divopt_rag.robust.models import AUTHORS_PROTECTED
 
     seen = []
     real = mio.run_method
@@ -436,8 +436,9 @@ def test_mio_cutting_plane_starts_from_the_heuristic_top_k_with_protected_key_co
     over = {"k": [2], "rho_vec": [0.05], "sparsity_penalty": [0.5], "rho_div": [0.9], "attack_budget": [4]}
     run_recipe(RECIPES["mio-robust"], _opts(tmp_path, data_dir, server, overrides=over, limit=1))
     cp = [x for x in seen if x[0] == "robust_ksparse_cp"]
-    assert cp and all(k == n for _, k, n, _ in cp)  # top-min(100, n): here the whole 8-passage pool
-    assert all(p["protected"] == REPORT_PROTECTED == 20 and p["rho_vec"] == 0.05 for *_, p in cp)
+    assert cp and all(k == min(5, n) for _, k, n, _ in cp)  # the heuristic top-5 of the 8-passage pool
+    assert all(p["protected"] == AUTHORS_PROTECTED == 20 and p["rho_vec"] == 0.05 and p["candidates"] == 100
+               for *_, p in cp)
     assert all("protected" not in p for m, *_, p in seen if m != "robust_ksparse_cp")
 
 
