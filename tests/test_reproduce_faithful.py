@@ -43,3 +43,104 @@ def test_the_mio_cutting_plane_starts_from_the_heuristic_top_k_and_iterates():
     lp = robust_ksparse_lpdual(inst, rho_vec=0.05, attack_budget=20, sparsity_penalty=0.2, rho_div=0.8, protected=20,
                                candidates=30, query_similarity="inner")
     assert cp["info_solver_objective"] == pytest.approx(lp["solver_objective"], abs=1e-6)
+
+
+# ---- the two tables left out, and Table 3's classical MMR ----------------------------------------
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    from reproduce_fakes import make_data_dir
+
+    return make_data_dir(tmp_path_factory.mktemp("datasets"))
+
+
+def _opts(tmp_path, data_dir, **kw):
+    from reproduce_fakes import HashEmbedder
+
+    return Options(**{**dict(out=tmp_path / "out", data_dir=data_dir, model=HashEmbedder(), cache_dir=tmp_path / "cache",
+                             progress=False), **kw})
+
+
+def _value(frame, **keys):
+    sel = frame
+    for k, v in keys.items():
+        sel = sel[sel[k] == v]
+    assert len(sel) == 1, keys
+    return float(sel["value"].iloc[0])
+
+
+def test_dfrag_table2(tmp_path, data_dir):
+    """Table 2 (App. A.1): questions and mean context length per task, from the rows of Table 1's
+    run (LongBench's ``length`` field)."""
+    import json
+
+    from divopt_rag.experiments.reproduce import run_recipe
+    from divopt_rag.experiments.reproduce.runner import format_table
+
+    over = {"k": [2], "tasks": ["2wikimqa"], "words": [30], "theta": [0.5, 1.0]}
+    res = run_recipe(RECIPES["dfrag-table1"], _opts(tmp_path, data_dir, retrieval_only=True, overrides=over))
+    samples = [json.loads(line) for line in (data_dir / "longbench" / "data" / "2wikimqa.jsonl").read_text().splitlines()]
+    assert _value(res.table, table="Table 2", dataset="2wikimqa", metric="instances") == len(samples) == 3
+    assert _value(res.table, table="Table 2", dataset="2wikimqa", metric="avg_words") == pytest.approx(
+        np.mean([s["length"] for s in samples]))
+    pub = res.table[(res.table["table"] == "Table 2") & (res.table["dataset"] == "hotpotqa")]
+    assert set(pub["published"]) == {200, 9151} and pub["value"].isna().all()  # printed beside, not reached
+    assert "Table 2" in format_table(RECIPES["dfrag-table1"], res.table)
+
+
+def test_dfrag_table3s_classical_mmr_is_app_b2s(tmp_path, data_dir):
+    """Table 3's classical-MMR column runs App. B.2's function (the centroid kept), keyed base=mmr."""
+    from divopt_rag.experiments.rag.dfrag_candidates import classical_mmr
+    from divopt_rag.experiments.reproduce import run_recipe
+
+    over = {"k": [2], "tasks": ["2wikimqa"], "theta": [0.3, 0.7]}
+    res = run_recipe(RECIPES["dfrag-table3"], _opts(tmp_path, data_dir, retrieval_only=True, overrides=over,
+                                                     out=tmp_path / "t3"))
+    rows = res.rows
+    assert set(rows["method"]) == {"classical_mmr", "gmmr"}
+    from divopt_rag.experiments.harness import query_instance
+    from divopt_rag.experiments.reproduce.data import prepare_text
+    from divopt_rag.data import load_longbench
+
+    ds = load_longbench(data_dir / "longbench" / "data" / "2wikimqa.jsonl", words=100)
+    prep = prepare_text(ds, _opts(tmp_path, data_dir), label="2wikimqa", spec={})
+    for _, r in rows[rows["method"] == "classical_mmr"].iterrows():
+        inst, _ = query_instance(prep.data, int(r["query_index"]))
+        idx = classical_mmr(inst.replace(k=min(2, inst.n), theta=float(r["theta"])))
+        assert list(r["selected"]) == [str(inst.ids[i]) for i in idx]
+    assert {"base=mmr,llm=none,w=100", "base=gmmr,llm=none,w=100"} <= set(res.table["setting"])
+
+
+def test_mio_table8_is_the_authors_erasure(tmp_path, data_dir):
+    """Table 8: the cosines of two passages before and after the erasure of the authors' notebook,
+    against a plain loop written here (erase 20 at a time the smallest q_s mu_1s until passage 1
+    reaches passage 2's cosine), on the fixture's question and two of its passages."""
+    from reproduce_fakes import HashEmbedder
+
+    from divopt_rag.experiments.reproduce import run_recipe
+    from divopt_rag.experiments.reproduce.mio import erase_for_higher_similarity
+
+    over = {"questions": ["1480"], "passages": ["5", "1"], "erase_step": [3]}
+    res = run_recipe(RECIPES["mio-table8"], _opts(tmp_path, data_dir, overrides=over))
+    assert res.n_errors == 0 and len(res.rows) == 2
+    emb = HashEmbedder()
+    from reproduce_fakes import MINI_PASSAGES, MINI_QUESTIONS
+
+    unit = lambda v: np.asarray(v, float) / np.linalg.norm(v)
+    q = unit(emb([q for i, q, _ in MINI_QUESTIONS if i == "1480"])[0])
+    d1, d2 = (unit(v) for v in emb([MINI_PASSAGES[5], MINI_PASSAGES[1]]))
+    a, b, active = d1.copy(), d2.copy(), list(range(len(q)))
+    while q @ a < q @ d2 and len(active) > 3:
+        worst = sorted(active, key=lambda s: (q[s] * a[s], s))[:3]
+        for s in worst:
+            a[s] = b[s] = 0.0
+        active = [s for s in active if s not in worst]
+    setting = f"encoder={mio.encoder_label(HashEmbedder())}"
+    for method, orig, mod in (("doc1", d1, a), ("doc2", d2, b)):
+        assert _value(res.table, method=method, setting=setting, metric="cosine_orig") == pytest.approx(q @ orig)
+        assert _value(res.table, method=method, setting=setting, metric="cosine_mod") == pytest.approx(q @ mod)
+        assert _value(res.table, method=method, setting=setting, metric="cosine_mod_renormalized") == pytest.approx(
+            q @ mod / np.linalg.norm(mod))
+    assert erase_for_higher_similarity(q, d1, d2, step=3)[2] == len(q) - len(active)
+    # the report's cells print beside a run keyed by its encoder only
+    pub = res.table[res.table["setting"] == "encoder=bert-base-uncased"]
+    assert sorted(pub["published"]) == [0.724, 0.747, 0.750, 0.751] and pub["value"].isna().all()
