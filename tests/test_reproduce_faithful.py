@@ -144,3 +144,33 @@ def test_mio_table8_is_the_authors_erasure(tmp_path, data_dir):
     # the report's cells print beside a run keyed by its encoder only
     pub = res.table[res.table["setting"] == "encoder=bert-base-uncased"]
     assert sorted(pub["published"]) == [0.724, 0.747, 0.750, 0.751] and pub["value"].isna().all()
+
+
+# ---- grid tables name their settings --------------------------------------------------------------
+def test_grid_tables_print_every_setting_and_the_best_names_its_own():
+    """Dartboard Table 2 keeps the best of each grid (Sec. 3) and the grid itself: the grid block
+    prints every (method, setting) cell, and each best cell names the setting it was taken at, the
+    argmax recomputed here; a layout that cannot tell cells apart is an error, never a silent first."""
+    import pandas as pd
+
+    from divopt_rag.experiments.reproduce.runner import format_table, paper_table
+    from test_published import CONTEXTS, _tidy
+
+    recipe = RECIPES["dartboard-rgb"]
+    rows = _tidy(recipe, CONTEXTS["dartboard-rgb"], n_queries=2, seed=3)
+    table = paper_table(recipe, rows)
+    text = format_table(recipe, table)
+    grid_text = text[text.index("Table 2 (grid)"):]
+    grid = table[table["table"] == "Table 2 (grid)"]
+    for _, r in grid.iterrows():
+        assert f"{r['value']:.4g}" in grid_text
+    assert grid_text.count("sigma=0.096") >= 3  # every Dartboard variant's row at the paper's sigma
+    for (ds, method), g in rows[rows["method"] == "dartboard"].groupby(["dataset", "method"]):
+        means = g.groupby("sigma")["ndcg"].mean()
+        best = table[(table["table"] == "Table 2") & (table["dataset"] == ds) & (table["method"] == method)
+                     & (table["metric"] == "ndcg")].iloc[0]
+        assert best["value"] == pytest.approx(means.max()) and best["chosen"] == f"sigma={means.idxmax():g}"
+        assert f"{best['value']:.4g} @sigma={means.idxmax():g}" in text
+    dup = pd.concat([table.iloc[:1], table.iloc[:1]])
+    with pytest.raises(ValueError, match="several cells share"):
+        format_table(recipe, dup)

@@ -34,7 +34,8 @@ github.com/EmergenceAI/dartboard, ``end2end/do_eval.py``):
 * **Best over the sweep**: "We performed a grid search over these parameters, reporting the
   best results for each method" (Sec. 3; Table 2's caption): the table keeps, per dataset and
   column, the best mean over a tunable method's grid (``Table 2``: sigma over
-  :data:`SIGMA_GRID`, theta over :data:`MMR_GRID`) and every grid point (``Table 2 (grid)``).
+  :data:`SIGMA_GRID`, theta over :data:`MMR_GRID`), naming the setting it took (``chosen``,
+  printed ``value @sigma=...``), and every grid point with its setting (``Table 2 (grid)``).
   Its keys (table, dataset, setting, method, metric) are those of
   ``published/dartboard.csv``, so the paper's number sits beside each cell.
 
@@ -65,7 +66,7 @@ from .spec import DataNeed, Needs, Options, Recipe, ReproduceError, Run
 from .steps import Env, answer_scores, query_instance, select_rows
 from .tables import long_rows, mean_table
 
-__all__ = ["TABLE2", "SIGMA", "SIGMA_GRID", "MMR_GRID", "paper_ndcg", "positive_groups", "oracle_ranking",
+__all__ = ["TABLE2", "SIGMA", "SIGMA_GRID", "MMR_GRID", "best_over_grid", "paper_ndcg", "positive_groups", "oracle_ranking",
            "random_rankings", "mmr_cosine", "build_rgb", "rank_ids"]
 
 PAPER = "Dartboard (Pickett et al. 2024)"
@@ -253,14 +254,29 @@ def _per_setting(rows: pd.DataFrame, table: str) -> pd.DataFrame:
     return t[~((t["metric"] == "component_ndcg") & (t["dataset"] == "simple"))].reset_index(drop=True)
 
 
-def _table2(rows: pd.DataFrame) -> pd.DataFrame:
-    grid = _per_setting(rows, "Table 2 (grid)")
+def best_over_grid(grid: pd.DataFrame, table: str) -> pd.DataFrame:
+    """Per (dataset, method, metric) the best value over the method's grid (Sec. 3: "reporting the
+    best results for each method"), keyed by its k as the published cells are, with the setting it
+    was taken at in ``chosen`` (the first in grid order among ties, "+n tied" when others tie; empty
+    for a method without a grid)."""
     best = []
     for (ds, method, metric), g in grid.groupby(["dataset", "method", "metric"], sort=False):
-        k = str(g["setting"].iloc[0]).split(",")[0]  # "k=5": every setting of a method shares its k
-        best.append({"table": "Table 2", "dataset": ds, "setting": k, "method": method, "metric": metric,
-                     "value": float(g["value"].max())})
-    return pd.concat([long_rows(best), grid], ignore_index=True)
+        settings = [str(x) for x in g["setting"]]
+        k = settings[0].split(",")[0]  # "k=5": every setting of a method shares its k
+        vals = g["value"].astype(float).to_numpy()
+        chosen = ""
+        if len(g) > 1 and not np.isnan(vals).all():
+            top = np.flatnonzero(vals == np.nanmax(vals))
+            chosen = ",".join(p for p in settings[top[0]].split(",") if not p.startswith("k="))
+            chosen += f" (+{top.size - 1} tied)" if top.size > 1 else ""
+        best.append({"table": table, "dataset": ds, "setting": k, "method": method, "metric": metric,
+                     "value": float(np.nanmax(vals)) if not np.isnan(vals).all() else np.nan, "chosen": chosen})
+    return pd.DataFrame(best, columns=["table", "dataset", "setting", "method", "metric", "value", "chosen"])
+
+
+def _table2(rows: pd.DataFrame) -> pd.DataFrame:
+    grid = _per_setting(rows, "Table 2 (grid)")
+    return pd.concat([best_over_grid(grid, "Table 2"), grid.assign(chosen="")], ignore_index=True)
 
 
 def _sigma_table(rows: pd.DataFrame) -> pd.DataFrame:
