@@ -174,3 +174,14 @@ def test_grid_tables_print_every_setting_and_the_best_names_its_own():
     dup = pd.concat([table.iloc[:1], table.iloc[:1]])
     with pytest.raises(ValueError, match="several cells share"):
         format_table(recipe, dup)
+
+
+def test_synthetic_vrsd_rows_name_no_encoder(tmp_path):
+    """The synthetic analogue's planted vectors come from no encoder: its rows and cells say so."""
+    from divopt_rag.experiments.reproduce import run_recipe
+
+    res = run_recipe(RECIPES["vrsd-tables"], Options(out=tmp_path / "o", analogue="synthetic", limit=2, progress=False,
+                                                     overrides={"k": [6], "theta": [0.5]}))
+    assert set(res.rows["encoder"]) == {"none"}
+    ours = res.table[res.table["value"].notna()]
+    assert len(ours) and ours["setting"].str.startswith("encoder=none,").all()

@@ -13,8 +13,9 @@ github.com/EmergenceAI/dartboard, ``end2end/do_eval.py``):
   ones. ``--set pool=own`` gives the older per-question pool (a question's own passages only,
   RGB's generation protocol), not the paper's retrieval experiment.
 * **NDCG** (``ndcg``): the paper's retrieval score "on retrieving any one of the positive
-  passages" (Sec. 3), one positive suffices: 1 / log2(1 + r) for the first positive passage at
-  rank r <= k, 0 when none is retrieved (the authors' ``get_single_ndcg``; the ideal ranking
+  passages" (Sec. 3, which cites Wang et al. 2013 and gives no formula), one positive suffices.
+  The score is the authors' code's (``get_single_ndcg``), not the paper's text: 1 / log2(1 + r)
+  for the first positive passage at rank r <= k, 0 when none is retrieved (the ideal ranking
   scores 1). On the integration questions (``component_ndcg``, Table 2's "Integrated NDCG",
   "at least one positive passage for each component") the same score per answer component
   (its positive group), averaged over the question's components. Table 2 says k = 5; the
@@ -88,9 +89,10 @@ _POOLS = ("collection", "own")
 
 
 def paper_ndcg(ranked: Sequence[str], relevant: Collection[str]) -> float:
-    """Table 2's NDCG: 1 / log2(1 + r) for the first passage of ``relevant`` at rank r (1-based)
-    in ``ranked``, 0 when none is there (the authors' ``get_single_ndcg``: one positive passage
-    answers a simple question, so the ideal ranking scores 1)."""
+    """Table 2's NDCG as the authors' code scores it (``get_single_ndcg``; the paper's Sec. 3 names
+    NDCG "on retrieving any one of the positive passages" without a formula): 1 / log2(1 + r) for
+    the first passage of ``relevant`` at rank r (1-based) in ``ranked``, 0 when none is there (one
+    positive passage answers a simple question, so the ideal ranking scores 1)."""
     for r, pid in enumerate(ranked, 1):
         if pid in relevant:
             return 1.0 / math.log2(1 + r)
