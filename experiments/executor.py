@@ -78,7 +78,7 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Collection, Iterable, Mapping, Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -456,12 +456,22 @@ def _keep_previous(out: Path, old_id: str) -> None:
             os.replace(out / name, out / kept)
 
 
-def _data_changes(old: Mapping[str, Any] | None, keys: Mapping[str, str], out: Path) -> list[str]:
-    """Notes naming every dataset whose content key changed since the folder's last run."""
+def _data_changes(old: Mapping[str, Any] | None, keys: Mapping[str, str], out: Path,
+                  tasks: Sequence[Task] = (), done: Collection[str] = ()) -> list[str]:
+    """Notes naming every dataset whose content key changed since the folder's last run, and how
+    many of its runs keep their rows: a run's key hashes the content it reads, so a run whose own
+    content did not change (another query changed, or an earlier ``--limit`` ran fewer queries) is
+    reused, and only the others run again."""
     before = (old or {}).get("data", {}) or {}
-    return [f"dataset {label!r}: its content differs from the last run in {out} (content key {before[label]} -> "
-            f"{key}): the runs that read changed content run again, no row of the old content is used"
-            for label, key in keys.items() if label in before and before[label] != key]
+    notes = []
+    for label, key in keys.items():
+        if label in before and before[label] != key:
+            mine = [t for t in tasks if label == t.dataset or label.startswith(f"{t.dataset} [")] or list(tasks)
+            reused = sum(t.key in done for t in mine)
+            notes.append(f"dataset {label!r}: its content differs from the last run in {out}, or other queries of "
+                         f"it run (content key {before[label]} -> {key}); {reused} of its {len(mine)} runs read "
+                         f"content this folder already holds and keep their rows, the others run")
+    return notes
 
 
 def error_summary(table: pd.DataFrame, limit: int = 3) -> tuple[int, list[tuple[str, int]]]:
@@ -581,7 +591,6 @@ def _run_locked(spec: RunSpec, out: Path, backend: str, n_workers: int | None, a
     except BaseException:
         footprint.undo()  # a refused run leaves nothing behind
         raise
-    notes = [*plan.notes, *_data_changes(old if previous is None else None, plan.data_keys, out)]
     if previous is not None:
         _keep_previous(out, previous)
     harness.write_text(json.dumps({"command": spec.command, "run_id": spec.run_id, "config": spec.config(),
@@ -589,6 +598,7 @@ def _run_locked(spec: RunSpec, out: Path, backend: str, n_workers: int | None, a
                        out / "config.json")
     parts = out / "parts"
     done = _verified_done(parts, plan.tasks, retry_errors)
+    notes = [*plan.notes, *_data_changes(old if previous is None else None, plan.data_keys, out, plan.tasks, done)]
     todo = [t for t in plan.tasks if t.key not in done]
     bar = tqdm(total=len(plan.tasks), initial=len(plan.tasks) - len(todo), desc=spec.command, unit="run",
                disable=not progress)

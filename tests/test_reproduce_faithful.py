@@ -185,3 +185,26 @@ def test_synthetic_vrsd_rows_name_no_encoder(tmp_path):
     assert set(res.rows["encoder"]) == {"none"}
     ours = res.table[res.table["value"].notna()]
     assert len(ours) and ours["setting"].str.startswith("encoder=none,").all()
+
+
+# ---- the reuse message ----------------------------------------------------------------------------
+def test_a_full_run_after_a_limited_one_says_what_it_reuses(tmp_path, data_dir):
+    """Issue 37: after ``--limit 1`` the full run reuses the first question's rows (their keys hash
+    what they read, which the limit does not change); the note counts them, and says so."""
+    import re
+
+    from divopt_rag.experiments.reproduce import run_recipe
+
+    opts = lambda limit: _opts(tmp_path, data_dir, retrieval_only=True, limit=limit,
+                               overrides={"sigma": [0.1, 0.5], "pool": ["collection"]})
+    first = run_recipe(RECIPES["dartboard-sigma"], opts(1))
+    res = run_recipe(RECIPES["dartboard-sigma"], opts(None))
+    assert res.n_skipped == first.n_runs > 0 and res.n_executed == res.n_runs - first.n_runs > 0
+    notes = [n for n in res.notes if "content differs" in n]
+    assert notes and not any("no row" in n for n in res.notes)
+    counted = [tuple(map(int, re.search(r"(\d+) of its (\d+) runs", n).groups())) for n in notes]
+    for label, (reused, total) in zip(notes, counted):
+        ds = "simple" if "'simple" in label else "integration"
+        mine = res.rows[res.rows["dataset"] == ds]
+        assert total == len(mine) and reused == int(mine["run_key"].isin(first.rows["run_key"]).sum())
+    assert sum(r for r, _ in counted) == res.n_skipped
