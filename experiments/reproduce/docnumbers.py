@@ -8,13 +8,19 @@ A marker is an HTML comment pair around the number (invisible on the rendered pa
 Attributes (``shlex`` words ``key=value``):
 
 * ``file``: a CSV under the results folder (``benchmarks/results/reproduce``);
-* ``column``: the column read (default ``value``);
+* ``column``: the column read (default ``value``), or an expression of numeric columns
+  (``"mmr_seconds / fw_seconds"``, pandas ``eval``);
 * every other key but ``fmt``, ``scale``, ``agg``: a filter, ``column == value`` (compared as text,
-  so ``k=6`` matches 6 and 6.0 alike);
-* ``agg``: ``min``, ``max``, ``mean``, ``first`` over the rows that match (default: exactly one
-  row must match, else an error naming the marker);
+  so ``k=6`` matches 6 and 6.0 alike; ``theta=0.7|0.9`` matches either; ``key=*`` lifts a default filter);
+* ``agg``: ``min``, ``max``, ``mean``, ``median``, ``first`` over the rows that match (default:
+  exactly one row must match, else an error naming the marker);
 * ``scale``: a factor applied first (100 for a percentage); ``fmt``: a format spec (default ``.4g``;
-  ``,.0f`` for thousands separators; ``s`` for text such as a run id).
+  ``,.0f`` for thousands separators; ``s`` for text such as a run id);
+* ``over``: a ratio, this value over the value selected with the filters changed as ``over`` says
+  (``over="method=fw"``: MMR's time over FW's in the same setting).
+
+``<!--numdefaults key=value ...-->`` sets attributes for the markers after it (until the next
+one); a marker's own attributes win.
 
 ``python -m divopt_rag.experiments.reproduce.docnumbers DOC RESULTS`` writes the numbers into DOC;
 with ``--check`` it only lists the numbers that differ from their runs (exit code 1).
@@ -33,10 +39,13 @@ from typing import Callable
 
 import pandas as pd
 
-__all__ = ["MARKER", "Marker", "markers", "value_of", "fill", "differences", "main"]
+__all__ = ["MARKER", "DEFAULTS", "Marker", "markers", "value_of", "fill", "differences", "main"]
 
 MARKER = re.compile(r"<!--num (?P<attrs>[^>]*?)-->(?P<written>.*?)<!--/num-->", re.DOTALL)
-_OPTIONS = ("file", "column", "fmt", "scale", "agg")
+DEFAULTS = re.compile(r"<!--numdefaults (?P<attrs>[^>]*?)-->")
+_OPTIONS = ("file", "column", "fmt", "scale", "agg", "over")
+_AGG = {"min": min, "max": max, "mean": lambda v: sum(v) / len(v), "first": lambda v: v[0],
+        "median": lambda v: float(pd.Series(v).median())}
 
 
 @dataclass(frozen=True)
@@ -54,48 +63,68 @@ class Marker:
 
 def markers(text: str) -> list[Marker]:
     """Every marker of ``text``, in order; ValueError naming the line of a malformed one."""
+    defaults = [(m.start(), _attrs(text, m)) for m in DEFAULTS.finditer(text)]
     out = []
     for m in MARKER.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
-        try:
-            words = shlex.split(m.group("attrs"))
-            attrs = dict(w.split("=", 1) for w in words)
-        except ValueError as exc:
-            raise ValueError(f"line {line}: malformed number marker ({exc}): {m.group(0)[:120]!r}") from None
+        before = [a for pos, a in defaults if pos < m.start()]
+        attrs = {**(before[-1] if before else {}), **_attrs(text, m)}
         if "file" not in attrs:
             raise ValueError(f"line {line}: a number marker needs file=...: {m.group(0)[:120]!r}")
         out.append(Marker(attrs=attrs, written=m.group("written"), line=line, span=m.span()))
     return out
 
 
+def _attrs(text: str, m: re.Match) -> dict:
+    try:
+        return dict(w.split("=", 1) for w in shlex.split(m.group("attrs")))
+    except ValueError as exc:
+        line = text.count("\n", 0, m.start()) + 1
+        raise ValueError(f"line {line}: malformed number marker ({exc}): {m.group(0)[:120]!r}") from None
+
+
 def value_of(marker: Marker, table: Callable[[str], pd.DataFrame]) -> str:
     """The text of ``marker``'s number, read from ``table(file)`` (a CSV of the results folder)."""
     a = marker.attrs
+    if "over" in a:
+        try:
+            changed = dict(w.split("=", 1) for w in shlex.split(a["over"]))
+        except ValueError as exc:
+            raise ValueError(f"{marker.describe()}: over must be key=value words ({exc})") from None
+        plain = {k: v for k, v in a.items() if k not in ("over", "fmt", "scale")}
+        num = value_of(Marker({**plain, "fmt": "r"}, marker.written, marker.line, marker.span), table)
+        den = value_of(Marker({**plain, **changed, "fmt": "r"}, marker.written, marker.line, marker.span), table)
+        return format(float(num) / float(den) * float(a.get("scale", 1)), a.get("fmt", ".4g"))
     df = table(a["file"])
     column = a.get("column", "value")
-    if column not in df.columns:
-        raise ValueError(f"{marker.describe()}: {a['file']} has no column {column!r}")
     sel = df
     for key, want in a.items():
-        if key in _OPTIONS:
+        if key in _OPTIONS or want == "*":  # "*": no filter (lifts a default's)
             continue
         if key not in sel.columns:
             raise ValueError(f"{marker.describe()}: {a['file']} has no column {key!r}")
-        sel = sel[sel[key].map(_text) == _text(want)]
-    vals = sel[column].tolist()
+        sel = sel[sel[key].map(_text).isin([_text(w) for w in want.split("|")])]
+    if column in sel.columns:
+        vals = sel[column].tolist()
+    else:
+        try:
+            vals = sel.apply(pd.to_numeric, errors="coerce").eval(column).tolist() if len(sel) else []
+        except Exception as exc:  # pandas raises many kinds for a bad expression
+            raise ValueError(f"{marker.describe()}: {a['file']}: column {column!r} is neither a column nor an "
+                             f"expression of its columns ({exc})") from None
     agg = a.get("agg")
     if agg is None and len(vals) != 1:
         raise ValueError(f"{marker.describe()}: {len(vals)} rows of {a['file']} match (one needed, or agg=...)")
     if not vals:
         raise ValueError(f"{marker.describe()}: no row of {a['file']} matches")
-    if agg not in (None, "min", "max", "mean", "first"):
-        raise ValueError(f"{marker.describe()}: agg must be min, max, mean or first, got {agg!r}")
+    if agg is not None and agg not in _AGG:
+        raise ValueError(f"{marker.describe()}: agg must be one of {sorted(_AGG)}, got {agg!r}")
     fmt = a.get("fmt", ".4g")
     if fmt == "s":
         return str(vals[0])
-    nums = [float(v) for v in vals]
-    x = {"min": min, "max": max, "mean": lambda v: sum(v) / len(v)}.get(agg or "first", lambda v: v[0])(nums)
-    x *= float(a.get("scale", 1))
+    x = _AGG[agg or "first"]([float(v) for v in vals]) * float(a.get("scale", 1))
+    if fmt == "r":  # full precision, for a ratio's parts
+        return repr(x)
     return format(x, fmt) if not math.isnan(x) else "nan"
 
 
