@@ -229,7 +229,7 @@ def _candidate_coords(absq: np.ndarray, free: np.ndarray, K: int) -> list[np.nda
 #: (robust_rag.ipynb, ``m_core = 20``) protects the 20 largest positive contributions of each
 #: document. The report says only that protecting the "key coordinates" was necessary (Sec. 4.1:
 #: without it the adversary attacked the coordinates that carry the similarity and made every
-#: retrieved document irrelevant), not how many; its "twenty" (the discussion of Table 8: "By
+#: retrieved document irrelevant), not how many; its "twenty" (Sec. 4.2 on Table 8: "By
 #: adversarially erasing only twenty such coordinates") counts erased coordinates, an attack
 #: budget K, not protected ones. divopt's ``protected=m`` protects the top-m of |q_j mu_ij|
 #: (the authors rank max(q_j mu_ij, 0)).
