@@ -11,7 +11,8 @@ Attributes (``shlex`` words ``key=value``):
 * ``column``: the column read (default ``value``), or an expression of numeric columns
   (``"mmr_seconds / fw_seconds"``, pandas ``eval``);
 * every other key but ``fmt``, ``scale``, ``agg``: a filter, ``column == value`` (compared as text,
-  so ``k=6`` matches 6 and 6.0 alike; ``theta=0.7|0.9`` matches either; ``key=*`` lifts a default filter);
+  so ``k=6`` matches 6 and 6.0 alike; ``theta=0.7|0.9`` matches either, ``setting="k=18,*"`` is a
+  shell-style pattern; ``key=*`` lifts a default filter);
 * ``agg``: ``min``, ``max``, ``mean``, ``median``, ``first`` over the rows that match (default:
   exactly one row must match, else an error naming the marker);
 * ``scale``: a factor applied first (100 for a percentage); ``fmt``: a format spec (default ``.4g``;
@@ -29,6 +30,7 @@ tests/test_reproduce_docs.py fails when a number of docs/howto/reproduce.md diff
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import math
 import re
 import shlex
@@ -103,7 +105,8 @@ def value_of(marker: Marker, table: Callable[[str], pd.DataFrame]) -> str:
             continue
         if key not in sel.columns:
             raise ValueError(f"{marker.describe()}: {a['file']} has no column {key!r}")
-        sel = sel[sel[key].map(_text).isin([_text(w) for w in want.split("|")])]
+        wants = [_text(w) for w in want.split("|")]
+        sel = sel[sel[key].map(lambda v: any(fnmatch.fnmatchcase(_text(v), w) for w in wants))]
     if column in sel.columns:
         vals = sel[column].tolist()
     else:
