@@ -10,7 +10,9 @@ retrieval functions that build one set per lambda, and what a question offers th
   term becomes the cosine similarity, subtracted as MMR subtracts it:
   argmax_c  lambda cos(q, c) - (1 - lambda) cos(c, c_S), the same first pick
   (:func:`classical_mmr`). It is not divopt's plain ``mmr`` (Carbonell & Goldstein, the maximum
-  similarity to any selected chunk). At lambda = 0 and 1 both functions pick alike
+  similarity to any selected chunk). The text decides it; the authors' public code
+  (github.com/SaadatKhan/DF-RAG, ``utils.py``) has only gMMR, with a comment naming the cosine
+  to the centroid at the distance term and no sign, so divopt subtracts it as MMR does. At lambda = 0 and 1 both functions pick alike
   (sqrt(2 - 2x) falls as x rises); in between they weigh the two terms differently.
 
 divopt's theta is DF-RAG's lambda (1 = pure relevance: S_1 is the cosine top-k).

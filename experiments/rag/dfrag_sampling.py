@@ -133,7 +133,8 @@ def binary_search_sampling(grid: Sequence[float], support: Callable[[float], flo
 
     What the paper leaves open, and divopt's choices:
 
-    * the procedure: the paper names binary search and log n only. divopt scores the probe of the
+    * the procedure: the paper names binary search and log n only, and the authors' public code
+      (github.com/SaadatKhan/DF-RAG, ``run_dfrag.py``) samples uniformly only. divopt scores the probe of the
       minimax-optimal comparison search for the peak of a unimodal sequence (:func:`_peak_plan`,
       a discrete Fibonacci search) and keeps only the lambdas that can still beat the best score
       seen (:func:`peak_candidates`);

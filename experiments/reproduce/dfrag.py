@@ -373,12 +373,13 @@ def _recipe(name: str, target: str, summary: str, methods: dict, table, llm: str
 TABLE1 = _recipe(
     "dfrag-table1", "Table 1",
     "F1 of vanilla RAG, fixed-lambda, DF-RAG, DF-RAG+IC and the Oracle on five QA tasks, w in {100, 200, 300}; "
-    "gap captured",
+    "gap captured; Table 2's questions and context lengths",
     {"gmmr": {"theta": ORACLE_THETAS}, "dfrag": {}, "dfrag_ic": {}}, _table1, "partly", ("dfrag", "dfrag_ic"),
     (("method",), ("dataset", "setting", "metric")), ("Table 1", "Table 2", "abstract", "Sec. 5.4", "Fig. 7", "Fig. 6"),
     PAPER_WORDS)
 TABLE3 = _recipe(
-    "dfrag-table3", "Table 3", "DF-RAG with classical MMR vs gMMR candidate sets (w = 100)",
+    "dfrag-table3", "Table 3", "DF-RAG with classical MMR (App. B.2: the centroid kept, the cosine in place of "
+    "the distance) vs gMMR candidate sets (w = 100)",
     {"classical_mmr": {"theta": FIXED_THETAS}, "gmmr": {"theta": FIXED_THETAS}, "dfrag": {"base": tuple(BASES)}}, _table3,
     "partly", ("dfrag",), (("method", "setting"), ("dataset", "metric")), ("Table 3",), (100,))
 TABLE4 = _recipe(
