@@ -34,7 +34,7 @@ from divopt_rag.models.runner import DEFAULT_TIME_LIMIT, solve
 from divopt_rag.models.validation import check_k
 
 from .cutting_planes import cutting_plane_ksparse
-from .models import REPORT_PROTECTED, build_ksparse_lpdual_model, build_robust_model
+from .models import AUTHORS_PROTECTED, build_ksparse_lpdual_model, build_robust_model
 from .oracles import average_similarity, pool_arrays, worst_case_average_similarity, worst_case_relevance
 from .sets import KSparse, NormBall, UncertaintySet
 
@@ -198,7 +198,7 @@ robust_linf = _norm_record(math.inf, "robust_linf")
 
 
 def robust_ksparse(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
-                   rho_div: float, protected: int | None = REPORT_PROTECTED, similarity: str = "cosine",
+                   rho_div: float, protected: int | None = AUTHORS_PROTECTED, similarity: str = "cosine",
                    query_similarity: str = "cosine", max_size: int | str | None = DEFAULT_MAX_SIZE,
                    candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
                    time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
@@ -216,7 +216,7 @@ def robust_ksparse(instance: Instance, *, rho_vec: float, attack_budget: int, sp
 
 
 def robust_ksparse_lpdual(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
-                          rho_div: float, protected: int | None = REPORT_PROTECTED, similarity: str = "cosine",
+                          rho_div: float, protected: int | None = AUTHORS_PROTECTED, similarity: str = "cosine",
                           query_similarity: str = "inner", max_size: int | str | None = DEFAULT_MAX_SIZE,
                           candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
                           time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
@@ -234,7 +234,7 @@ def robust_ksparse_lpdual(instance: Instance, *, rho_vec: float, attack_budget: 
 
 
 def robust_ksparse_cp(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
-                      rho_div: float, protected: int | None = REPORT_PROTECTED, similarity: str = "cosine",
+                      rho_div: float, protected: int | None = AUTHORS_PROTECTED, similarity: str = "cosine",
                       query_similarity: str = "cosine", max_size: int | str | None = DEFAULT_MAX_SIZE,
                       candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
                       time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None,
