@@ -206,7 +206,6 @@ def _run_locked(spec: RunSpec, out: Path, backend: _Backend, progress: bool, ret
     except BaseException:
         footprint.undo()  # a refused run leaves nothing behind
         raise
-    notes = [*plan.notes, *data_changes(old if previous is None else None, plan.data_keys, out)]
     if previous is not None:
         keep_previous(out, previous)
     harness.write_text(json.dumps({"command": spec.command, "run_id": spec.run_id, "config": spec.config(),
@@ -214,6 +213,7 @@ def _run_locked(spec: RunSpec, out: Path, backend: _Backend, progress: bool, ret
                        out / "config.json")
     parts = out / "parts"
     done = verified_keys(parts, plan.tasks, retry_errors)
+    notes = [*plan.notes, *data_changes(old if previous is None else None, plan.data_keys, out, plan.tasks, done)]
     todo = [t for t in plan.tasks if t.key not in done]
     n_errors = _execute(spec, plan, todo, backend, progress, len(plan.tasks) - len(todo), parts)
     # every part is verified again as it is read: one that fails now (changed since it was

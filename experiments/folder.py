@@ -17,10 +17,10 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping, Sequence
 
 from divopt_rag.experiments import harness
-from divopt_rag.experiments.plan import RunSpec
+from divopt_rag.experiments.plan import RunSpec, Task
 
 __all__ = ["read_config", "check_folder", "keep_previous", "data_changes", "changed_data", "Footprint"]
 
@@ -95,11 +95,20 @@ def changed_data(old: Mapping[str, Any] | None, keys: Mapping[str, str]) -> dict
             if label in before and before[label] != key}
 
 
-def data_changes(old: Mapping[str, Any] | None, keys: Mapping[str, str], out: Path) -> list[str]:
-    """Notes naming every dataset whose content key changed since the folder's last run."""
-    return [f"dataset {label!r}: its content differs from the last run in {out} (content key {was} -> "
-            f"{now}): the runs that read changed content run again, no row of the old content is used"
-            for label, (was, now) in changed_data(old, keys).items()]
+def data_changes(old: Mapping[str, Any] | None, keys: Mapping[str, str], out: Path,
+                 tasks: Sequence[Task] = (), done: Collection[str] = ()) -> list[str]:
+    """Notes naming every dataset whose content key changed since the folder's last run, and how
+    many of its runs keep their rows: a run's key hashes the content it reads, so a run whose own
+    content did not change (another query changed, or an earlier ``--limit`` ran fewer queries) is
+    reused, and only the others run again."""
+    notes = []
+    for label, (was, now) in changed_data(old, keys).items():
+        mine = [t for t in tasks if label == t.dataset or label.startswith(f"{t.dataset} [")] or list(tasks)
+        reused = sum(t.key in done for t in mine)
+        notes.append(f"dataset {label!r}: its content differs from the last run in {out}, or other queries of "
+                     f"it run (content key {was} -> {now}); {reused} of its {len(mine)} runs read content this "
+                     f"folder already holds and keep their rows, the others run")
+    return notes
 
 
 class Footprint:

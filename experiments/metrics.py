@@ -320,8 +320,9 @@ def vrsd_win(E: Any, q: Any, a: Any, b: Any) -> dict[str, float]:
 
     similarity(S) = cos(sum_{i in S} e_i, q) (VRSD's objective, :func:`vrsd_score`);
     diversity(S) = ILAD(S) = mean over pairs of 1 - cos(e_i, e_j) (:func:`ilad`; NaN if |S| < 2).
-    A wins on a measure when its value is strictly larger (the authors' evaluation counts
-    ``VRSD - MMR > 0``); equal values are a tie, not a win. Returns the four values and
+    A wins on a measure when its value is larger by more than :data:`WIN_TOL` of the scale (the
+    authors' evaluation counts ``VRSD - MMR > 0``); values closer than that are a tie, not a win
+    (the same set in another order sums its vectors in another order). Returns the four values and
     ``similarity_win`` / ``diversity_win`` / ``similarity_tie`` / ``diversity_tie`` in {0.0, 1.0}
     (NaN when a value is undefined).
     """
@@ -331,10 +332,22 @@ def vrsd_win(E: Any, q: Any, a: Any, b: Any) -> dict[str, float]:
             **_wins("similarity", sa, sb), **_wins("diversity", da, db)}
 
 
+#: Two measures closer than WIN_TOL x max(1, |x|, |y|) are a tie in VRSD's win rates: the same set
+#: in another order differs by float rounding (about 1e-16), never a win.
+WIN_TOL = 1e-12
+
+
+def _ties(x: Any, y: Any) -> Any:
+    """|x - y| <= WIN_TOL x max(1, |x|, |y|), elementwise (floats or pandas Series)."""
+    scale = np.maximum(1.0, np.maximum(np.abs(x), np.abs(y)))
+    return np.abs(x - y) <= WIN_TOL * scale
+
+
 def _wins(name: str, x: float, y: float) -> dict[str, float]:
     if math.isnan(x) or math.isnan(y):
         return {f"{name}_win": float("nan"), f"{name}_tie": float("nan")}
-    return {f"{name}_win": float(x > y), f"{name}_tie": float(x == y)}
+    tie = bool(_ties(x, y))
+    return {f"{name}_win": float(x > y and not tie), f"{name}_tie": float(tie)}
 
 
 def win_rates(table: Any, a: str, b: str, *, by: Sequence[str] = (), query_key: str = "query_id",
@@ -350,16 +363,18 @@ def win_rates(table: Any, a: str, b: str, *, by: Sequence[str] = (), query_key: 
         similarity win rate = (1/|Q|) sum_q 1[sim_a(q) > sim_b(q)]      (Eq. 8)
         diversity win rate  = (1/|Q|) sum_q 1[div_a(q) > div_b(q)]      (Eq. 9)
 
-    over the queries Q where both values are defined (ties are not wins; their rates are
-    reported beside). Returns a frame with ``by``, ``a``, ``b``, ``n_queries``,
+    over the queries Q where both values are defined. Values within :data:`WIN_TOL` of the scale
+    (max(1, |x|, |y|)) of each other are a tie, not a win (VRSD and MMR picking the same set in
+    another order differ by about 2e-16); the tie rates are reported beside. Returns a frame with ``by``, ``a``, ``b``, ``n_queries``,
     ``similarity_win_rate``, ``diversity_win_rate``, ``similarity_tie_rate``,
     ``diversity_tie_rate``; ``per_query=True`` returns the per-query rows (``by``, query, the
     four values, the win and tie indicators) instead.
 
-    Source note: the definitions follow VRSD (arXiv 2407.04573) as far as divopt could read it:
-    the win counts of the authors' public evaluation (a query is a win when VRSD's sum-vector
-    cosine exceeds the baseline's) and ILAD for diversity; the paper's own Eq. 8-9 text could
-    not be checked here.
+    Source: VRSD (arXiv:2407.04573v3), App. E.2, Eqs. 8-9: the share of queries with
+    Similarity_VRSD > Similarity_baseline, and with Diversity_VRSD < Diversity_baseline, where
+    Diversity is Eq. 7's mean pairwise cosine; ``diversity`` here is a higher-is-more-diverse
+    measure (ILAD = 1 - that cosine), so Eq. 9's "<" is this ">". The paper does not say how it
+    counts equal values; divopt counts them as ties.
     """
     import pandas as pd
 
@@ -382,8 +397,9 @@ def win_rates(table: Any, a: str, b: str, *, by: Sequence[str] = (), query_key: 
     for meas in ("similarity", "diversity"):
         x, y = m[f"{meas}_a"].astype(float), m[f"{meas}_b"].astype(float)
         defined = x.notna() & y.notna()
-        m[f"{meas}_win"] = (x > y).astype(float).where(defined)
-        m[f"{meas}_tie"] = (x == y).astype(float).where(defined)
+        tie = _ties(x, y)
+        m[f"{meas}_win"] = ((x > y) & ~tie).astype(float).where(defined)
+        m[f"{meas}_tie"] = tie.astype(float).where(defined)
     if per_query:
         return m
     agg = (m.groupby(by, dropna=False) if by else m.assign(_all=0).groupby("_all"))

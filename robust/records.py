@@ -37,7 +37,7 @@ from divopt_rag.models.validation import check_k
 
 from .cutting_planes import cutting_plane_ksparse
 from .heuristic import peel
-from .models import REPORT_PROTECTED, build_ksparse_lpdual_model, build_robust_model
+from .models import AUTHORS_PROTECTED, build_ksparse_lpdual_model, build_robust_model
 from .oracles import average_similarity, pool_arrays, worst_case_average_similarity, worst_case_relevance
 from .sets import KSparse, NormBall, UncertaintySet
 
@@ -238,15 +238,16 @@ robust_linf = _norm_record(math.inf, "robust_linf")
 
 
 def robust_ksparse(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
-                   rho_div: float, protected: int | None = REPORT_PROTECTED, similarity: str = "cosine",
+                   rho_div: float, protected: int | None = AUTHORS_PROTECTED, similarity: str = "cosine",
                    query_similarity: str = "cosine", max_size: int | str | None = DEFAULT_MAX_SIZE,
                    candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
                    time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
     """k-sparse robust model, compact form with the oracle's worst-case relevance: the cosine's
     sound lower bound (default) or, with query_similarity="inner", the exact s_i - rho_vec * (sum
     of the attack_budget largest |q_j| outside the top-``protected`` coordinates of |q * mu_i|).
-    ``protected`` defaults to the MIO report's protection of key coordinates
-    (:data:`~divopt_rag.robust.models.REPORT_PROTECTED` = 20; None protects nothing).
+    ``protected`` defaults to the authors' code's protection of 20 key coordinates (the report
+    protects key coordinates but gives no count; :data:`~divopt_rag.robust.models.AUTHORS_PROTECTED`;
+    None protects nothing).
     n binaries: fits the size-limited Gurobi license."""
     return _solve_compact("robust_ksparse", build_robust_model, instance, KSparse(rho_vec, attack_budget, protected),
                           sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity,
@@ -255,14 +256,16 @@ def robust_ksparse(instance: Instance, *, rho_vec: float, attack_budget: int, sp
 
 
 def robust_ksparse_lpdual(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
-                          rho_div: float, protected: int | None = REPORT_PROTECTED, similarity: str = "cosine",
+                          rho_div: float, protected: int | None = AUTHORS_PROTECTED, similarity: str = "cosine",
                           query_similarity: str = "inner", max_size: int | str | None = DEFAULT_MAX_SIZE,
                           candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
                           time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
     """k-sparse robust model, compact LP-dual (Bertsimas-Sim) reformulation of the budgeted set
-    (:func:`divopt_rag.robust.models.build_ksparse_lpdual_model`). The LP dual exists for the linear
-    score q^T mu~_i only, so this record's relevance is the inner product (query_similarity="inner",
-    the report's dot-product surrogate); same optimum as robust_ksparse with query_similarity="inner"."""
+    (:func:`divopt_rag.robust.models.build_ksparse_lpdual_model`). The LP dual is exact for the linear
+    score q^T mu~_i (query_similarity="inner", the default here: the same optimum as robust_ksparse
+    with query_similarity="inner"); with query_similarity="cosine" it optimizes a sound lower bound of
+    the worst-case cosine (:func:`divopt_rag.robust.models.lpdual_cosine_bound`), another bound than
+    the oracle's of robust_ksparse and robust_ksparse_cp."""
     return _solve_compact("robust_ksparse_lpdual", build_ksparse_lpdual_model, instance,
                           KSparse(rho_vec, attack_budget, protected), sparsity_penalty=sparsity_penalty,
                           rho_div=rho_div, similarity=similarity, max_size=max_size, candidates=candidates,
@@ -271,7 +274,7 @@ def robust_ksparse_lpdual(instance: Instance, *, rho_vec: float, attack_budget: 
 
 
 def robust_ksparse_cp(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
-                      rho_div: float, protected: int | None = REPORT_PROTECTED, similarity: str = "cosine",
+                      rho_div: float, protected: int | None = AUTHORS_PROTECTED, similarity: str = "cosine",
                       query_similarity: str = "cosine", max_size: int | str | None = DEFAULT_MAX_SIZE,
                       candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
                       time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None,

@@ -56,8 +56,8 @@ and wherever the returned perturbation attains it. The perturbation is the best 
 (the l2 tangent point; the vertex of (4); otherwise the support maximizers at the optimal beta,
 tau, and at v = q^), so ``attained`` >= true worst case >= ``values`` brackets r.
 
-``query_similarity="inner"`` (divopt's earlier form, and the report's tractable "dot product
-surrogate"): min_{delta in U_i} q^T (mu_i + delta) = q^T mu_i - h_i(q), exact and attained by
+``query_similarity="inner"`` (divopt's earlier form, and the one the authors' code optimizes; the
+report writes only the cosine): min_{delta in U_i} q^T (mu_i + delta) = q^T mu_i - h_i(q), exact and attained by
 -argmax_{delta in U_i} q^T delta. It ignores that a perturbation also changes ||mu~_i||.
 """
 from __future__ import annotations

@@ -118,7 +118,7 @@ def mmr(inst: Instance):
 
 @register("gmmr")
 def gmmr(inst: Instance):
-    """Global MMR with centroid distance (DF-RAG): first pick argmax c; then
+    """Geometric MMR, gMMR (DF-RAG, Khan et al., Sec. 3.1, Eqs. 1-3): first pick argmax c; then
     argmax_i theta c_i + (1-theta) sqrt(2 - 2 cos(e_i, m_S)), m_S the centroid of the selected set
     (||e_i - m_S/||m_S|| ||, the distance of e_i to the normalized centroid).
     """

@@ -20,6 +20,9 @@ from conftest import planted_duplicates, random_unit, unit_query
 from fake_llm import FakeChat
 from divopt_rag.experiments.rag.dfrag import (
     DFRAG,
+    SCORE_MAX,
+    candidate_set,
+    classical_mmr,
     DFRAG_THETAS,
     ORACLE_THETAS,
     Planner,
@@ -91,6 +94,37 @@ def test_gmmr_is_the_papers_formula(seed):
         for lam in DFRAG_THETAS:
             got = select(Instance(E, q, k=6, theta=lam), "gmmr").indices.tolist()
             assert got == _gmmr_plain(E, q, 6, lam), lam
+
+
+def _classical_mmr_plain(E, q, k, lam):
+    """DF-RAG App. B.2's classical MMR: gMMR with the distance metric replaced by the cosine
+    similarity ("the only difference"): first pick argmax cos(q, c); then argmax over the rest
+    of lam cos(q, c) - (1 - lam) cos(c, centroid(S))."""
+    rel = E @ q
+    S = [int(np.argmax(rel))]
+    while len(S) < k:
+        m = E[S].mean(axis=0)
+        vals = [lam * rel[i] - (1 - lam) * float(E[i] @ m) / float(np.linalg.norm(m)) if i not in S else -np.inf
+                for i in range(len(E))]
+        S.append(int(np.argmax(vals)))
+    return S
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_classical_mmr_is_app_b2s_formula(seed):
+    """Table 3's "classical MMR" keeps gMMR's centroid (App. B.2); at lambda 0 and 1 it picks as gMMR."""
+    E, q = random_unit(40, 8, seed), unit_query(8, seed)
+    differs = False
+    for lam in ORACLE_THETAS:
+        inst = Instance(E, q, k=6, theta=lam)
+        got = candidate_set(inst, "classical_mmr").tolist()
+        assert got == classical_mmr(inst).tolist() == _classical_mmr_plain(E, q, 6, lam), lam
+        if lam in (0.0, 1.0):
+            assert got == candidate_set(inst, "gmmr").tolist() == _gmmr_plain(E, q, 6, lam)
+        differs |= got != _gmmr_plain(E, q, 6, lam)
+    assert differs  # another function in between
+    assert candidate_set(Instance(E, q, k=6, theta=0.5), "mmr").tolist() == select(
+        Instance(E, q, k=6, theta=0.5), "mmr").indices.tolist()  # other names: divopt's selectors
 
 
 # --------------------------------------------------------------------------------------------
@@ -192,6 +226,91 @@ def test_binary_search_uses_the_fewest_calls_any_search_can_guarantee(n):
     grid = list(DFRAG_THETAS[-n:])
     worst = max(len(binary_search_sampling(grid, dict(zip(grid, v)).get)) for _, v in _unimodal_profiles(n))
     assert worst == peak_search_cost(n)
+
+
+def _weakly_unimodal(n, top):
+    """Every weakly unimodal profile (non-decreasing, then non-increasing; plateaus allowed) of n
+    integer scores in 0..top, as rows of an array: a non-decreasing run, then a non-increasing one."""
+    out = []
+
+    def grow(seq, falling):
+        if len(seq) == n:
+            out.append(seq)
+            return
+        for v in range(top + 1):
+            if not (falling and v > seq[-1]):  # no rise after a fall
+                grow(seq + [v], falling or v < seq[-1])
+
+    for v in range(top + 1):
+        grow([v], False)
+    return np.array(out)
+
+
+def test_the_weakly_unimodal_profiles_are_every_one():
+    """The generator against brute force: all of 0..3 ^ 6 filtered by 'no rise after a fall'."""
+    import itertools
+
+    def weak(p):
+        d = np.diff(p)
+        return not (d < 0).any() or not (d > 0).any() or np.nonzero(d > 0)[0].max() < np.nonzero(d < 0)[0].min()
+
+    brute = {p for p in itertools.product(range(4), repeat=6) if weak(np.array(p))}
+    assert set(map(tuple, _weakly_unimodal(6, 3).tolist())) == brute
+    assert len(_weakly_unimodal(10, 4)) == 30086  # the issue's count
+
+
+class _Ask(Exception):
+    """Raised by a scripted support function when the search asks past its script."""
+
+
+def _search_tree(profiles, grid, **options):
+    """(calls, best score seen) of :func:`binary_search_sampling` on every row of ``profiles``
+    (scores per grid point), by walking its decision tree: a scripted run replays the scores seen
+    so far and stops at the next question, whose answer splits the profiles (one run per tree
+    node instead of one per profile)."""
+    index = {t: i for i, t in enumerate(grid)}
+    calls, found = np.zeros(len(profiles), int), np.full(len(profiles), -1.0)
+    stack = [(np.arange(len(profiles)), ())]
+    while stack:
+        rows, script = stack.pop()
+        asked = []
+
+        def support(t):
+            if len(asked) == len(script):
+                raise _Ask(index[t])
+            asked.append(index[t])
+            return script[len(asked) - 1]
+
+        try:
+            visited = binary_search_sampling(grid, support, **options)
+        except _Ask as ask:
+            col = profiles[rows, ask.args[0]]
+            stack += [(rows[col == v], script + (int(v),)) for v in np.unique(col)]
+            continue
+        assert [index[t] for t in visited] == asked and len(set(asked)) == len(asked)
+        calls[rows], found[rows] = len(visited), max(script)
+    return calls, found
+
+
+def test_binary_search_scores_the_maximum_of_every_weakly_unimodal_profile():
+    """Issue 37: Retrieval Support is an integer sum, so ties are the normal case. Over all 30,086
+    weakly unimodal profiles with scores 0-4 on the 10 lambdas the search scores the grid maximum
+    every time (the rule that read a tie as 'the peak is between' found it 84.3 % of the time with
+    4.62 calls) with 5.70 calls on average, fewer than 6; knowing the best possible score (4 here;
+    DF-RAG: 5 x the plan's steps) it stops at one: 3.53 calls."""
+    grid = list(DFRAG_THETAS)
+    profiles = _weakly_unimodal(10, 4)
+    for best, mean in ((None, 5.70), (4, 3.53)):
+        calls, found = _search_tree(profiles, grid, best=best)
+        assert (found == profiles.max(axis=1)).all()
+        assert round(calls.mean(), 2) == mean <= 6 and calls.max() == 10  # a flat profile needs every lambda
+    # the issue's example: only lambda = 1 scores 9, every other 3
+    rs = dict(zip(grid, [3] * 9 + [9]))
+    visited = binary_search_sampling(grid, rs.get)
+    assert upper_median_gate(visited, [rs[t] for t in visited]) == 1.0
+    # a cap on the calls is kept, and costs hits
+    calls, found = _search_tree(profiles, grid, max_calls=6)
+    assert calls.max() == 6 and (found == profiles.max(axis=1)).mean() < 1
 
 
 @settings(max_examples=80, deadline=None)
@@ -356,7 +475,8 @@ def test_dfrag_in_context_and_binary_sampling(chat):
     res_b = dfrag_select(ctx, Planner(chat), StepEvaluator(chat), sampling="binary")
     E, q = ctx.instance.E.double().numpy(), ctx.instance.q.double().numpy()
     rs = {t: sum(_step_scores(_gmmr_plain(E, q, K, t))) for t in DFRAG_THETAS}
-    assert res_b.visited == binary_search_sampling(DFRAG_THETAS, rs.get)  # the same search on the server's profile
+    # the same search on the server's profile, stopping at a perfect score (5 per step)
+    assert res_b.visited == binary_search_sampling(DFRAG_THETAS, rs.get, best=SCORE_MAX * len(STEPS))
     assert res_b.theta == _upper_median_plain(res_b.visited, [rs[t] for t in res_b.visited])
     assert len(res_b.visited) < len(DFRAG_THETAS)
     with pytest.raises(ValueError, match="sampling"):

@@ -7,8 +7,10 @@ The pipeline, per question q with passage pool P (a :class:`~divopt_rag.experime
    (:data:`DFRAG_THETAS`; the paper leaves lambda = 0 out of the candidates, "it disregards
    query relevance"), S_lambda = gMMR_k(q, P; lambda) (Sec. 3.1, Eqs. 1-3), the greedy
        argmax_c  lambda cos(q, c) + (1 - lambda) sqrt(2 - 2 cos(c, centroid(S))),
-   first pick by relevance: ``select(instance.replace(theta=lambda), "gmmr")``. divopt's theta
-   is DF-RAG's lambda (1 = pure relevance; S_1 is the cosine top-k). k = 5 chunks (App. A.2).
+   first pick by relevance: ``candidate_set(instance.replace(theta=lambda), "gmmr")``
+   (:mod:`~divopt_rag.experiments.rag.dfrag_candidates`; ``"classical_mmr"`` is App. B.2's
+   classical MMR of Table 3). divopt's theta is DF-RAG's lambda (1 = pure relevance; S_1 is the
+   cosine top-k). k = 5 chunks (App. A.2).
 2. **Planner** (Sec. 3.4, Fig. 8). An LLM writes plan steps p_1..p_m, the fewest ordered
    sub-questions that must all be answered (:class:`Planner`, one-shot prompt).
 3. **Evaluator** (Sec. 3.4, Figs. 9-11). An LLM scores each step against a candidate set,
@@ -18,7 +20,9 @@ The pipeline, per question q with passage pool P (a :class:`~divopt_rag.experime
    **upper** median: sort the tied t_1 < ... < t_n and take t_(floor(n/2)+1).
 5. **Sampling** of Lambda: ``"uniform"`` scores every lambda of the grid (Sec. 3.4);
    ``"binary"`` is the binary-search-based sampling of App. B.3, a search for the peak of the
-   RS profile (:func:`binary_search_sampling`); the gate then runs over the lambdas scored.
+   RS profile (:func:`binary_search_sampling`, :mod:`~divopt_rag.experiments.rag.dfrag_sampling`;
+   it stops early on a perfect RS, 5 x the plan's steps); the gate then runs over the lambdas
+   scored.
 6. **Generation** (Sec. 3.4, Fig. 12). ``generate(question, passages, extra_context) -> str``
    answers from S_lambda*, passages in decreasing relevance (the paper does not give an order;
    the authors' public code sorts the chosen chunks by cosine). DF-RAG+IC (``in_context=True``,
@@ -42,319 +46,62 @@ Where divopt differs from the paper (each is also in docs/concepts/methods.md):
   ``reported_total`` but not used;
 * identical candidate sets of one question are scored once (the same prompt at temperature 0
   gives the same reply; the Evaluator call count drops, the choice does not change);
-* the binary search's exact procedure is not in the paper; :func:`binary_search_sampling` is
-  divopt's choice for its stated intent (peak finding on a unimodal profile), with its call count;
+* the binary search's procedure, its reading of tied scores and its stopping rule are not in the
+  paper (App. B.3 gives its motivation and "log n"); :func:`binary_search_sampling` is divopt's
+  choice for the stated intent (peak finding on a unimodal profile) and says what it decides;
 * ``gmmr`` uses the centroid (mean) of S as Eq. 2 writes it; the authors' code keeps a running
   pairwise mean normalize((m + e_new) / 2) (they differ from the third pick on).
 
 The prompts (:mod:`divopt_rag.experiments.rag.dfrag_prompts`) follow Figs. 8-11 in divopt's words.
+The parts live in modules of their own, by concept, and are re-exported here:
+:mod:`~divopt_rag.experiments.rag.dfrag_candidates` (lambda grids, candidate sets),
+:mod:`~divopt_rag.experiments.rag.dfrag_llm` (Planner and Evaluator),
+:mod:`~divopt_rag.experiments.rag.dfrag_sampling` (sampling and gate),
+:mod:`~divopt_rag.experiments.rag.dfrag_oracle` (F1 and the Oracle).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from divopt_rag.models.validation import check_choice, check_indices, check_scalar, check_theta
-from divopt_rag.solvers import select
+from divopt_rag.models.validation import check_choice, check_theta
 
-from .adaptive import median_gate
-from .answers import token_f1
-from .dfrag_prompts import (
-    EVALUATOR_EXAMPLES,
-    EVALUATOR_SYSTEM_PROMPT,
-    EVALUATOR_USER_TEMPLATE,
-    PLANNER_SYSTEM_PROMPT,
-    PLANNER_USER_TEMPLATE,
-    REASK_TEMPLATE,
-    format_chunks,
+from .dfrag_candidates import (
+    CANDIDATE_SETS,
+    DFRAG_THETAS,
+    FIXED_THETAS,
+    ORACLE_THETAS,
+    SCORE_MAX,
+    candidate_set,
+    classical_mmr,
+    generator_order,
+    question_texts,
+)
+from .dfrag_llm import Planner, RetrievalSupportEvaluator, StepEvaluator, StepScores, parse_plan, parse_step_scores
+from .dfrag_oracle import OracleResult, dfrag_f1, dfrag_oracle, dfrag_script_f1
+from .dfrag_prompts import EVALUATOR_SYSTEM_PROMPT, EVALUATOR_USER_TEMPLATE, PLANNER_SYSTEM_PROMPT, PLANNER_USER_TEMPLATE
+from .dfrag_sampling import (
+    SAMPLING,
+    binary_search_sampling,
+    peak_candidates,
+    peak_search_cost,
+    uniform_sampling,
+    upper_median_gate,
 )
 from .generation import Generator
 from .llm import LLMError, OpenAIChat
-from divopt_rag.experiments.metrics import selection_metrics
 
 __all__ = [
-    "DFRAG_THETAS", "ORACLE_THETAS", "FIXED_THETAS", "PLANNER_SYSTEM_PROMPT", "PLANNER_USER_TEMPLATE", "EVALUATOR_SYSTEM_PROMPT",
-    "EVALUATOR_USER_TEMPLATE", "parse_plan", "parse_step_scores", "StepScores",
-    "Planner", "StepEvaluator", "upper_median_gate", "uniform_sampling", "binary_search_sampling",
+    "DFRAG_THETAS", "ORACLE_THETAS", "FIXED_THETAS", "SCORE_MAX", "PLANNER_SYSTEM_PROMPT", "PLANNER_USER_TEMPLATE",
+    "EVALUATOR_SYSTEM_PROMPT", "EVALUATOR_USER_TEMPLATE", "parse_plan", "parse_step_scores", "StepScores",
+    "Planner", "StepEvaluator", "upper_median_gate", "uniform_sampling", "binary_search_sampling", "peak_candidates",
     "in_context_block", "dfrag_f1", "dfrag_script_f1", "peak_search_cost", "DFRAGResult", "DFRAG", "dfrag_select",
-    "OracleResult", "dfrag_oracle", "RetrievalSupportEvaluator",
+    "OracleResult", "dfrag_oracle", "RetrievalSupportEvaluator", "CANDIDATE_SETS", "candidate_set", "classical_mmr",
 ]
 
-#: DF-RAG's candidate lambdas {0.1, ..., 1.0} (Sec. 3.4): lambda = 0 (diversity only) is not a candidate.
-DFRAG_THETAS: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(1, 11))
-#: The Oracle's lambdas {0, 0.1, ..., 1.0} (Sec. 3.3: "from 0 to 1 in increments of 0.1").
-ORACLE_THETAS: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(0, 11))
-#: The fixed-lambda baseline's lambdas (Sec. 3.2: "lambda in [0, 1] in increments of 0.1").
-FIXED_THETAS: tuple[float, ...] = ORACLE_THETAS
-SCORE_MAX = 5
 
-# ---------------------------------------------------------------------------------------------
-# Parsing: a malformed reply raises (and is re-asked by the caller), never scores 0
-# ---------------------------------------------------------------------------------------------
-_STEP_LINE = re.compile(r"^\s*(?:step\s*)?\d+\s*[.):\-]\s*(?P<text>\S.*)$", re.IGNORECASE)
-_BULLET_LINE = re.compile(r"^\s*[-*\u2022]\s+(?P<text>\S.*)$")
-_SCORE_LINE = re.compile(
-    r"^\s*\**\s*(?:step\s*)?(?P<step>\d+)\s*[.):\-]?\s*\**\s*score\s*\**\s*[:=]?\s*\**\s*"
-    r"(?P<value>-?\d+(?:\.\d+)?|[A-Za-z]+)(?P<rest>.*)$", re.IGNORECASE)
-_TOTAL_LINE = re.compile(r"total\s*score\s*\**\s*[:=]\s*\**\s*(-?\d+)", re.IGNORECASE)
-_NOTE_PREFIX = re.compile(r"^\s*(?:/\s*5)?[\s.,;:\-)*]*(?:short\s+(?:explanation|answer)\s*\**\s*[:=]\s*)?", re.IGNORECASE)
-
-
-def parse_plan(text: str) -> list[str]:
-    """The plan steps of a Planner reply: its numbered ("1) ...", "2. ...", "Step 3: ...") or
-    bulleted lines, in order, without their numbers; LLMError if there is none."""
-    steps = []
-    for line in str(text).splitlines():
-        m = _STEP_LINE.match(line) or _BULLET_LINE.match(line)
-        if m:
-            steps.append(m.group("text").strip())
-    if not steps:
-        raise LLMError(f"the plan has no steps (no numbered or bulleted line): {str(text)[:200]!r}")
-    return steps
-
-
-@dataclass(frozen=True)
-class StepScores:
-    """The Evaluator's verdict on one candidate set: r(p_i) in {0..5} per step, its short
-    answer (explanation) per step, and the Retrieval Support RS = sum_i r(p_i)."""
-
-    scores: tuple[int, ...]
-    notes: tuple[str, ...]
-    reply: str = field(repr=False, default="")
-    reported_total: int | None = None  # the model's own "Total Score" line (not used for RS)
-
-    @property
-    def support(self) -> int:
-        return int(sum(self.scores))
-
-
-def parse_step_scores(text: str, n_steps: int) -> StepScores:
-    """Scores r(p_1..p_m) from an Evaluator reply ("<i>. Score: <0-5>. Short Explanation: ...").
-
-    Raises LLMError when a step has no score, a score is not an integer in 0..5 ("six", "7",
-    "4.5"), a step is scored twice, or a step number is outside 1..n_steps.
-    """
-    found: dict[int, tuple[int, str]] = {}
-    for line in str(text).splitlines():
-        m = _SCORE_LINE.match(line)
-        if m is None:
-            continue
-        step, raw = int(m.group("step")), m.group("value")
-        if not 1 <= step <= n_steps:
-            raise LLMError(f"the Evaluator scored step {step} but the plan has steps 1..{n_steps}")
-        if step in found:
-            raise LLMError(f"the Evaluator scored step {step} twice")
-        if not re.fullmatch(r"-?\d+", raw) or not 0 <= int(raw) <= SCORE_MAX:
-            raise LLMError(f"the Evaluator's score for step {step} is {raw!r}, not an integer in 0..{SCORE_MAX}")
-        note = _NOTE_PREFIX.sub("", m.group("rest"), count=1).strip()
-        found[step] = (int(raw), note)
-    missing = [i for i in range(1, n_steps + 1) if i not in found]
-    if missing:
-        raise LLMError(f"the Evaluator's reply has no score for step(s) {missing} of 1..{n_steps}: {str(text)[:200]!r}")
-    total = _TOTAL_LINE.search(str(text))
-    return StepScores(
-        scores=tuple(found[i][0] for i in range(1, n_steps + 1)),
-        notes=tuple(found[i][1] for i in range(1, n_steps + 1)),
-        reply=str(text),
-        reported_total=None if total is None else int(total.group(1)),
-    )
-
-
-def _ask(chat: OpenAIChat, messages: list[dict[str, str]], parse: Callable[[str], Any], max_tokens: int,
-         format_retries: int, detail: str, what: str) -> Any:
-    """Ask, parse; on a malformed reply re-ask in the same conversation (a new request, so a
-    reply cache cannot return the bad reply again) up to ``format_retries`` times, then raise."""
-    msgs = list(messages)
-    for attempt in range(format_retries + 1):
-        reply = chat.complete(msgs, max_tokens=max_tokens)
-        try:
-            return parse(reply)
-        except LLMError as exc:
-            if attempt == format_retries:
-                raise LLMError(f"{what}: {exc} (after {attempt + 1} replies)") from exc
-            msgs = [*msgs, {"role": "assistant", "content": reply},
-                    {"role": "user", "content": REASK_TEMPLATE.format(reason=exc, detail=detail)}]
-    raise AssertionError("unreachable")
-
-
-def _check_retries(value: Any) -> int:
-    return check_scalar(value, "format_retries", int, min_val=0)
-
-
-class Planner:
-    """DF-RAG's Planner: ``planner(question) -> [p_1, ..., p_m]`` by an LLM (one request).
-
-    chat : an :class:`~divopt_rag.experiments.rag.llm.OpenAIChat`. The reply's numbered lines are the
-    steps (:func:`parse_plan`); a reply without steps is re-asked ``format_retries`` times, then
-    LLMError. Prompts: :data:`PLANNER_SYSTEM_PROMPT` and :data:`PLANNER_USER_TEMPLATE`.
-    """
-
-    def __init__(self, chat: OpenAIChat, *, system_prompt: str = PLANNER_SYSTEM_PROMPT,
-                 user_template: str = PLANNER_USER_TEMPLATE, max_tokens: int = 800, format_retries: int = 1) -> None:
-        self.chat, self.system_prompt, self.user_template = chat, system_prompt, user_template
-        self.max_tokens, self.format_retries = int(max_tokens), _check_retries(format_retries)
-
-    def messages(self, question: str) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.system_prompt},
-                {"role": "user", "content": self.user_template.format(question=question)}]
-
-    def __call__(self, question: str) -> list[str]:
-        return _ask(self.chat, self.messages(question), parse_plan, self.max_tokens, self.format_retries,
-                    ': one numbered line per sub-question, "1) ...", "2) ..."', "the DF-RAG Planner's plan")
-
-
-class StepEvaluator:
-    """DF-RAG's Evaluator: ``evaluator(steps, passages) -> StepScores`` by an LLM (one request
-    per candidate set; the question itself is not shown, only the plan and the chunks).
-
-    The reply gives r(p_i) in {0..5} per step (:func:`parse_step_scores`); a malformed reply is
-    re-asked ``format_retries`` times, then LLMError. max_chars : cut each passage to this many
-    characters (None: whole passages). Prompts: :data:`EVALUATOR_SYSTEM_PROMPT`,
-    :data:`EVALUATOR_USER_TEMPLATE` (``{examples}``, ``{plan}``, ``{chunks}``); the chunks are
-    listed as Figs. 10-11 list them, each in double quotes on its own line, in pick order.
-    """
-
-    def __init__(self, chat: OpenAIChat, *, system_prompt: str = EVALUATOR_SYSTEM_PROMPT,
-                 user_template: str = EVALUATOR_USER_TEMPLATE, examples: str = EVALUATOR_EXAMPLES,
-                 max_tokens: int = 2000, max_chars: int | None = None, format_retries: int = 1) -> None:
-        self.chat, self.system_prompt, self.user_template, self.examples = chat, system_prompt, user_template, examples
-        self.max_tokens, self.max_chars = int(max_tokens), max_chars
-        self.format_retries = _check_retries(format_retries)
-
-    def messages(self, steps: Sequence[str], passages: Sequence[str]) -> list[dict[str, str]]:
-        plan = "\n".join(f"{i}) {s}" for i, s in enumerate(steps, 1))
-        chunks = format_chunks(str(p)[: self.max_chars] if self.max_chars else str(p) for p in passages)
-        user = self.user_template.format(examples=self.examples, plan=plan, chunks=chunks)
-        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": user}]
-
-    def __call__(self, steps: Sequence[str], passages: Sequence[str]) -> StepScores:
-        if not steps:
-            raise ValueError("the Evaluator needs at least one plan step")
-        m = len(steps)
-        return _ask(self.chat, self.messages(steps, passages), lambda r: parse_step_scores(r, m), self.max_tokens,
-                    self.format_retries, f': lines "<i>. Score: <0-5>. Short Explanation: <text>" for i = 1..{m}, '
-                    'then "Total Score: <sum>"', "the DF-RAG Evaluator's scores")
-
-
-# ---------------------------------------------------------------------------------------------
-# Gate and lambda sampling
-# ---------------------------------------------------------------------------------------------
-def upper_median_gate(thetas: Sequence[float], scores: Sequence[float]) -> float:
-    """DF-RAG's gate: the upper median of the thetas with the best score (rule 4 above)."""
-    return median_gate(thetas, scores, even="upper")
-
-
-def uniform_sampling(grid: Sequence[float], support: Callable[[float], float]) -> list[float]:
-    """Score every theta of the grid (ascending); returns the thetas in the order scored."""
-    out = sorted(set(check_theta(t) for t in grid))
-    for t in out:
-        support(t)
-    return out
-
-
-@lru_cache(maxsize=None)
-def _peak_plan(size: int, known: int) -> tuple[int, int]:
-    """(worst-case calls, next probe) to find and score the peak among ``size`` consecutive
-    candidates of a strictly unimodal profile, one of them (``known``, or -1) already scored.
-
-    Probing x with a scored y (a < b their order): RS_a < RS_b leaves the peak in (a, hi] (b
-    scored), RS_a > RS_b in [lo, b) (a scored), RS_a = RS_b strictly between them (nothing
-    scored: a strict profile can tie only across its peak). The cost is 1 + the worst of the
-    three; the probe minimizing it (the first such x) is the minimax-optimal comparison search
-    (a discrete Fibonacci search)."""
-    if size == 1:
-        return (0 if known == 0 else 1), 0
-    best, arg = None, 0
-    for x in range(size):
-        if x == known:
-            continue
-        if known < 0:
-            cost = 1 + _peak_plan(size, x)[0]
-        else:
-            a, b = min(x, known), max(x, known)
-            cost = 1 + max(_peak_plan(size - a - 1, b - a - 1)[0], _peak_plan(b, a)[0],
-                           _peak_plan(b - a - 1, -1)[0] if b - a >= 2 else 0)
-        if best is None or cost < best:
-            best, arg = cost, x
-    return best, arg
-
-
-def peak_search_cost(n: int) -> int:
-    """The most Evaluator calls :func:`binary_search_sampling` makes on an ``n``-point grid (5
-    for DF-RAG's 10 lambdas); no comparison-based search can guarantee fewer on every strictly
-    unimodal profile (the dynamic program of :func:`_peak_plan` is the minimax over probes)."""
-    return _peak_plan(check_scalar(n, "n", int, min_val=1), -1)[0]
-
-
-def binary_search_sampling(grid: Sequence[float], support: Callable[[float], float]) -> list[float]:
-    """DF-RAG's binary-search-based sampling (App. B.3): a search for the peak of RS over the
-    sorted grid t_0 < ... < t_{n-1}, "motivated by its effectiveness in locating peaks in
-    unimodal distributions".
-
-    The paper gives the motivation and the O(log n) cost, not the procedure. divopt's choice for
-    that intent: the minimax-optimal comparison search for the maximum of a unimodal sequence
-    (:func:`_peak_plan`, a discrete Fibonacci search). Keep an interval [lo, hi] holding the
-    peak and at most one scored point inside it; score the probe the plan picks; compare it
-    with the scored point a < b:
-
-        RS(t_a) < RS(t_b): the peak is in (a, hi];   RS(t_a) > RS(t_b): in [lo, b);
-        RS(t_a) = RS(t_b): strictly between them (b - a >= 2), or, for adjacent ties (only
-        possible on a plateau), the upper one (toward relevance, like the upper-median gate);
-
-    stop when one candidate is left and scored. On every strictly unimodal profile of the
-    10-point grid it scores the peak (tested on all 2,378 order types, ties across the peak
-    included) with at most 5 Evaluator calls (mean 4.94) instead of uniform's 10;
-    :func:`peak_search_cost` gives the bound for other grids. On a profile that is not unimodal
-    (plateaus, several peaks) it returns a local peak. Returns the thetas in the order scored;
-    the gate then runs over them.
-    """
-    g = sorted(set(check_theta(t) for t in grid))
-    if not g:
-        raise ValueError("the theta grid is empty")
-    visited: list[float] = []
-    rs: dict[int, float] = {}
-
-    def score(i: int) -> float:
-        if i not in rs:
-            rs[i] = float(support(g[i]))
-            visited.append(g[i])
-        return rs[i]
-
-    lo, hi, known = 0, len(g) - 1, None
-    while True:
-        size = hi - lo + 1
-        rel = -1 if known is None else known - lo
-        if size == 1:
-            score(lo)
-            return visited
-        x = lo + _peak_plan(size, rel)[1]
-        score(x)
-        if known is None:
-            known = x
-            continue
-        a, b = min(x, known), max(x, known)
-        if score(a) < score(b):
-            lo, known = a + 1, b
-        elif score(a) > score(b):
-            hi, known = b - 1, a
-        elif b - a >= 2:
-            lo, hi, known = a + 1, b - 1, None
-        else:
-            lo, known = b, b
-
-
-_SAMPLING: dict[str, Callable[[Sequence[float], Callable[[float], float]], list[float]]] = {
-    "uniform": uniform_sampling, "binary": binary_search_sampling,
-}
-
-
-# ---------------------------------------------------------------------------------------------
-# Generation
-# ---------------------------------------------------------------------------------------------
 def in_context_block(steps: Sequence[str], evaluation: StepScores) -> str:
     """DF-RAG+IC's incremental context (Sec. 3.5): "the plan produced by the Planner and the
     short answer generated by the Evaluator when executing that plan", i.e. the numbered plan
@@ -364,45 +111,6 @@ def in_context_block(steps: Sequence[str], evaluation: StepScores) -> str:
     reply = evaluation.reply.strip() or "\n".join(
         f"{i}. Score: {s}. Short Explanation: {n}" for i, (s, n) in enumerate(zip(evaluation.scores, evaluation.notes), 1))
     return f"Plan:\n{plan}\n\nThe Evaluator's short answer for these passages:\n{reply}"
-
-
-def dfrag_f1(prediction: str, answers: Sequence[str]) -> float:
-    """DF-RAG's metric (Sec. 3.5: "the official metrics of LongBench and InfiniteBench"): token
-    F1 after SQuAD normalization (lower case, no punctuation, no articles), the best over the
-    gold ``answers``, as both benchmarks' ``qa_f1_score`` compute it:
-    :func:`divopt_rag.experiments.rag.answers.token_f1` with ``style="squad"``. So
-    ``dfrag_f1("Paris", ["London", "Paris"]) == 1``. In [0, 1]; the paper prints it x 100."""
-    if not answers:
-        raise ValueError("dfrag_f1 needs at least one gold answer")
-    return token_f1(prediction, list(answers), style="squad")
-
-
-def dfrag_script_f1(prediction: str, answers: Sequence[str]) -> float:
-    """The F1 of the authors' public run script (divopt's name for it, not the paper's metric):
-    ``\\w+`` tokens of the lower-cased text, multiset overlap, against the FIRST gold answer only
-    (:func:`~divopt_rag.experiments.rag.answers.token_f1` with ``style="dfrag"``)."""
-    if not answers:
-        raise ValueError("dfrag_script_f1 needs at least one gold answer")
-    return token_f1(prediction, answers[0], style="dfrag")
-
-
-def _texts(context: Any) -> tuple[str, Sequence[str]]:
-    qid = getattr(context, "query_id", "?")
-    if getattr(context, "query_text", None) is None:
-        raise ValueError(f"DF-RAG needs the question text: context.query_text is None for query {qid!r}")
-    if getattr(context, "passages", None) is None:
-        raise ValueError(f"DF-RAG needs the passage texts: context.passages is None for query {qid!r}")
-    if len(context.passages) != context.instance.n:
-        raise ValueError(f"context.passages must hold one text per pool row ({context.instance.n}), "
-                         f"got {len(context.passages)} for query {qid!r}")
-    return str(context.query_text), context.passages
-
-
-def _generator_order(context: Any, indices: np.ndarray, order: str) -> np.ndarray:
-    if order == "selection":
-        return indices
-    rel = context.instance.relevance.double().cpu().numpy()[indices]
-    return indices[np.argsort(-rel, kind="stable")]
 
 
 @dataclass
@@ -428,8 +136,10 @@ class DFRAG:
     planner : ``planner(question) -> steps`` (:class:`Planner`). evaluator : ``evaluator(steps,
     passages) -> StepScores`` (:class:`StepEvaluator`). generator : ``generate(question,
     passages, extra_context) -> str``, needed by :meth:`answer` only. thetas : the lambda grid
-    (:data:`DFRAG_THETAS`). method : the selector building the candidate sets ("gmmr"; any
-    divopt selector is a divopt variant). sampling : "uniform" | "binary". in_context : DF-RAG+IC.
+    (:data:`DFRAG_THETAS`). method : the retrieval function building the candidate sets
+    (:func:`candidate_set`: "gmmr", Sec. 3.1; "classical_mmr", App. B.2's Table 3; any divopt
+    selector is a divopt variant). sampling : "uniform" | "binary" (:data:`SAMPLING`; binary stops
+    early on a perfect Retrieval Support, :data:`SCORE_MAX` x the plan's steps). in_context : DF-RAG+IC.
     order : the generator's passage order, "relevance" (authors' code) or "selection".
 
     Example, with any OpenAI-compatible server (vLLM, llama.cpp, Ollama)::
@@ -448,7 +158,7 @@ class DFRAG:
         if not self.thetas:
             raise ValueError("thetas must hold at least one value in [0, 1]")
         self.method = method
-        self.sampling = check_choice(sampling, "sampling", _SAMPLING)
+        self.sampling = check_choice(sampling, "sampling", SAMPLING)
         self.in_context = bool(in_context)
         self.order = check_choice(order, "order", ("relevance", "selection"))
 
@@ -461,7 +171,7 @@ class DFRAG:
 
     def select(self, context: Any) -> DFRAGResult:
         """Plan, score the sampled thetas' candidate sets, gate; no generation."""
-        question, texts = _texts(context)
+        question, texts = question_texts(context)
         steps = list(self.planner(question))
         if not steps:
             raise LLMError("the Planner returned no steps")
@@ -470,21 +180,23 @@ class DFRAG:
         by_set: dict[tuple[int, ...], StepScores] = {}  # identical candidate sets: one Evaluator call
 
         def support(theta: float) -> float:
-            sel = select(context.instance.replace(theta=theta), self.method)
-            idx = check_indices(sel.indices, context.instance.n, f"{self.method} indices")
+            idx = candidate_set(context.instance.replace(theta=theta), self.method)
             key = tuple(int(i) for i in idx)
             if key not in by_set:
                 by_set[key] = self.evaluator(steps, [texts[i] for i in key])
             selections[theta], evaluations[theta] = idx, by_set[key]
             return float(by_set[key].support)
 
-        visited = _SAMPLING[self.sampling](self.thetas, support)
+        if self.sampling == "binary":  # a perfect RS (every step scored 5) cannot be beaten
+            visited = binary_search_sampling(self.thetas, support, best=SCORE_MAX * len(steps))
+        else:
+            visited = uniform_sampling(self.thetas, support)
         rs = {t: evaluations[t].support for t in visited}
         theta = upper_median_gate(list(rs), list(rs.values()))
         best = max(rs.values())
         idx = selections[theta]
         return DFRAGResult(
-            theta=theta, indices=idx, passages=[str(texts[i]) for i in _generator_order(context, idx, self.order)],
+            theta=theta, indices=idx, passages=[str(texts[i]) for i in generator_order(context, idx, self.order)],
             plan=steps, support=rs, visited=visited, tied=sorted(t for t, v in rs.items() if v == best),
             evaluations=evaluations, selections=selections,
             extra_context=in_context_block(steps, evaluations[theta]) if self.in_context else None,
@@ -503,99 +215,3 @@ def dfrag_select(context: Any, planner: Callable[[str], Sequence[str]], evaluato
                  **options: Any) -> DFRAGResult:
     """``DFRAG(planner, evaluator, **options).select(context)``: DF-RAG's choice on one question."""
     return DFRAG(planner, evaluator, **options).select(context)
-
-
-# ---------------------------------------------------------------------------------------------
-# The Oracle
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class OracleResult:
-    """The Oracle theta of one question and the ground-truth value of every theta."""
-
-    theta: float
-    value: float
-    values: dict[float, float]
-    tied: list[float]
-    answers: dict[float, str] = field(default_factory=dict)  # generated answer per theta (answer metrics)
-    selections: dict[float, np.ndarray] = field(repr=False, default_factory=dict)
-
-
-def dfrag_oracle(context: Any, generator: Callable[[str, Sequence[str], str | None], str] | None = None, *,
-                 answers: Sequence[str] | None = None,
-                 metric: Callable[[str, Sequence[str]], float] | str | None = None,
-                 thetas: Sequence[float] = ORACLE_THETAS, method: str = "gmmr", order: str = "relevance") -> OracleResult:
-    """DF-RAG's Oracle (Sec. 3.3): the theta whose answer scores best against the ground truth.
-
-    Default: generate an answer from the candidate set of every theta of {0, 0.1, ..., 1.0}
-    (:data:`ORACLE_THETAS`, lambda = 0 included as the paper's Oracle grid; no extra context)
-    and score it by :func:`dfrag_f1` against the gold ``answers`` (default ``context.answers``).
-    metric : a callable ``metric(answer, gold_answers) -> float`` for another answer metric, or
-    the name of a retrieval metric of ``selection_metrics`` ("alpha_ndcg", "recall", ...) for
-    questions without answers (no generator needed). Ties: the upper median, as the gate.
-    """
-    order = check_choice(order, "order", ("relevance", "selection"))
-    grid = sorted(set(check_theta(t) for t in thetas))
-    if not grid:
-        raise ValueError("thetas must hold at least one value in [0, 1]")
-    retrieval = isinstance(metric, str)
-    if not retrieval:
-        if generator is None:
-            raise ValueError("dfrag_oracle needs a generator(question, passages, extra_context) -> str "
-                             "for an answer metric (or metric='<retrieval metric>')")
-        golds = answers if answers is not None else getattr(context, "answers", None)
-        if not golds:
-            raise ValueError(f"dfrag_oracle needs gold answers (answers= or context.answers) for query "
-                             f"{getattr(context, 'query_id', '?')!r}, or metric='<retrieval metric>'")
-        score = metric if metric is not None else dfrag_f1
-        question, texts = _texts(context)
-    values: dict[float, float] = {}
-    generated: dict[float, str] = {}
-    selections: dict[float, np.ndarray] = {}
-    for t in grid:
-        idx = check_indices(select(context.instance.replace(theta=t), method).indices, context.instance.n)
-        selections[t] = idx
-        if retrieval:
-            m = selection_metrics(context.instance, idx, qrels=getattr(context, "qrels", None),
-                                  subtopics=getattr(context, "subtopics", None))
-            if metric not in m:
-                raise ValueError(f"metric {metric!r} is not available; available: {sorted(m)}")
-            values[t] = float(m[metric])
-        else:
-            passages = [str(texts[i]) for i in _generator_order(context, idx, order)]
-            generated[t] = str(generator(question, passages, None))
-            values[t] = float(score(generated[t], list(golds)))
-    theta = upper_median_gate(list(values), list(values.values()))
-    best = max(values.values())
-    return OracleResult(theta=theta, value=values[theta], values=values,
-                        tied=sorted(t for t, v in values.items() if v == best), answers=generated,
-                        selections=selections)
-
-
-# ---------------------------------------------------------------------------------------------
-# DF-RAG's Evaluator as a sweep evaluator
-# ---------------------------------------------------------------------------------------------
-class RetrievalSupportEvaluator:
-    """``score(context, indices)`` = DF-RAG's Retrieval Support RS of the selection, for sweeps
-    (``evaluator = {name = "dfrag", base_url = ..., model = ...}``): a sweep over
-    ``--methods gmmr --theta 0.1 ... 1`` with ``--adaptive-metric`` then reports DF-RAG's gate
-    (uniform sampling, upper median) beside the Oracle. The plan of each question is made once.
-    """
-
-    def __init__(self, base_url: str | None = None, model: str | None = None, *,
-                 planner: Mapping[str, Any] | None = None, evaluator: Mapping[str, Any] | None = None,
-                 **connection: Any) -> None:
-        if not base_url or not model:
-            raise ValueError("the dfrag evaluator needs base_url and model of an OpenAI-compatible endpoint "
-                             "(give them in --config: evaluator = {name = \"dfrag\", base_url = ..., model = ...})")
-        chat = OpenAIChat(base_url, model, **connection)
-        self.planner = Planner(chat, **dict(planner or {}))
-        self.evaluator = StepEvaluator(chat, **dict(evaluator or {}))
-        self._plans: dict[str, list[str]] = {}
-        self.name = f"dfrag:{model}"
-
-    def score(self, context: Any, indices: Any) -> float:
-        question, texts = _texts(context)
-        if question not in self._plans:
-            self._plans[question] = list(self.planner(question))
-        idx = check_indices(indices, context.instance.n)
-        return float(self.evaluator(self._plans[question], [texts[int(i)] for i in idx]).support)

@@ -33,7 +33,7 @@ RECIPES: dict[str, Recipe] = {
         dfrag.TABLE1, dfrag.TABLE3, dfrag.TABLE4,
         dartboard.TABLE2, dartboard.SIGMA,
         vrsd.TABLES,
-        mio.ENCODERS, mio.ROBUST,
+        mio.ENCODERS, mio.ROBUST, mio.TABLE8,
     )
 }
 

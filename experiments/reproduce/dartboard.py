@@ -13,8 +13,9 @@ github.com/EmergenceAI/dartboard, ``end2end/do_eval.py``):
   ones. ``--set pool=own`` gives the older per-question pool (a question's own passages only,
   RGB's generation protocol), not the paper's retrieval experiment.
 * **NDCG** (``ndcg``): the paper's retrieval score "on retrieving any one of the positive
-  passages" (Sec. 3), one positive suffices: 1 / log2(1 + r) for the first positive passage at
-  rank r <= k, 0 when none is retrieved (the authors' ``get_single_ndcg``; the ideal ranking
+  passages" (Sec. 3, which cites Wang et al. 2013 and gives no formula), one positive suffices.
+  The score is the authors' code's (``get_single_ndcg``), not the paper's text: 1 / log2(1 + r)
+  for the first positive passage at rank r <= k, 0 when none is retrieved (the ideal ranking
   scores 1). On the integration questions (``component_ndcg``, Table 2's "Integrated NDCG",
   "at least one positive passage for each component") the same score per answer component
   (its positive group), averaged over the question's components. Table 2 says k = 5; the
@@ -34,7 +35,8 @@ github.com/EmergenceAI/dartboard, ``end2end/do_eval.py``):
 * **Best over the sweep**: "We performed a grid search over these parameters, reporting the
   best results for each method" (Sec. 3; Table 2's caption): the table keeps, per dataset and
   column, the best mean over a tunable method's grid (``Table 2``: sigma over
-  :data:`SIGMA_GRID`, theta over :data:`MMR_GRID`) and every grid point (``Table 2 (grid)``).
+  :data:`SIGMA_GRID`, theta over :data:`MMR_GRID`), naming the setting it took (``chosen``,
+  printed ``value @sigma=...``), and every grid point with its setting (``Table 2 (grid)``).
   Its keys (table, dataset, setting, method, metric) are those of
   ``published/dartboard.csv``, so the paper's number sits beside each cell.
 
@@ -65,7 +67,7 @@ from .spec import DataNeed, Needs, Options, Recipe, ReproduceError, Run
 from .steps import Env, answer_scores, query_instance, select_rows
 from .tables import long_rows, mean_table
 
-__all__ = ["TABLE2", "SIGMA", "SIGMA_GRID", "MMR_GRID", "paper_ndcg", "positive_groups", "oracle_ranking",
+__all__ = ["TABLE2", "SIGMA", "SIGMA_GRID", "MMR_GRID", "best_over_grid", "paper_ndcg", "positive_groups", "oracle_ranking",
            "random_rankings", "mmr_cosine", "build_rgb", "rank_ids"]
 
 PAPER = "Dartboard (Pickett et al. 2024)"
@@ -87,9 +89,10 @@ _POOLS = ("collection", "own")
 
 
 def paper_ndcg(ranked: Sequence[str], relevant: Collection[str]) -> float:
-    """Table 2's NDCG: 1 / log2(1 + r) for the first passage of ``relevant`` at rank r (1-based)
-    in ``ranked``, 0 when none is there (the authors' ``get_single_ndcg``: one positive passage
-    answers a simple question, so the ideal ranking scores 1)."""
+    """Table 2's NDCG as the authors' code scores it (``get_single_ndcg``; the paper's Sec. 3 names
+    NDCG "on retrieving any one of the positive passages" without a formula): 1 / log2(1 + r) for
+    the first passage of ``relevant`` at rank r (1-based) in ``ranked``, 0 when none is there (one
+    positive passage answers a simple question, so the ideal ranking scores 1)."""
     for r, pid in enumerate(ranked, 1):
         if pid in relevant:
             return 1.0 / math.log2(1 + r)
@@ -253,14 +256,29 @@ def _per_setting(rows: pd.DataFrame, table: str) -> pd.DataFrame:
     return t[~((t["metric"] == "component_ndcg") & (t["dataset"] == "simple"))].reset_index(drop=True)
 
 
-def _table2(rows: pd.DataFrame) -> pd.DataFrame:
-    grid = _per_setting(rows, "Table 2 (grid)")
+def best_over_grid(grid: pd.DataFrame, table: str) -> pd.DataFrame:
+    """Per (dataset, method, metric) the best value over the method's grid (Sec. 3: "reporting the
+    best results for each method"), keyed by its k as the published cells are, with the setting it
+    was taken at in ``chosen`` (the first in grid order among ties, "+n tied" when others tie; empty
+    for a method without a grid)."""
     best = []
     for (ds, method, metric), g in grid.groupby(["dataset", "method", "metric"], sort=False):
-        k = str(g["setting"].iloc[0]).split(",")[0]  # "k=5": every setting of a method shares its k
-        best.append({"table": "Table 2", "dataset": ds, "setting": k, "method": method, "metric": metric,
-                     "value": float(g["value"].max())})
-    return pd.concat([long_rows(best), grid], ignore_index=True)
+        settings = [str(x) for x in g["setting"]]
+        k = settings[0].split(",")[0]  # "k=5": every setting of a method shares its k
+        vals = g["value"].astype(float).to_numpy()
+        chosen = ""
+        if len(g) > 1 and not np.isnan(vals).all():
+            top = np.flatnonzero(vals == np.nanmax(vals))
+            chosen = ",".join(p for p in settings[top[0]].split(",") if not p.startswith("k="))
+            chosen += f" (+{top.size - 1} tied)" if top.size > 1 else ""
+        best.append({"table": table, "dataset": ds, "setting": k, "method": method, "metric": metric,
+                     "value": float(np.nanmax(vals)) if not np.isnan(vals).all() else np.nan, "chosen": chosen})
+    return pd.DataFrame(best, columns=["table", "dataset", "setting", "method", "metric", "value", "chosen"])
+
+
+def _table2(rows: pd.DataFrame) -> pd.DataFrame:
+    grid = _per_setting(rows, "Table 2 (grid)")
+    return pd.concat([best_over_grid(grid, "Table 2"), grid.assign(chosen="")], ignore_index=True)
 
 
 def _sigma_table(rows: pd.DataFrame) -> pd.DataFrame:

@@ -29,10 +29,15 @@ the published value beside "-".
 
 The published cells join on ``llm=<backbone>,w=<chunk words>``: the backbone is read from the
 configured model's name (``llama-3.3-70b`` or ``qwen-2.5-72b`` when it names one of the paper's
-two, else the name itself). Table 3 (``dfrag-table3``): DF-RAG with classical MMR vs gMMR
-candidate sets (Llama 3.3 70B, w = 100 in the paper); Table 4 (``dfrag-table4``): DF-RAG + IC with
-uniform vs binary-search sampling of lambda (w = 100): F1, lambdas scored and Evaluator calls.
-Sec. 5.4: the Planner's mean number of steps per multi-hop task.
+two, else the name itself). Table 2 (App. A.1, with ``dfrag-table1``): per task the number of questions and
+their mean context length in words (LongBench's ``length`` field, else the context's words).
+Table 3 (``dfrag-table3``): DF-RAG with classical MMR vs gMMR candidate sets (Llama 3.3 70B, w =
+100 in the paper); classical MMR is App. B.2's: gMMR with the cosine similarity to the centroid in
+place of the distance ("the only difference ... is the distance metric"),
+:func:`~divopt_rag.experiments.rag.dfrag_candidates.classical_mmr`, not divopt's plain ``mmr``
+(the published key keeps the paper's column name, ``base=mmr``). Table 4 (``dfrag-table4``):
+DF-RAG + IC with uniform vs binary-search sampling of lambda (w = 100): F1, lambdas scored and
+Evaluator calls. Sec. 5.4: the Planner's mean number of steps per multi-hop task.
 
 ``--retrieval-only``: no LLM; each candidate set is scored by answer recall (a gold answer
 contained in the chunks), and the Oracle / fixed-lambda / vanilla rows are computed on it (a
@@ -42,21 +47,22 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from divopt_rag.data import INFINITEBENCH_QA_TASKS, LONGBENCH_QA_TASKS, load_infinitebench_qa, load_longbench
-from divopt_rag.experiments.rag.dfrag import DFRAG, DFRAG_THETAS, FIXED_THETAS, ORACLE_THETAS, dfrag_f1
+from divopt_rag.experiments.rag.dfrag import DFRAG, DFRAG_THETAS, FIXED_THETAS, ORACLE_THETAS, candidate_set, dfrag_f1
 from divopt_rag.experiments.rag.evaluator import QueryContext
 
 from .data import DatasetPlan, Prepared, prepare_text, wordnet_analogue
 from .spec import DataNeed, Needs, Options, Recipe, ReproduceError, Run
-from .steps import Env, generation_order, query_instance, retrieval_metrics, select_rows
+from .steps import Env, generation_order, query_instance, retrieval_metrics
 from .tables import leave_one_out_choice, long_rows
 
-__all__ = ["TABLE1", "TABLE3", "TABLE4", "PAPER_TASKS", "PAPER_WORDS", "llm_label", "best_fixed_theta"]
+__all__ = ["TABLE1", "TABLE3", "TABLE4", "PAPER_TASKS", "PAPER_WORDS", "BASES", "llm_label", "best_fixed_theta"]
 
 PAPER = "DF-RAG (Khan et al. 2026)"
 SOURCE = "arXiv:2601.17212v1"
@@ -68,6 +74,9 @@ _MULTI_HOP = ("hotpotqa", "musique", "2wikimqa")
 _LONGBENCH = "https://huggingface.co/datasets/THUDM/LongBench/resolve/main/data.zip"
 _INFINITEBENCH = "https://huggingface.co/datasets/xinrongzhang2022/InfiniteBench/resolve/main/longbook_qa_eng.jsonl"
 _TASKS = (*LONGBENCH_QA_TASKS, *INFINITEBENCH_QA_TASKS)
+#: Table 3's columns (the published key's ``base``) and the retrieval function of each: classical
+#: MMR is App. B.2's (the centroid kept, the cosine in place of the distance).
+BASES = {"mmr": "classical_mmr", "gmmr": "gmmr"}
 
 
 def _need(task: str) -> DataNeed:
@@ -159,10 +168,12 @@ def _execute(recipe: Recipe):
         p = run.params
         k = int(recipe.param(env.options, "k"))
         inst, rows = query_instance(prep, run.query_index, env=env)
-        common = {"w": prep.extra.get("w", math.nan), "llm": llm_label(env.llm), "n": inst.n}
-        if run.method in ("gmmr", "mmr"):
-            idx, info = select_rows(inst, run.method, k=k, theta=p["theta"], env=env)
-            out: dict[str, Any] = {**common, "seconds": info["seconds"], "selected": [str(inst.ids[i]) for i in idx],
+        common = {"w": prep.extra.get("w", math.nan), "llm": llm_label(env.llm), "n": inst.n,
+                  "context_words": _context_words(prep, run.query_id)}
+        if run.method in BASES.values():
+            t0 = time.perf_counter()
+            idx = candidate_set(inst.replace(k=min(k, inst.n), theta=p["theta"]), run.method)
+            out: dict[str, Any] = {**common, "seconds": time.perf_counter() - t0, "selected": [str(inst.ids[i]) for i in idx],
                                    **retrieval_metrics(prep, run.query_id, inst, rows, idx, ("answer_recall",))}
             if env.llm is not None:
                 order = generation_order(inst, idx, "relevance")
@@ -171,7 +182,7 @@ def _execute(recipe: Recipe):
             return out
         # the whole DF-RAG pipeline (LLM): one row per question
         pipeline = DFRAG.from_chat(env.llm, in_context=run.method == "dfrag_ic", sampling=p.get("sampling", "uniform"),
-                                   method=p.get("base", "gmmr"))
+                                   method=BASES[p.get("base", "gmmr")])
         res = pipeline.answer(_context(prep, run, inst.replace(k=k, theta=1.0), rows))
         distinct = {tuple(int(i) for i in s) for s in res.selections.values()}
         return {**common, "chosen_theta": res.theta, "thetas_scored": len(res.visited),
@@ -180,6 +191,14 @@ def _execute(recipe: Recipe):
                 **retrieval_metrics(prep, run.query_id, inst, rows, np.asarray(res.indices), ("answer_recall",))}
 
     return execute
+
+
+def _context_words(prep: Prepared, query_id: str) -> float:
+    """Table 2's length of a question's context in words: LongBench's own ``length`` field, else
+    the context's whitespace-separated words (InfiniteBench has no such field); NaN on analogues."""
+    info = ((getattr(prep.dataset, "meta", None) or {}).get("samples") or {}).get(query_id) or {}
+    value = info.get("length", info.get("context_words"))
+    return math.nan if value is None else float(value)
 
 
 # ---- tables ------------------------------------------------------------------------------------
@@ -271,6 +290,7 @@ def _table1(rows: pd.DataFrame) -> pd.DataFrame:
             for name in REFERENCE_SYSTEMS:
                 recs.append({"table": "Table 1", "dataset": ds, "setting": _setting(llm, None), "method": name,
                              "metric": metric, "value": math.nan})
+    recs += _table2(rows)
     if metric == "f1":  # the abstract's claims, over the tasks, chunk sizes and backbones run
         caps = [c for c in gains["captured"] if not math.isnan(c)]
         for method, m, v in (("dfrag", "f1_gain_vs_vanilla_min", min(gains["dfrag"], default=math.nan)),
@@ -287,15 +307,30 @@ def _table1(rows: pd.DataFrame) -> pd.DataFrame:
     return long_rows(recs)
 
 
+def _table2(rows: pd.DataFrame) -> list[dict]:
+    """App. A.1, Table 2: per task the number of questions run and their mean context length
+    (each question once, whatever the chunk size)."""
+    if "context_words" not in rows or rows["context_words"].isna().all():
+        return []
+    recs = []
+    for ds, sub in rows.dropna(subset=["context_words"]).groupby("dataset", sort=False):
+        per = sub.drop_duplicates("query_id")
+        recs += [{"table": "Table 2", "dataset": ds, "setting": "", "method": "dataset", "metric": "instances",
+                  "value": float(len(per))},
+                 {"table": "Table 2", "dataset": ds, "setting": "", "method": "dataset", "metric": "avg_words",
+                  "value": float(per["context_words"].mean())}]
+    return recs
+
+
 def _table3(rows: pd.DataFrame) -> pd.DataFrame:
     metric = _metric(rows)
     scale = _scale(metric)
     recs = []
     for (ds, llm, w), sub in _groups(rows):
         w = None if w == -1 else w
-        for base in ("mmr", "gmmr"):
+        for base, method in BASES.items():
             s = _setting(llm, w, base=base)
-            cand = sub[sub["method"] == base]
+            cand = sub[sub["method"] == method]
             if len(cand):  # divopt's extra cells: the fixed lambda and the Oracle of each candidate family
                 cells = _fixed_and_oracle(cand, metric)
                 for name in ("fixed-lambda", "oracle"):
@@ -338,13 +373,14 @@ def _recipe(name: str, target: str, summary: str, methods: dict, table, llm: str
 TABLE1 = _recipe(
     "dfrag-table1", "Table 1",
     "F1 of vanilla RAG, fixed-lambda, DF-RAG, DF-RAG+IC and the Oracle on five QA tasks, w in {100, 200, 300}; "
-    "gap captured",
+    "gap captured; Table 2's questions and context lengths",
     {"gmmr": {"theta": ORACLE_THETAS}, "dfrag": {}, "dfrag_ic": {}}, _table1, "partly", ("dfrag", "dfrag_ic"),
-    (("method",), ("dataset", "setting", "metric")), ("Table 1", "abstract", "Sec. 5.4", "Fig. 7", "Fig. 6"),
+    (("method",), ("dataset", "setting", "metric")), ("Table 1", "Table 2", "abstract", "Sec. 5.4", "Fig. 7", "Fig. 6"),
     PAPER_WORDS)
 TABLE3 = _recipe(
-    "dfrag-table3", "Table 3", "DF-RAG with classical MMR vs gMMR candidate sets (w = 100)",
-    {"mmr": {"theta": FIXED_THETAS}, "gmmr": {"theta": FIXED_THETAS}, "dfrag": {"base": ("mmr", "gmmr")}}, _table3,
+    "dfrag-table3", "Table 3", "DF-RAG with classical MMR (App. B.2: the centroid kept, the cosine in place of "
+    "the distance) vs gMMR candidate sets (w = 100)",
+    {"classical_mmr": {"theta": FIXED_THETAS}, "gmmr": {"theta": FIXED_THETAS}, "dfrag": {"base": tuple(BASES)}}, _table3,
     "partly", ("dfrag",), (("method", "setting"), ("dataset", "metric")), ("Table 3",), (100,))
 TABLE4 = _recipe(
     "dfrag-table4", "Table 4", "DF-RAG + IC with uniform vs binary-search sampling of lambda: F1 and Evaluator calls",

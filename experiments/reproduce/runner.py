@@ -44,6 +44,8 @@ __all__ = ["ReproduceResult", "RecipeSpec", "check_needs", "plan", "run_recipe",
 
 #: Columns of a recipe's paper table (long form), before the published values are joined.
 TABLE_COLUMNS = ("table", "dataset", "setting", "method", "metric", "value")
+#: Columns a recipe's table may add: ``chosen``, the grid setting a "best over the grid" value was taken at.
+OPTIONAL_COLUMNS = ("chosen",)
 
 
 @dataclass
@@ -262,7 +264,8 @@ def paper_table(recipe: Recipe, rows: pd.DataFrame) -> pd.DataFrame:
     missing_cols = [c for c in TABLE_COLUMNS if c not in long.columns]
     if missing_cols:
         raise TypeError(f"recipe {recipe.name!r}: table() must return columns {list(TABLE_COLUMNS)}, lacks {missing_cols}")
-    long = long[list(TABLE_COLUMNS)].astype({"value": float})
+    extra = [c for c in OPTIONAL_COLUMNS if c in long.columns]
+    long = long[[*TABLE_COLUMNS, *extra]].astype({"value": float})
     pub = published(recipe.paper_key)
     tables = set(recipe.published_tables)
     pub = pub[pub["table"].isin(tables)] if tables else pub.iloc[0:0]
@@ -272,13 +275,16 @@ def paper_table(recipe: Recipe, rows: pd.DataFrame) -> pd.DataFrame:
     merged = long.merge(pub, on=keys, how="left")  # the recipe's order, then the published cells not reached
     unreached = pub.merge(long[keys], on=keys, how="left", indicator=True)
     unreached = unreached[unreached["_merge"] == "left_only"].drop(columns="_merge").assign(value=float("nan"))
+    unreached = unreached.assign(**{c: "" for c in extra})
     merged = pd.concat([merged, unreached[merged.columns]], ignore_index=True) if len(unreached) else merged
     merged["delta"] = merged["value"] - merged["published"]
     return merged.reset_index(drop=True)
 
 
-def _cell(v: float, p: float, q: Any) -> str:
+def _cell(v: float, p: float, q: Any, chosen: Any = None) -> str:
     ours = "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
+    if isinstance(chosen, str) and chosen and ours != "-":
+        ours = f"{ours} @{chosen}"  # the grid setting a best-over-the-grid value was taken at
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return ours
     mark = {"up_to": "<=", "range_low": ">=", "range_high": "<=", "approx": "~"}.get(q, "")
@@ -287,17 +293,28 @@ def _cell(v: float, p: float, q: Any) -> str:
 
 def format_table(recipe: Recipe, table: pd.DataFrame) -> str:
     """The paper's table as text, one block per table id: rows and columns as ``recipe.layout``,
-    each cell ``ours | paper`` (``ours`` alone where no number is published)."""
+    each cell ``ours | paper`` (``ours`` alone where no number is published; ``ours @setting`` where
+    the value is the best of a grid, taken at that setting). A block whose layout keys do not
+    tell its cells apart (a grid of settings under one method) carries the ``setting`` column in
+    its rows; no cell is ever dropped for another."""
     if table.empty:
         return "(no finished rows)"
     index, columns = (list(x) for x in recipe.layout)
     t = table.copy()
-    t["cell"] = [_cell(v, p, q) for v, p, q in zip(t["value"], t["published"], t["qualifier"])]
-    for c in index + columns:  # keep the order of appearance (the recipe's), not the alphabet
+    chosen = t["chosen"] if "chosen" in t.columns else pd.Series(None, index=t.index)
+    t["cell"] = [_cell(v, p, q, c) for v, p, q, c in zip(t["value"], t["published"], t["qualifier"], chosen)]
+    for c in {*index, *columns, "setting"}:  # keep the order of appearance (the recipe's), not the alphabet
         t[c] = pd.Categorical(t[c].fillna(""), categories=list(dict.fromkeys(t[c].fillna(""))), ordered=True)
     blocks = []
     for tid, part in t.groupby("table", sort=False):
-        piv = part.pivot_table(index=index, columns=columns, values="cell", aggfunc="first", observed=True)
+        rows = index
+        if part.duplicated(index + columns).any() and "setting" not in index + columns:
+            rows = [*index, "setting"]
+        if part.duplicated(rows + columns).any():
+            dup = part[part.duplicated(rows + columns, keep=False)].iloc[0]
+            raise ValueError(f"recipe {recipe.name!r}, {tid}: several cells share "
+                             f"{ {c: dup[c] for c in rows + columns} }; the layout must tell them apart")
+        piv = part.pivot_table(index=rows, columns=columns, values="cell", aggfunc="first", observed=True)
         with pd.option_context("display.width", 250, "display.max_columns", 60, "display.max_colwidth", 40):
             blocks.append(f"== {recipe.paper}, {tid} (cells: ours | published) ==\n{piv.fillna('').to_string()}")
     return "\n\n".join(blocks)

@@ -17,7 +17,8 @@ lower is more diverse), and VRSD's win rates over each baseline setting (Eqs. 8-
 :func:`divopt_rag.experiments.metrics.win_rates` reads them). MMR's lambda is divopt's theta
 (1 = relevance only). Table 1 uses all-mpnet-base-v2, Table 3 (ARC) also bge-m3 and
 all-MiniLM-L6-v2: every cell is keyed by the encoder (``encoder=...``), read from ``--model``'s
-name (divopt's default encoder is all-MiniLM-L6-v2, Table 3's third column).
+name (divopt's default encoder is all-MiniLM-L6-v2, Table 3's third column); the synthetic
+analogue's planted vectors come from no encoder and are keyed ``encoder=none``.
 
 Choices where the paper leaves one open: "k-DPP (implemented via Fast-MAP)" is divopt's greedy
 DPP MAP (``dpp``, Chen et al.'s Fast-MAP) at ``kdpp_theta`` = 0.5 (a relevance-weighted kernel,
@@ -109,16 +110,25 @@ def _science(need: DataNeed, label: str):
     return DatasetPlan(label, build)
 
 
+#: The encoder key of rows no encoder made (the synthetic analogue's planted vectors).
+NO_ENCODER = "none"
+
+
 def _datasets(options: Options) -> list[DatasetPlan]:
     if options.analogue == "wordnet":
-        return [DatasetPlan("wordnet", lambda o: _tag(wordnet_analogue(o), o))]
+        return [DatasetPlan("wordnet", lambda o: _tag(wordnet_analogue(o), encoder_label(o.model)))]
     if options.analogue == "synthetic":
-        return [DatasetPlan("synthetic", lambda o: _tag(synthetic_analogue(o, n=400, d=64, n_queries=16), o))]
+        return [DatasetPlan("synthetic", lambda o: _tag(synthetic_analogue(o, n=400, d=64, n_queries=16), NO_ENCODER))]
     return [_science(ARC_DA, "arc-da"), _science(OBQA, "openbookqa"), _science(SCIQ, "sciq")]
 
 
-def _tag(prep: Prepared, options: Options) -> Prepared:
-    prep.extra["encoder"] = encoder_label(options.model)
+def _encoder(options: Options) -> str:
+    """The encoder that made the run's vectors: ``--model``'s name, or "none" for synthetic vectors."""
+    return NO_ENCODER if options.analogue == "synthetic" else encoder_label(options.model)
+
+
+def _tag(prep: Prepared, encoder: str) -> Prepared:
+    prep.extra["encoder"] = encoder
     return prep
 
 
@@ -131,7 +141,7 @@ def _execute(prep: Prepared, run: Run, env: Env) -> dict[str, Any]:
     m = retrieval_metrics(prep, run.query_id, inst, rows, idx, ("vrsd", "ilad"))
     # Eq. 7: the mean pairwise cosine of the selection (1 - ILAD); lower is more diverse
     return {"n": inst.n, "seconds": info["seconds"], "selected": [str(inst.ids[i]) for i in idx],
-            "encoder": prep.extra.get("encoder", encoder_label(env.options.model)), "sim": m["vrsd"],
+            "encoder": prep.extra.get("encoder", _encoder(env.options)), "sim": m["vrsd"],
             "div": 1.0 - m["ilad"]}
 
 
@@ -179,5 +189,5 @@ TABLES = Recipe(
     datasets=_datasets, execute=_execute, table=_table,
     layout=(("method", "setting"), ("dataset", "metric")), analogues=("wordnet", "synthetic"),
     published_tables=("Table 1", "Table 3", "Fig. 3"), params={"query_share": 0.2, "kdpp_theta": 0.5, "candidates": 20},
-    config=lambda o: {"encoder": encoder_label(o.model)},
+    config=lambda o: {"encoder": _encoder(o)},
 )
