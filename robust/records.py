@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from divopt_rag.models import Instance, ccbqp_objective
-from divopt_rag.models.runner import DEFAULT_TIME_LIMIT, solve
+from divopt_rag.models.runner import DEFAULT_TIME_LIMIT, SolveConfig, Stopwatch, solve
 from divopt_rag.models.validation import check_k
 
 from .cutting_planes import cutting_plane_ksparse
@@ -154,8 +154,8 @@ def _solve_compact(model_name: str, build: Callable, inst: Instance, uset, *, sp
                   **extra)
     model = build(sub, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity, max_size=ms,
                   query_similarity=query_similarity)
-    # started=t0: the time limit is wall clock for the record, building the model included
-    r = solve(model, solver, time_limit=time_limit, mip_gap=mip_gap, started=t0)
+    # a stopwatch started at t0: the time limit is wall clock for the record, building the model included
+    r = solve(model, solver, SolveConfig(time_limit=time_limit, mip_gap=mip_gap), stopwatch=Stopwatch(started=t0))
     return _record(model_name, inst, rows, r.indices, uset, params=params, status=r.status,
                    objective=r.objective, bound=r.bound, gap=r.gap, seconds=time.perf_counter() - t0,
                    solver=r.solver, message=r.message)

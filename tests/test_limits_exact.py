@@ -25,7 +25,7 @@ from divopt_rag.models.mip_qcr import build_ccbqp_qcr
 from divopt_rag.models.mip_sizing import ccbqp_counts, estimate_ccbqp, format_bytes, memory_refusal
 from divopt_rag.models.runner import ModelTooLarge, SolverRefused
 from divopt_rag.solvers import available_solvers, exact, select, solve_exact
-from divopt_rag.solvers.bnb import branch_and_bound
+from divopt_rag.solvers.bnb import BnBOptions, branch_and_bound
 from divopt_rag.solvers.bnb.tree import memory_estimate
 
 SOLVERS = available_solvers()
@@ -80,7 +80,7 @@ def test_bnb_memory_estimate_covers_its_traced_peak():
     branch_and_bound(_instance(30, 8, k=3), node_limit=2)  # imports and caches outside the window
     tracemalloc.start()
     try:
-        branch_and_bound(inst, node_limit=1, screening=False, root_iterations=50)
+        branch_and_bound(inst, node_limit=1, options=BnBOptions(screening=False, root_iterations=50))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
