@@ -13,7 +13,7 @@ class FakeClock:
     time pass as it polls.
     """
 
-    def __init__(self, start: float = 1000.0, tick: float = 0.0) -> None:
+    def __init__(self, start: float = 0.0, tick: float = 0.0) -> None:
         self.t = float(start)
         self.tick = float(tick)
         self.reads = 0
