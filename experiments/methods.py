@@ -24,7 +24,6 @@ import time
 from typing import Any, Callable, Mapping
 
 import numpy as np
-import torch
 
 from divopt_rag.experiments.grid import INSTANCE_PARAMS
 from divopt_rag.models import Instance, ccbqp_objective
@@ -198,13 +197,14 @@ def run_method(inst: Instance, method: str, params: Mapping[str, Any], seed: int
     (status, bound, gap, ...) as ``info_<name>``.
 
     The run's ``seed`` is passed to the method if its signature names ``seed`` (and the
-    parameters do not fix it), and seeds torch's global generator for methods that use it.
+    parameters do not fix it); a method draws its random numbers from generators it makes from
+    that seed (``torch.Generator().manual_seed(seed)``, ``np.random.default_rng(seed)``), never from
+    the global ones, which this call leaves alone.
     """
     kind, fn = resolve_method(method)
     kwargs = dict(params)
     if "seed" not in kwargs and _signature_accepts(fn, "seed", explicit=True):
         kwargs["seed"] = int(seed)
-    torch.manual_seed(int(seed))
     out: dict[str, Any] = {}
     if kind == "selector":
         sel = select(inst, method, **kwargs)

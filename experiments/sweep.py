@@ -42,7 +42,7 @@ from divopt_rag.experiments.executor import Plan, RunResult, RunSpec, Task, erro
 from divopt_rag.experiments.grid import INSTANCE_PARAMS, SweepConfig, canonical_params, derive_seed
 from divopt_rag.experiments.methods import accepted_parameters, method_accepts, required_parameters, resolve_method
 from divopt_rag.experiments.rag.evaluator import make_evaluator
-from divopt_rag.experiments.runs import execute_run
+from divopt_rag.experiments.runs import QueryPools, execute_run
 from divopt_rag.solvers.selection import declared_type
 
 __all__ = [
@@ -212,6 +212,8 @@ class SweepSpec(RunSpec):
     sweep: SweepConfig
     command: ClassVar[str] = "sweep"
     backends: ClassVar[tuple[str, ...]] = ("local", "ray", "inline")
+    #: one thread per run on every backend (the pool's and Ray's workers always run one)
+    task_threads: ClassVar[int] = 1
 
     def config(self) -> dict[str, Any]:
         return self.sweep.to_dict()
@@ -259,13 +261,13 @@ class SweepSpec(RunSpec):
                     f"to the grid (--param NAME=V1,V2) or to methods.{t.method}", MissingParameterWarning, stacklevel=4,
                 )
 
-    def open(self, data: EmbeddedDataset) -> tuple[EmbeddedDataset, Any]:
+    def open(self, data: EmbeddedDataset) -> tuple[EmbeddedDataset, Any, QueryPools]:
         import_plugins(self.sweep.plugins)  # in every worker: plugins register methods on import
-        return data, make_evaluator(self.sweep.evaluator)
+        return data, make_evaluator(self.sweep.evaluator), QueryPools()
 
-    def execute(self, state: tuple[EmbeddedDataset, Any], task: Task) -> dict[str, Any]:
-        data, evaluator = state
-        return execute_run(data, task, evaluator, self.sweep.metrics)
+    def execute(self, state: tuple[EmbeddedDataset, Any, QueryPools], task: Task) -> dict[str, Any]:
+        data, evaluator, pools = state
+        return execute_run(data, task, evaluator, self.sweep.metrics, pools=pools)
 
     def finish(self, table: pd.DataFrame, out: Path) -> pd.DataFrame:
         return harness.exact_gaps(table)
