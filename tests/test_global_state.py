@@ -9,6 +9,7 @@ the same queries one at a time.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -52,18 +53,37 @@ def _unchanged(before, after):
     return before[0] == after[0] and torch.equal(before[1], after[1]) and np.array_equal(before[2], after[2])
 
 
+@contextlib.contextmanager
+def _threads(n: int = 2):
+    """torch at ``n`` intra-op threads for the block (the test's own setting, restored): a call that
+    would drop to one thread must show it, whatever an earlier test left."""
+    prev = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev)
+
+
+@pytest.fixture
+def two_threads():
+    with _threads(2):
+        yield
+
+
 def _sets_global_state(method: str) -> bool:
     """Whether ``select(method)`` still calls a process-wide setter (the default's search set
     torch's thread count until the speedsearch lane's change, issue 38 item 3)."""
     calls: list[str] = []
     saved = {(mod, name): getattr(mod, name) for mod, name in SETTERS}
-    try:
-        for (mod, name), real in saved.items():
-            setattr(mod, name, lambda *a, _r=real, _n=name, **k: (calls.append(_n), _r(*a, **k))[1])
-        select(_instance(30, 6, k=4), method)
-    finally:
-        for (mod, name), real in saved.items():
-            setattr(mod, name, real)
+    with _threads(2):
+        try:
+            for (mod, name), real in saved.items():
+                setattr(mod, name, lambda *a, _r=real, _n=name, **k: (calls.append(_n), _r(*a, **k))[1])
+            select(_instance(30, 6, k=4), method)
+        finally:
+            for (mod, name), real in saved.items():
+                setattr(mod, name, real)
     return bool(calls)
 
 
@@ -73,14 +93,14 @@ _PENDING = "its search still sets torch's thread count: passes once the speedsea
 @pytest.mark.parametrize("method", [
     pytest.param(m, marks=pytest.mark.xfail(_sets_global_state(m), reason=_PENDING, strict=True))
     for m in instance_methods()])
-def test_select_touches_no_process_wide_setting(method, monkeypatch):
+def test_select_touches_no_process_wide_setting(method, monkeypatch, two_threads):
     watch = _Watch(monkeypatch)
     before = _global_state()
     select(_instance(), method)
     assert watch.calls == [] and _unchanged(before, _global_state()), watch.calls
 
 
-def test_run_method_takes_its_seed_explicitly(monkeypatch):
+def test_run_method_takes_its_seed_explicitly(monkeypatch, two_threads):
     """The run's seed reaches a method that takes one, and the global generators stay as they
     were (before, ``run_method`` seeded torch's global generator)."""
     from divopt_rag.experiments.methods import run_method
@@ -96,7 +116,7 @@ def test_run_method_takes_its_seed_explicitly(monkeypatch):
     np.testing.assert_array_equal(b["indices"], want)
 
 
-def test_a_sweep_in_this_process_runs_one_thread_and_leaves_the_process_as_found(tmp_path, monkeypatch):
+def test_a_sweep_in_this_process_runs_one_thread_and_leaves_the_process_as_found(tmp_path, monkeypatch, two_threads):
     """The inline backend (n_workers=0) limits the threads of its runs (threadpoolctl, in the
     worker, not in the method) and restores them afterwards."""
     from divopt_rag.experiments import sweep as sw
@@ -133,7 +153,7 @@ CONCURRENT = ["mmr", "fw", "dpp", "dartboard",
 
 
 @pytest.mark.parametrize("method", CONCURRENT)
-def test_two_threads_serve_the_retriever_with_the_serial_picks(method):
+def test_two_threads_serve_the_retriever_with_the_serial_picks(method, two_threads):
     """Two threads serve 50 queries each through one DivoptRetriever (an in-memory store with the
     deterministic fake embedding): the same picks as serving them one at a time, and torch's
     thread count and the global random states are as before."""
@@ -168,3 +188,16 @@ def test_two_threads_serve_the_retriever_with_the_serial_picks(method):
     assert [got[i] for i in range(len(queries))] == serial
     assert len({tuple(p) for p in serial}) > 10  # the queries differ: not one answer repeated
     assert _unchanged(before, _global_state())
+
+
+def test_a_bench_command_run_from_python_leaves_the_threads_as_found(tmp_path, two_threads):
+    """``bench latency --threads 1`` runs on one thread and hands the process back as it was (it
+    set torch's thread count for good before, and the tests after it ran on one thread)."""
+    from divopt_rag.experiments.cli import main
+
+    rc = main(["bench", "latency", "--n", "200", "--d", "8", "--k", "3", "--theta", "0.5", "--methods", "topk",
+               "--repeats", "1", "--threads", "1", "--out", str(tmp_path), "--no-progress"])
+    assert rc == 0 and torch.get_num_threads() == 2
+    import json
+
+    assert json.loads((tmp_path / "latency.json").read_text())["env"]["torch_threads"] == 1
