@@ -449,7 +449,6 @@ def embed(
     device: str | None = None,
     model_id: str | None = None,
     prompt: str | None = None,
-    _is_query: bool = False,
 ) -> np.ndarray:
     """Encode ``texts`` into an (n, d) array of unit rows, reusing and filling the cache.
 
@@ -477,6 +476,15 @@ def embed(
     Empty ``texts`` give a (0, d) array, or (0, 0) for a callable encoder whose d is not
     known without calling it (and not cached yet).
     """
+    return _embed(texts, (model, device, model_id, prompt, False), cache_dir, batch_size=batch_size, dtype=dtype,
+                  cache_dtype=cache_dtype, chunk_size=chunk_size, show_progress=show_progress, out=out)
+
+
+def _embed(texts: Sequence[str], encoder_args: tuple, cache_dir: str | os.PathLike | None = None, *,
+           batch_size: int = 64, dtype=np.float32, cache_dtype=np.float32, chunk_size: int = 16384,
+           show_progress: bool | None = None, out: str | os.PathLike | np.ndarray | None = None) -> np.ndarray:
+    """:func:`embed` with the encoder given as ``_Encoder``'s arguments (model, device, model_id,
+    prompt, is_query), built once the other arguments are checked."""
     if isinstance(texts, str):
         raise TypeError("texts must be a sequence of strings, got a single str (wrap it in a list)")
     texts = list(texts)
@@ -488,7 +496,7 @@ def embed(
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
         raise ValueError(f"dtype must be float16, float32 or float64, got {dtype}")
-    encoder = _Encoder(model, device, model_id, prompt, _is_query)
+    encoder = _Encoder(*encoder_args)
     n = len(texts)
     keys = text_keys(texts, encoder.prompt)
     cache = EmbeddingCache(cache_dir, encoder.model_id, cache_dtype, encoder.revision) if cache_dir is not None else None
@@ -556,10 +564,11 @@ def embed(
     return result
 
 
-def embed_queries(queries: Sequence[str], model: Any = None, cache_dir=None, **kwargs) -> np.ndarray:
+def embed_queries(queries: Sequence[str], model: Any = None, cache_dir=None, *, device: str | None = None,
+                  model_id: str | None = None, prompt: str | None = None, **kwargs) -> np.ndarray:
     """Encode queries: like :func:`embed` but with the model's "query" prompt when it has one
     (all-MiniLM-L6-v2 has none, so queries and passages share cache entries)."""
-    return embed(queries, model, cache_dir, _is_query=True, **kwargs)
+    return _embed(queries, (model, device, model_id, prompt, True), cache_dir, **kwargs)
 
 
 def embed_dataset(dataset, model: Any = None, cache_dir=None, *, with_titles: bool = False, **kwargs) -> tuple[np.ndarray, np.ndarray]:

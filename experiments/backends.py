@@ -15,6 +15,13 @@ writes the part files, so a backend never touches the output folder.
 A spec imports what it needs (plugin modules that register methods) in ``open``, so it runs in
 every worker.
 
+Threads belong to the workers, not to the library calls they make (no ``torch.set_num_threads``
+inside a method or a run): a pool worker sets its own process to one thread when it starts, a Ray
+task runs inside :func:`worker_threads` (threadpoolctl's ``threadpool_limits``: torch's OpenMP and
+MKL pools, and numpy's BLAS, restored afterwards), and inline runs do the same when the spec asks
+for it (``task_threads``, a class attribute; the sweep's is 1, so its floating-point results do not
+depend on the backend; the timing benchmarks leave the driver's threads as the user set them).
+
 No orphans, no open doors:
 
 * a pool worker dies with its driver, however the driver dies (SIGKILL included): on Linux the
@@ -44,10 +51,11 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Iterator, Mapping
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 from divopt_rag.data import EmbeddedDataset
 from divopt_rag.experiments.reaper import Reaper
@@ -56,7 +64,7 @@ if TYPE_CHECKING:  # the executor imports this module
     from divopt_rag.experiments.executor import RunSpec, Task
 
 __all__ = ["import_plugins", "run_task", "run_inline", "run_local", "run_ray", "start_local_ray", "ray_addresses",
-           "die_with_parent", "LOOPBACK"]
+           "die_with_parent", "worker_threads", "LOOPBACK"]
 
 #: The only address a local Ray cluster started by divopt listens on.
 LOOPBACK = "127.0.0.1"
@@ -85,11 +93,20 @@ def run_task(spec: "RunSpec", state: Any, task: "Task") -> list[dict[str, Any]]:
     return [{"status": "ok", "error": "", **r} for r in rows]
 
 
+def worker_threads(limit: int | None) -> ContextManager[Any]:
+    """Inside the block, the thread pools the tasks use (torch's OpenMP and MKL, numpy's BLAS)
+    run at most ``limit`` threads, for the calling thread, as they were afterwards
+    (``threadpoolctl.threadpool_limits``); None leaves them as they are."""
+    return contextlib.nullcontext() if limit is None else threadpool_limits(limits=int(limit))
+
+
 def run_inline(spec: "RunSpec", data: Any, tasks: list["Task"], on_done: _OnDone) -> None:
-    """Run the tasks in this process, in order, reporting each as it finishes."""
-    state = spec.open(data)
-    for task in tasks:
-        on_done([(task, run_task(spec, state, task))])
+    """Run the tasks in this process, in order, reporting each as it finishes; within the spec's
+    ``task_threads`` (module docstring), if it has one."""
+    with worker_threads(getattr(spec, "task_threads", None)):
+        state = spec.open(data)
+        for task in tasks:
+            on_done([(task, run_task(spec, state, task))])
 
 
 # state of a pool worker: the spec and its worker state, built once per process
@@ -128,7 +145,10 @@ def die_with_parent(parent: int) -> str:
 
 def _init_worker(parent: int, spec: "RunSpec", data_dir: str | None) -> None:
     die_with_parent(parent)
-    torch.set_num_threads(1)  # parallel workers must not oversubscribe the cores
+    # the worker process's own setting, at its start: parallel workers must not oversubscribe the
+    # cores, and every backend computes with one thread
+    torch.set_num_threads(1)
+    threadpool_limits(limits=1)
     data = None if data_dir is None else EmbeddedDataset.load(Path(data_dir), mmap=True)
     _WORKER["spec"], _WORKER["state"] = spec, spec.open(data)
 
@@ -159,8 +179,9 @@ def run_local(spec: "RunSpec", data_dir: Path | None, chunks: list[list["Task"]]
 
 
 def _ray_chunk(spec: "RunSpec", data: Any, tasks: list["Task"]) -> _Done:
-    state = spec.open(data)
-    return [(t, run_task(spec, state, t)) for t in tasks]
+    with worker_threads(1):  # a Ray worker process is reused by other tasks: leave it as found
+        state = spec.open(data)
+        return [(t, run_task(spec, state, t)) for t in tasks]
 
 
 @contextlib.contextmanager

@@ -38,6 +38,7 @@ import torch
 
 from divopt_rag.data import stable_hash
 from divopt_rag.experiments import arguments, executor, harness
+from divopt_rag.experiments.backends import worker_threads
 from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task, run_options
 from divopt_rag.experiments.methods import check_selectors
 
@@ -362,6 +363,13 @@ def environment(device: str) -> dict:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Run the command with ``--threads`` intra-op threads (0 or unset: as they are), restored when it
+    returns (a call of ``main`` from Python leaves the process's threads as it found them)."""
+    with worker_threads(args.threads or None):
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     from divopt_rag.solvers import DEFAULT_METHOD, instance_methods
 
     device = resolve_device(args.device)  # checked, like every flag, before any work
@@ -372,8 +380,6 @@ def main(args: argparse.Namespace) -> int:
                        methods=list(args.methods or instance_methods()), repeats=args.repeats, dtype=args.dtype,
                        device=device, seed=args.seed)
     spec.check()
-    if args.threads:
-        torch.set_num_threads(args.threads)
     env = environment(device)
     res = executor.run(spec, args.out, **run_options(args))
     df = res.table

@@ -52,6 +52,7 @@ import torch
 from divopt_rag.data import load as load_dataset
 from divopt_rag.data import load_wordnet_glosses, stable_hash
 from divopt_rag.experiments import arguments, executor, harness
+from divopt_rag.experiments.backends import worker_threads
 from divopt_rag.experiments.certify import CertifyConfig, CertifySpec, selector_rows
 from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task, run_options
 from divopt_rag.experiments.methods import check_selectors
@@ -299,6 +300,13 @@ def environment() -> dict[str, Any]:
 
 # ---- entry point -----------------------------------------------------------------------------
 def main(args: argparse.Namespace) -> int:
+    """Run the command with ``--threads`` intra-op threads (0 or unset: as they are), restored when it
+    returns (a call of ``main`` from Python leaves the process's threads as it found them)."""
+    with worker_threads(args.threads or None):
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     methods = list(args.methods or instance_methods())
     large_methods = list(args.large_methods or instance_methods())
     out: Path = args.out
@@ -319,8 +327,6 @@ def main(args: argparse.Namespace) -> int:
                                    queries=args.batch_queries, seed=args.seed, default_method=dm)
     for spec in specs.values():
         spec.check()
-    if args.threads:
-        torch.set_num_threads(args.threads)
     opts = run_options(args)
     report: dict = {"args": {k: str(v) for k, v in vars(args).items() if not k.startswith("_")},
                     "environment": environment(), "runs": {}}

@@ -233,7 +233,9 @@ def run_method(inst: Instance, method: str, params: Mapping[str, Any], seed: int
     NaN; ``objective_kind`` names the objective the method optimizes.
 
     The run's ``seed`` is passed to the method if its signature names ``seed`` (and the
-    parameters do not fix it); no global random state is touched.
+    parameters do not fix it); a method draws its random numbers from generators it makes from
+    that seed (``torch.Generator().manual_seed(seed)``, ``np.random.default_rng(seed)``), never from
+    the global ones, which this call leaves alone.
     """
     kind, fn = resolve_method(method)
     kwargs = dict(params)

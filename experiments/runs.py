@@ -3,16 +3,19 @@ tidy row (the method's fields, every metric, the evaluator's score).
 
 The row's identity columns (run key, dataset, query, method, parameters, seed) are the task's
 (:meth:`divopt_rag.experiments.executor.Task.columns`); a method that raises becomes an error row
-in the executor (:func:`divopt_rag.experiments.backends.run_task`). Every run sets
-``torch.set_num_threads(1)`` while it runs, so parallel workers do not oversubscribe the cores
-and the floating-point results do not depend on the backend or the worker count.
+in the executor (:func:`divopt_rag.experiments.backends.run_task`).
+
+A run changes no global state: the executor's workers run one thread each (the sweep's inline
+runs too, :func:`divopt_rag.experiments.backends.worker_threads`), so the floating-point results do
+not depend on the backend or the worker count, and the query pools a worker reuses live in its
+own state (:class:`QueryPools`), not in this module.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import torch
 
 from divopt_rag.data import EmbeddedDataset
 from divopt_rag.experiments import harness
@@ -23,28 +26,41 @@ from divopt_rag.experiments.metrics import row_metrics
 from divopt_rag.experiments.rag.evaluator import QueryContext
 from divopt_rag.models import Instance
 
-__all__ = ["query_context", "execute_run"]
-
-# the query instances of the dataset in use, keyed by (dataset key, query, pool): the runs of a
-# query are adjacent in a chunk, so a small cache saves rebuilding the pool for each run
-_BASE_CACHE: dict[tuple[str, int, Any], tuple[Instance, np.ndarray]] = {}
+__all__ = ["QueryPools", "query_context", "execute_run"]
 
 
-def _query_instance(data: EmbeddedDataset, query_index: int, pool: int | None) -> tuple[Instance, np.ndarray]:
-    ck = (data.key, int(query_index), pool)
-    hit = _BASE_CACHE.get(ck)
-    if hit is not None:
+class QueryPools:
+    """The query instances (pool and its rows) one worker has built, the ``size`` most recent,
+    keyed by (dataset content key, query, pool): the runs of a query are adjacent in a chunk, so
+    this saves rebuilding the pool for each run. A worker's state holds one
+    (:meth:`divopt_rag.experiments.sweep.SweepSpec.open`); nothing is shared between workers or
+    kept by this module."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = int(size)
+        self._pools: OrderedDict[tuple[str, int, Any], tuple[Instance, np.ndarray]] = OrderedDict()
+
+    def get(self, data: EmbeddedDataset, query_index: int, pool: int | None) -> tuple[Instance, np.ndarray]:
+        """(instance, rows) of query ``query_index`` on ``data`` (:func:`harness.query_instance`)."""
+        key = (data.key, int(query_index), pool)
+        hit = self._pools.get(key)
+        if hit is None:
+            hit = self._pools[key] = harness.query_instance(data, query_index, pool)
+            while len(self._pools) > self.size:
+                self._pools.popitem(last=False)
+        else:
+            self._pools.move_to_end(key)
         return hit
-    if len(_BASE_CACHE) > 64 or any(k[0] != data.key for k in _BASE_CACHE):
-        _BASE_CACHE.clear()
-    _BASE_CACHE[ck] = harness.query_instance(data, query_index, pool)
-    return _BASE_CACHE[ck]
+
+    def __len__(self) -> int:
+        return len(self._pools)
 
 
 def query_context(data: EmbeddedDataset, query_index: int, pool: int | None = None, k: int = 1,
-                  theta: float = 1.0) -> QueryContext:
-    """The :class:`~divopt_rag.experiments.rag.evaluator.QueryContext` of one query (pool, labels, texts)."""
-    base, rows = _query_instance(data, query_index, pool)
+                  theta: float = 1.0, *, pools: QueryPools | None = None) -> QueryContext:
+    """The :class:`~divopt_rag.experiments.rag.evaluator.QueryContext` of one query (pool, labels,
+    texts); ``pools``: a worker's :class:`QueryPools` to reuse built pools from (None: build it)."""
+    base, rows = (pools or QueryPools(size=1)).get(data, query_index, pool)
     qid = data.query_ids[query_index]
     return QueryContext(
         query_id=qid,
@@ -58,13 +74,14 @@ def query_context(data: EmbeddedDataset, query_index: int, pool: int | None = No
 
 def execute_run(data: EmbeddedDataset, task: Task, evaluator: Any = None,
                 metric_options: Mapping[str, Any] | None = None,
-                cutoffs: Sequence[int] | None = None) -> dict[str, Any]:
+                cutoffs: Sequence[int] | None = None, *, pools: QueryPools | None = None) -> dict[str, Any]:
     """The measurement columns of ``task`` on ``data``: the method's columns
     (:meth:`~divopt_rag.experiments.method_result.MethodResult.row`: objective where defined,
     objective_kind, model_objective, set_size, seconds, iterations, its measures, ``info``),
     ``n`` (the pool it chose from), ``selected`` (passage ids, in the method's order), the metrics
     of :func:`~divopt_rag.experiments.metrics.row_metrics` (``metric_options``: sigma, alpha) and
-    the evaluator's score.
+    the evaluator's score. ``pools``: the worker's :class:`QueryPools`. Threads are the caller's
+    (the executor's workers limit them).
 
     Ranking metrics are measured at the task's k (``recall@<k>``, ...); a method that does not
     read k (it sizes its own set) is measured at ``cutoffs`` instead (the sweep's k values), and
@@ -73,21 +90,16 @@ def execute_run(data: EmbeddedDataset, task: Task, evaluator: Any = None,
     params = dict(task.params)
     method_params = {p: v for p, v in params.items() if p not in INSTANCE_PARAMS}
     k, theta = params.get("k"), params.get("theta")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        ctx = query_context(data, int(task.extra["query_index"]), params.get("pool"),
-                            1 if k is None else k, 1.0 if theta is None else theta)
-        res = run_method(ctx.instance, task.method, method_params, int(task.extra["seed"]))
-        idx = res.indices
-        metrics = row_metrics(ctx.instance, idx, qrels=ctx.qrels, subtopics=ctx.subtopics,
-                              cutoffs=[ctx.instance.k] if k is not None else list(cutoffs or ()),
-                              **dict(metric_options or {}))
-        row: dict[str, Any] = {**res.row(), "n": ctx.instance.n, "selected": [str(ctx.instance.ids[i]) for i in idx],
-                               **metrics}
-        if evaluator is not None:
-            row["eval_name"] = evaluator.name
-            row["eval_score"] = float(evaluator.score(ctx, idx))
-        return row
-    finally:
-        torch.set_num_threads(threads)
+    ctx = query_context(data, int(task.extra["query_index"]), params.get("pool"),
+                        1 if k is None else k, 1.0 if theta is None else theta, pools=pools)
+    res = run_method(ctx.instance, task.method, method_params, int(task.extra["seed"]))
+    idx = res.indices
+    metrics = row_metrics(ctx.instance, idx, qrels=ctx.qrels, subtopics=ctx.subtopics,
+                          cutoffs=[ctx.instance.k] if k is not None else list(cutoffs or ()),
+                          **dict(metric_options or {}))
+    row: dict[str, Any] = {**res.row(), "n": ctx.instance.n, "selected": [str(ctx.instance.ids[i]) for i in idx],
+                           **metrics}
+    if evaluator is not None:
+        row["eval_name"] = evaluator.name
+        row["eval_score"] = float(evaluator.score(ctx, idx))
+    return row

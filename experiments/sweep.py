@@ -49,7 +49,7 @@ from divopt_rag.experiments.methods import accepted_parameters, method_accepts, 
 from divopt_rag.experiments.rag.evaluator import make_evaluator
 from divopt_rag.experiments.flag_checks import check_dataset_memory
 from divopt_rag.robust.records import TEN_SECOND_POOL, TEN_SECOND_POOL_SOURCE
-from divopt_rag.experiments.runs import execute_run
+from divopt_rag.experiments.runs import QueryPools, execute_run
 from divopt_rag.models.parameters import ROWS_MAX, Declaration, Interval, Param
 
 __all__ = [
@@ -292,6 +292,8 @@ class SweepSpec(RunSpec):
     sweep: SweepConfig
     command: ClassVar[str] = "sweep"
     backends: ClassVar[tuple[str, ...]] = ("local", "ray", "inline")
+    #: one thread per run on every backend (the pool's and Ray's workers always run one)
+    task_threads: ClassVar[int] = 1
 
     def config(self) -> dict[str, Any]:
         return self.sweep.to_dict()
@@ -326,14 +328,14 @@ class SweepSpec(RunSpec):
         _warn_pool_sizes(tasks, data)
         return Plan(tasks=tasks, data=data, data_dir=_data_folder(data, Path(out)), data_keys={data.name: data.key})
 
-    def open(self, data: EmbeddedDataset) -> tuple[EmbeddedDataset, Any]:
+    def open(self, data: EmbeddedDataset) -> tuple[EmbeddedDataset, Any, QueryPools]:
         import_plugins(self.sweep.plugins)  # in every worker: plugins register methods on import
-        return data, make_evaluator(self.sweep.evaluator)
+        return data, make_evaluator(self.sweep.evaluator), QueryPools()
 
-    def execute(self, state: tuple[EmbeddedDataset, Any], task: Task) -> dict[str, Any]:
-        data, evaluator = state
+    def execute(self, state: tuple[EmbeddedDataset, Any, QueryPools], task: Task) -> dict[str, Any]:
+        data, evaluator, pools = state
         cutoffs = None if "k" in task.params else metric_cutoffs(self.sweep, task.method)
-        return execute_run(data, task, evaluator, self.sweep.metrics, cutoffs=cutoffs)
+        return execute_run(data, task, evaluator, self.sweep.metrics, cutoffs=cutoffs, pools=pools)
 
     def finish(self, table: pd.DataFrame, out: Path) -> pd.DataFrame:
         return harness.exact_gaps(table)

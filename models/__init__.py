@@ -18,7 +18,8 @@ from .ccbqp import (
 )
 from . import ccbqp, kernels, validation
 
-_NEEDS_PYOMO = ("mip_ccbqp", "mip_common", "mip_diversity", "mip_knapsack", "mip_sparsity", "runner")
+_NEEDS_PYOMO = ("mip_ccbqp", "mip_common", "mip_diversity", "mip_knapsack", "mip_sparsity", "runner",
+                "solver_limits")
 
 __all__ = [
     "Instance",

@@ -3,53 +3,67 @@
 A model is data: a ``divopt_rag.models.mip_*`` or ``divopt_rag.robust.models`` builder returns it with
 its :class:`~divopt_rag.models.mip_common.ModelInfo` (a :class:`~divopt_rag.models.mip_common.BuiltModel`
 pair), or it is any ConcreteModel with a binary ``model.x`` indexed by ``range(n)`` and an
-objective ``model.obj``, always maximized. :func:`solve` takes it, with the options of one
-:class:`SolveConfig`, and returns a :class:`Result`: status, incumbent, objective, bound, gap,
-seconds, solver, log path. Nothing is attached to the model to talk to the runner; it drives
-Pyomo's ``pyomo.contrib.solver`` interfaces (``gurobi_persistent``, ``scip_direct``, ``highs``).
+objective ``model.obj``, always maximized. :func:`solve` takes it with the options of one
+:class:`SolveConfig` and returns a :class:`Result`: status (a :class:`SolveStatus`), incumbent,
+objective, bound, gap, seconds, solver, log path. Nothing is attached to the model to talk to the
+runner; it drives Pyomo's ``pyomo.contrib.solver`` interfaces (``gurobi_persistent``,
+``scip_direct``, ``highs``).
 
-Honesty rules (the exact optima certify every fast method):
+The pieces live by concept, and every name is importable from here as before:
 
-* ``status == "optimal"`` only when the solver terminated on its optimality criterion AND the
-  reported relative gap is at most :data:`OPTIMALITY_GAP` (or the absolute gap at most
-  :data:`ABS_GAP_TOL`); a looser user ``mip_gap`` gives ``"gap_limit"``.
-* a time limit gives ``"time_limit"`` with the incumbent, the best proven bound and the gap.
-* gap = |bound - objective| / max(|objective|, 1e-10), ``inf`` when either is unknown.
-
-The size-limited Gurobi license shipped with gurobipy refuses models with more than 2000
-variables or 2000 linear constraints, or more than 200 variables when the model is
-quadratic ("Model too large for size-limited license", error 10010). The runner measures
-every model before solving it (:func:`model_size`): ``solver="auto"`` skips Gurobi with a
-warning when the model exceeds the limits (and catches the error as a second line of
-defence), an explicit ``solver="gurobi"`` raises :class:`SolverRefused` naming the limit and
-the alternatives; HiGHS is refused for quadratic models the same way.
+* :mod:`~divopt_rag.models.solve_results`: :class:`SolveStatus`, :class:`Result`, the gap and the
+  message (the honesty rules: "optimal" only within :data:`OPTIMALITY_GAP`, a time limit gives
+  the incumbent, the bound and the gap);
+* :mod:`~divopt_rag.models.solve_config`: :class:`SolveConfig` (the options) and :class:`Stopwatch`
+  (when the time budget began, on which clock);
+* :mod:`~divopt_rag.models.solver_limits`: the installed solvers, the size-limited Gurobi licence
+  and the refusals;
+* this module: choosing the solver and running it through Pyomo.
 """
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import math
-import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any
 
 import numpy as np
 import pyomo.environ as pe  # noqa: F401  (registers the pyomo.contrib.solver interfaces)
 from pyomo.contrib.solver.common.factory import SolverFactory
 from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
-from pyomo.core.base.constraint import Constraint
 from pyomo.core.base.var import Var
-from pyomo.core.expr.visitor import polynomial_degree
 
 from .mip_common import BuiltModel, ModelInfo
-from .validation import check_choice, check_indices, check_nonnegative
+from .solve_config import DEFAULT_TIME_LIMIT, SolveConfig, Stopwatch
+from .solve_results import (
+    ABS_GAP_TOL,
+    OPTIMALITY_GAP,
+    Result,
+    SolveStatus,
+    compose_message,
+    relative_gap,
+    status_message,
+)
+from .solver_limits import (
+    PYOMO_NAME,
+    SOLVERS,
+    ModelSize,
+    ModelTooLarge,
+    SolverRefused,
+    available_solvers,
+    gurobi_size_limits,
+    model_size,
+    solver_refusal,
+)
+from .validation import check_choice, check_indices
 
 __all__ = [
     "Result",
+    "SolveStatus",
     "SolveConfig",
+    "Stopwatch",
     "SolverRefused",
     "ModelSize",
     "solve",
@@ -67,286 +81,36 @@ __all__ = [
     "compose_message",
 ]
 
-#: Solvers in the order ``"auto"`` tries them.
-SOLVERS = ("gurobi", "scip", "highs")
-_PYOMO_NAME = {"gurobi": "gurobi_persistent", "scip": "scip_direct", "highs": "highs"}
 #: Where each Pyomo interface puts the branch-and-bound node count in ``results.extra_info``.
 _NODE_COUNT = {"gurobi": "NodeCount", "scip": "NNodes", "highs": "mip_node_count"}
-#: Relative gap at or below which a converged solve is reported "optimal" (Gurobi's and
-#: HiGHS's default MIP gap; SCIP's default is 0).
-OPTIMALITY_GAP = 1e-4
-#: Absolute gap at or below which a converged solve is "optimal" whatever the relative gap
-#: (objectives near 0).
-ABS_GAP_TOL = 1e-6
-#: Seconds: the time limit of the exact solves run by robust records, certificates and the
-#: experiments unless they are given one (:func:`solve` itself has no limit by default).
-DEFAULT_TIME_LIMIT = 60.0
 
+#: Pyomo's termination condition -> divopt's status (before the gap check of "optimal").
 _STATUS = {
-    TerminationCondition.convergenceCriteriaSatisfied: "optimal",
-    TerminationCondition.maxTimeLimit: "time_limit",
-    TerminationCondition.iterationLimit: "iteration_limit",
-    TerminationCondition.objectiveLimit: "objective_limit",
-    TerminationCondition.minStepLength: "error",
-    TerminationCondition.unbounded: "unbounded",
-    TerminationCondition.provenInfeasible: "infeasible",
-    TerminationCondition.locallyInfeasible: "infeasible",
-    TerminationCondition.infeasibleOrUnbounded: "infeasible_or_unbounded",
-    TerminationCondition.error: "error",
-    TerminationCondition.interrupted: "interrupted",
-    TerminationCondition.licensingProblems: "error",
-    TerminationCondition.emptyModel: "empty_model",
-    TerminationCondition.unknown: "unknown",
+    TerminationCondition.convergenceCriteriaSatisfied: SolveStatus.OPTIMAL,
+    TerminationCondition.maxTimeLimit: SolveStatus.TIME_LIMIT,
+    TerminationCondition.iterationLimit: SolveStatus.ITERATION_LIMIT,
+    TerminationCondition.objectiveLimit: SolveStatus.OBJECTIVE_LIMIT,
+    TerminationCondition.minStepLength: SolveStatus.ERROR,
+    TerminationCondition.unbounded: SolveStatus.UNBOUNDED,
+    TerminationCondition.provenInfeasible: SolveStatus.INFEASIBLE,
+    TerminationCondition.locallyInfeasible: SolveStatus.INFEASIBLE,
+    TerminationCondition.infeasibleOrUnbounded: SolveStatus.INFEASIBLE_OR_UNBOUNDED,
+    TerminationCondition.error: SolveStatus.ERROR,
+    TerminationCondition.interrupted: SolveStatus.INTERRUPTED,
+    TerminationCondition.licensingProblems: SolveStatus.ERROR,
+    TerminationCondition.emptyModel: SolveStatus.EMPTY_MODEL,
+    TerminationCondition.unknown: SolveStatus.UNKNOWN,
 }
 
-
-@dataclass
-class Result:
-    """What an exact solve found and what it proved.
-
-    indices : int64 array of the selected items (x_i > 0.5), sorted; empty without a solution.
-    objective : incumbent objective value (float) or None when no feasible point was found.
-    bound : best proven bound on the optimum (an upper bound: models maximize) or None.
-    gap : |bound - objective| / max(|objective|, 1e-10); ``inf`` when unknown.
-    status : "optimal" (proven within :data:`OPTIMALITY_GAP`), "gap_limit" (stopped at a
-        user ``mip_gap`` looser than that), "time_limit", "infeasible", "unbounded",
-        "infeasible_or_unbounded", "iteration_limit", "interrupted", "error", "unknown", ...
-    seconds : wall-clock seconds of the :func:`solve` call (model measurement and translation
-        included); ``info["translation_seconds"]`` and ``info["solver_seconds"]`` split it.
-    solver : the solver actually used ("gurobi", "scip" or "highs").
-    log_path : path of the solver log, when one was requested.
-    message : human-readable explanation (infeasibility, fallback, ...).
-    info : extras (termination condition, formulation, node count, model size, ...).
-    """
-
-    indices: np.ndarray
-    objective: float | None
-    bound: float | None
-    gap: float
-    status: str
-    seconds: float
-    solver: str
-    log_path: str | None = None
-    message: str = ""
-    info: dict = field(default_factory=dict)
-
-    @property
-    def proven_optimal(self) -> bool:
-        """True only when the solver proved optimality (within OPTIMALITY_GAP)."""
-        return self.status == "optimal"
-
-    def __len__(self) -> int:
-        return int(self.indices.size)
-
-
-@dataclass(frozen=True)
-class SolveConfig:
-    """The options of one solve, validated once (the part of Pyomo's ``SolverConfig`` divopt uses).
-
-    time_limit : wall-clock seconds for the whole :func:`solve` call (None: no limit): measuring
-        and translating the model count, and the solver's own limit is what is left (0 when
-        nothing is). On expiry the Result has status "time_limit", the incumbent, the best bound
-        and the gap; when the call still overran (a translation longer than the limit cannot be
-        interrupted), ``message`` says how long it took and where the time went.
-    mip_gap : relative gap at which the solver may stop (status "gap_limit" if above
-        :data:`OPTIMALITY_GAP`).
-    threads : solver threads (None: the solver's default).
-    log_path : file receiving the solver log.
-    options : raw solver options, passed through.
-    """
-
-    time_limit: float | None = None
-    mip_gap: float | None = None
-    threads: int | None = None
-    log_path: str | Path | None = None
-    options: Mapping[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        if self.time_limit is not None:
-            object.__setattr__(self, "time_limit", check_nonnegative(self.time_limit, "time_limit"))
-        if self.mip_gap is not None:
-            object.__setattr__(self, "mip_gap", check_nonnegative(self.mip_gap, "mip_gap"))
-
-    def updated(self, **settings: Any) -> "SolveConfig":
-        """A copy with the settings that are not None replaced (keyword arguments over a config)."""
-        given = {k: v for k, v in settings.items() if v is not None}
-        return dataclasses.replace(self, **given) if given else self
-
-
-class SolverRefused(ValueError):
-    """The named solver cannot take this model (size-limited Gurobi license, or a quadratic
-    model for HiGHS); the message names the limit and the alternatives, ``reason`` the limit."""
-
-    def __init__(self, solver: str, reason: str, hint: str) -> None:
-        super().__init__(f"solver {solver!r} cannot take this model: {reason}; {hint}")
-        self.solver, self.reason = solver, reason
-
-
-class ModelTooLarge(SolverRefused, MemoryError):
-    """The request cannot fit in the memory this process may use, judged before anything is
-    built (:mod:`divopt_rag.models.mip_sizing`): one line with the estimate, the memory free and
-    what to do instead. A :class:`SolverRefused` (a ValueError) and a MemoryError."""
-
-
-# --- messages -------------------------------------------------------------------------------
-def status_message(status: str, objective: float | None, bound: float | None, gap: float, *,
-                   time_limit: float | None = None, mip_gap: float | None = None) -> str:
-    """The sentence a Result's message starts with, written from its fields (so the two agree)."""
-    if status == "time_limit":
-        head = f"time limit {time_limit:g} s reached" if time_limit is not None else "time limit reached"
-        if objective is None:
-            return head + " without a feasible solution" + (f" (bound {bound})" if bound is not None else "")
-        return f"{head}: incumbent {objective}, bound {bound}, gap {gap:.3g}"
-    if status == "gap_limit":
-        return f"stopped at relative gap {gap:.3g} (mip_gap={mip_gap}); optimality not proven"
-    if status in ("node_limit", "iteration_limit"):
-        return f"{status.replace('_', ' ')} reached: incumbent {objective}, bound {bound}, gap {gap:.3g}"
-    return ""
-
-
-def compose_message(r: "Result", *, time_limit: float | None = None, mip_gap: float | None = None) -> str:
-    """``r.message`` rebuilt from its current fields: :func:`status_message` followed by the notes
-    that do not depend on them (``r.info["notes"]``: infeasibility, overrun, fallback, ...)."""
-    parts = [status_message(r.status, r.objective, r.bound, r.gap, time_limit=time_limit, mip_gap=mip_gap)]
-    parts += list(r.info.get("notes", ()))
-    return "; ".join(p for p in parts if p)
-
-
-# --- availability and license -------------------------------------------------------------
-# Pyomo's Gurobi interfaces share one gurobipy Env with a client count that can go negative
-# (and log a warning, then reopen the Env) when short-lived solver objects are collected; one
-# long-lived client keeps the Env open for the whole process.
-_KEEPALIVE: dict[str, Any] = {}
-
-
-@functools.lru_cache(maxsize=None)
-def _is_available(name: str) -> bool:
-    try:
-        opt = SolverFactory(_PYOMO_NAME[name])
-        if name == "gurobi":
-            _KEEPALIVE[name] = opt
-        if not bool(opt.available()):
-            return False
-    except Exception:  # noqa: BLE001  (a broken install counts as not available)
-        return False
-    return True
-
-
-def available_solvers() -> list[str]:
-    """The installed and working solvers among ("gurobi", "scip", "highs"), in "auto" order."""
-    return [s for s in SOLVERS if _is_available(s)]
-
-
-@functools.lru_cache(maxsize=None)
-def gurobi_size_limits() -> dict | None:
-    """Limits of the active Gurobi license, or None when it is unrestricted (or absent).
-
-    Probed once by optimizing an empty 2001-variable model: the size-limited license refuses
-    it with error 10010. The returned limits are those of the pip license:
-    ``{"max_vars": 2000, "max_constraints": 2000, "max_quadratic_vars": 200}``.
-    """
-    try:
-        import gurobipy as gp
-    except ImportError:
-        return None
-    try:
-        with gp.Env(empty=True) as env:
-            env.setParam("OutputFlag", 0)
-            env.start()
-            with gp.Model(env=env) as m:
-                m.addVars(2001)
-                m.optimize()
-    except gp.GurobiError as exc:
-        if exc.errno == 10010 or "size-limited" in str(exc):
-            return {"max_vars": 2000, "max_constraints": 2000, "max_quadratic_vars": 200}
-        return None
-    return None
-
-
-class ModelSize(NamedTuple):
-    """Counts of a built model's active components (what solver licenses and HiGHS care about)."""
-
-    n_vars: int
-    n_integer: int
-    n_constraints: int
-    quadratic: bool
-    quadratic_objective: bool
-
-
-def model_size(model: Any) -> ModelSize:
-    """Measure a built model: variables, binaries/integers, active constraints, quadratic terms."""
-    n_vars = n_int = 0
-    for v in model.component_data_objects(Var, descend_into=True):
-        n_vars += 1
-        if v.is_integer() or v.is_binary():
-            n_int += 1
-    n_cons = 0
-    quadratic = False
-    for c in model.component_data_objects(Constraint, active=True, descend_into=True):
-        n_cons += 1
-        if not quadratic:
-            deg = polynomial_degree(c.body)
-            quadratic = deg is None or deg > 1
-    obj = _objective(model)
-    deg = polynomial_degree(obj.expr) if obj is not None else 1
-    obj_quadratic = deg is None or deg > 1
-    return ModelSize(n_vars, n_int, n_cons, bool(quadratic or obj_quadratic), bool(obj_quadratic))
-
-
-def solver_refusal(solver: str, size: ModelSize) -> str | None:
-    """Why ``solver`` cannot take a model of this :func:`model_size` (None when it can).
-
-    HiGHS solves MILPs only; the size-limited Gurobi license (:func:`gurobi_size_limits`)
-    refuses more than 2000 variables or constraints, or 200 variables in a quadratic model.
-    """
-    if solver == "highs" and size.quadratic:
-        return "HiGHS has no MIQP (it solves MILPs only) and the model is quadratic"
-    if solver != "gurobi":
-        return None
-    lim = gurobi_size_limits()
-    if lim is None:
-        return None
-    if size.n_vars > lim["max_vars"]:
-        why = f"{size.n_vars} variables > {lim['max_vars']}"
-    elif size.n_constraints > lim["max_constraints"]:
-        why = f"{size.n_constraints} constraints > {lim['max_constraints']}"
-    elif size.quadratic and size.n_vars > lim["max_quadratic_vars"]:
-        why = f"{size.n_vars} variables > {lim['max_quadratic_vars']} in a quadratic model"
-    else:
-        return None
-    return (f"model too large for the size-limited Gurobi license ({why}; the limit is 2000 variables "
-            f"and 2000 constraints, 200 variables for quadratic models)")
-
-
-def _objective(model: Any):
-    obj = getattr(model, "obj", None)
-    if obj is not None:
-        return obj
-    objs = list(model.component_data_objects(pe.Objective, active=True))
-    return objs[0] if objs else None
+#: The keyword settings :func:`solve` took before they moved into :class:`SolveConfig`.
+_LEGACY_SETTINGS = ("time_limit", "mip_gap", "threads", "log_path", "options")
 
 
 class _LicenseRefused(RuntimeError):
     """Gurobi's own "Model too large for size-limited license" during a solve."""
 
 
-# --- warm start ---------------------------------------------------------------------------
-def _warm_indices(warm_start: Any, n: int) -> np.ndarray:
-    if hasattr(warm_start, "indices"):  # a Selection or a Result
-        warm_start = warm_start.indices
-    if isinstance(warm_start, (set, frozenset)):
-        warm_start = sorted(warm_start)
-    return check_indices(np.asarray(list(warm_start) if not hasattr(warm_start, "shape") else warm_start,
-                                    dtype=np.int64), n, "warm_start")
-
-
-def _set_warm_start(x: Any, idx: np.ndarray) -> None:
-    chosen = set(int(i) for i in idx)
-    for i in x:
-        x[i].set_value(1.0 if i in chosen else 0.0)
-
-
-# --- the runner ---------------------------------------------------------------------------
+# --- the model's selection ----------------------------------------------------------------------
 def _items(model: Any, info: ModelInfo | None) -> Any:
     """The binary selection variable (``info.item_var``, default ``x``), indexed by range(n)."""
     name = info.item_var if info is not None else "x"
@@ -371,27 +135,36 @@ def _all_bounded(model: Any) -> bool:
     return True
 
 
-def relative_gap(objective: float | None, bound: float | None) -> float:
-    """|bound - objective| / max(|objective|, 1e-10); inf when either is unknown or infinite."""
-    if objective is None or bound is None or not math.isfinite(objective) or not math.isfinite(bound):
-        return math.inf
-    return abs(bound - objective) / max(abs(objective), 1e-10)
+def _warm_indices(warm_start: Any, n: int) -> np.ndarray:
+    if hasattr(warm_start, "indices"):  # a Selection or a Result
+        warm_start = warm_start.indices
+    if isinstance(warm_start, (set, frozenset)):
+        warm_start = sorted(warm_start)
+    return check_indices(np.asarray(list(warm_start) if not hasattr(warm_start, "shape") else warm_start,
+                                    dtype=np.int64), n, "warm_start")
 
 
-def _time_scip_translation(opt: Any, started: float, time_limit: float | None, out: dict) -> None:
+def _set_warm_start(x: Any, idx: np.ndarray) -> None:
+    chosen = set(int(i) for i in idx)
+    for i in x:
+        x[i].set_value(1.0 if i in chosen else 0.0)
+
+
+# --- Pyomo's interfaces -----------------------------------------------------------------------------
+def _time_scip_translation(opt: Any, stopwatch: Stopwatch, time_limit: float | None, out: dict) -> None:
     """SCIP's direct interface translates the model inside ``solve`` and then sets ``limits/time``
     from its config: time the translation (``out["seconds"]``) and give SCIP what is left of the
-    budget after it, not before (Pyomo's ``_create_solver_model(model, config)`` receives the same
-    config object whose ``time_limit`` ``solve`` reads next; the tests of this module would show
-    a Pyomo version where that changed)."""
+    budget after it, not before (``out["time_limit"]``; Pyomo's ``_create_solver_model(model,
+    config)`` receives the same config object whose ``time_limit`` ``solve`` reads next; the tests
+    of this module would show a Pyomo version where that changed)."""
     create = opt._create_solver_model
 
     def timed(model: Any, config: Any) -> Any:
-        t0 = time.perf_counter()
+        t0 = stopwatch.now()
         res = create(model, config)
-        out["seconds"] = time.perf_counter() - t0
+        out["seconds"] = stopwatch.now() - t0
         if time_limit is not None:
-            config.time_limit = max(0.0, float(time_limit) - (time.perf_counter() - started))
+            config.time_limit = out["time_limit"] = max(0.0, stopwatch.left(time_limit))
         return res
 
     opt._create_solver_model = timed
@@ -444,13 +217,9 @@ def _scip_version() -> str:
     return f"{pyscipopt.Model().version()} (PySCIPOpt {pyscipopt.__version__})"
 
 
-def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
-             warm_idx: np.ndarray | None, entered: float, started: float) -> Result:
-    """One solver on the model. ``entered`` (perf_counter) is when :func:`solve` was called
-    (``seconds`` counts from it); ``started`` when the time budget began (the caller's start,
-    e.g. before building the model): the time limit is wall clock from then."""
-    x = _items(model, info)
-    opt = SolverFactory(_PYOMO_NAME[solver])
+def _solver_keywords(model: Any, x: Any, solver: str, cfg: SolveConfig, warm_idx: np.ndarray | None) -> dict:
+    """The keyword arguments of Pyomo's ``opt.solve`` (all but the time limit), with the warm
+    start set on ``x``."""
     kw: dict[str, Any] = dict(load_solutions=False, raise_exception_on_nonoptimal_result=False)
     if cfg.mip_gap is not None:
         kw["rel_gap"] = float(cfg.mip_gap)
@@ -458,55 +227,75 @@ def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
         kw["threads"] = int(cfg.threads)
     if cfg.options:
         kw["solver_options"] = dict(cfg.options)
-    if warm_idx is not None:
-        _set_warm_start(x, warm_idx)
-        if solver == "gurobi":
+    if warm_idx is None:
+        return kw
+    _set_warm_start(x, warm_idx)
+    if solver == "gurobi":
+        kw["warmstart_discrete_vars"] = True
+    elif solver == "scip":
+        # Pyomo's SCIP start copies every discrete variable's value and fails on None.
+        unset = [v.name for v in model.component_data_objects(Var, descend_into=True)
+                 if v.is_integer() and v.value is None]
+        if unset:
+            warnings.warn(f"SCIP warm start skipped: discrete variables without a value, e.g. {unset[:3]}",
+                          RuntimeWarning, stacklevel=4)
+        else:
             kw["warmstart_discrete_vars"] = True
-        elif solver == "scip":
-            # Pyomo's SCIP start copies every discrete variable's value and fails on None.
-            unset = [v.name for v in model.component_data_objects(Var, descend_into=True)
-                     if v.is_integer() and v.value is None]
-            if unset:
-                warnings.warn(f"SCIP warm start skipped: discrete variables without a value, e.g. {unset[:3]}",
-                              RuntimeWarning, stacklevel=3)
-            else:
-                kw["warmstart_discrete_vars"] = True
-                # the start sets x only: SCIP completes the continuous variables (e.g. the pair
-                # variables y of a McCormick model) only while at most 85 % of them are unknown
-                # by default, and otherwise drops the start silently
-                kw["solver_options"] = {"heuristics/completesol/maxunknownrate": 1.0, **kw.get("solver_options", {})}
-    log_path = cfg.log_path
+            # the start sets x only: SCIP completes the continuous variables (e.g. the pair
+            # variables y of a McCormick model) only while at most 85 % of them are unknown
+            # by default, and otherwise drops the start silently
+            kw["solver_options"] = {"heuristics/completesol/maxunknownrate": 1.0, **kw.get("solver_options", {})}
+    return kw
+
+
+# --- the runner ---------------------------------------------------------------------------------
+def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig, warm_idx: np.ndarray | None,
+             stopwatch: Stopwatch, entered: float) -> Result:
+    """One solver on the model. ``entered`` (a reading of the stopwatch's clock) is when
+    :func:`solve` was called (``seconds`` counts from it); the time limit counts from
+    ``stopwatch.started`` (the caller's start, e.g. before building the model)."""
+    x = _items(model, info)
+    opt = SolverFactory(PYOMO_NAME[solver])
+    kw = _solver_keywords(model, x, solver, cfg, warm_idx)
+    timing: dict[str, float] = {}
+    scip: dict = {}
     with contextlib.ExitStack() as stack:
-        if log_path is not None:
-            Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-            kw["tee"] = [stack.enter_context(open(log_path, "w"))]
-        scip_translation: dict = {}
+        if cfg.log_path is not None:
+            Path(cfg.log_path).parent.mkdir(parents=True, exist_ok=True)
+            kw["tee"] = [stack.enter_context(open(cfg.log_path, "w"))]
         try:
-            t0 = time.perf_counter()
+            t0 = stopwatch.now()
             _translate(opt, solver, model, kw)
-            translation = time.perf_counter() - t0
+            timing["translation"] = stopwatch.now() - t0
             if solver == "highs" and warm_idx is not None:
                 _highs_warm_start(opt, x)
             if cfg.time_limit is not None:  # what is left of the wall-clock budget
-                kw["time_limit"] = max(0.0, float(cfg.time_limit) - (time.perf_counter() - started))
+                kw["time_limit"] = max(0.0, stopwatch.left(cfg.time_limit))
             if solver == "scip":
-                _time_scip_translation(opt, started, cfg.time_limit, scip_translation)
-            t1 = time.perf_counter()
+                _time_scip_translation(opt, stopwatch, cfg.time_limit, scip)
+            t1 = stopwatch.now()
             res = opt.solve(model, **kw)
         except Exception as exc:  # noqa: BLE001
             text = str(exc)
             if "size-limited" in text or "10010" in text:
                 raise _LicenseRefused(text) from exc
             raise
-        solver_seconds = time.perf_counter() - t1
-        seconds = time.perf_counter() - entered
-        spent = time.perf_counter() - started
-        if "seconds" in scip_translation:  # inside opt.solve: move it from the solver to translation
-            translation += scip_translation["seconds"]
-            solver_seconds -= scip_translation["seconds"]
+        now = stopwatch.now()
+    timing.update(solver=now - t1, seconds=now - entered, spent=now - stopwatch.started)
+    if "seconds" in scip:  # inside opt.solve: move it from the solver to translation
+        timing["translation"] += scip["seconds"]
+        timing["solver"] -= scip["seconds"]
+    given = scip.get("time_limit", kw.get("time_limit"))
+    return _result(res, model, x, info, solver, cfg, timing, given)
 
+
+def _result(res: Any, model: Any, x: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
+            timing: dict[str, float], given: float | None) -> Result:
+    """The :class:`Result` of Pyomo's results ``res`` under the honesty rules (module docstring);
+    ``timing``: seconds of translation, solver, the call and the budget spent; ``given``: the
+    time limit the solver was handed."""
     tc = res.termination_condition
-    status = _STATUS.get(tc, "unknown")
+    status = _STATUS.get(tc, SolveStatus.UNKNOWN)
     has_sol = res.solution_status in (SolutionStatus.feasible, SolutionStatus.optimal)
     objective = float(res.incumbent_objective) if has_sol and res.incumbent_objective is not None else None
     bound = float(res.objective_bound) if res.objective_bound is not None else None
@@ -519,41 +308,45 @@ def _run_one(model: Any, info: ModelInfo | None, solver: str, cfg: SolveConfig,
         indices = np.zeros(0, dtype=np.int64)
     gap = relative_gap(objective, bound)
     notes: list[str] = []
-    if status == "optimal":
+    if status is SolveStatus.OPTIMAL:
         if objective is None:
-            status = "unknown"
+            status = SolveStatus.UNKNOWN
             notes.append("solver reported convergence without a solution")
         elif bound is None:
             # LP-style proof without a separate bound: the incumbent is the optimum.
             bound, gap = objective, 0.0
         elif not (gap <= OPTIMALITY_GAP or abs(bound - objective) <= ABS_GAP_TOL):
-            status = "gap_limit"
-    if status == "infeasible_or_unbounded" and _all_bounded(model):
+            status = SolveStatus.GAP_LIMIT
+    if status is SolveStatus.INFEASIBLE_OR_UNBOUNDED and _all_bounded(model):
         # Every variable has finite bounds, so the model cannot be unbounded.
-        status = "infeasible"
-    if status == "infeasible":
+        status = SolveStatus.INFEASIBLE
+    if status is SolveStatus.INFEASIBLE:
         notes.append((info.infeasible_message if info is not None else None)
-                      or "the model is infeasible (proven by the solver)")
-    if cfg.time_limit is not None and spent > max(1.25 * cfg.time_limit, cfg.time_limit + 0.25):
+                     or "the model is infeasible (proven by the solver)")
+    limit, spent = cfg.time_limit, timing["spent"]
+    if limit is not None and spent > max(1.25 * limit, limit + 0.25):
         # the solver got no time left, or overran: say how long the call really took and why
-        before = spent - solver_seconds
+        before = spent - timing["solver"]
         notes.append(
-            f"took {spent:.3g} s of a {cfg.time_limit:g} s time limit: {before:.3g} s before the solver "
-            f"started ({translation:.3g} s of them translating the model), {solver_seconds:.3g} s in the solver")
+            f"took {spent:.3g} s of a {limit:g} s time limit: {before:.3g} s before the solver "
+            f"started ({timing['translation']:.3g} s of them translating the model), {timing['solver']:.3g} s "
+            f"in the solver")
     extras = {
         "termination_condition": tc.name,
         "solution_status": res.solution_status.name,
         "solver_version": _scip_version() if solver == "scip" else ".".join(str(v) for v in (res.solver_version or ())),
+        "translation_seconds": timing["translation"], "solver_seconds": timing["solver"],
+        "solver_time_limit": given, "notes": notes,
     }
-    extras.update(translation_seconds=translation, solver_seconds=solver_seconds, notes=notes)
     nodes = getattr(res.extra_info, _NODE_COUNT[solver], None)
     if nodes is not None:
         extras["nodes"] = int(nodes)
     if info is not None:
         extras["model"] = info.kind
     r = Result(indices=indices, objective=objective, bound=bound, gap=gap, status=status,
-               seconds=seconds, solver=solver, log_path=None if log_path is None else str(log_path), info=extras)
-    r.message = compose_message(r, time_limit=cfg.time_limit, mip_gap=cfg.mip_gap)
+               seconds=timing["seconds"], solver=solver,
+               log_path=None if cfg.log_path is None else str(cfg.log_path), info=extras)
+    r.message = compose_message(r, time_limit=limit, mip_gap=cfg.mip_gap)
     return r
 
 
@@ -587,38 +380,60 @@ def _candidates(solver: str, size: ModelSize) -> list[str]:
     return out
 
 
+def _legacy(config: Any, stopwatch: Stopwatch | None, settings: dict) -> tuple[SolveConfig, Stopwatch]:
+    """The options given the old way (keywords beside or instead of a config, ``started=``), with a
+    DeprecationWarning; the one :class:`SolveConfig` and :class:`Stopwatch` otherwise."""
+    if config is not None and not isinstance(config, SolveConfig):
+        raise TypeError(f"config must be a SolveConfig, got {type(config).__name__} {config!r} "
+                        f"(write solve(model, solver, SolveConfig(time_limit=...)))")
+    cfg = config or SolveConfig()
+    started = settings.pop("started", None)
+    unknown = sorted(set(settings) - set(_LEGACY_SETTINGS))
+    if unknown:
+        raise TypeError(f"solve() got unexpected keyword argument(s) {unknown}")
+    if settings:
+        warnings.warn(f"solve(..., {'=..., '.join(sorted(settings))}=...) is deprecated: pass "
+                      f"config=SolveConfig({', '.join(f'{k}=...' for k in sorted(settings))})",
+                      DeprecationWarning, stacklevel=3)
+        cfg = cfg.updated(**settings)
+    if started is not None:
+        warnings.warn("solve(..., started=...) is deprecated: pass stopwatch=Stopwatch(started=...)",
+                      DeprecationWarning, stacklevel=3)
+        if stopwatch is not None:
+            raise TypeError("give either stopwatch= or the deprecated started=, not both")
+        stopwatch = Stopwatch(started=float(started))
+    return cfg, stopwatch or Stopwatch()
+
+
 def solve(
     model: Any,
     solver: str = "auto",
-    time_limit: float | None = None,
-    mip_gap: float | None = None,
-    warm_start: Any = None,
-    log_path: str | Path | None = None,
-    *,
-    threads: int | None = None,
-    options: dict | None = None,
     config: SolveConfig | None = None,
+    *,
+    warm_start: Any = None,
     info: ModelInfo | None = None,
-    started: float | None = None,
+    stopwatch: Stopwatch | None = None,
+    **deprecated: Any,
 ) -> Result:
     """Solve a divopt Pyomo model (binary ``model.x``, objective ``model.obj``, maximized).
 
     model : a builder's :class:`~divopt_rag.models.mip_common.BuiltModel` (model and info), or a
         ConcreteModel (then ``info`` may give its :class:`~divopt_rag.models.mip_common.ModelInfo`).
-
     solver : "auto" (first of gurobi -> scip -> highs that is installed and takes the measured
         model: HiGHS only for linear models, Gurobi only within its license limits), or a name
         (:class:`SolverRefused` when it cannot take the model).
-    config : a :class:`SolveConfig`; ``time_limit``, ``mip_gap``, ``log_path``, ``threads`` and
-        ``options`` given as keywords override its fields (see :class:`SolveConfig`).
+    config : the options, one :class:`SolveConfig` (time limit, mip gap, threads, log, raw
+        solver options); default: none of them.
     warm_start : indices (iterable, array, or a Selection/Result) to set x to before solving.
-    started : ``time.perf_counter()`` at which the time budget began (default: this call), so
-        that a caller's own work (building the model) counts against ``time_limit``.
+    stopwatch : when the time budget began and on which clock (default: this call, on
+        ``time.perf_counter``), so that a caller's own work (building the model) counts against
+        ``config.time_limit``.
+
+    The keyword settings of earlier versions (``time_limit=``, ``mip_gap=``, ``threads=``,
+    ``log_path=``, ``options=``, ``started=``) still work, with a DeprecationWarning.
     """
-    entered = time.perf_counter()
-    started = entered if started is None else float(started)
-    cfg = (config or SolveConfig()).updated(time_limit=time_limit, mip_gap=mip_gap, threads=threads,
-                                            log_path=log_path, options=options)
+    cfg, stopwatch = _legacy(config, stopwatch, deprecated)
+    entered = stopwatch.now()
     if isinstance(model, BuiltModel):
         model, info = model.model, info if info is not None else model.info
     n = len(_items(model, info))
@@ -630,7 +445,7 @@ def solve(
     last_exc: Exception | None = None
     for s in cands:
         try:
-            r = _run_one(model, info, s, cfg, warm_idx, entered, started)
+            r = _run_one(model, info, s, cfg, warm_idx, stopwatch, entered)
         except _LicenseRefused as exc:
             if solver != "auto":
                 raise SolverRefused(

@@ -61,7 +61,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from divopt_rag.models import Instance
-from divopt_rag.models.runner import solve
+from divopt_rag.models.runner import SolveConfig, solve
 from divopt_rag.models.validation import check_choice, check_nonnegative, check_scalar
 
 from .models import add_scenario_cut, build_ksparse_master_model
@@ -235,7 +235,7 @@ def cutting_plane_ksparse(
             if left <= 0:
                 status, message = "time_limit", f"time limit {time_limit} s reached before master {it}"
                 break
-        r = solve(model, solver, time_limit=left, mip_gap=mip_gap,
+        r = solve(model, solver, SolveConfig(time_limit=left, mip_gap=mip_gap),
                   warm_start=inc_idx if inc_idx.size else None, info=info)
         used_solver = r.solver
         iterations = it

@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from divopt_rag.models import Instance, ccbqp_objective
-from divopt_rag.models.runner import DEFAULT_TIME_LIMIT, solve
+from divopt_rag.models.runner import DEFAULT_TIME_LIMIT, SolveConfig, Stopwatch, solve
 from divopt_rag.models.validation import check_k
 
 from .cutting_planes import cutting_plane_ksparse
@@ -193,8 +193,8 @@ def _solve_compact(model_name: str, build: Callable, inst: Instance, uset, *, sp
     # its time limit otherwise keeps whatever it found, e.g. one document where dozens fit
     info = model.info
     start = peel(info.scores - info.shift - info.sparsity_penalty, info.bounds - info.rho_div, info.max_size)
-    # started=t0: the time limit is wall clock for the record, building the model included
-    r = solve(model, solver, time_limit=time_limit, mip_gap=mip_gap, started=t0,
+    # a stopwatch started at t0: the time limit is wall clock for the record, building the model included
+    r = solve(model, solver, SolveConfig(time_limit=time_limit, mip_gap=mip_gap), stopwatch=Stopwatch(started=t0),
               warm_start=start if start.size else None)
     return _record(model_name, inst, rows, r.indices, uset, params=params, status=r.status,
                    objective=r.objective, bound=r.bound, gap=r.gap, seconds=time.perf_counter() - t0,

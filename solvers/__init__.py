@@ -16,7 +16,7 @@ from . import lazy_mmr, local_search, multistart, ws_multistart  # noqa: F401  (
 __all__ = ["METHODS", "METHOD_NEEDS", "METHOD_PARAMS", "instance_methods", "DEFAULT_METHOD", "Selection", "select",
            "register", "unregister", "get_selector", "Result", "solve", "solve_exact", "available_solvers"]
 
-_EXACT = ("Result", "available_solvers", "solve", "solve_exact")
+_EXACT = ("Result", "SolveStatus", "SolveConfig", "available_solvers", "solve", "solve_exact")
 
 
 def __getattr__(name: str):

@@ -43,6 +43,8 @@ from divopt_rag.models.runner import (
     Result,
     SolveConfig,
     SolverRefused,
+    SolveStatus,
+    Stopwatch,
     available_solvers,
     compose_message,
     relative_gap,
@@ -64,7 +66,9 @@ __all__ = [
     "EXACT_SOLVERS",
     # the runner's names, re-exported
     "Result",
+    "SolveStatus",
     "SolveConfig",
+    "Stopwatch",
     "SolverRefused",
     "ModelTooLarge",
     "solve",
@@ -92,6 +96,7 @@ def solve_exact(
     threads: int | None = None,
     rlt: bool = True,
     memory_limit: float | None = None,
+    stopwatch: Stopwatch | None = None,
 ) -> Result:
     """Solve the exact CCBQP of ``instance`` (see :mod:`divopt_rag.models.mip_ccbqp`).
 
@@ -117,6 +122,10 @@ def solve_exact(
         indices in [0, n), else ValueError before any work.
     memory_limit : bytes the solve may plan to use (default: what the machine has free,
         :func:`divopt_rag.models.mip_sizing.available_memory`).
+    stopwatch : when the time budget began and on which clock
+        (:class:`~divopt_rag.models.solve_config.Stopwatch`; default: this call, on
+        ``time.perf_counter``): a caller's own earlier work can count against ``time_limit``, and a
+        test can run the limit on a fake clock.
     The returned objective is re-evaluated with :func:`divopt_rag.models.ccbqp_objective` on the
     selected indices (the solver's own value is kept in ``info["solver_objective"]``), and the
     message is written from the final fields. For "bnb", ``info`` holds "nodes", the node log
@@ -152,7 +161,7 @@ def solve_exact(
         int(check_scalar(memory_limit, "memory_limit", (int, float), min_val=0)), "memory_limit")
     if instance.k == 1:
         return _k1_result(instance, "rule")
-    started = time.perf_counter()
+    stopwatch = Stopwatch() if stopwatch is None else stopwatch
     avail = available_solvers()
     if solver == "auto" and formulation in ("auto", "qcr_dnn"):
         plan = []
@@ -184,7 +193,7 @@ def solve_exact(
             if "gurobi" in refused:
                 warnings.warn(f"Gurobi skipped: {refused['gurobi']}; using divopt's branch-and-bound (bnb)",
                               RuntimeWarning, stacklevel=2)
-            return _solve_bnb(instance, config, warm=warm, started=started, memory_limit=memory_limit)
+            return _solve_bnb(instance, config, warm=warm, stopwatch=stopwatch, memory_limit=memory_limit)
         why = _gram_refusal(s, instance, form)
         if why is not None:  # the licence, known before an O(n^2) build (and the QCR SDP)
             if solver != "auto":
@@ -198,29 +207,28 @@ def solve_exact(
                 raise ModelTooLarge(s, big, _memory_hint(instance, budget))
             too_large[s] = big
             continue
-        late, build_seconds = _late_build(est, config, started) if form not in built else (None, None)
+        late, build_seconds = _late_build(est, config, stopwatch) if form not in built else (None, None)
         if late is None and form not in built:
-            t0 = time.perf_counter()
+            t0 = stopwatch.now()
             try:
-                built[form] = (_build(instance, form, rlt, None if config.time_limit is None
-                                      else started + config.time_limit), 0.0)
+                built[form] = (_build(instance, form, rlt, stopwatch.perf_counter_deadline(config.time_limit)), 0.0)
             except BuildTimeout as exc:
-                build_seconds = time.perf_counter() - t0
+                build_seconds = stopwatch.now() - t0
                 late = (f"building {est.what} ({est.describe()}) was stopped after {build_seconds:.3g} s of a "
                         f"{config.time_limit:g} s time limit ({exc})")
             else:
-                built[form] = (built[form][0], time.perf_counter() - t0)
+                built[form] = (built[form][0], stopwatch.now() - t0)
         if late is None:
             model, build_seconds = built[form]
-            late = _late_load(est, config, started, build_seconds)
+            late = _late_load(est, config, stopwatch, build_seconds)
         if late is not None:
             if solver == "auto" and i < len(plan) - 1:  # the next candidate may fit
                 refused[s] = late
                 continue
-            return _incumbent_only(instance, warm, config, started, s, form, f"{_NAMES[s]} did not run: {late}",
+            return _incumbent_only(instance, warm, config, stopwatch, s, form, f"{_NAMES[s]} did not run: {late}",
                                    build_seconds=build_seconds)
         try:
-            r = solve(model, s, config=config, warm_start=warm, started=started)
+            r = solve(model, s, config, warm_start=warm, stopwatch=stopwatch)
         except SolverRefused as exc:  # measured on the built model: too large, or quadratic for HiGHS
             if solver != "auto":
                 raise
@@ -230,7 +238,7 @@ def solve_exact(
             warnings.warn(f"Gurobi skipped: {refused['gurobi']}; using {s}", RuntimeWarning, stacklevel=2)
         if form in QCR_FORMULATIONS:
             r.info["qcr_seconds"] = model.info.details["qcr_seconds"]  # the SDP, part of build_seconds
-        return _finish(instance, r, form, build_seconds, started, config, warm)
+        return _finish(instance, r, form, build_seconds, stopwatch, config, warm)
     if too_large:
         first = next(iter(too_large))
         reasons = "; ".join(too_large.values()) if len(too_large) > 1 else too_large[first]
@@ -238,12 +246,12 @@ def solve_exact(
     raise ImportError(f"no installed solver can take formulation {formulation!r}: {refused}")
 
 
-def _late_build(est: ModelEstimate, config: SolveConfig, started: float) -> tuple[str | None, None]:
+def _late_build(est: ModelEstimate, config: SolveConfig, stopwatch: Stopwatch) -> tuple[str | None, None]:
     """Why building and loading the model cannot fit what is left of the time limit (its
     predicted time at the speed Pyomo runs now), or None."""
     if config.time_limit is None:
         return None, None
-    left = config.time_limit - (time.perf_counter() - started)
+    left = stopwatch.left(config.time_limit)
     need = est.seconds(pyomo_seconds_per_unit())
     if need <= left:
         return None, None
@@ -251,13 +259,13 @@ def _late_build(est: ModelEstimate, config: SolveConfig, started: float) -> tupl
             f"{max(left, 0.0):.3g} s of the {config.time_limit:g} s time limit were left"), None
 
 
-def _late_load(est: ModelEstimate, config: SolveConfig, started: float, build_seconds: float) -> str | None:
+def _late_load(est: ModelEstimate, config: SolveConfig, stopwatch: Stopwatch, build_seconds: float) -> str | None:
     """Why loading the built model into the solver (which cannot be interrupted) cannot fit what is
     left, predicted at the rate the build ran (the machine's load included), or None."""
     if config.time_limit is None:
         return None
     rate = max(pyomo_seconds_per_unit(), build_seconds / max(est.build_units, 1.0))
-    left = config.time_limit - (time.perf_counter() - started)
+    left = stopwatch.left(config.time_limit)
     need = est.translate_units * rate
     if need <= left:
         return None
@@ -332,23 +340,23 @@ def _cheap_bound(instance: Instance) -> float:
     return concave_bound(instance, max_iter=200)[0]
 
 
-def _incumbent_only(instance: Instance, warm: np.ndarray | None, config: SolveConfig, started: float,
+def _incumbent_only(instance: Instance, warm: np.ndarray | None, config: SolveConfig, stopwatch: Stopwatch,
                     solver: str, form: str, reason: str, build_seconds: float | None = None) -> Result:
     """Status "time_limit" without running the solver: the best known incumbent, a certified
     bound and their gap; ``reason`` says why the solver did not run."""
     idx, obj, source = _best_known(instance, warm)
     bound = _cheap_bound(instance)
     notes = [f"{reason}; incumbent from {source}, bound from the concave relaxation"]
-    r = Result(indices=idx, objective=obj, bound=bound, gap=relative_gap(obj, bound), status="time_limit",
-               seconds=time.perf_counter() - started, solver=solver,
+    r = Result(indices=idx, objective=obj, bound=bound, gap=relative_gap(obj, bound),
+               status=SolveStatus.TIME_LIMIT, seconds=stopwatch.elapsed(), solver=solver,
                info={"formulation": form, "solver_ran": False, "incumbent_source": source,
                      "bound_source": "concave_bound", "notes": notes, "build_seconds": build_seconds,
-                     "wall_seconds": time.perf_counter() - started})
+                     "wall_seconds": stopwatch.elapsed()})
     r.message = compose_message(r, time_limit=config.time_limit)
     return r
 
 
-def _finish(instance: Instance, r: Result, form: str, build_seconds: float, started: float,
+def _finish(instance: Instance, r: Result, form: str, build_seconds: float, stopwatch: Stopwatch,
             config: SolveConfig, warm: np.ndarray | None) -> Result:
     """The runner's Result with the formulation, timings and the objective re-evaluated on the set;
     a time limit without incumbent (or bound) gets the best known one (and the concave bound);
@@ -359,7 +367,7 @@ def _finish(instance: Instance, r: Result, form: str, build_seconds: float, star
     if r.objective is not None:
         r.info["solver_objective"] = r.objective
         r.objective = ccbqp_objective(instance, r.indices)
-    if r.status == "time_limit":
+    if r.status is SolveStatus.TIME_LIMIT:
         notes = r.info.setdefault("notes", [])
         if r.objective is None:
             r.indices, r.objective, source = _best_known(instance, warm)
@@ -371,38 +379,39 @@ def _finish(instance: Instance, r: Result, form: str, build_seconds: float, star
             r.info["bound_source"] = "concave_bound"
             r.bound = cheap
     r.gap = relative_gap(r.objective, r.bound)
-    r.info["wall_seconds"] = time.perf_counter() - started
+    r.info["wall_seconds"] = stopwatch.elapsed()
     r.message = compose_message(r, time_limit=config.time_limit, mip_gap=config.mip_gap)
     return r
 
 
-def _solve_bnb(instance: Instance, config: SolveConfig, *, warm: np.ndarray | None, started: float,
+def _solve_bnb(instance: Instance, config: SolveConfig, *, warm: np.ndarray | None, stopwatch: Stopwatch,
                memory_limit: float | None = None) -> Result:
     """divopt's branch-and-bound as a :class:`Result`, with the runner's honesty rules: "optimal"
     only within :data:`OPTIMALITY_GAP` (or :data:`ABS_GAP_TOL`), a time limit (wall clock from
-    ``started``) gives the incumbent, the bound and the gap; ``log_path`` receives the node log."""
+    ``stopwatch.started``) gives the incumbent, the bound and the gap; ``log_path`` receives the
+    node log."""
     kw = {} if config.mip_gap is None else {"mip_gap": check_nonnegative(config.mip_gap, "mip_gap")}
-    out = branch_and_bound(instance, time_limit=config.time_limit, warm_start=warm, started=started,
+    out = branch_and_bound(instance, time_limit=config.time_limit, warm_start=warm, stopwatch=stopwatch,
                            memory_limit=memory_limit, **kw)
     objective = ccbqp_objective(instance, out.indices)
     gap = relative_gap(objective, out.bound)
-    status = out.status
-    if status == "optimal" and not (gap <= OPTIMALITY_GAP or abs(out.bound - objective) <= ABS_GAP_TOL):
-        status = "gap_limit"
+    status = SolveStatus(out.status)
+    if status is SolveStatus.OPTIMAL and not (gap <= OPTIMALITY_GAP or abs(out.bound - objective) <= ABS_GAP_TOL):
+        status = SolveStatus.GAP_LIMIT
     # the problem it solves: n binaries, one cardinality row, a quadratic objective (theta < 1)
     n = instance.n
     size = dict(n_vars=n, n_integer=n, n_constraints=1, quadratic=instance.theta < 1,
                 quadratic_objective=instance.theta < 1)
     info = dict(out.info, **size, nodes=out.nodes, log=out.log, formulation="qcr_dnn", solver_ran=True,
-                solver_objective=out.objective, wall_seconds=time.perf_counter() - started)
+                solver_objective=out.objective, wall_seconds=stopwatch.elapsed())
     log_path = config.log_path
     if log_path is not None:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         out.log.to_csv(log_path, index=False)
-    if status == "time_limit" and "stop_reason" in out.info:
+    if status is SolveStatus.TIME_LIMIT and "stop_reason" in out.info:
         info["notes"] = [out.info["stop_reason"]]
     r = Result(indices=out.indices, objective=objective, bound=out.bound, gap=gap,
-               status=status, seconds=time.perf_counter() - started, solver="bnb",
+               status=status, seconds=stopwatch.elapsed(), solver="bnb",
                log_path=None if log_path is None else str(log_path), info=info)
     r.message = compose_message(r, time_limit=config.time_limit, mip_gap=config.mip_gap)
     return r
@@ -466,7 +475,7 @@ def exact_optimum(inst: Instance, solver: str = "auto", time_limit: float | None
         return _k1_result(inst, "rule")
     if solver == "brute" or (solver == "auto" and math.comb(inst.n, inst.k) <= brute_max_sets):
         idx, val = brute_force(inst, max_sets=max(brute_max_sets, 3_000_000) if solver == "brute" else brute_max_sets)
-        return Result(indices=np.sort(idx), objective=val, bound=val, gap=0.0, status="optimal",
+        return Result(indices=np.sort(idx), objective=val, bound=val, gap=0.0, status=SolveStatus.OPTIMAL,
                       seconds=time.perf_counter() - t0, solver="brute")
     r = solve_exact(inst, solver=solver, time_limit=time_limit, warm_start=warm_start)
     r.info["solve_seconds"] = r.seconds
@@ -485,6 +494,6 @@ def _k1_result(inst: Instance, solver: str) -> Result:
     f = ccbqp_objective(inst, np.array([i]))
     norms2 = inst.E.double().pow(2).sum(1)
     spread = float(((1.0 - inst.theta) * (1.0 - norms2)).max())
-    return Result(indices=np.array([i], dtype=np.int64), objective=f, bound=f, gap=0.0, status="optimal",
+    return Result(indices=np.array([i], dtype=np.int64), objective=f, bound=f, gap=0.0, status=SolveStatus.OPTIMAL,
                   seconds=time.perf_counter() - t0, solver=solver, message=K1_RULE,
                   info={"rule": K1_RULE, "max_item_objective": spread})

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from divopt_rag.models import Instance
 from divopt_rag.models.qcr import CardinalityQP, qcr_from_dual
-from divopt_rag.solvers.bnb import LOG_COLUMNS, branch_and_bound
+from divopt_rag.solvers.bnb import LOG_COLUMNS, BnBOptions, branch_and_bound
 from divopt_rag.solvers.bnb.bound import maximize_concave_qp, project_capped_simplex
 from divopt_rag.solvers.bnb.cuts import CutPool
 from divopt_rag.solvers.bnb.fixing import reduced_cost_fixing, swap_screening
@@ -170,7 +170,7 @@ def test_equals_brute_force(n, k, theta, seed):
     inst = _instance(n, k, theta, seed)
     opt, sets = _brute(inst)
     # no heuristic and no local search: the tree itself must find and prove the optimum
-    r = branch_and_bound(inst, heuristic=None, local_search=False)
+    r = branch_and_bound(inst, options=BnBOptions(heuristic=None, local_search=False))
     assert r.status == "optimal"
     assert r.objective == pytest.approx(opt, abs=1e-7)
     assert set(r.indices.tolist()) in sets
@@ -195,7 +195,7 @@ def test_default_engine_through_solve_exact(theta):
 def test_bound_is_never_below_the_optimum(seed, theta, k, node_limit):
     inst = _instance(11, k, theta, seed, d=4)
     opt, _ = _brute(inst)
-    r = branch_and_bound(inst, node_limit=node_limit, heuristic=None, local_search=False)
+    r = branch_and_bound(inst, node_limit=node_limit, options=BnBOptions(heuristic=None, local_search=False))
     assert r.bound >= opt - 1e-9
     assert r.objective <= opt + 1e-9
     assert r.status in ("optimal", "node_limit")
@@ -209,7 +209,7 @@ def test_time_limit_is_honest():
     assert r.status == "time_limit" and not r.proven_optimal
     assert r.indices.size == 8 and r.objective is not None
     assert r.bound >= r.objective and r.gap > 0
-    out = branch_and_bound(inst, time_limit=0.0, heuristic=None)
+    out = branch_and_bound(inst, time_limit=0.0, options=BnBOptions(heuristic=None))
     assert out.status == "time_limit" and out.bound >= out.objective
 
 
@@ -224,7 +224,7 @@ def test_log_path_writes_the_node_log(tmp_path):
 def test_callback_and_log():
     rows = []
     inst = _instance(12, 4, 0.4, 8)
-    out = branch_and_bound(inst, callback=rows.append, heuristic=None, local_search=False)
+    out = branch_and_bound(inst, callback=rows.append, options=BnBOptions(heuristic=None, local_search=False))
     assert len(rows) == out.nodes == len(out.log)
     assert (out.log["bound"] >= out.log["incumbent"] - 1e-12).all()
     assert out.log["seconds"].is_monotonic_increasing
@@ -233,9 +233,11 @@ def test_callback_and_log():
 def test_bad_arguments():
     inst = _instance(8, 3, 0.5, 0)
     with pytest.raises(ValueError, match="heuristic"):
-        branch_and_bound(inst, heuristic="nope")
+        BnBOptions(heuristic="nope")
     with pytest.raises(ValueError, match="chunk"):
-        branch_and_bound(inst, chunk=0)
+        BnBOptions(chunk=0)
+    with pytest.raises(TypeError, match="options must be a BnBOptions"):
+        branch_and_bound(inst, options={"chunk": 5})
     with pytest.raises(ValueError, match="warm_start"):
         branch_and_bound(inst, warm_start=[0, 1])
     with pytest.raises(ValueError, match="formulation"):

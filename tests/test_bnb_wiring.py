@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 import warnings
 
 import numpy as np
 import pytest
+from fake_clock import FakeClock
 
 from divopt_rag.models import Instance
 from divopt_rag.models import runner
+from divopt_rag.models.solve_config import Stopwatch
 from divopt_rag.solvers import exact
 from divopt_rag.solvers.bnb import branch_and_bound
 from divopt_rag.solvers.certificates import certify_full_scale
@@ -48,17 +49,18 @@ def test_auto_without_gurobi_is_bnb(monkeypatch):
 
 
 @pytest.mark.skipif(not LIMITED, reason="needs gurobipy with the size-limited license")
-def test_auto_beyond_the_licence_is_bnb_and_explicit_gurobi_is_refused():
+def test_auto_beyond_the_licence_is_bnb_and_explicit_gurobi_is_refused(monkeypatch):
     # n = 201 binaries in a quadratic model: over the pip licence's 200
     inst = _instance(201, 2, 0.6, 4, d=6)
     with pytest.warns(RuntimeWarning, match=r"Gurobi skipped.*201 variables > 200.*bnb"):
         r = solve_exact(inst, "auto")
     assert r.solver == "bnb" and r.proven_optimal
     assert r.objective == pytest.approx(_brute(inst), abs=1e-7)
-    t0 = time.perf_counter()
+    # refused on its size, before an O(n^2) build (or any search)
+    monkeypatch.setattr(exact, "_build", lambda *a, **k: pytest.fail("built a model the licence refuses"))
+    monkeypatch.setattr(exact, "branch_and_bound", lambda *a, **k: pytest.fail("searched instead of refusing"))
     with pytest.raises(SolverRefused, match="size-limited"):
         solve_exact(inst, "gurobi")
-    assert time.perf_counter() - t0 < 5  # refused on its size, before an O(n^2) build
 
 
 @pytest.mark.skipif("gurobi" not in available_solvers(), reason="gurobipy not installed")
@@ -79,9 +81,12 @@ def test_k1_rule_applies_to_bnb():
 
 
 def test_time_limit_counts_from_the_callers_start():
+    """The caller's 5 s before the call count against the 1 s limit (on a still fake clock, so
+    the search's own time adds nothing and ``seconds`` is exactly the caller's 5 s)."""
     inst = _instance(40, 8, 0.3, 3, d=10)
-    out = branch_and_bound(inst, time_limit=1.0, started=time.perf_counter() - 5.0)
-    assert out.status == "time_limit" and out.seconds >= 5.0
+    clock = FakeClock()
+    out = branch_and_bound(inst, time_limit=1.0, stopwatch=Stopwatch(clock, started=clock() - 5.0))
+    assert out.status == "time_limit" and out.seconds == 5.0 and out.nodes == 0
     assert out.bound >= out.objective
     r = solve_exact(inst, "bnb", time_limit=0.0)
     assert r.status == "time_limit" and not r.proven_optimal and r.gap > 0

@@ -20,7 +20,6 @@ import importlib
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -108,11 +107,11 @@ def no_work(monkeypatch):
     monkeypatch.setattr(plots, "save_figure", started)
 
 
-def _refused(argv: list[str], capsys, tmp_path: Path, *expected: str, bound: float = 10.0) -> str:
+def _refused(argv: list[str], capsys, tmp_path: Path, *expected: str) -> str:
+    """Refused with one line and exit 2, before any work (the ``no_work`` fixture fails a test that
+    starts a task, a demo or a figure) and without leaving files."""
     before = sorted(p.name for p in tmp_path.iterdir())
-    t0 = time.perf_counter()
     rc = cli.main(argv)
-    took = time.perf_counter() - t0
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert rc == 2 and len(lines) == 1, (argv, rc, err)
@@ -120,7 +119,6 @@ def _refused(argv: list[str], capsys, tmp_path: Path, *expected: str, bound: flo
     for text in expected:
         assert text in lines[0], (text, lines[0])
     assert sorted(p.name for p in tmp_path.iterdir()) == before, "a refused run left files behind"
-    assert took < bound, f"refused after {took:.1f} s: {argv}"
     return lines[0]
 
 
@@ -320,14 +318,18 @@ def test_building_every_parser_imports_nothing_heavy():
 
 @pytest.mark.parametrize("path", sorted(cli.COMMANDS), ids=lambda p: "-".join(p))
 def test_help_answers_fast(path):
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "divopt_rag.experiments.cli", *path, "--help"], capture_output=True,
-                          text=True, timeout=120)
-    took = time.perf_counter() - t0
+    """``divopt-rag ... --help`` answers without a heavy import: what made it slow (torch alone
+    takes 2-15 s to import on a loaded machine; the help itself 0.25-0.4 s) is checked directly,
+    in the process that printed the help, instead of timing it."""
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['divopt-rag', *{list(path)!r}, '--help']\n"
+            "try:\n    runpy.run_module('divopt_rag.experiments.cli', run_name='__main__')\n"
+            "except SystemExit as exc:\n    rc = exc.code\n"
+            f"print('heavy:', [m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr)\n"
+            "sys.exit(rc)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "usage: divopt-rag" in proc.stdout, proc.stderr
-    # under a second on an idle machine (0.25-0.4 s measured with a load of 8 on 2 cores); the
-    # bound is generous for loaded CI runners: a heavy import (torch alone: 2-15 s) exceeds it
-    assert took < 5.0, f"divopt-rag {' '.join(path)} --help took {took:.2f} s"
+    assert proc.stderr.strip().splitlines()[-1] == "heavy: []", proc.stderr
 
 
 # ---- printed tables -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 import divopt_rag.models.runner as runner
 from divopt_rag.models import Instance
 from divopt_rag.models.mip_knapsack import build_topk
-from divopt_rag.solvers import available_solvers, solve, solve_exact
+from divopt_rag.solvers import SolveConfig, available_solvers, solve, solve_exact
 
 SOLVERS = available_solvers()
 LIMITED = "gurobi" in SOLVERS and runner.gurobi_size_limits() is not None
@@ -91,7 +91,7 @@ def test_generic_model_with_extra_variables_and_mip_gap():
     for solver in SOLVERS:
         r = solve(m, solver)
         assert r.proven_optimal and r.objective == pytest.approx(np.sort(s)[-3], abs=1e-6)
-    r = solve(m, "highs", mip_gap=0.5)
+    r = solve(m, "highs", SolveConfig(mip_gap=0.5))
     assert r.status in ("optimal", "gap_limit")
     if r.status == "gap_limit":
         assert not r.proven_optimal and "gap" in r.message

@@ -1,7 +1,8 @@
 """Fuzzing the public API with hypothesis (issue 16, item 8): every input either works, with a
 result of the promised shape and value, or raises the documented error type (ValueError /
-TypeError) with a message naming the argument. Nothing hangs (a deadline per example, time
-limits on every solve), nothing crashes, nothing returns a silently wrong shape.
+TypeError) with a message naming the argument. Nothing hangs (small examples, time limits on
+every solve; hypothesis's wall-clock deadline per example is off, as in every test here: it failed
+examples on loaded machines, issue 38), nothing crashes, nothing returns a silently wrong shape.
 
 Truths are computed here: the CCBQP objective from DESIGN.md's formula in float64 numpy, the
 exact optimum by enumeration. Examples are bounded so the file runs in well under a minute.
@@ -23,7 +24,7 @@ from divopt_rag.robust import KSparse, NormBall, average_similarity, make_set, w
 from divopt_rag.solvers import METHOD_NEEDS, available_solvers, instance_methods, select, solve_exact
 from divopt_rag.solvers.selection import METHOD_PARAMS
 
-FAST = settings(max_examples=40, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ARGUMENT_ERRORS = (ValueError, TypeError)
 
 
@@ -81,7 +82,7 @@ def test_instance_builds_or_names_the_bad_argument(E, q, k, theta, normalize):
 
 # ---- select(), every method ---------------------------------------------------------------------
 @pytest.mark.parametrize("method", instance_methods())
-@settings(max_examples=15, deadline=10000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=instances())
 def test_every_selector_returns_k_unique_rows_scored_by_the_formula(method, case):
     E, q, k, theta = case
@@ -97,7 +98,7 @@ def test_every_selector_returns_k_unique_rows_scored_by_the_formula(method, case
 
 
 @pytest.mark.parametrize("method", sorted(METHOD_NEEDS))
-@settings(max_examples=10, deadline=10000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=instances(), seed=st.integers(0, 100))
 def test_cross_encoder_selectors_on_precomputed_scores(method, case, seed):
     E, q, k, theta = case
@@ -118,7 +119,7 @@ garbage_values = (st.integers(-3, 40) | st.floats(allow_nan=True, allow_infinity
 
 
 @pytest.mark.parametrize("method", [m for m in instance_methods() if _parameters(m)])
-@settings(max_examples=25, deadline=10000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=instances(), data=st.data())
 def test_selector_parameters_work_or_are_named(method, case, data):
     """Any of a method's own parameters with any value: a valid selection, or an error naming
@@ -168,7 +169,7 @@ def test_ccbqp_objective_scores_k_sets_and_refuses_the_rest(case, indices):
 
 # ---- solve_exact on tiny instances --------------------------------------------------------------
 @pytest.mark.parametrize("solver", available_solvers())
-@settings(max_examples=8, deadline=60000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=instances(max_n=6, max_d=4))
 def test_solve_exact_matches_enumeration(solver, case):
     E, q, k, theta = case

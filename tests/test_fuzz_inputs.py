@@ -26,7 +26,7 @@ from divopt_rag.data import EmbeddedDataset, registry
 from divopt_rag.experiments import cli, sweep_cli
 from divopt_rag.experiments.grid import ConfigError, SweepConfig
 
-SETTINGS = settings(max_examples=30, deadline=10000, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 INPUT_ERRORS = (ValueError, TypeError, OSError)
 
 KEYS = ["id", "_id", "text", "title", "query", "question", "answer", "answers", "positive", "negative",
@@ -132,7 +132,7 @@ def _parser(path: tuple[str, ...]) -> argparse.ArgumentParser:
 
 
 @pytest.mark.parametrize("path", sorted(cli.COMMANDS), ids=lambda p: "-".join(p))
-@settings(max_examples=60, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(argv=argvs)
 def test_every_parser_parses_or_exits_2(path, argv):
     parser = _parser(path)
@@ -146,7 +146,7 @@ def test_every_parser_parses_or_exits_2(path, argv):
                 assert "error:" in err.getvalue()
 
 
-@settings(max_examples=150, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(argv=argvs)
 def test_sweep_flags_become_a_config_or_a_named_error(argv):
     parser = _parser(("sweep",))

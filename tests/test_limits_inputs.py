@@ -72,11 +72,13 @@ def test_fw_with_one_iteration_still_runs():
 
 def test_bnb_iteration_budgets_are_checked():
     inst = Instance(random_unit(12, 4, 0), unit_query(4, 0), k=3, theta=0.5)
-    from divopt_rag.solvers.bnb import branch_and_bound
+    from divopt_rag.solvers.bnb import BnBOptions, branch_and_bound
 
-    for name in ("root_iterations", "node_iterations", "chunk", "node_limit"):
+    for name in ("root_iterations", "node_iterations", "chunk"):
         with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got 0$"):
-            branch_and_bound(inst, **{name: 0})
+            BnBOptions(**{name: 0})
+    with pytest.raises(ValueError, match=r"^node_limit must be an integer >= 1, got 0$"):
+        branch_and_bound(inst, node_limit=0)
 
 
 # --- normalize=True at every scale --------------------------------------------------------

@@ -6,6 +6,11 @@ The sweep runs in a subprocess with its own ``TMPDIR`` (a short folder of this t
 process of its Ray session inherits that environment, so the test finds them all, GCS, raylet,
 agents and workers, by ``TMPDIR=<folder>`` in ``/proc/<pid>/environ``; the session's files live
 under that folder too (``divopt-ray-*``).
+
+No assertion is on speed: what shows that divopt's watchdog, not Ray's own teardown, ended the
+session is that its folder is gone (the watchdog removes it after its last kill; Ray's agents,
+left alone, outlive the driver by 50 s and more and leave it). The 30 s the test waits is a
+hang guard that Ray's own teardown cannot meet; the watchdog takes 1-2 s (printed).
 """
 from __future__ import annotations
 
@@ -104,6 +109,5 @@ def test_a_killed_ray_sweep_leaves_no_process(tmp_path, short_tmp):
             driver.kill()
         driver.stderr.close()
     assert not left, f"Ray processes alive {took:.1f} s after the driver was killed: {_describe(left)}"
-    assert took < 5.0, f"the Ray session took {took:.1f} s to go"
     assert not list(Path(short_tmp).glob("divopt-ray-*")), "the Ray session's temporary folder is left behind"
     print(f"every Ray process of the killed sweep ({len(before)} with the driver) gone {took:.2f} s after kill -9")

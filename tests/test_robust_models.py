@@ -20,7 +20,7 @@ from divopt_rag.robust.models import (
 from divopt_rag.robust.oracles import similarity_upper_bounds
 from divopt_rag.robust.relevance import worst_case_relevance
 from divopt_rag.robust.sets import KSparse, NormBall
-from divopt_rag.solvers.exact import solve
+from divopt_rag.solvers.exact import SolveConfig, solve
 
 SOLVER = "highs"  # deterministic, no license limits
 
@@ -342,7 +342,7 @@ def test_time_limited_exact_solve_is_not_called_optimal():
     kw = _params(inst, 12)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r = solve(build_robust_model(inst, NormBall(2, 0.02), **kw, max_size=10), SOLVER, time_limit=0.05)
+        r = solve(build_robust_model(inst, NormBall(2, 0.02), **kw, max_size=10), SOLVER, SolveConfig(time_limit=0.05))
     if r.status == "optimal":  # pragma: no cover - only if HiGHS proves it in 50 ms
         assert r.gap <= 1e-4
     else:

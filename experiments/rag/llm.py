@@ -42,7 +42,7 @@ import sqlite3
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from divopt_rag.models.validation import check_nonnegative, check_scalar
 
@@ -84,18 +84,18 @@ class _Expired(Exception):
 
 
 class _DeadlineSocket:
-    """A connected socket whose every send/receive waits at most until ``deadline``
-    (``time.monotonic()``), so header lines and body bytes trickled slowly still end on time.
+    """A connected socket whose every send/receive waits at most until ``deadline`` (a reading
+    of ``clock``), so header lines and body bytes trickled slowly still end on time.
 
     ``http.client`` reads the response through ``makefile("rb")`` and writes with ``sendall``;
     both are routed through :meth:`_arm`, which sets the socket timeout to what is left.
     """
 
-    def __init__(self, sock: socket.socket, deadline: float) -> None:
-        self._sock, self._deadline = sock, deadline
+    def __init__(self, sock: socket.socket, deadline: float, clock: Callable[[], float]) -> None:
+        self._sock, self._deadline, self._clock = sock, deadline, clock
 
     def _arm(self) -> None:
-        left = self._deadline - time.monotonic()
+        left = self._deadline - self._clock()
         if left <= 0:
             raise _Expired()
         self._sock.settimeout(left)
@@ -137,18 +137,19 @@ class _DeadlineSocket:
         return getattr(self._sock, name)
 
 
-def _connection(url: urllib.parse.SplitResult, deadline: float, connect_timeout: float) -> http.client.HTTPConnection:
-    """An HTTP(S) connection to ``url`` whose socket operations end by ``deadline``."""
+def _connection(url: urllib.parse.SplitResult, deadline: float, connect_timeout: float,
+                clock: Callable[[], float]) -> http.client.HTTPConnection:
+    """An HTTP(S) connection to ``url`` whose socket operations end by ``deadline`` (on ``clock``)."""
     base = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
 
     class Connection(base):  # type: ignore[misc, valid-type]
         def connect(self) -> None:
-            left = deadline - time.monotonic()
+            left = deadline - clock()
             if left <= 0:
                 raise _Expired()
             self.timeout = min(connect_timeout, left)  # TCP connect and the TLS handshake
             super().connect()
-            self.sock = self.deadline_sock = _DeadlineSocket(self.sock, deadline)
+            self.sock = self.deadline_sock = _DeadlineSocket(self.sock, deadline, clock)
 
     return Connection(url.hostname, url.port)
 
@@ -239,6 +240,9 @@ class OpenAIChat:
     max_response_bytes : the largest reply body read (default 16 MiB); a larger one raises
         :class:`LLMResponseTooLarge` without reading past the cap.
     cache : path of a SQLite reply cache (created if missing), or None for no cache.
+
+    The attributes ``clock`` (``time.monotonic``) and ``sleep`` (``time.sleep``) are where a call
+    reads the time and waits between attempts; a test may replace them with a fake clock.
     """
 
     def __init__(
@@ -285,6 +289,8 @@ class OpenAIChat:
         self.backoff = float(check_nonnegative(backoff, "backoff"))
         self.cache_path = None if cache is None else Path(cache)
         self.requests_sent = 0  # HTTP requests actually made (cache hits excluded)
+        self.clock: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], None] = time.sleep
 
     @classmethod
     def from_env(cls, prefix: str = ENV_PREFIX, **options: Any) -> "OpenAIChat":
@@ -331,7 +337,7 @@ class OpenAIChat:
         ending by ``deadline``.
 
         Raises :class:`LLMResponseTooLarge` (not retried), ``_Expired`` or an OSError."""
-        conn = _connection(self._split, deadline, self.connect_timeout)
+        conn = _connection(self._split, deadline, self.connect_timeout, self.clock)
         target = self._split.path + (f"?{self._split.query}" if self._split.query else "")
         try:
             conn.request("POST", target, body=data, headers=headers)
@@ -364,16 +370,16 @@ class OpenAIChat:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         data = json.dumps(payload).encode()
-        t0 = time.monotonic()
+        t0 = self.clock()
         deadline = t0 + self.timeout
         error: LLMError | None = None
         attempts = 0
         for attempt in range(self.retries + 1):
             if attempt and error is not None:
                 pause = self.backoff * 2 ** (attempt - 1)
-                if time.monotonic() + pause >= deadline:
+                if self.clock() + pause >= deadline:
                     break  # no time left for another attempt
-                time.sleep(pause)
+                self.sleep(pause)
             attempts += 1
             self.requests_sent += 1
             try:
@@ -382,7 +388,7 @@ class OpenAIChat:
                 error = None  # the budget is spent: the timeout below says so
                 break
             except (http.client.HTTPException, OSError) as exc:
-                if time.monotonic() >= deadline:
+                if self.clock() >= deadline:
                     error = None
                     break
                 error = LLMError(f"LLM endpoint {self.url} is unreachable: {exc!r}")
@@ -405,12 +411,12 @@ class OpenAIChat:
                 return json.loads(body)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise LLMError(f"LLM endpoint {self.url} returned invalid JSON (HTTP {status}): {exc}") from exc
-        if error is not None and time.monotonic() < deadline:
+        if error is not None and self.clock() < deadline:
             raise error  # every retry used, each failing fast
         last = f"; last attempt: {error}" if error is not None else ""
         raise LLMTimeout(
             f"LLM endpoint {self.url} gave no complete reply within timeout={self.timeout:g} s "
-            f"({attempts} attempt{'s' if attempts != 1 else ''} in {time.monotonic() - t0:.1f} s{last}); "
+            f"({attempts} attempt{'s' if attempts != 1 else ''} in {self.clock() - t0:.1f} s{last}); "
             f"raise timeout= for a slow model, or check that the server answers")
 
     def complete(self, messages: list[dict[str, str]], max_tokens: int = 8) -> str:

@@ -2,10 +2,11 @@
 
 ``branch_and_bound(inst, time_limit=...)`` returns a :class:`BnBOutcome`; ``solve_exact(inst,
 solver="bnb")`` wraps it in the common :class:`divopt_rag.solvers.exact.Result`.
-Modules: :mod:`.tree` (search), :mod:`.sdp` (node DNN relaxation by ADMM), :mod:`.bound` (certified
+Modules: :mod:`.tree` (search), :mod:`.options` (its knobs, :class:`BnBOptions`), :mod:`.sdp` (node DNN relaxation by ADMM), :mod:`.bound` (certified
 node QP), :mod:`.fixing` (reduced-cost fixing, safe screening). The bounding functions themselves
 (the convexification) are :mod:`divopt_rag.models.qcr`.
 """
+from .options import BnBOptions
 from .tree import LOG_COLUMNS, BnBOutcome, branch_and_bound
 
-__all__ = ["branch_and_bound", "BnBOutcome", "LOG_COLUMNS"]
+__all__ = ["branch_and_bound", "BnBOptions", "BnBOutcome", "LOG_COLUMNS"]

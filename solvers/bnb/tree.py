@@ -60,18 +60,19 @@ from tqdm.auto import tqdm
 from divopt_rag.models import Instance, ccbqp_objective, objective_scale
 from divopt_rag.models.mip_sizing import ModelEstimate, format_bytes, largest_fitting, memory_refusal
 from divopt_rag.models.qcr import CardinalityQP, LiftOperator, QCRBound, qcr_from_dual
-from divopt_rag.models.runner import ModelTooLarge
-from divopt_rag.models.validation import check_choice, check_indices, check_nonnegative, check_scalar
+from divopt_rag.models.runner import ModelTooLarge, Stopwatch
+from divopt_rag.models.validation import check_indices, check_nonnegative, check_scalar
 
 from ..bounds import concave_bound
 from ..local_search import local_search
-from ..selection import METHODS, select
+from ..selection import select
 from .bound import RelaxationResult, maximize_concave_qp
 from .cuts import CutPool
 from .fixing import reduced_cost_fixing, swap_screening
+from .options import BnBOptions
 from .sdp import dnn_admm
 
-__all__ = ["BnBOutcome", "branch_and_bound", "LOG_COLUMNS", "memory_estimate"]
+__all__ = ["BnBOutcome", "BnBOptions", "branch_and_bound", "LOG_COLUMNS", "memory_estimate"]
 
 #: Columns of the node log (one row per processed node).
 LOG_COLUMNS = ("node", "depth", "free", "ones", "node_bound", "bound", "incumbent", "open", "seconds",
@@ -164,24 +165,27 @@ class _Node:
 
 
 class _Search:
-    def __init__(self, inst: Instance, *, time_limit, mip_gap, abs_gap, node_limit, root_iterations,
-                 node_iterations, chunk, stall, screening, fixing, use_local_search, max_warm, callback,
-                 progress, heuristic, cuts, node_sdp=True, branching="largest_fractional", started=None):
+    def __init__(self, inst: Instance, *, time_limit: float | None, mip_gap: float, abs_gap: float,
+                 node_limit: int | None, options: BnBOptions, callback: Callable[[dict], None] | None,
+                 progress: bool, stopwatch: Stopwatch):
         self.inst = inst
         self.k = inst.k
         self.problem = CardinalityQP.from_instance(inst)
-        self.t0 = time.perf_counter() if started is None else float(started)
+        self.stopwatch = stopwatch  # every check of the deadline reads its clock
+        self.t0 = stopwatch.started
         self.deadline = math.inf if time_limit is None else self.t0 + time_limit
         self.limited = time_limit is not None or node_limit is not None
         self.mip_gap, self.abs_gap = mip_gap, abs_gap
         self.node_limit = node_limit
-        self.root_iterations, self.node_iterations, self.chunk, self.stall = root_iterations, node_iterations, chunk, stall
-        self.screening, self.fixing, self.use_local_search = screening, fixing, use_local_search
-        self.max_warm = max_warm
-        self.heuristic = heuristic
-        self.branching = branching
-        self.use_cuts = cuts
-        self.node_sdp = node_sdp
+        o = options
+        self.root_iterations, self.node_iterations, self.chunk, self.stall = (
+            o.root_iterations, o.node_iterations, o.chunk, o.stall)
+        self.screening, self.fixing, self.use_local_search = o.screening, o.fixing, o.local_search
+        self.max_warm = o.max_warm
+        self.heuristic = o.heuristic
+        self.branching = o.branching
+        self.use_cuts = o.cuts
+        self.node_sdp = o.node_sdp
         self.cut_step = 0.25  # Polyak step scale (1.0 oscillated on the tuning pools)
         self.cut_batch = 200  # new cuts per separation round
         self.callback = callback
@@ -247,7 +251,7 @@ class _Search:
     def record(self, node: _Node, node_bound: float, action: str, admm: int, fixed: int, free: int, ones: int) -> None:
         row = {"node": self.nodes, "depth": node.depth, "free": free, "ones": ones, "node_bound": node_bound,
                "bound": self.global_bound(), "incumbent": self.inc_val, "open": len(self.heap),
-               "seconds": time.perf_counter() - self.t0, "admm_iterations": admm, "fixed": fixed, "action": action}
+               "seconds": self.stopwatch.now() - self.t0, "admm_iterations": admm, "fixed": fixed, "action": action}
         self.log.append(row)
         if self.callback is not None:
             self.callback(row)
@@ -262,14 +266,20 @@ class _Search:
         new_ones = np.setdiff1d(ones, qones, assume_unique=True)
         return F.restrict(pos, np.searchsorted(qfree, new_ones))
 
+    def perf_deadline(self) -> float | None:
+        """The deadline as a ``time.perf_counter()`` reading (what the dense steps check), or None."""
+        if math.isinf(self.deadline):
+            return None
+        return time.perf_counter() + (self.deadline - self.stopwatch.now())
+
     def _relax(self, F: QCRBound, x0: np.ndarray | None, stop_below: float) -> RelaxationResult:
         return maximize_concave_qp(F.const, F.linear, F.quad, F.m, x0, stop_below=stop_below,
-                                   deadline=None if math.isinf(self.deadline) else self.deadline)
+                                   deadline=self.perf_deadline())
 
     def fits(self, units: float, p: int) -> bool:
         """True when ``units`` eigvalsh of size p (predicted) end before the deadline; otherwise
         ``info["stop_reason"]`` says what did not fit."""
-        now = time.perf_counter()
+        now = self.stopwatch.now()
         if math.isinf(self.deadline) or p < 150:  # small dense steps: milliseconds
             return now <= self.deadline
         need = units * _eig_seconds(p)
@@ -368,7 +378,7 @@ class _Search:
                     return self.requeue(node, best)
                 Fd, admm_state = dnn_admm(sub, admm_state, max_iter=min(self.chunk, budget - done), lift=lift,
                                           valid_inequality=None if pool is None else pool.shift(),
-                                          deadline=None if math.isinf(self.deadline) else self.deadline)
+                                          deadline=self.perf_deadline())
                 done += self.chunk
                 r = self._relax(Fd, best_r.x, self.threshold)
                 prev = best
@@ -385,7 +395,7 @@ class _Search:
                     target = max(self.inc_val, chunk_bound - 1e-2 * objective_scale(self.k))
                     pool.step(admm_state.W, chunk_bound, target, self.cut_step)
                     pool.separate(admm_state.W, self.cut_batch,
-                                  deadline=None if math.isinf(self.deadline) else self.deadline)
+                                  deadline=self.perf_deadline())
                 if prev - best < self.stall * (best - self.inc_val) and not (root and done < budget):
                     break
             admm_used += done
@@ -459,14 +469,14 @@ class _Search:
         if self.screening and 0 < k < n:
             # all optimal sets survive; fix the others to 0
             keep = swap_screening(self.problem.linear, self.problem.quad, k, tol=1e-9 * objective_scale(k),
-                                  deadline=None if math.isinf(self.deadline) else self.deadline)
+                                  deadline=self.perf_deadline())
             state[:] = 0
             state[keep] = -1
             self.info["screened_out"] = int(n - keep.size)
         self.push(_Node(root_bound, 0, state))
         status = "optimal"
         while self.heap:
-            if time.perf_counter() > self.deadline:
+            if self.stopwatch.now() > self.deadline:
                 status = "time_limit"
                 break
             if self.node_limit is not None and self.nodes >= self.node_limit:
@@ -489,7 +499,7 @@ class _Search:
         log = pd.DataFrame(self.log, columns=list(LOG_COLUMNS))
         self.info.update(admm_iterations=self.admm_total, open_nodes=len(self.heap), tolerance=self.tol)
         return BnBOutcome(np.sort(self.inc_idx), float(self.inc_val), float(bound), status, self.nodes,
-                          time.perf_counter() - self.t0, log, self.info)
+                          self.stopwatch.now() - self.t0, log, self.info)
 
 
 def branch_and_bound(
@@ -498,22 +508,12 @@ def branch_and_bound(
     time_limit: float | None = None,
     mip_gap: float = 1e-6,
     abs_gap: float | None = None,
-    warm_start: Any = None,
     node_limit: int | None = None,
-    root_iterations: int = 400,
-    node_iterations: int = 200,
-    chunk: int = 50,
-    stall: float = 0.05,
-    screening: bool = True,
-    fixing: bool = True,
-    local_search: bool = True,
-    max_warm: int = 512,
+    warm_start: Any = None,
+    options: BnBOptions | None = None,
     callback: Callable[[dict], None] | None = None,
     progress: bool = False,
-    heuristic: str | None = "fw_ms",
-    cuts: bool = True,
-    node_sdp: bool = True,
-    started: float | None = None,
+    stopwatch: Stopwatch | None = None,
     memory_limit: float | None = None,
 ) -> BnBOutcome:
     """Solve the CCBQP of ``inst`` exactly (module docstring for the method).
@@ -522,33 +522,28 @@ def branch_and_bound(
         "time_limit". node_limit likewise ("node_limit").
     mip_gap, abs_gap : a node closes when its bound <= incumbent + max(mip_gap |incumbent|,
         abs_gap); abs_gap defaults to 1e-8 k (k-1) (the normalized-gap scale).
-    warm_start : indices of a k-set to start from (the ``heuristic`` incumbent is computed too).
-    heuristic : a fast selector (``divopt_rag.solvers.METHODS``) whose set seeds the incumbent, default
-        "fw_ms"; None starts from the top-k by relevance (and the warm start).
-    root_iterations, node_iterations, chunk, stall : ADMM budget at the root and per node, the
-        chunk between bound checks, and the stall fraction that stops a node's ADMM.
-    screening, fixing, local_search, cuts : switch the root safe screening, reduced-cost fixing,
-        the local search of rounded points and the McCormick/triangle cuts (:mod:`.cuts`) off (for
-        measurements); node_sdp=False bounds nodes below the root with the inherited QCR function
-        only (the classic QCR branch-and-bound: one SDP per instance).
-    max_warm : children inherit the ADMM iterates only while fewer nodes are open (memory).
+    warm_start : indices of a k-set to start from (the ``options.heuristic`` incumbent is computed too).
+    options : how the search runs, a :class:`~divopt_rag.solvers.bnb.options.BnBOptions` (ADMM
+        budgets, screening, fixing, local search, cuts, node SDPs, the incumbent heuristic).
     callback : called with each node-log row (dict); progress : show a tqdm bar.
-    started : ``time.perf_counter()`` at which the time budget began (default: this call), so a
-        caller's own work counts against ``time_limit`` and ``seconds``.
+    stopwatch : when the time budget began and on which clock
+        (:class:`~divopt_rag.models.solve_config.Stopwatch`; default: this call, on
+        ``time.perf_counter``), so a caller's own work counts against ``time_limit`` and ``seconds``.
     memory_limit : bytes the search may plan to use (default: the machine's free memory); a pool
         whose :func:`memory_estimate` exceeds it raises :class:`~divopt_rag.models.runner.ModelTooLarge`
         before anything is allocated.
     """
+    stopwatch = Stopwatch() if stopwatch is None else stopwatch
     if not isinstance(inst, Instance):
         raise TypeError(f"inst must be a divopt_rag.models.Instance, got {type(inst).__name__}")
+    if options is None:
+        options = BnBOptions()
+    elif not isinstance(options, BnBOptions):
+        raise TypeError(f"options must be a BnBOptions, got {type(options).__name__}")
     if time_limit is not None:
         time_limit = check_nonnegative(time_limit, "time_limit")
-    if heuristic is not None:
-        check_choice(heuristic, "heuristic", METHODS)
     mip_gap = check_nonnegative(mip_gap, "mip_gap")
     abs_gap = 1e-8 * objective_scale(inst.k) if abs_gap is None else check_nonnegative(abs_gap, "abs_gap")
-    root_iterations, node_iterations, chunk = (check_scalar(v, name, int, min_val=1) for name, v in (
-        ("root_iterations", root_iterations), ("node_iterations", node_iterations), ("chunk", chunk)))
     node_limit = check_scalar(node_limit, "node_limit", int, min_val=1, allow_none=True)
     budget = None if memory_limit is None else (
         int(check_scalar(memory_limit, "memory_limit", (int, float), min_val=0)), "memory_limit")
@@ -560,9 +555,6 @@ def branch_and_bound(
         warm = check_indices(np.asarray(list(warm_start) if isinstance(warm_start, (set, frozenset)) else warm_start,
                                         dtype=np.int64), inst.n, "warm_start", size=inst.k)
     search = _Search(inst, time_limit=time_limit, mip_gap=mip_gap, abs_gap=abs_gap, node_limit=node_limit,
-                     root_iterations=int(root_iterations), node_iterations=int(node_iterations), chunk=int(chunk),
-                     stall=float(stall), screening=screening, fixing=fixing, use_local_search=local_search,
-                     max_warm=int(max_warm), callback=callback, progress=progress, heuristic=heuristic, cuts=cuts,
-                     node_sdp=node_sdp, started=started)
+                     options=options, callback=callback, progress=progress, stopwatch=stopwatch)
     with threadpool_limits(limits=1):
         return search.run(warm)
