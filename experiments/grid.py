@@ -26,16 +26,15 @@ Parameters fall in two groups:
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import math
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Mapping
 
-from divopt_rag.data import DataFormatError, parse_spec, stable_hash
+from divopt_rag.data import DataFormatError, parse_spec
 from divopt_rag.experiments import harness
 from divopt_rag.experiments.arguments import parse_value  # noqa: F401  (public here too: CLI values)
 from divopt_rag.experiments.flag_checks import CONFIG_MAX_BYTES, config_tree_problem, yaml_loader
