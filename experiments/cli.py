@@ -82,7 +82,7 @@ def version() -> str:
 
 def _overview() -> argparse.ArgumentParser:
     """A parser that only lists the commands (used for --help and unknown commands)."""
-    parser = arguments.Parser(prog="divopt-rag", description="divopt: diversity-aware retrieval workbench")
+    parser = arguments.Parser(prog="divopt-rag", description="divopt-rag: diversity-aware retrieval workbench")
     parser.add_argument(_DEBUG_FLAG, action="store_true", help="show the traceback of an error (or DIVOPT_DEBUG=1)")
     parser.add_argument(*_VERSION_FLAGS, action="store_true", help="print the version and exit")
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -101,11 +101,26 @@ def _overview() -> argparse.ArgumentParser:
 def build_parser(path: tuple[str, ...]) -> argparse.ArgumentParser:
     """The parser of command ``path`` (e.g. ``("bench", "latency")``): its flags and ``--debug``;
     imports nothing but argparse-level code."""
-    parser = arguments.Parser(prog="divopt-rag " + " ".join(path), description=COMMANDS[path][1],
-                              epilog=arguments.EPILOG)
+    parser = arguments.Parser(prog="divopt-rag " + " ".join(path), description=COMMANDS[path][1])
     arguments.COMMAND_FLAGS[path][0](parser)
     parser.add_argument(_DEBUG_FLAG, action="store_true", help="show the traceback of an error (or DIVOPT_DEBUG=1)")
+    parser.epilog = epilog(parser)
     return parser
+
+
+def epilog(parser: argparse.ArgumentParser) -> str:
+    """The closing lines of a command's --help: how its own list flags take several values (with
+    one of them as the example, so a command whose --k takes one value never shows "--k 5 10"),
+    and how bad input is refused."""
+    lists = [a for a in parser._actions if isinstance(a, arguments.ListAction) and a.option_strings]
+    refused = "Bad input is refused before any work, in one line, with exit code 2."
+    if not lists:
+        return refused
+    flag = next((a for a in lists if a.option_strings[-1] in ("--k", "--theta")), lists[0]).option_strings[-1]
+    a, b = ("5", "10") if flag == "--k" else ("0.5", "0.9") if flag == "--theta" else ("A", "B")
+    names = ", ".join(x.option_strings[-1] for x in lists)
+    return (f"Flags that take several values ({names}) take them as separate words or comma-separated: "
+            f"{flag} {a} {b}, {flag} {a},{b} and {flag} {a} {flag} {b} are the same. {refused}")
 
 
 def error_line(exc: BaseException) -> str:

@@ -35,6 +35,8 @@ from typing import Any
 
 import pandas as pd
 
+from divopt_rag.models.extras import require
+
 from .harness import write_text
 
 __all__ = ["runs", "run_name", "to_trec", "to_ranx", "run_dict"]
@@ -159,10 +161,7 @@ def to_ranx(
     table: pd.DataFrame, *, name: str | None = None, query: str = "query_id", selected: str | None = None
 ) -> Any:
     """One setting of a result table as a ``ranx.Run`` named ``name`` (default :func:`run_name`)."""
-    try:
-        from ranx import Run  # numba compiles on import: only when asked
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError('to_ranx needs ranx: pip install "divopt-rag[ir]"') from exc
+    Run = require("ranx", "to_ranx").Run  # numba compiles on import: only when asked
     run = run_dict(table, query=query, selected=selected)
     tag = name if name is not None else (run_name(table.iloc[0]) if len(table) else "divopt")
     return Run(run, name=tag)

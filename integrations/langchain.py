@@ -56,6 +56,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
+
+from divopt_rag.models.extras import require
+
+require("langchain_core", "divopt_rag.integrations.langchain")  # one line naming the extra when missing
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings

@@ -75,6 +75,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from .ccbqp import linear_term
+from .extras import require
 from .instance import Instance
 from .mip_common import as_gram
 from .validation import check_choice
@@ -324,7 +325,7 @@ def qcr_sdp(problem: CardinalityQP | Instance, kind: str = "dnn", *, solver: str
         (interior point, accurate but ~37 s at p = 100: its KKT system is dense in the p^2/2 block).
     info holds the SDP value, solver status and seconds.
     """
-    import cvxpy as cp  # optional heavy dependency, only needed here
+    cp = require("cvxpy", "qcr_sdp")  # optional heavy dependency, only needed here
 
     check_choice(kind, "kind", SDP_KINDS)
     check_choice(solver.upper(), "solver", ("SCS", "CLARABEL"))

@@ -44,6 +44,7 @@ from pyomo.core.base.constraint import Constraint
 from pyomo.core.base.var import Var
 from pyomo.core.expr.visitor import polynomial_degree
 
+from .extras import solver_install_hint
 from .mip_common import BuiltModel, ModelInfo
 from .validation import check_choice, check_indices, check_nonnegative
 
@@ -560,7 +561,7 @@ def _candidates(solver: str, size: ModelSize) -> list[str]:
         if solver not in avail:
             raise ImportError(
                 f"solver {solver!r} is not installed or not working; available: {avail or 'none'} "
-                f"(install gurobipy, pyscipopt or highspy)"
+                f"({solver_install_hint(solver)})"
             )
         why = solver_refusal(solver, size)
         if why is not None:
