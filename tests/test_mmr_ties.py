@@ -49,7 +49,10 @@ def test_every_copy_of_the_best_row_loses_to_the_first(dtype):
 @pytest.mark.parametrize("theta", [0.0, 0.3, 0.5, 1.0])
 def test_duplicates_resolve_like_haystacks_diversity_ranker(theta):
     pytest.importorskip("haystack")
-    rankers = pytest.importorskip("haystack_integrations.components.rankers.sentence_transformers")
+    try:  # haystack-ai 3.x: sentence-transformers-haystack; 2.x: haystack itself
+        from haystack_integrations.components.rankers import sentence_transformers as rankers
+    except ImportError:
+        rankers = pytest.importorskip("haystack.components.rankers")
     from haystack import Document
 
     from divopt_rag.integrations.haystack import DivoptRanker
