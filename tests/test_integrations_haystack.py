@@ -227,7 +227,7 @@ def test_run_async_returns_what_run_returns(documents, ours):
         return
     pipe = AsyncPipeline()
     pipe.add_component("ranker", ours)
-    out = asyncio.run(pipe.run_async({"ranker": {"query": QUERIES[1], "documents": documents}}))
+    out = asyncio.run(pipe.run_async({"ranker": {"query": QUERIES[1], "documents": documents, "lambda_threshold": 0.4}}))
     assert [d.id for d in out["ranker"]["documents"]] == [d.id for d in got["documents"]]
 
 
