@@ -149,6 +149,18 @@ def _close_progress_bars() -> None:
             pass
 
 
+def silence_progress_bars() -> None:
+    """``--no-progress``: no bar at all in this process and the workers it starts, divopt's or a
+    library's (transformers' "Loading weights", huggingface_hub's downloads, any tqdm bar).
+
+    tqdm (>= 4.66) reads ``TQDM_DISABLE`` as the default of ``disable``, and huggingface_hub and
+    transformers read ``HF_HUB_DISABLE_PROGRESS_BARS``; the command owns its process, so it sets
+    them before it imports the command's modules (a library call would leave them alone).
+    """
+    os.environ["TQDM_DISABLE"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     # one line per warning, without the source line a user cannot act on
     print(f"divopt-rag: warning: {error_line(message if isinstance(message, Warning) else Warning(message))}",
@@ -179,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(build_parser(path), argv[len(path):])
     if not isinstance(args, argparse.Namespace):
         return args
+    if getattr(args, "no_progress", False):
+        silence_progress_bars()
     with warnings.catch_warnings():
         if not debug:
             warnings.showwarning = _show_warning
