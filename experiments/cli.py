@@ -112,13 +112,14 @@ def epilog(parser: argparse.ArgumentParser) -> str:
     """The closing lines of a command's --help: how its own list flags take several values (with
     one of them as the example, so a command whose --k takes one value never shows "--k 5 10"),
     and how bad input is refused."""
-    lists = [a for a in parser._actions if isinstance(a, arguments.ListAction) and a.option_strings]
+    lists = [max(a.option_strings, key=len) for a in parser._actions
+             if isinstance(a, arguments.ListAction) and a.option_strings]
     refused = "Bad input is refused before any work, in one line, with exit code 2."
     if not lists:
         return refused
-    flag = next((a for a in lists if a.option_strings[-1] in ("--k", "--theta")), lists[0]).option_strings[-1]
+    flag = next((f for f in lists if f in ("--k", "--theta")), lists[0])
     a, b = ("5", "10") if flag == "--k" else ("0.5", "0.9") if flag == "--theta" else ("A", "B")
-    names = ", ".join(x.option_strings[-1] for x in lists)
+    names = ", ".join(lists)
     return (f"Flags that take several values ({names}) take them as separate words or comma-separated: "
             f"{flag} {a} {b}, {flag} {a},{b} and {flag} {a} {flag} {b} are the same. {refused}")
 
