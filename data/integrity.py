@@ -10,6 +10,19 @@ a small JSON manifest written atomically *after* the data, and is verified befor
   (``E.npy: 1000 bytes, the manifest records 4096 (truncated or replaced)``).
 * :func:`load_npy`: ``np.load`` (memory-mapped or not, never unpickling) whose failures name
   the file instead of "mmap length is greater than file size" or "allow_pickle".
+* :func:`parquet_bytes` / :func:`verify_parquet_bytes`: a Parquet file that carries the checksum
+  of its own bytes (below), for files that travel alone (the executor's part files), where a
+  manifest beside them could be separated from them.
+
+**A Parquet file that checks itself.** Parquet's page CRCs (``write_page_checksum``) cover the
+data pages only: not the footer, which holds the schema, the pandas metadata and any key-value
+metadata (a flipped bit there renames a column, changes a type or breaks the pandas JSON), nor
+the page headers' value counts. So the whole file is checksummed instead: the footer's key-value
+metadata holds ``divopt.xxh3_128``, the XXH3-128 of every byte of the file with those 32 hex
+digits read as ``0`` (:data:`PARQUET_CHECKSUM_KEY`; written last, as the ELF build-id or a
+tar header's checksum are). :func:`verify_parquet_bytes` checks it before a byte is parsed; a
+reader parses the very bytes it checked (read once into memory), so a file changed in between
+is never half-trusted.
 
 Verification costs one read of each file per process (digests are remembered per file
 identity, :func:`~divopt_rag.data.hashing.file_digest`).
@@ -24,6 +37,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import xxhash
 
 from .dataset import DataFormatError
 from .hashing import DIGEST, file_digest
@@ -39,7 +55,19 @@ __all__ = [
     "verify",
     "load_npy",
     "discarded",
+    "PARQUET_CHECKSUM_KEY",
+    "parquet_bytes",
+    "verify_parquet_bytes",
 ]
+
+#: The key-value metadata entry of a self-checksummed Parquet file (:func:`parquet_bytes`).
+PARQUET_CHECKSUM_KEY = b"divopt.xxh3_128"
+_DIGEST_CHARS = 32  # an XXH3-128 in hex
+_PLACEHOLDER = b"0" * _DIGEST_CHARS
+# the entry as Thrift's compact protocol writes it in the footer's KeyValue list: field 1 (binary)
+# of length 15, the key, field 2 (binary) of length 32, then the 32 digits
+_ENTRY = b"\x18" + bytes([len(PARQUET_CHECKSUM_KEY)]) + PARQUET_CHECKSUM_KEY + b"\x18" + bytes([_DIGEST_CHARS])
+_MAGIC = b"PAR1"
 
 
 class CacheIntegrityError(DataFormatError):
@@ -158,3 +186,55 @@ def _npy_problem(message: str) -> str:
     if "mmap length" in message or "reshape" in message or "read" in message.lower():
         return "shorter than the shape and dtype its header records (truncated)"
     return "not a .npy array (its header is not numpy's)"
+
+
+# --- Parquet files that carry the checksum of their own bytes ---------------------------------
+def _digest_span(data: bytes) -> tuple[int, int] | str:
+    """Where the 32 digits of the checksum lie in ``data`` (start, end), or what is wrong."""
+    if len(data) < 12 or data[:4] != _MAGIC or data[-4:] != _MAGIC:
+        return f"not a whole Parquet file ({len(data)} bytes; truncated or foreign)"
+    footer_length = int.from_bytes(data[-8:-4], "little")
+    start = len(data) - 8 - footer_length
+    if start < 4:
+        return f"not a whole Parquet file (its footer claims {footer_length} bytes of {len(data)})"
+    footer = data[start:-8]
+    if footer.count(_ENTRY) != 1:
+        return "carries no checksum of its content (written without one, or its footer is damaged)"
+    at = start + footer.index(_ENTRY) + len(_ENTRY)
+    return at, at + _DIGEST_CHARS
+
+
+def _content_digest(data: bytes, span: tuple[int, int]) -> str:
+    h = xxhash.xxh3_128()
+    h.update(memoryview(data)[: span[0]])
+    h.update(_PLACEHOLDER)
+    h.update(memoryview(data)[span[1]:])
+    return h.hexdigest()
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    """The Parquet file of ``table`` (Arrow schema and its metadata kept), carrying the XXH3-128
+    of its own bytes in the footer (module docstring). Column statistics are not written: the
+    file is read whole, and the footer then holds no copy of the data."""
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, table.schema, write_statistics=False) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata({PARQUET_CHECKSUM_KEY: _PLACEHOLDER})
+    data = bytearray(sink.getvalue().to_pybytes())
+    span = _digest_span(bytes(data))
+    if isinstance(span, str):  # pyarrow wrote the footer in another way: never write a file that cannot be checked
+        raise RuntimeError(f"cannot place the checksum in the Parquet footer: {span}")
+    data[span[0] : span[1]] = _content_digest(bytes(data), span).encode()
+    return bytes(data)
+
+
+def verify_parquet_bytes(data: bytes, path: Any = "<bytes>") -> None:
+    """Check the bytes of a file written by :func:`parquet_bytes` against the checksum they carry;
+    :class:`CacheIntegrityError` naming ``path`` and what is wrong otherwise. Nothing is parsed."""
+    span = _digest_span(data)
+    if isinstance(span, str):
+        raise CacheIntegrityError(path, span)
+    recorded = data[span[0] : span[1]]
+    if recorded != _content_digest(data, span).encode():
+        raise CacheIntegrityError(path, f"content differs from its {DIGEST} checksum (a changed byte: corrupted or "
+                                  f"edited)")

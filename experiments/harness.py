@@ -91,6 +91,7 @@ __all__ = [
     "write_parquet",
     "write_csv",
     "write_figure",
+    "write_bytes",
     "write_text",
     "remove_stale_temporaries",
     "format_table",
@@ -328,6 +329,11 @@ def write_figure(fig: Any, path: str | os.PathLike, **savefig: Any) -> Path:
     """Save a matplotlib figure to ``path`` atomically (the format from the file's suffix)."""
     path = Path(path)
     return _replace_atomically(path, lambda tmp: fig.savefig(tmp, format=path.suffix.lstrip(".") or None, **savefig))
+
+
+def write_bytes(data: bytes, path: str | os.PathLike) -> Path:
+    """Write ``data`` to ``path`` atomically (files whose bytes are made in memory: checksummed parts)."""
+    return _replace_atomically(Path(path), lambda tmp: Path(tmp).write_bytes(data))
 
 
 def write_text(text: str, path: str | os.PathLike) -> Path:

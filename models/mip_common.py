@@ -18,11 +18,13 @@ the MILP of n = 300 items has 4.5e5 terms and takes seconds).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 import pyomo.environ as pe
@@ -50,6 +52,12 @@ class BuildClock:
     """The deadline of one build, checked every ``every`` calls of :meth:`tick` (a clock read
     costs ~50 ns, a Pyomo term ~5-20 us) and by :meth:`check`; ``deadline`` None never expires.
 
+    ``now`` is the clock the deadline is read on (default ``time.perf_counter``; tests inject
+    one). A step that cannot be interrupted (an eigendecomposition, an SDP solver's setup) is
+    refused before it starts when its predicted seconds do not fit (:meth:`expect`), and its
+    measured seconds are kept in :attr:`seconds` (:meth:`timed`), from which later steps are
+    predicted.
+
     Use as a context manager around the build (it silences Pyomo's log line for a rule that
     raised :class:`BuildTimeout`)::
 
@@ -58,15 +66,46 @@ class BuildClock:
             m.obj = pe.Objective(expr=quicksum(term(t) for t in clock.items(terms)))
     """
 
-    def __init__(self, deadline: float | None, every: int = 1024) -> None:
+    def __init__(self, deadline: float | None, every: int = 1024, now: Callable[[], float] = time.perf_counter) -> None:
         self.deadline = None if deadline is None else float(deadline)
         self.every = int(every)
+        self.now = now
+        self.seconds: dict[str, float] = {}
         self._count = 0
         self._filter = _DropBuildTimeoutLog()
 
-    def check(self) -> None:
-        if self.deadline is not None and time.perf_counter() > self.deadline:
-            raise BuildTimeout("building the model passed its deadline (the time limit)")
+    def left(self) -> float:
+        """Seconds until the deadline (inf without one; negative once it has passed)."""
+        return math.inf if self.deadline is None else self.deadline - self.now()
+
+    def check(self, step: str | None = None) -> None:
+        """BuildTimeout once the deadline has passed (naming ``step``, what was about to start)."""
+        if self.deadline is not None and self.now() > self.deadline:
+            before = f" before {step}" if step else ""
+            raise BuildTimeout(f"building the model passed its deadline (the time limit){before}")
+
+    def expect(self, seconds: float, step: str) -> None:
+        """BuildTimeout, before ``step`` starts, when its predicted ``seconds`` do not fit in
+        what is left (a step that cannot be interrupted must not start late)."""
+        left = self.left()
+        if seconds > left:
+            raise BuildTimeout(f"{step} would take about {seconds:.3g} s and {max(left, 0.0):.3g} s of the time limit "
+                               f"were left")
+
+    @contextlib.contextmanager
+    def timed(self, step: str) -> Iterator[None]:
+        """Measure the block into ``seconds[step]`` (added up when a step repeats)."""
+        t0 = self.now()
+        try:
+            yield
+        finally:
+            self.seconds[step] = self.seconds.get(step, 0.0) + (self.now() - t0)
+
+    def within(self, seconds: float) -> "BuildClock":
+        """A clock on the same time source whose deadline is ``seconds`` from now (a stage's own
+        share of the build), never later than this one's."""
+        deadline = self.now() + seconds
+        return BuildClock(deadline if self.deadline is None else min(deadline, self.deadline), self.every, self.now)
 
     def tick(self) -> None:
         self._count += 1

@@ -77,7 +77,8 @@ import scipy.linalg as sla
 from .ccbqp import linear_term
 from .extras import require
 from .instance import Instance
-from .mip_common import as_gram
+from .mip_common import BuildClock, BuildTimeout, as_gram
+from .mip_sizing import pyomo_seconds_per_unit
 from .validation import check_choice
 
 __all__ = [
@@ -89,6 +90,7 @@ __all__ = [
     "exact_qcr",
     "concavity_shift",
     "SDP_KINDS",
+    "SCS_CHUNK",
 ]
 
 #: SDP relaxations behind :func:`qcr_sdp`: "shor" (exact reformulation) or "dnn" (tighter bound).
@@ -186,10 +188,7 @@ class LiftOperator:
         G[R, S] = G[S, R] = -0.5 * m
         G[S, S] = 0.5 * p
         self.gram = G
-        try:
-            self._chol, self._pinv = sla.cho_factor(G), None
-        except np.linalg.LinAlgError:  # dependent equalities (p <= 2): least squares instead
-            self._chol, self._pinv = None, np.linalg.pinv(G)
+        self._solver: tuple[Any, Any] | None = None  # factored on first use: only projections need it
 
     def apply(self, Y: np.ndarray) -> np.ndarray:
         p, m = self.p, self.m
@@ -214,9 +213,15 @@ class LiftOperator:
 
     def solve_gram(self, v: np.ndarray) -> np.ndarray:
         """(A A*)^{-1} v (the pseudo-inverse when the equalities are dependent)."""
-        if self._chol is None:
-            return self._pinv @ v
-        return sla.cho_solve(self._chol, v)
+        if self._solver is None:  # an O(p^3) factorization, done once, and only by callers that project
+            try:
+                self._solver = (sla.cho_factor(self.gram), None)
+            except np.linalg.LinAlgError:  # dependent equalities (p <= 2): least squares instead
+                self._solver = (None, np.linalg.pinv(self.gram))
+        chol, pinv = self._solver
+        if chol is None:
+            return pinv @ v
+        return sla.cho_solve(chol, v)
 
     def project(self, G: np.ndarray) -> np.ndarray:
         """Frobenius projection of a symmetric G onto {Y : A(Y) = b}."""
@@ -315,15 +320,39 @@ def qcr_from_dual(problem: CardinalityQP, y: np.ndarray, N: np.ndarray | None = 
                     {"lambda_min_perp": mu})
 
 
+#: SCS iterations between two deadline checks of :func:`qcr_sdp` (SCS itself checks its time
+#: limit only every 25 iterations: at p = 300 on a loaded 2-core machine, 0.5-1.4 s).
+SCS_CHUNK = 25
+# Predictions of the SDP's steps that cannot be interrupted, from what was measured before them
+# (ratios measured at p = 100..600 on the shared 2-core machine): cvxpy's compilation per
+# (p + 1)^2 entry in units of pyomo_seconds_per_unit (0.5-1 quiet, 2.7-4.5 under a load of 9:
+# the Python probe and the C++ compiler slow down differently, so this one is a middle value, a
+# guard against starting a compilation far too long, not a bound), SCS's setup per second of
+# compilation (0.6-1.4) and SCS's first chunk per second of setup (1.5-2.3), rounded up.
+_COMPILE_UNITS_PER_ENTRY = 2.0
+_SETUP_PER_COMPILE = 1.5
+_CHUNK_PER_SETUP = 2.5
+
+
 def qcr_sdp(problem: CardinalityQP | Instance, kind: str = "dnn", *, solver: str = "SCS",
-            eps: float = 1e-5, **solver_options: Any) -> QCRBound:
+            eps: float = 1e-5, clock: BuildClock | None = None, eigen_bound: bool = True,
+            **solver_options: Any) -> QCRBound:
     """Solve the Shor or DNN SDP of ``problem`` with cvxpy and return its bounding function.
 
     max <Chat, Y>  s.t.  A(Y) = b, Y psd (and Y >= 0 for "dnn"); the constraints' dual values are
     the (y, N) of :func:`qcr_from_dual` (signs checked against the eigenvalue bound in the tests).
     solver : "SCS" (default; first-order, measured 0.5 s at p = 100, eps 1e-3) or "CLARABEL"
         (interior point, accurate but ~37 s at p = 100: its KKT system is dense in the p^2/2 block).
-    info holds the SDP value, solver status and seconds.
+    clock : a :class:`~divopt_rag.models.mip_common.BuildClock` whose deadline the SDP must end
+        by (None: none). With SCS the iterations then run in chunks of :data:`SCS_CHUNK`, each
+        warm-started from the last, and no chunk starts that its predecessor's time says would
+        end past the deadline; compilation, SCS's setup and the first chunk are predicted before
+        they start (:meth:`~divopt_rag.models.mip_common.BuildClock.expect`), and refused with
+        :class:`~divopt_rag.models.mip_common.BuildTimeout` when they cannot fit. A dual stopped
+        early is still valid (any (y, N >= 0) is, module docstring), only less tight.
+    eigen_bound : compute the eigenvalue bound (one more (p+1) x (p+1) eigendecomposition).
+    info holds the SDP value, solver status and seconds, and with a clock the iterations run,
+    the seconds per iteration and why it stopped ("converged", "deadline").
     """
     cp = require("cvxpy", "qcr_sdp")  # optional heavy dependency, only needed here
 
@@ -331,7 +360,10 @@ def qcr_sdp(problem: CardinalityQP | Instance, kind: str = "dnn", *, solver: str
     check_choice(solver.upper(), "solver", ("SCS", "CLARABEL"))
     if isinstance(problem, Instance):
         problem = CardinalityQP.from_instance(problem)
+    timed = clock is not None and clock.deadline is not None
     p, m = problem.p, problem.m
+    if timed:
+        clock.expect(_COMPILE_UNITS_PER_ENTRY * (p + 1) ** 2 * pyomo_seconds_per_unit(), "compiling the QCR's SDP")
     Y = cp.Variable((p + 1, p + 1), PSD=True)
     cons = [
         Y[0, 0] == 1,
@@ -345,17 +377,69 @@ def qcr_sdp(problem: CardinalityQP | Instance, kind: str = "dnn", *, solver: str
     t0 = time.perf_counter()
     opts = {"eps": eps} if solver.upper() == "SCS" else {}
     opts.update(solver_options)
-    prob.solve(solver=solver.upper(), **opts)
+    extra: dict[str, Any] = {}
+    if timed and solver.upper() == "SCS":
+        extra = _solve_scs_in_chunks(prob, opts, clock)
+    else:
+        if timed:  # Clarabel: its own time limit, what is left
+            opts.setdefault("time_limit", max(clock.left(), 0.0))
+        prob.solve(solver=solver.upper(), **opts)
     seconds = time.perf_counter() - t0
     if cons[0].dual_value is None:
+        if extra.get("stopped") == "deadline":
+            raise BuildTimeout(f"the {kind} SDP was stopped at its deadline after {extra['iterations']} iterations "
+                               f"without a usable dual ({prob.status})")
         raise RuntimeError(f"the {kind} SDP failed ({solver}: {prob.status})")
     y = np.concatenate([np.atleast_1d(cons[0].dual_value), cons[1].dual_value, cons[2].dual_value,
                         np.atleast_1d(cons[3].dual_value)]).astype(np.float64)
     N = np.asarray(cons[4].dual_value, dtype=np.float64) if kind == "dnn" else None
-    out = qcr_from_dual(problem, y, N, kind=kind)
+    out = qcr_from_dual(problem, y, N, kind=kind, eigen_bound=eigen_bound)
     out.info.update(sdp_value=problem.const + float(prob.value), status=prob.status, solver=solver.upper(),
-                    seconds=seconds)
+                    seconds=seconds, **extra)
     return out
+
+
+def _solve_scs_in_chunks(prob: Any, opts: dict[str, Any], clock: BuildClock) -> dict[str, Any]:
+    """Solve the cvxpy problem ``prob`` with SCS in warm-started chunks of :data:`SCS_CHUNK`
+    iterations that end by ``clock``'s deadline (:func:`qcr_sdp`), and load the result into it.
+    Returns what to record: iterations, seconds per iteration, why it stopped."""
+    import cvxpy as cp
+    import scs
+    from cvxpy.reductions.solvers.conic_solvers.scs_conif import SCS as CvxpySCS
+    from cvxpy.reductions.solvers.conic_solvers.scs_conif import dims_to_solver_dict
+
+    with clock.timed("sdp_compile"):
+        data, chain, inverse = prob.get_problem_data(cp.SCS)
+    compile_seconds = clock.seconds["sdp_compile"]
+    setup_guess = _SETUP_PER_COMPILE * compile_seconds
+    clock.expect(setup_guess * (1.0 + _CHUNK_PER_SETUP), "the SDP solver's setup and first iterations")
+    settings = CvxpySCS.parse_solver_options(dict(opts))  # eps -> eps_abs, eps_rel (as cvxpy passes it)
+    max_iters = int(settings.pop("max_iters", 100_000))
+    settings.pop("time_limit_secs", None)  # the chunks keep the deadline
+    with clock.timed("sdp_setup"):
+        solver = scs.SCS({"A": data["A"], "b": data["b"], "c": data["c"]}, dims_to_solver_dict(data["dims"]),
+                         verbose=False, max_iters=SCS_CHUNK, **settings)
+    next_chunk = _CHUNK_PER_SETUP * clock.seconds["sdp_setup"]
+    result, iterations, per_iteration, stopped = None, 0, next_chunk / SCS_CHUNK, "converged"
+    while iterations < max_iters:
+        if next_chunk > clock.left():
+            if result is None:
+                clock.expect(next_chunk, "the SDP's first iterations")
+            stopped = "deadline"
+            break
+        t0 = clock.now()
+        warm = {} if result is None else {"x": result["x"], "y": result["y"], "s": result["s"]}
+        result = solver.solve(warm_start=result is not None, **warm)
+        chunk = int(result["info"]["iter"])
+        next_chunk = clock.now() - t0
+        per_iteration = next_chunk / max(chunk, 1)
+        iterations += chunk
+        if result["info"]["status_val"] not in (0, 2, -6, -7):  # unfinished or inaccurate: not yet done
+            break
+    else:
+        stopped = "max_iters"
+    prob.unpack_results(result, chain, inverse)
+    return {"iterations": iterations, "iteration_seconds": per_iteration, "stopped": stopped}
 
 
 def exact_qcr(problem: CardinalityQP | Instance, qcr: QCRBound | None = None, **sdp_options: Any):

@@ -206,10 +206,10 @@ def solve_exact(
             try:
                 built[form] = (_build(instance, form, rlt, None if config.time_limit is None
                                       else started + config.time_limit), 0.0)
-            except BuildTimeout:
+            except BuildTimeout as exc:
                 build_seconds = time.perf_counter() - t0
                 late = (f"building {est.what} ({est.describe()}) was stopped after {build_seconds:.3g} s of a "
-                        f"{config.time_limit:g} s time limit")
+                        f"{config.time_limit:g} s time limit ({exc})")
             else:
                 built[form] = (built[form][0], time.perf_counter() - t0)
         if late is None:

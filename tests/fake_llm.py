@@ -2,8 +2,9 @@
 127.0.0.1 only (tests/test_reliability_servers.py audits that), answers ``POST .../chat/completions``
 and records what it was sent.
 
-A reply comes from the queue ``replies`` of ``(HTTP status, payload)`` when it holds any (the
-payload is sent as is when it is a string, as JSON otherwise), else from ``rule(body)``, the
+A reply comes from the queue ``replies`` of ``(HTTP status, payload)`` or ``(HTTP status,
+payload, headers)`` when it holds any (the payload is sent as is when it is a string, as JSON
+otherwise; ``headers`` a dict, e.g. ``{"Location": ...}``), else from ``rule(body)``, the
 text of a 200 reply (a function of the request, so order can be checked under concurrency).
 ``requests`` holds the JSON bodies, ``calls`` the path, ``Authorization`` header and body of
 each request. Use::
@@ -37,22 +38,23 @@ class FakeChat:
 
     def __init__(self, rule: Callable[[dict], str] | None = None) -> None:
         self.rule = rule
-        self.replies: list[tuple[int, Any]] = []
+        self.replies: list[tuple] = []
         self.requests: list[dict] = []
         self.calls: list[dict] = []
         self.lock = threading.Lock()
 
-    def answer(self, path: str, auth: str | None, body: dict) -> tuple[int, bytes]:
+    def answer(self, path: str, auth: str | None, body: dict) -> tuple[int, bytes, dict]:
         with self.lock:
             self.requests.append(body)
             self.calls.append({"path": path, "auth": auth, "body": body})
             if self.replies or self.rule is None:
-                status, payload = self.replies.pop(0)  # an unexpected request fails its connection
+                status, payload, *more = self.replies.pop(0)  # an unexpected request fails its connection
             else:
-                status, payload = 200, None
+                status, payload, more = 200, None, []
         if payload is None:
             payload = chat_reply(self.rule(body))
-        return status, (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+        headers = more[0] if more else {}
+        return status, (payload if isinstance(payload, str) else json.dumps(payload)).encode(), headers
 
     @contextlib.contextmanager
     def running(self) -> Iterator[str]:
@@ -64,9 +66,11 @@ class FakeChat:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                status, data = fake.answer(self.path, self.headers.get("Authorization"), body)
+                status, data, headers = fake.answer(self.path, self.headers.get("Authorization"), body)
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

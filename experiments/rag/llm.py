@@ -11,8 +11,15 @@ run offline.
   from the file without a request. SQLite's own locking makes one cache file safe to share
   between concurrent runs.
 * **Retried**: HTTP 429/5xx answers and unreachable endpoints are retried ``retries`` times with
-  exponential backoff; any other failure (HTTP 4xx, a reply that is not JSON, no
-  ``choices[0].message.content``) raises :class:`LLMError` at once, naming the endpoint.
+  exponential backoff; any other failure raises :class:`LLMError` at once, naming the endpoint.
+* **Validated**: a reply is used only when it has the shape of the API's chat completion
+  (:func:`chat_content`): a JSON object whose ``choices[0].message.content`` is a string. A null,
+  missing or non-string content (a refusal, a tool call, a server's error object sent with
+  HTTP 200), a body that is not JSON or not that object, and any HTTP 3xx are errors naming the
+  endpoint and what was wrong. Redirects are refused, not followed (as curl does by default): the
+  request carries the API key, and a POST turned into a GET by a 301/302 would ask another
+  question; set ``base_url`` to the address that answers. Only validated answers are cached:
+  an error is never stored, so the next call asks again.
 * **Bounded**: one :meth:`OpenAIChat.complete` call takes at most ``timeout`` seconds of wall
   clock (default 30), every attempt, backoff, connect, send and read included: each socket
   operation waits at most for what is left of that budget, so an endpoint that accepts and
@@ -40,7 +47,7 @@ from typing import Any
 from divopt_rag.models.validation import check_nonnegative, check_scalar
 
 __all__ = ["LLMError", "LLMNotConfigured", "LLMTimeout", "LLMResponseTooLarge", "OpenAIChat", "parse_number",
-           "ENV_PREFIX", "DEFAULT_TIMEOUT", "DEFAULT_MAX_RESPONSE_BYTES"]
+           "chat_content", "ENV_PREFIX", "DEFAULT_TIMEOUT", "DEFAULT_MAX_RESPONSE_BYTES"]
 
 #: Environment variables read by :meth:`OpenAIChat.from_env`: ``{ENV_PREFIX}_BASE_URL``,
 #: ``{ENV_PREFIX}_MODEL`` and (optional) ``{ENV_PREFIX}_API_KEY`` and ``{ENV_PREFIX}_TIMEOUT``
@@ -144,6 +151,58 @@ def _connection(url: urllib.parse.SplitResult, deadline: float, connect_timeout:
             self.sock = self.deadline_sock = _DeadlineSocket(self.sock, deadline)
 
     return Connection(url.hostname, url.port)
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type (what a schema error reports)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {str: "a string", list: "an array", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def chat_content(reply: Any, url: str = "the LLM endpoint") -> str:
+    """The answer of a decoded chat-completion ``reply``: ``choices[0].message.content``, checked
+    against the shape of the OpenAI chat completions API (an object; ``choices`` a non-empty
+    array of objects; ``message`` an object; ``content`` a string). :class:`LLMError` naming
+    ``url`` and the first thing that differs otherwise, e.g. ``choices[0].message.content is
+    null``; never a stand-in value such as ``'None'``."""
+
+    def wrong(what: str) -> LLMError:
+        return LLMError(f"LLM endpoint {url} returned a reply that is not a chat completion: {what}")
+
+    if not isinstance(reply, dict):
+        raise wrong(f"the body is {_json_type(reply)}, expected an object with 'choices'")
+    choices = reply.get("choices")
+    if "choices" not in reply:
+        error = reply.get("error")
+        detail = error.get("message", error) if isinstance(error, dict) else error
+        raise wrong(f"it has no 'choices'{f'; its error: {detail!r:.200}' if error is not None else ''}")
+    if not isinstance(choices, list) or not choices:
+        raise wrong(f"it has no choices ('choices' is {'an empty array' if choices == [] else _json_type(choices)}, "
+                    f"expected a non-empty array)")
+    first = choices[0]
+    if not isinstance(first, dict):
+        raise wrong(f"choices[0] is {_json_type(first)}, expected an object")
+    message = first.get("message")
+    if not isinstance(message, dict):
+        what = "missing" if "message" not in first else _json_type(message)
+        raise wrong(f"choices[0].message is {what}, expected an object")
+    if "content" not in message:
+        raise wrong("choices[0].message has no 'content'")
+    content = message["content"]
+    if not isinstance(content, str):
+        why = [f"finish_reason {first['finish_reason']!r}"] if first.get("finish_reason") is not None else []
+        if message.get("refusal") is not None:
+            why.append(f"refusal {message['refusal']!r:.200}")
+        if message.get("tool_calls"):
+            why.append("it asks for tool calls")
+        raise wrong(f"choices[0].message.content is {_json_type(content)}, expected a string"
+                    + (f" ({'; '.join(why)})" if why else ""))
+    return content
 
 
 def parse_number(content: str, low: float, high: float, what: str = "LLM answer") -> float:
@@ -267,8 +326,9 @@ class OpenAIChat:
             db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?)", (key, content, time.time()))
 
     # --- requests ------------------------------------------------------------------------------
-    def _attempt(self, data: bytes, headers: dict[str, str], deadline: float) -> tuple[int, bytes]:
-        """One request: (HTTP status, body), every socket operation ending by ``deadline``.
+    def _attempt(self, data: bytes, headers: dict[str, str], deadline: float) -> tuple[int, bytes, dict[str, str]]:
+        """One request: (HTTP status, body, headers with lower-case names), every socket operation
+        ending by ``deadline``.
 
         Raises :class:`LLMResponseTooLarge` (not retried), ``_Expired`` or an OSError."""
         conn = _connection(self._split, deadline, self.connect_timeout)
@@ -293,13 +353,13 @@ class OpenAIChat:
                     raise LLMResponseTooLarge(
                         f"LLM endpoint {self.url} sent a reply larger than max_response_bytes={cap} "
                         f"(HTTP {resp.status}); reading stopped at {size} bytes")
-            return resp.status, b"".join(chunks)
+            return resp.status, b"".join(chunks), {name.lower(): value for name, value in resp.getheaders()}
         finally:
             conn.close()
             if getattr(conn, "deadline_sock", None) is not None:
                 conn.deadline_sock.shut()
 
-    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, payload: dict[str, Any]) -> Any:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -317,7 +377,7 @@ class OpenAIChat:
             attempts += 1
             self.requests_sent += 1
             try:
-                status, body = self._attempt(data, headers, deadline)
+                status, body, headers_in = self._attempt(data, headers, deadline)
             except _Expired:
                 error = None  # the budget is spent: the timeout below says so
                 break
@@ -327,16 +387,24 @@ class OpenAIChat:
                     break
                 error = LLMError(f"LLM endpoint {self.url} is unreachable: {exc!r}")
                 continue
+            if 300 <= status < 400:  # never followed: the answer is elsewhere, or the question would change
+                where = f" to {location}" if (location := headers_in.get("location")) else ""
+                raise LLMError(f"LLM endpoint {self.url} answered HTTP {status}, a redirect{where}; redirects are not "
+                               f"followed (the request carries the API key and a redirected POST may become a GET): "
+                               f"set base_url to the address that answers")
             if status >= 400:
                 detail = body[:300].decode(errors="replace")
                 error = LLMError(f"LLM endpoint {self.url} answered HTTP {status}: {detail}")
                 if status != 429 and status < 500:
                     raise error
                 continue
+            if status != 200:
+                raise LLMError(f"LLM endpoint {self.url} answered HTTP {status}, expected 200 with a chat completion: "
+                               f"{body[:200].decode(errors='replace')!r}")
             try:
                 return json.loads(body)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise LLMError(f"LLM endpoint {self.url} returned invalid JSON: {exc}") from exc
+                raise LLMError(f"LLM endpoint {self.url} returned invalid JSON (HTTP {status}): {exc}") from exc
         if error is not None and time.monotonic() < deadline:
             raise error  # every retry used, each failing fast
         last = f"; last attempt: {error}" if error is not None else ""
@@ -356,11 +424,7 @@ class OpenAIChat:
         cached = self._cache_get(key)
         if cached is not None:
             return cached
-        data = self._post(payload)
-        try:
-            content = str(data["choices"][0]["message"]["content"])
-        except (KeyError, IndexError, TypeError) as exc:
-            raise LLMError(f"LLM endpoint {self.url} returned no choices[0].message.content: {data!r:.300}") from exc
+        content = chat_content(self._post(payload), self.url)  # LLMError on any other shape: nothing cached
         self._cache_put(key, content)
         return content
 
