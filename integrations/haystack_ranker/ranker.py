@@ -101,13 +101,13 @@ def _deduplicate(documents: list[Document]) -> list[Document]:
     return list(best.values())
 
 
-def _strategy(strategy: Any, method: str | None) -> tuple[str | None, str, float | None]:
+def _strategy(strategy: Any, method: str) -> tuple[str | None, str, float | None]:
     """(strategy name or None, method, the theta the strategy fixes or None)."""
     if strategy is None:
-        return None, DEFAULT_METHOD if method is None else method, None
+        return None, method, None
     name = str(getattr(strategy, "value", strategy))  # Haystack's DiversityRankingStrategy enum or its string
     check_choice(name, "strategy", tuple(STRATEGIES))
-    if method is not None:
+    if method not in (DEFAULT_METHOD, STRATEGIES[name][0]):
         raise ValueError(f"give method= or strategy=, not both (strategy={name!r} is method={STRATEGIES[name][0]!r})")
     return name, *STRATEGIES[name]
 
@@ -123,7 +123,8 @@ class DivoptRanker:
     top_k : documents returned (fewer when fewer come in).
     method : any name in :data:`~divopt_rag.solvers.METHODS` (default ``DEFAULT_METHOD``).
     strategy : Haystack's name for the method: ``"maximum_margin_relevance"`` (``method="mmr"``)
-        or ``"greedy_diversity_order"`` (``method="gmmr"`` at ``theta=0``); give one of the two.
+        or ``"greedy_diversity_order"`` (``method="gmmr"`` at ``theta=0``); it takes the place of
+        the default method, and another explicit ``method`` beside it is refused.
     theta : relevance-diversity trade-off in [0, 1], 1 = pure relevance (default 0.5).
     lambda_threshold : Haystack's name for ``theta``; give one of the two.
     similarity : ``"cosine"`` or ``"dot_product"`` (the same, on unit-norm vectors only).
@@ -144,7 +145,7 @@ class DivoptRanker:
         *,
         model: str | None = None,
         top_k: int = 10,
-        method: str | None = None,
+        method: str = DEFAULT_METHOD,
         strategy: Any = None,
         theta: float | None = None,
         lambda_threshold: float | None = None,
