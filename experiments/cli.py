@@ -117,7 +117,7 @@ def epilog(parser: argparse.ArgumentParser) -> str:
     refused = "Bad input is refused before any work, in one line, with exit code 2."
     if not lists:
         return refused
-    flag = next((f for f in lists if f in ("--k", "--theta")), lists[0])
+    flag = next((f for f in ("--k", "--theta") if f in lists), lists[0])
     a, b = ("5", "10") if flag == "--k" else ("0.5", "0.9") if flag == "--theta" else ("A", "B")
     names = ", ".join(lists)
     return (f"Flags that take several values ({names}) take them as separate words or comma-separated: "
