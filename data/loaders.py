@@ -490,8 +490,10 @@ def load_ir_datasets(dataset_id: str, *, keep_unjudged_queries: bool = False) ->
     """
     try:
         import ir_datasets
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError('load_ir_datasets needs ir_datasets: pip install "divopt-rag[ir]"') from exc
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != "ir_datasets":
+            raise
+        raise ModuleNotFoundError('load_ir_datasets needs ir-datasets: pip install "divopt-rag[ir]"', name=exc.name) from None
     try:
         ds = ir_datasets.load(dataset_id)
     except KeyError:

@@ -50,7 +50,12 @@ class BM25Index:
         with_titles: bool = True,
         show_progress: bool = False,
     ):
-        import bm25s
+        try:
+            import bm25s
+        except ModuleNotFoundError as exc:
+            if exc.name != "bm25s":
+                raise
+            raise ModuleNotFoundError('BM25 pools need bm25s: pip install "divopt-rag[bm25]"', name=exc.name) from None
         from bm25s.tokenization import Tokenizer
 
         self.dataset = dataset

@@ -87,7 +87,8 @@ def load_cross_encoder(path: str | os.PathLike, *, device: str | None = None, ba
     if not p.is_dir() or not (p / "config.json").is_file():
         raise ValueError(f"cross-encoder path {str(p)!r} must be a model directory holding config.json "
                          "(a saved sentence-transformers CrossEncoder or transformers sequence classifier)")
-    from sentence_transformers import CrossEncoder
+    from .embed import _sentence_transformers
 
+    CrossEncoder = _sentence_transformers("divopt_rag.data.rerank (cross-encoders)").CrossEncoder
     model = CrossEncoder(str(p), device=device, max_length=max_length, local_files_only=True)
     return CrossEncoderScorer(model, batch_size=batch_size, cache=cache, progress=progress, model_id=str(p.resolve()))

@@ -59,6 +59,7 @@ from threadpoolctl import threadpool_limits
 
 from divopt_rag.data import EmbeddedDataset
 from divopt_rag.experiments.reaper import Reaper
+from divopt_rag.models.extras import require
 
 if TYPE_CHECKING:  # the executor imports this module
     from divopt_rag.experiments.executor import RunSpec, Task
@@ -253,7 +254,7 @@ def run_ray(spec: "RunSpec", data: Any, chunks: list[list["Task"]], address: str
     otherwise this connects to ``address`` (a cluster on a trusted network: see the module
     docstring) or starts a local Ray of ``workers`` CPUs on 127.0.0.1 (:func:`start_local_ray`),
     and shuts it down at the end."""
-    import ray  # optional dependency: only this backend needs it
+    ray = require("ray", "the Ray backend")  # optional dependency: only this backend needs it
 
     started, reaper = False, None
     if not ray.is_initialized():

@@ -82,7 +82,7 @@ def version() -> str:
 
 def _overview() -> argparse.ArgumentParser:
     """A parser that only lists the commands (used for --help and unknown commands)."""
-    parser = arguments.Parser(prog="divopt-rag", description="divopt: diversity-aware retrieval workbench")
+    parser = arguments.Parser(prog="divopt-rag", description="divopt-rag: diversity-aware retrieval workbench")
     parser.add_argument(_DEBUG_FLAG, action="store_true", help="show the traceback of an error (or DIVOPT_DEBUG=1)")
     parser.add_argument(*_VERSION_FLAGS, action="store_true", help="print the version and exit")
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -101,11 +101,27 @@ def _overview() -> argparse.ArgumentParser:
 def build_parser(path: tuple[str, ...]) -> argparse.ArgumentParser:
     """The parser of command ``path`` (e.g. ``("bench", "latency")``): its flags and ``--debug``;
     imports nothing but argparse-level code."""
-    parser = arguments.Parser(prog="divopt-rag " + " ".join(path), description=COMMANDS[path][1],
-                              epilog=arguments.EPILOG)
+    parser = arguments.Parser(prog="divopt-rag " + " ".join(path), description=COMMANDS[path][1])
     arguments.COMMAND_FLAGS[path][0](parser)
     parser.add_argument(_DEBUG_FLAG, action="store_true", help="show the traceback of an error (or DIVOPT_DEBUG=1)")
+    parser.epilog = epilog(parser)
     return parser
+
+
+def epilog(parser: argparse.ArgumentParser) -> str:
+    """The closing lines of a command's --help: how its own list flags take several values (with
+    one of them as the example, so a command whose --k takes one value never shows "--k 5 10"),
+    and how bad input is refused."""
+    lists = [max(a.option_strings, key=len) for a in parser._actions
+             if isinstance(a, arguments.ListAction) and a.option_strings]
+    refused = "Bad input is refused before any work, in one line, with exit code 2."
+    if not lists:
+        return refused
+    flag = next((f for f in ("--k", "--theta") if f in lists), lists[0])
+    a, b = ("5", "10") if flag == "--k" else ("0.5", "0.9") if flag == "--theta" else ("A", "B")
+    names = ", ".join(lists)
+    return (f"Flags that take several values ({names}) take them as separate words or comma-separated: "
+            f"{flag} {a} {b}, {flag} {a},{b} and {flag} {a} {flag} {b} are the same. {refused}")
 
 
 def error_line(exc: BaseException) -> str:
@@ -132,6 +148,18 @@ def _close_progress_bars() -> None:
             bar.close()
         except Exception:  # noqa: BLE001  (a bar that cannot close must not hide the error)
             pass
+
+
+def silence_progress_bars() -> None:
+    """``--no-progress``: no bar at all in this process and the workers it starts, divopt's or a
+    library's (transformers' "Loading weights", huggingface_hub's downloads, any tqdm bar).
+
+    tqdm (>= 4.66) reads ``TQDM_DISABLE`` as the default of ``disable``, and huggingface_hub and
+    transformers read ``HF_HUB_DISABLE_PROGRESS_BARS``; the command owns its process, so it sets
+    them before it imports the command's modules (a library call would leave them alone).
+    """
+    os.environ["TQDM_DISABLE"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -164,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(build_parser(path), argv[len(path):])
     if not isinstance(args, argparse.Namespace):
         return args
+    if getattr(args, "no_progress", False):
+        silence_progress_bars()
     with warnings.catch_warnings():
         if not debug:
             warnings.showwarning = _show_warning

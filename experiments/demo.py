@@ -26,14 +26,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from divopt_rag.data import load
 from divopt_rag.experiments import arguments, harness
 from divopt_rag.experiments.metrics import ilad
-from divopt_rag.experiments.plots import save_figure
 from divopt_rag.models import Instance, normalized_gap
+from divopt_rag.models.extras import require
 from divopt_rag.solvers import instance_methods, select
 
 __all__ = ["add_arguments", "demo_figure", "main", "plot_demo", "random_set_reference", "run_demo"]
@@ -268,8 +267,12 @@ def _objective_gap(ax, df: pd.DataFrame) -> None:
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=7.5, frameon=False)
 
 
-def demo_figure(df: pd.DataFrame) -> Figure:
-    """The three panels drawn from the table of :func:`run_demo` (or its parquet file)."""
+def demo_figure(df: pd.DataFrame):
+    """The three panels drawn from the table of :func:`run_demo` (or its parquet file), a
+    matplotlib ``Figure`` (``pip install "divopt-rag[plots]"``)."""
+    require("matplotlib", "the demo's figure (or --no-plot)")
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(14, 5.6))
     # column 1 is an empty spacer that holds the method names of the bar panels
     grid = fig.add_gridspec(1, 4, width_ratios=[1.45, 0.2, 1, 1], wspace=0.06,
@@ -290,11 +293,15 @@ def demo_figure(df: pd.DataFrame) -> Figure:
 
 def plot_demo(df: pd.DataFrame, path: Path) -> list[Path]:
     """Write :func:`demo_figure` to ``path``.png and ``path``.svg; returns both paths."""
+    from divopt_rag.experiments.plots import save_figure
+
     return save_figure(demo_figure(df), path.parent, path.name)
 
 
 def main(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
+    if not args.no_plot:  # before the work: a missing extra is one line, not a lost run
+        require("matplotlib", "the demo's figure (or --no-plot)")
     df = run_demo(args.n, args.d, args.k, args.theta, args.seed)
     harness.write_parquet(df, args.out / "demo.parquet")
     cols = ["method", "relevance", "ilad", "clusters", "relevant_clusters", "objective", "seconds", "iterations"]

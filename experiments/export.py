@@ -8,8 +8,10 @@ parameters, on one dataset).
 
 * :func:`runs` splits a table into its settings: ``{run name: rows}``.
 * :func:`to_trec` writes one setting as a TREC run file (``qid Q0 docid rank score tag``), the
-  format trec_eval, ir_measures (``read_trec_run``) and ranx (``Run.from_file``) read.
-* :func:`to_ranx` returns one setting as a ``ranx.Run`` (``pip install "divopt-rag[ir]"``).
+  format trec_eval, ir_measures (``read_trec_run``) and ranx (``Run.from_file``) read, with
+  ranx's own writer (``Run.save(path, kind="trec")``).
+* :func:`to_ranx` returns one setting as a ``ranx.Run``, and :func:`to_ranx_qrels` a dataset's
+  qrels as a ``ranx.Qrels``, under pandas 2 and 3 alike (``pip install "divopt-rag[ir]"``).
 
 Scores: a selection is a ranked list, not a scored one, so the passage at rank r (0-based) of
 a list of k gets the score k - r; every evaluation tool sorts by score, so they all see the
@@ -29,15 +31,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from .harness import write_text
+from divopt_rag.models.extras import require
 
-__all__ = ["runs", "run_name", "to_trec", "to_ranx", "run_dict"]
+
+__all__ = ["runs", "run_name", "to_trec", "to_ranx", "to_ranx_qrels", "run_dict"]
 
 #: columns that hold the selected passage ids, in the order they are looked for
 SELECTED_COLUMNS = ("selected", "selected_ids")
@@ -135,9 +139,10 @@ def to_trec(
 ) -> Path:
     """Write one setting of a result table as a TREC run file; returns the path.
 
-    Lines are ``qid Q0 docid rank score name`` (rank from 1), queries in table order, each
-    query's passages in selection order. ``name`` (the run tag) defaults to
-    :func:`run_name` of the setting. The file is written atomically.
+    Lines are ``qid Q0 docid rank score name`` (rank from 1), each query's passages in
+    selection order, written by ranx (``Run.save(kind="trec")``). ``name`` (the run tag)
+    defaults to :func:`run_name` of the setting. The file is written atomically (ranx writes a
+    temporary file beside it, which then replaces ``path``).
     """
     run = run_dict(table, query=query, selected=selected)
     tag = name if name is not None else (run_name(table.iloc[0]) if len(table) else "divopt")
@@ -147,22 +152,46 @@ def to_trec(
         bad = [d for d in [qid, *docs] if re.search(r"\s", d)]
         if bad:
             raise ValueError(f"TREC run files are white-space separated: id {bad[0]!r} contains white space")
-    lines = [
-        f"{qid} Q0 {pid} {rank} {score:g} {tag}"
-        for qid, docs in run.items()
-        for rank, (pid, score) in enumerate(docs.items(), start=1)
-    ]
-    return write_text("".join(line + "\n" for line in lines), path)
+    ranx_run = require("ranx", "to_trec").Run(run, name=tag)
+    path = Path(path)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as f:
+        tmp = Path(f.name)
+    try:
+        ranx_run.save(str(tmp), kind="trec")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
 
 
 def to_ranx(
     table: pd.DataFrame, *, name: str | None = None, query: str = "query_id", selected: str | None = None
 ) -> Any:
     """One setting of a result table as a ``ranx.Run`` named ``name`` (default :func:`run_name`)."""
-    try:
-        from ranx import Run  # numba compiles on import: only when asked
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError('to_ranx needs ranx: pip install "divopt-rag[ir]"') from exc
+    Run = require("ranx", "to_ranx").Run  # numba compiles on import: only when asked
     run = run_dict(table, query=query, selected=selected)
     tag = name if name is not None else (run_name(table.iloc[0]) if len(table) else "divopt")
     return Run(run, name=tag)
+
+
+def to_ranx_qrels(qrels: Any) -> Any:
+    """Relevance judgments as a ``ranx.Qrels``, under pandas 2 and 3 alike.
+
+    ``qrels``: a divopt dataset (its ``.qrels``), a mapping ``{query id: {passage id: grade}}``,
+    or a frame with columns ``query_id``, ``doc_id``, ``relevance`` (``Dataset.qrels_frame()``,
+    ir_measures' shape). ``ranx.Qrels.from_df`` asserts object-dtype id columns, which pandas 3's
+    string columns are not; this builds the Qrels from a dict, which every pandas gives.
+    """
+    Qrels = require("ranx", "to_ranx_qrels").Qrels
+    if hasattr(qrels, "qrels") and not isinstance(qrels, pd.DataFrame):
+        qrels = qrels.qrels
+    if isinstance(qrels, pd.DataFrame):
+        missing = {"query_id", "doc_id", "relevance"} - set(qrels.columns)
+        if missing:
+            raise ValueError(f"a qrels frame needs the columns query_id, doc_id, relevance; missing {sorted(missing)}")
+        judged: dict[str, dict[str, int]] = {}
+        for q, d, g in zip(qrels["query_id"], qrels["doc_id"], qrels["relevance"]):
+            judged.setdefault(str(q), {})[str(d)] = int(g)
+    else:
+        judged = {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in qrels.items()}
+    return Qrels(judged)

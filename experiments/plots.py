@@ -32,14 +32,16 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from divopt_rag.experiments import arguments, harness, plots_robust
 from divopt_rag.experiments.arguments import inside, safe_name
 from divopt_rag.experiments.metrics import at_cutoff, metric_columns
+from divopt_rag.models.extras import require
+
+matplotlib = require("matplotlib", "divopt_rag.experiments.plots")  # one line naming the extra when missing
+from matplotlib.figure import Figure  # noqa: E402
 
 # Figures are built with the object-oriented API (no pyplot): saving renders through Agg and no
 # global backend or figure registry is touched, so plotting works headless, in threads and in

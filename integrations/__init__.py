@@ -2,11 +2,13 @@
 
 * :mod:`divopt_rag.integrations.langchain`: ``DivoptRetriever`` (a LangChain retriever over any
   vector store) and a drop-in ``maximal_marginal_relevance`` (``pip install "divopt-rag[langchain]"``).
-  It reads the stored vectors of InMemoryVectorStore, FAISS (``[faiss]``) and Chroma (``[chroma]``).
+  It reads the stored vectors of InMemoryVectorStore, FAISS (``[faiss]``), Chroma (``[chroma]``)
+  and Qdrant (``[qdrant]``), and warns once per retriever when it must embed candidates again.
 * :mod:`divopt_rag.integrations.llamaindex`: ``DivoptPostprocessor`` (a LlamaIndex node
   postprocessor; ``pip install "divopt-rag[llamaindex]"``).
-* :mod:`divopt_rag.integrations.haystack`: ``DivoptRanker`` (a Haystack 2 ranker component,
-  Haystack's diversity ranker's MMR with ``method="mmr"``; ``pip install "divopt-rag[haystack]"``).
+* :mod:`divopt_rag.integrations.haystack`: ``DivoptRanker`` (a Haystack ranker component, also
+  at ``haystack_integrations.components.rankers.divopt``; Haystack's diversity ranker with its
+  ``strategy``; ``pip install "divopt-rag[haystack]"``).
 
 Each fetches candidates with their vectors and calls :func:`select_candidates`, which runs any
 method of :data:`divopt_rag.solvers.METHODS`. The stack-specific modules are imported on demand so

@@ -28,20 +28,32 @@ Where the candidates' vectors come from (``vectors=``):
     * FAISS (``langchain_community.vectorstores.FAISS``, ``pip install "divopt-rag[faiss]"``):
       ``index.reconstruct_batch`` on the rows that ``index_to_docstore_id`` names;
     * Chroma (``langchain_chroma.Chroma`` or the older ``langchain_community`` one,
-      ``pip install "divopt-rag[chroma]"``): ``get(ids=..., include=["embeddings"])``.
+      ``pip install "divopt-rag[chroma]"``): ``get(ids=..., include=["embeddings"])``;
+    * Qdrant (``langchain_qdrant.QdrantVectorStore``, its older ``Qdrant``, or
+      ``langchain_community``'s, ``pip install "divopt-rag[qdrant]"``): the client's
+      ``retrieve(collection_name, ids, with_vectors=...)`` on the point ids the search returns
+      (``metadata["_id"]``).
 
-  For other stores subclass and override :meth:`DivoptRetriever.stored_vectors`.
+  For other stores subclass and override :meth:`DivoptRetriever.stored_vectors` (the one hook:
+  ``"auto"`` then reads through it).
 * ``"reembed"``: embed the fetched texts again with the query's embedding model
   (``embed_documents``); works with every store, costs ``fetch_k`` document embeddings per
   query, and equals the stored vectors when the model is deterministic.
-* ``"auto"`` (default): ``"store"`` for the stores above, else ``"reembed"``.
+* ``"auto"`` (default): ``"store"`` for the stores above (or an overridden ``stored_vectors``),
+  else ``"reembed"`` with a :class:`ReembeddingWarning`, once per retriever, that names the
+  store, the cost (``fetch_k`` re-embeddings per query) and the hook ``stored_vectors``.
+  ``vectors="reembed"`` says it is intended and warns nothing.
 
 Candidates are fetched with ``similarity_search_by_vector`` (``asimilarity_search_by_vector``
 when awaited; part of the ``VectorStore`` interface; ``search_kwargs`` such as ``filter`` are
 passed on), falling back to ``similarity_search`` for stores that do not implement it. With
 ``method="mmr"`` the picks equal the store's own ``max_marginal_relevance_search`` with the same
-``k``, ``fetch_k`` and ``lambda_mult`` (tested for InMemoryVectorStore, FAISS and Chroma; Chroma
-lists its picks in fetch order, ``order="relevance"`` here). Precomputed candidates (documents
+``k``, ``fetch_k`` and ``lambda_mult`` (tested for InMemoryVectorStore, FAISS and Chroma), in the
+store's order: langchain-chroma lists its MMR picks in the order its search returned them, so for
+a Chroma store the default ``order="auto"`` is ``"fetch"`` (``"selection"`` keeps pick order).
+Qdrant runs its own MMR on the server; ``method="mmr"`` picks what it picks, in its order, with
+Qdrant's ``diversity = 1 - theta`` (langchain-qdrant passes ``lambda_mult`` as Qdrant's
+``diversity``, so its ``lambda_mult`` is ``1 - theta`` here). Precomputed candidates (documents
 with their vectors, no store) are given as ``documents=`` and ``document_embeddings=``; the
 ``fetch_k`` most similar of them are the candidates.
 
@@ -55,7 +67,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import dataclasses
+import warnings
+
 import numpy as np
+
+from divopt_rag.models.extras import require
+
+require("langchain_core", "divopt_rag.integrations.langchain")  # one line naming the extra when missing
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -69,7 +88,11 @@ from divopt_rag.solvers import DEFAULT_METHOD
 
 from .candidates import Picks, check_argument_names, check_method_params, pick_metadata, select_candidates
 
-__all__ = ["DivoptRetriever", "maximal_marginal_relevance", "select_documents"]
+__all__ = ["DivoptRetriever", "ReembeddingWarning", "maximal_marginal_relevance", "select_documents"]
+
+
+class ReembeddingWarning(UserWarning):
+    """A retriever embeds its candidates again on every query because it cannot read the store's vectors."""
 
 
 def maximal_marginal_relevance(
@@ -132,6 +155,9 @@ _STORE_KINDS = {
     "langchain_community.vectorstores.faiss.FAISS": "faiss",
     "langchain_chroma.vectorstores.Chroma": "chroma",
     "langchain_community.vectorstores.chroma.Chroma": "chroma",
+    "langchain_qdrant.qdrant.QdrantVectorStore": "qdrant",
+    "langchain_qdrant.vectorstores.Qdrant": "qdrant",
+    "langchain_community.vectorstores.qdrant.Qdrant": "qdrant",
 }
 
 
@@ -168,6 +194,24 @@ def _chroma_vectors(store: VectorStore, ids: list[str]) -> list:
     missing = [i for i in ids if i not in by_id]
     if missing:
         raise KeyError(f"documents {missing[:3]} returned by the store have no stored vector")
+    return [by_id[i] for i in ids]
+
+
+def _qdrant_vectors(store: Any, docs: list[Document]) -> list:
+    """Qdrant's stored vectors of ``docs``: its search puts each point id in ``metadata["_id"]``;
+    the client's ``retrieve`` returns the points with their vectors (the store's named vector)."""
+    ids = [d.metadata.get("_id") for d in docs]
+    missing = [i for i, p in enumerate(ids) if p is None]
+    if missing:
+        raise KeyError(f"{type(store).__name__} returned documents without metadata['_id'] (positions {missing[:3]}), "
+                       "so their stored vectors cannot be looked up; use vectors='reembed'")
+    name = getattr(store, "vector_name", None) or None  # "" / None: the collection's unnamed vector
+    points = store.client.retrieve(store.collection_name, ids=ids, with_vectors=[name] if name else True,
+                                   with_payload=False)
+    by_id = {p.id: (p.vector[name] if name else p.vector) for p in points}
+    lost = [i for i in ids if i not in by_id]
+    if lost:
+        raise KeyError(f"documents {lost[:3]} returned by the store have no stored vector")
     return [by_id[i] for i in ids]
 
 
@@ -211,7 +255,9 @@ class DivoptRetriever(BaseRetriever):
     search_kwargs : passed to the store's search (e.g. ``filter``); ``k``, ``fetch_k`` and
         ``lambda_mult`` are the retriever's own arguments and are refused here.
     vectors : ``"auto"``, ``"store"`` or ``"reembed"``: where candidate vectors come from.
-    order : ``"selection"`` (as the method picks them) or ``"relevance"`` (decreasing cosine).
+    order : ``"auto"`` (the store's own MMR order: ``"fetch"`` for Chroma, else ``"selection"``),
+        ``"selection"`` (as the method picks them), ``"relevance"`` (decreasing cosine) or
+        ``"fetch"`` (the order the store's search returned them).
 
     Examples
     --------
@@ -233,8 +279,9 @@ class DivoptRetriever(BaseRetriever):
     method_params: dict[str, Any] = Field(default_factory=dict)
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     vectors: Literal["auto", "store", "reembed"] = "auto"
-    order: Literal["selection", "relevance"] = "selection"
+    order: Literal["auto", "selection", "relevance", "fetch"] = "auto"
     _faiss_rows: _FaissPositions = PrivateAttr(default_factory=_FaissPositions)
+    _warned: bool = PrivateAttr(default=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -276,8 +323,8 @@ class DivoptRetriever(BaseRetriever):
             raise ValueError(str(exc)) from None
         if self.vectors == "store" and self.vectorstore is not None and not self._store_has_vectors():
             raise ValueError(
-                f"vectors='store': {type(self.vectorstore).__name__} does not expose its vectors; "
-                "use vectors='reembed' or override DivoptRetriever.candidate_vectors"
+                f"vectors='store': divopt cannot read the stored vectors of {type(self.vectorstore).__name__}; "
+                "subclass DivoptRetriever and override stored_vectors(docs), or use vectors='reembed'"
             )
         if self._query_model() is None:
             raise ValueError("no model to embed the query: pass embedding= or a vectorstore whose .embeddings is set")
@@ -295,15 +342,38 @@ class DivoptRetriever(BaseRetriever):
         return None if self.vectorstore is None else self.vectorstore.embeddings
 
     def _store_has_vectors(self) -> bool:
-        return _store_kind(self.vectorstore) is not None
+        overridden = type(self).stored_vectors is not DivoptRetriever.stored_vectors
+        return overridden or _store_kind(self.vectorstore) is not None
 
     def _use_store(self) -> bool:
-        return self.vectors == "store" or (self.vectors == "auto" and self._store_has_vectors())
+        if self.vectors == "store" or (self.vectors == "auto" and self._store_has_vectors()):
+            return True
+        if self.vectors == "auto" and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"DivoptRetriever cannot read the stored vectors of {type(self.vectorstore).__name__}, so every "
+                f"query embeds its fetch_k = {self.fetch_k} candidates again ({self.fetch_k} embed_documents "
+                "texts per query); subclass DivoptRetriever and override stored_vectors(docs) to read them from the "
+                "store, or pass vectors='reembed' to accept the cost without this warning",
+                ReembeddingWarning, stacklevel=5,
+            )
+        return False
+
+    def _order(self) -> str:
+        if self.order != "auto":
+            return self.order
+        return "fetch" if _store_kind(self.vectorstore) == "chroma" else "selection"
 
     def stored_vectors(self, docs: list[Document]) -> list:
-        """The store's own vectors of ``docs`` (matched by document id), read through its public API."""
-        ids = _ids(docs, self.vectorstore)
+        """The store's own vectors of ``docs``, read through its public API (module doc).
+
+        The hook for other stores: override it in a subclass to return one vector per document
+        (matched by ``doc.id`` or metadata); the retriever then never embeds candidates again.
+        """
         kind = _store_kind(self.vectorstore)
+        if kind == "qdrant":
+            return _qdrant_vectors(self.vectorstore, docs)
+        ids = _ids(docs, self.vectorstore)
         if kind == "in_memory":
             return _in_memory_vectors(self.vectorstore, ids)
         if kind == "faiss":
@@ -326,9 +396,10 @@ class DivoptRetriever(BaseRetriever):
         if not self._use_store():
             texts = [d.page_content for d in docs]
             return np.asarray(await self._query_model().aembed_documents(texts), dtype=np.float64)
-        if _store_kind(self.vectorstore) == "chroma":
-            return np.asarray(await run_in_executor(None, self.stored_vectors, docs), dtype=np.float64)
-        return np.asarray(self.stored_vectors(docs), dtype=np.float64)  # in-memory lookups
+        if _store_kind(self.vectorstore) in ("in_memory", "faiss"):
+            return np.asarray(self.stored_vectors(docs), dtype=np.float64)  # in-memory lookups
+        # Chroma, Qdrant and overridden hooks: calls with no async API, in a worker thread
+        return np.asarray(await run_in_executor(None, self.stored_vectors, docs), dtype=np.float64)
 
     # --- candidates -------------------------------------------------------------------------------
     def _search_kwargs(self) -> dict[str, Any]:
@@ -367,7 +438,12 @@ class DivoptRetriever(BaseRetriever):
         return docs, await self.acandidate_vectors(docs)
 
     def _pick(self, q: list[float], docs: list[Document], E: np.ndarray) -> list[Document]:
-        return _annotate(docs, select_candidates(q, E, self.k, self.theta, self.method, self.order, **self.method_params))
+        order = self._order()
+        picks = select_candidates(q, E, self.k, self.theta, self.method, "selection" if order == "fetch" else order,
+                                  **self.method_params)
+        if order == "fetch":  # candidates come in the store's order
+            picks = dataclasses.replace(picks, indices=np.sort(picks.indices))
+        return _annotate(docs, picks)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         q = self._query_model().embed_query(query)

@@ -38,6 +38,10 @@ import warnings
 from typing import Any, Literal
 
 import numpy as np
+
+from divopt_rag.models.extras import require
+
+require("llama_index.core", "divopt_rag.integrations.llamaindex")  # one line naming the extra when missing
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import ConfigDict, Field, model_validator
 from llama_index.core.postprocessor.types import BaseNodePostprocessor

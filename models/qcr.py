@@ -75,6 +75,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from .ccbqp import linear_term
+from .extras import require
 from .instance import Instance
 from .mip_common import BuildClock, BuildTimeout, as_gram
 from .mip_sizing import pyomo_seconds_per_unit
@@ -353,7 +354,7 @@ def qcr_sdp(problem: CardinalityQP | Instance, kind: str = "dnn", *, solver: str
     info holds the SDP value, solver status and seconds, and with a clock the iterations run,
     the seconds per iteration and why it stopped ("converged", "deadline").
     """
-    import cvxpy as cp  # optional heavy dependency, only needed here
+    cp = require("cvxpy", "qcr_sdp")  # optional heavy dependency, only needed here
 
     check_choice(kind, "kind", SDP_KINDS)
     check_choice(solver.upper(), "solver", ("SCS", "CLARABEL"))

@@ -35,6 +35,7 @@ from pyomo.contrib.solver.common.factory import SolverFactory
 from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 from pyomo.core.base.var import Var
 
+from .extras import solver_install_hint
 from .mip_common import BuiltModel, ModelInfo
 from .solve_config import DEFAULT_TIME_LIMIT, SolveConfig, Stopwatch
 from .solve_results import (
@@ -357,7 +358,7 @@ def _candidates(solver: str, size: ModelSize) -> list[str]:
         if solver not in avail:
             raise ImportError(
                 f"solver {solver!r} is not installed or not working; available: {avail or 'none'} "
-                f"(install gurobipy, pyscipopt or highspy)"
+                f"({solver_install_hint(solver)})"
             )
         why = solver_refusal(solver, size)
         if why is not None:

@@ -24,6 +24,7 @@ import torch
 
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.models.ccbqp import gram_objective, linear_term
+from divopt_rag.models.extras import solver_install_hint
 from divopt_rag.models.mip_ccbqp import FORMULATIONS, build_ccbqp
 from divopt_rag.models.mip_common import BuildTimeout
 from divopt_rag.models.mip_qcr import QCR_FORMULATIONS, build_ccbqp_qcr
@@ -182,7 +183,8 @@ def solve_exact(
         if solver == "auto" and not avail:
             raise ImportError("no MIP solver installed; install gurobipy, pyscipopt or highspy")
         if solver != "auto" and solver not in avail:
-            raise ImportError(f"solver {solver!r} is not installed or not working; available: {avail or 'none'}")
+            raise ImportError(f"solver {solver!r} is not installed or not working; available: {avail or 'none'} "
+                              f"({solver_install_hint(solver)})")
         plan = [(s, DEFAULT_FORMULATION[s] if formulation == "auto" else formulation)
                 for s in (avail if solver == "auto" else [solver])]
     refused: dict[str, str] = {}

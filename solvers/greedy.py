@@ -1,7 +1,11 @@
 """Greedy baselines on the full pool: top-k, MMR, gMMR (DF-RAG) and VRSD.
 
-Each step costs one GEMV E e (O(n d)); nothing n x n is formed. Ties go to the lowest index
-(``torch.argmax`` returns the first maximum), matching plain reference loops.
+Each step costs one GEMV E e (O(n d)); nothing n x n is formed. Ties go to the lowest index, as
+LangChain's ``maximal_marginal_relevance`` (a strict ``>`` scan) and Haystack's diversity ranker do:
+scores equal up to float64 rounding, within :data:`TIE_EPS` (1 + |max|) of the maximum, are ties.
+Identical rows (duplicate chunks, common in RAG corpora) get scores that differ in the last bits
+when a GEMV computes their dot products in different blocks; without the band the later copy
+could win.
 
 Decisions in float64: with float32 (or half) storage the scores are computed in float32, whose
 rounding (about sqrt(d) 6e-8) can swap two items whose float64 scores differ by less. Every
@@ -21,10 +25,15 @@ from divopt_rag.models.kernels import gather_rows, matvec
 
 from .selection import register
 
-__all__ = ["topk", "mmr", "gmmr", "vrsd", "greedy_loop", "decide", "exact_rows", "exact_relevance", "TIE_TOL"]
+__all__ = ["topk", "mmr", "gmmr", "vrsd", "greedy_loop", "decide", "lowest_within", "mmr_exact", "exact_rows",
+           "exact_relevance", "TIE_TOL", "TIE_EPS"]
 
 #: Items whose low-precision score is within TIE_TOL (1 + |max|) of the maximum are re-scored in float64.
 TIE_TOL = 1e-4
+#: float64 scores within TIE_EPS (1 + |max|) of the maximum are equal up to rounding: a float64 dot
+#: product of unit vectors of length d is off by at most d 2^-53 (4.5e-13 at d = 4096), while two
+#: different float32 embeddings differ in score by ~1e-9 or more. The lowest index among them wins.
+TIE_EPS = 1e-12
 
 ExactScore = Callable[[torch.Tensor], torch.Tensor]
 
@@ -47,16 +56,25 @@ def exact_relevance(inst: Instance, rows: torch.Tensor) -> torch.Tensor:
     return torch.where(same, c, stored)
 
 
+def lowest_within(score: torch.Tensor, eps: float = TIE_EPS) -> int:
+    """The lowest index whose score is within ``eps`` (1 + |max|) of the maximum (one host sync)."""
+    top = score.max()
+    return int(torch.argmax((score >= top - eps * (1 + top.abs())).to(torch.uint8)))  # argmax: first True
+
+
 def decide(score: torch.Tensor, taken: torch.Tensor | None, exact: ExactScore | None) -> int:
     """argmax of ``score`` over the untaken items, near-ties re-decided by ``exact`` in float64.
 
     ``exact(rows)`` returns the float64 scores of the (sorted) candidate rows, or None to keep the
-    storage-precision argmax; it is skipped for float64 scores. Ties in float64 go to the lowest index.
+    storage-precision argmax; it is skipped for float64 scores. Scores equal up to float64
+    rounding (:data:`TIE_EPS`) go to the lowest index.
     """
     if taken is not None:
         score = score.masked_fill(taken, -float("inf"))
+    if score.dtype == torch.float64:
+        return lowest_within(score)
     j = int(torch.argmax(score))
-    if exact is None or score.dtype == torch.float64:
+    if exact is None:
         return j
     top = float(score[j])
     near = torch.nonzero(score >= top - TIE_TOL * (1.0 + abs(top))).flatten()
@@ -65,7 +83,7 @@ def decide(score: torch.Tensor, taken: torch.Tensor | None, exact: ExactScore | 
     ex = exact(near)
     if ex is None:  # the exact scorer declined (e.g. a numerically singular system): keep argmax
         return j
-    return int(near[int(torch.argmax(ex))])
+    return int(near[lowest_within(ex)])
 
 
 def greedy_loop(inst: Instance, add: Callable[[torch.Tensor, int], torch.Tensor],
@@ -109,11 +127,13 @@ def mmr(inst: Instance):
         torch.maximum(max_sim, matvec(inst.E, e), out=max_sim)
         return th * c - (1 - th) * max_sim
 
-    def exact(rows: torch.Tensor, picks: list[int]) -> torch.Tensor:
-        W = exact_rows(inst, rows) @ exact_rows(inst, torch.tensor(picks)).T
-        return th * exact_relevance(inst, rows) - (1 - th) * W.amax(dim=1)
+    return greedy_loop(inst, add, lambda rows, picks: mmr_exact(inst, rows, picks))
 
-    return greedy_loop(inst, add, exact)
+
+def mmr_exact(inst: Instance, rows: torch.Tensor, picks: list[int]) -> torch.Tensor:
+    """MMR's scores of ``rows`` after ``picks``, in float64 on the unit rows (near-ties, :func:`decide`)."""
+    W = exact_rows(inst, rows) @ exact_rows(inst, torch.tensor(picks)).T
+    return inst.theta * exact_relevance(inst, rows) - (1 - inst.theta) * W.amax(dim=1)
 
 
 @register("gmmr")

@@ -14,15 +14,18 @@ rounding slack of the storage dtype). Each step, with B = ``block`` rows at firs
 
 1. take the B + 1 largest bounds and refresh the stale ones among the first B (m_i = max(m_i,
    max over the picks they have not seen of w_ij): one (rows, new picks) x d product);
-2. if the best of these B exact scores exceeds the (B+1)-th bound, no other row can reach it:
-   pick it (ties to the lowest index, as ``argmax`` and LangChain's strict ``>`` do);
+2. if the best of these B exact scores exceeds the (B+1)-th bound by more than the tie band
+   (``TIE_TOL`` (1 + |best|) for float32/half storage, ``TIE_EPS`` (1 + |best|) for float64), no
+   other row can reach it, nor tie with it: pick among the B rows as the eager MMR does
+   (:func:`divopt_rag.solvers.greedy.decide`: near-ties re-scored in float64, scores equal up to
+   rounding to the lowest index, as LangChain's strict ``>`` does);
 3. else double B and repeat; once B reaches n/64 (``dense_share``; early steps, where the
    bounds of rows never refreshed are loose), refresh every stale row in one product over E
-   (contiguous rows, no gather) and pick the argmax.
+   (contiguous rows, no gather) and pick as in 2 over the whole pool.
 
 Items whose bound is already below the best exact score are never read again, so after the first
-steps a pick typically refreshes a few hundred rows instead of the pool. The picks equal MMR's
-(up to the last-bit rounding of dot products computed in a different order).
+steps a pick typically refreshes a few hundred rows instead of the pool. The picks equal MMR's:
+the same rule decides among the same near-tied rows (identical rows included).
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from divopt_rag.models.kernels import gather_rows, matmul
 from divopt_rag.models.parameters import ROWS_MAX, Interval
 from divopt_rag.models.validation import unit_norm_tolerance
 
+from .greedy import TIE_EPS, TIE_TOL, decide, exact_relevance, mmr_exact
 from .selection import register
 
 __all__ = ["mmr_lazy"]
@@ -62,7 +66,15 @@ def mmr_lazy(inst: Instance, *, block: int = _FIRST_BLOCK, dense_share: float = 
     m = torch.full((n,), -float("inf"), dtype=c.dtype, device=dev)  # max_{j in S seen} w_ij
     seen = torch.zeros(n, dtype=torch.long, device=dev)  # picks each row has been compared with
     bound = th * c + (1 - th) * (1 + delta)  # valid for every row before its first refresh
-    picks = [int(torch.argmax(c))]
+    tie = TIE_EPS if c.dtype == torch.float64 else TIE_TOL  # rows this close to the best are decided exactly
+    picks = [decide(c, None, lambda rows: exact_relevance(inst, rows))]
+
+    def choose(rows: torch.Tensor, scores: torch.Tensor) -> int:
+        """The row eager MMR picks among ``rows`` (every row that can tie with the best), by their scores."""
+        order = torch.argsort(rows)
+        rows, scores = rows[order], scores[order]
+        return int(rows[decide(scores, None, lambda sub: mmr_exact(inst, rows[sub], picks))])
+
     bound[picks[0]] = -torch.inf
     seen[picks[0]] = k  # a pick is never refreshed again
     R = gather_rows(E, torch.tensor(picks, device=dev))  # selected rows, in pick order
@@ -80,7 +92,7 @@ def mmr_lazy(inst: Instance, *, block: int = _FIRST_BLOCK, dense_share: float = 
                     seen = seen.masked_fill_(stale, t)
                     refreshed += int(stale.sum())
                 rounds += 1
-                j = int(torch.argmax(bound))  # every row is fresh; ties go to the lowest index
+                j = decide(bound, None, lambda rows: mmr_exact(inst, rows, picks))  # every row is fresh
                 break
             # the size + 1 largest bounds: refresh the first ``size`` (stale ones only); every row
             # outside them is bounded by the last one, ``rest``
@@ -98,9 +110,9 @@ def mmr_lazy(inst: Instance, *, block: int = _FIRST_BLOCK, dense_share: float = 
                 seen.index_fill_(0, stale, t)
                 refreshed += int(stale.numel())
             exact = bound.index_select(0, top)  # the scores at S of the rows in top
-            best = exact.max()
-            if float(best) > rest:  # no row outside top can reach it: ties go to the lowest index
-                j = int(top[exact == best].min())
+            best = float(exact.max())
+            if best - tie * (1 + abs(best)) > rest:  # no row outside top can reach it or tie with it
+                j = choose(top, exact)
                 break
             size *= 2
         picks.append(j)

@@ -96,7 +96,9 @@ def test_exported_runs_evaluate_as_computed_by_hand(tmp_path):
 def test_certify_tables_and_bad_tables(tmp_path):
     certify = pd.DataFrame({"query_id": ["a", "b"], "method": ["fw", "fw"], "selected_ids": [["p1", "p2"], ["p3"]]})
     path = to_trec(certify, tmp_path / "c.trec", name="fw-run")
-    assert path.read_text().splitlines() == ["a Q0 p1 1 2 fw-run", "a Q0 p2 2 1 fw-run", "b Q0 p3 1 1 fw-run"]
+    # ranx's writer: scores as floats, no newline after the last line
+    assert path.read_text().splitlines() == ["a Q0 p1 1 2.0 fw-run", "a Q0 p2 2 1.0 fw-run", "b Q0 p3 1 1.0 fw-run"]
+    assert not list(tmp_path.glob(".*.tmp"))  # the temporary file became c.trec
     with pytest.raises(ValueError, match=r"query 'q1' has 3 rows \(settings differ in \['method', 'params', 'theta'"):
         to_trec(sweep_table(), tmp_path / "all.trec")
     with pytest.raises(ValueError, match="no column of selected passage ids"):
@@ -107,3 +109,24 @@ def test_certify_tables_and_bad_tables(tmp_path):
         run_dict(pd.DataFrame({"query_id": ["a"], "selected": [["p1", "p1"]]}))
     with pytest.raises(ValueError, match="name must be a run tag"):
         to_trec(certify, tmp_path / "x.trec", name="my run")
+
+
+def test_qrels_reach_ranx_under_any_pandas(tmp_path):
+    """A dataset's qrels frame goes to ranx through ranx's own from_df and through to_ranx_qrels
+    (which takes a dataset, a dict or a frame), giving ranx's Qrels of the same judgments."""
+    from divopt_rag.data import Dataset
+    from divopt_rag.experiments.export import to_ranx_qrels
+
+    ds = Dataset(name="tiny", passage_ids=["d1", "d2", "d4", "d9"], texts=["a", "b", "c", "d"], query_ids=["q1", "q2"],
+                 queries=["x", "y"], qrels={"q1": {"d1": 2, "d4": 1, "d9": 0}, "q2": {"d2": 1}})
+    frame = ds.qrels_frame()
+    assert frame["query_id"].dtype == object and frame["doc_id"].dtype == object  # pandas 2 and 3
+    want = {str(q): {str(d): int(g) for d, g in judged.items()} for q, judged in ds.qrels.items()}
+    via_df = ranx.Qrels.from_df(frame, q_id_col="query_id", doc_id_col="doc_id", score_col="relevance")
+    for given in (ds, ds.qrels, frame, frame.astype({"query_id": "string", "doc_id": "string"})):
+        assert to_ranx_qrels(given).to_dict() == via_df.to_dict() == want
+    # ir_measures takes the same frame as its qrels: P@2 of q1's run [d1, d9] is 1/2
+    got = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.P @ 2], frame, {"q1": {"d1": 2.0, "d9": 1.0}})}
+    assert got["q1"] == 0.5
+    with pytest.raises(ValueError, match="missing \\['relevance'\\]"):
+        to_ranx_qrels(frame.drop(columns="relevance"))

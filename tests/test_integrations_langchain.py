@@ -1,6 +1,7 @@
 """divopt's LangChain retriever and drop-in MMR against independent truths: select() on the
 same vectors computed here by brute force, and LangChain's own MMR (the published library)."""
 import asyncio
+import warnings
 
 import numpy as np
 import pytest
@@ -11,7 +12,12 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance as lc_mmr
 from pydantic import ValidationError
 
-from divopt_rag.integrations.langchain import DivoptRetriever, maximal_marginal_relevance, select_documents
+from divopt_rag.integrations.langchain import (
+    DivoptRetriever,
+    ReembeddingWarning,
+    maximal_marginal_relevance,
+    select_documents,
+)
 from divopt_rag.models import Instance
 from divopt_rag.solvers import select
 
@@ -77,13 +83,42 @@ class OpaqueStore(VectorStore):
 
 
 @pytest.mark.parametrize("by_vector", [True, False])
-def test_stores_without_vectors_are_reembedded(by_vector):
+def test_stores_without_vectors_are_reembedded_with_one_warning(by_vector):
     store, texts, _ = make_store()
     opaque = OpaqueStore(store, by_vector=by_vector)
-    docs = DivoptRetriever(vectorstore=opaque, k=5, fetch_k=20, method="fw_ms", theta=0.5).invoke(QUERY)
+    r = DivoptRetriever(vectorstore=opaque, k=5, fetch_k=20, method="fw_ms", theta=0.5)
+    with pytest.warns(ReembeddingWarning) as caught:
+        docs = r.invoke(QUERY)
+        r.invoke(QUERY)  # once per retriever
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    # the store, the cost and the hook, named as the docs name it
+    assert "OpaqueStore" in message and "fetch_k = 20" in message and "stored_vectors" in message
     assert [d.page_content for d in docs] == expected_texts(texts, QUERY, 20, 5, "fw_ms", 0.5)[0]
-    with pytest.raises(ValidationError, match="does not expose its vectors"):
+    with pytest.raises(ValidationError, match="override stored_vectors"):
         DivoptRetriever(vectorstore=opaque, vectors="store")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # re-embedding asked for: no warning
+        DivoptRetriever(vectorstore=opaque, k=5, fetch_k=20, method="fw_ms", vectors="reembed").invoke(QUERY)
+
+
+def test_an_overridden_stored_vectors_hook_is_read_and_never_reembeds():
+    store, texts, _ = make_store()
+    emb = store.embedding
+    read = []
+
+    class Mine(DivoptRetriever):
+        def stored_vectors(self, docs):
+            read.append(len(docs))
+            return [self.vectorstore.inner.store[d.id]["vector"] for d in docs]
+
+    emb.documents_embedded = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        docs = Mine(vectorstore=OpaqueStore(store), k=5, fetch_k=20, method="fw_ms", theta=0.5).invoke(QUERY)
+        Mine(vectorstore=OpaqueStore(store), vectors="store")  # the hook counts as readable vectors
+    assert read == [20] and emb.documents_embedded == 0
+    assert [d.page_content for d in docs] == expected_texts(texts, QUERY, 20, 5, "fw_ms", 0.5)[0]
 
 
 def test_reembed_equals_stored_vectors_for_a_deterministic_model():

@@ -60,8 +60,8 @@ def test_faiss_mmr_equals_the_stores_own_mmr_without_reembedding(theta):
 def test_chroma_mmr_equals_the_stores_own_mmr_without_reembedding(theta):
     store, emb, _, _ = chroma_store()
     emb.documents_embedded = 0
-    # langchain-chroma lists its MMR picks in fetch order (decreasing cosine here): order="relevance"
-    r = DivoptRetriever(vectorstore=store, k=6, fetch_k=25, method="mmr", theta=theta, order="relevance")
+    # langchain-chroma lists its MMR picks in fetch order: the default order="auto" follows it
+    r = DivoptRetriever(vectorstore=store, k=6, fetch_k=25, method="mmr", theta=theta)
     ours = r.invoke(QUERY)
     assert emb.documents_embedded == 0  # the vectors came from the collection
     theirs = store.max_marginal_relevance_search(QUERY, k=6, fetch_k=25, lambda_mult=theta)
@@ -72,18 +72,26 @@ def test_chroma_mmr_equals_the_stores_own_mmr_without_reembedding(theta):
 def test_chroma_filter_reaches_the_collection_and_matches_its_mmr():
     store, _, _, meta = chroma_store(seed=2)
     where = {"topic": {"$ne": 0}}
-    ours = DivoptRetriever(vectorstore=store, k=5, fetch_k=20, method="mmr", theta=0.4, order="relevance",
+    ours = DivoptRetriever(vectorstore=store, k=5, fetch_k=20, method="mmr", theta=0.4,
                            search_kwargs={"filter": where}).invoke(QUERY)
     theirs = store.max_marginal_relevance_search(QUERY, k=5, fetch_k=20, lambda_mult=0.4, filter=where)
     assert [d.id for d in ours] == [d.id for d in theirs]
     assert all(d.metadata["topic"] != 0 for d in ours)
 
 
+@pytest.mark.parametrize("theta", [0.3, 0.7])
+def test_chroma_l2_collection_matches_its_mmr_order_by_default(theta):
+    store, _, _, _ = chroma_store(space="l2")  # fetch order by L2 distance, not cosine
+    ours = DivoptRetriever(vectorstore=store, k=6, fetch_k=25, method="mmr", theta=theta).invoke(QUERY)
+    theirs = store.max_marginal_relevance_search(QUERY, k=6, fetch_k=25, lambda_mult=theta)
+    assert [d.id for d in ours] == [d.id for d in theirs]
+
+
 @pytest.mark.parametrize("make", [faiss_store, chroma_store])
 @pytest.mark.parametrize("method", ["fw_ws_ms", "dpp", "gmmr"])
 def test_other_methods_on_stored_vectors_equal_select(make, method):
     store, emb, _, _ = make(seed=0)
-    docs = DivoptRetriever(vectorstore=store, k=5, fetch_k=20, method=method, theta=0.5).invoke(QUERY)
+    docs = DivoptRetriever(vectorstore=store, k=5, fetch_k=20, method=method, theta=0.5, order="selection").invoke(QUERY)
     # truth: the store's own 20 nearest (FAISS ranks by L2, Chroma here by cosine), their float64
     # vectors computed here, then select()
     fetched = store.similarity_search(QUERY, k=20)

@@ -3,6 +3,7 @@ link in it and in the docs pages pointing at a file that exists."""
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ def _ci_extract(marker: str) -> str:
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("awk") is None, reason="needs bash and awk")
 def test_ci_reads_the_install_and_test_commands():
-    assert _ci_extract("install") == 'pip install -e ".[dev]"'
+    assert _ci_extract("install") == 'pip install -e ".[dev]" -c constraints-cpu.txt'
     assert _ci_extract("test") == "python -m pytest -q"
 
 
@@ -67,3 +68,15 @@ def test_headline_tables_are_marked_for_replacement():
     for name in ("speed", "quality", "exact"):
         body = re.search(rf"<!-- table:{name} -->\n(.*?)\n<!-- /table:{name} -->", text, re.S)
         assert body and body.group(1).lstrip().startswith("|"), f"table:{name} markers missing or empty"
+
+
+def test_quick_start_runs_and_prints_its_selection_and_certificate():
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Quick start", 1)[1]
+    code = re.search(r"^```python\n(.*?)^```", section, re.M | re.S).group(1)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("selected [") and "f = " in lines[0]
+    assert lines[1].startswith("certified optimal at full scale"), lines  # as the README says it prints
+    assert lines[2].startswith("optimal f = "), lines

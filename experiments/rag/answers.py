@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from divopt_rag.experiments.metrics import ir_scores
+from divopt_rag.models.extras import require
 from divopt_rag.models.validation import check_choice, check_scalar
 
 __all__ = [
@@ -340,7 +341,8 @@ def bertscore(
     Returns {"precision", "recall", "f1"}: arrays of length n. Baseline rescaling is off
     (bert-score's default and the MIO report's setting).
     """
-    import bert_score  # optional heavy import (transformers): only when BERTScore is asked for
+    # optional heavy import (transformers): only when BERTScore is asked for
+    bert_score = require("bert_score", "BERTScore (divopt_rag.experiments.rag.answers.bertscore)")
     from bert_score.utils import model2layers
 
     folder = Path(model)

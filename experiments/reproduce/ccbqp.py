@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,6 @@ import torch
 
 from divopt_rag.data import bm25_pool, load_asqa, load_qampari, narrow_cone, stable_hash, union_pool
 from divopt_rag.data import EmbeddedDataset
-from divopt_rag.experiments.plots import plot_latency, plot_pareto, save_figure
 from divopt_rag.experiments.rag import answers
 from divopt_rag.models import Instance
 from divopt_rag.models.parameters import ROWS_MAX, Interval, Param, Text
@@ -111,16 +111,30 @@ def _pareto_table(rows: pd.DataFrame) -> pd.DataFrame:
     return mean_table(rows, "Fig. 1", ("answer_recall", "ilad"), ("k", "theta"))
 
 
+def _plots():
+    """divopt_rag.experiments.plots, or None with a warning that names the extra (the tables need no figure)."""
+    try:
+        from divopt_rag.experiments import plots
+    except ModuleNotFoundError as exc:
+        if exc.name != "matplotlib":
+            raise
+        warnings.warn(f"{exc}; the figure is skipped", stacklevel=3)
+        return None
+    return plots
+
+
 def _pareto_plot(rows: pd.DataFrame, out, options: Options) -> list:
     """Fig. 1's panels: answer recall vs ILAD per method over theta, one figure per (dataset, k);
     top-k is drawn as theta = 1 (its limit)."""
+    if (plots := _plots()) is None:
+        return []
     rows = rows.assign(theta=rows["theta"].fillna(1.0)) if "theta" in rows else rows.assign(theta=1.0)
     paths = []
     for (ds, k), g in rows.groupby(["dataset", "k"], sort=False):
-        fig, _ = plot_pareto(g, x="ilad", y="answer_recall")
+        fig, _ = plots.plot_pareto(g, x="ilad", y="answer_recall")
         fig.axes[0].set_title(f"{ds}, k = {k}: answer recall@k vs ILAD over theta")
         slug = re.sub(r"[^0-9A-Za-z]+", "-", str(ds)).strip("-")
-        paths += save_figure(fig, out, f"fig1_{slug}_k{k}")
+        paths += plots.save_figure(fig, out, f"fig1_{slug}_k{k}")
     return paths
 
 
@@ -246,9 +260,11 @@ def _latency_claims(rows: pd.DataFrame) -> list[dict]:
 
 def _latency_plot(rows: pd.DataFrame, out, options: Options) -> list:
     """Latency vs k per method (seconds), one panel per theta, log scale."""
+    if (plots := _plots()) is None:
+        return []
     n, d = int(LATENCY.param(options, "n")), int(LATENCY.param(options, "d"))
-    fig, _ = plot_latency(rows.assign(n=n, d=d), value="seconds")
-    return save_figure(fig, out, "latency_vs_k")
+    fig, _ = plots.plot_latency(rows.assign(n=n, d=d), value="seconds")
+    return plots.save_figure(fig, out, "latency_vs_k")
 
 
 LATENCY = Recipe(
