@@ -34,13 +34,15 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from divopt_rag.experiments import harness
 from divopt_rag.experiments.metrics import jaccard
+from divopt_rag.models.extras import require
+
+matplotlib = require("matplotlib", "divopt_rag.experiments.plots_robust")  # one line naming the extra when missing
+from matplotlib.figure import Figure  # noqa: E402
 
 __all__ = ["robust_rows", "ROBUST_AXES", "plot_robust", "plot_stability", "stability_table", "has_robust_measures"]
 
