@@ -206,9 +206,10 @@ def alpha_ndcg(
     covers any subtopic.
 
     Computed by ir_measures' pyndeval provider where it is installed (``[ir]``). divopt's own
-    transcription below stays for the core install, which has no ndeval (a compiled extra): it
-    equals ndeval to rounding when each passage has one subtopic (clusters, word senses); with
-    several per passage the greedy ideal can break ties between equal gains differently.
+    transcription below stays for the core install, which has no ndeval (a compiled extra), and
+    gives the same number: its greedy ideal takes one passage at a time and breaks a tie between
+    equal marginal gains toward the larger passage id (string order), ndeval's rule, so the value
+    never depends on which of the two computed it.
     """
     a = check_nonnegative(alpha, "alpha")
     if a > 1:
@@ -224,23 +225,23 @@ def alpha_ndcg(
         return value
     ranking = [sets.get(str(d), frozenset()) for d in ranked_ids]
     dcg = _alpha_dcg(ranking, a, k)
-    # greedy ideal: at each rank take a passage with the largest marginal gain; passages with
-    # the same label set are interchangeable, so the greedy runs over distinct sets with counts
-    pool: dict[frozenset, int] = {}
-    for labels in sets.values():
-        if labels:
-            pool[labels] = pool.get(labels, 0) + 1
-    if not pool:
-        return float("nan")
-    seen: dict[Any, int] = {}
+    # greedy ideal, as ndeval builds it: at each rank the passage of largest marginal gain, a tie
+    # (equal gains, each summed over the passage's subtopics in one fixed order) going to the
+    # larger passage id; the gains of the labels are kept as ndeval keeps them, multiplied by
+    # (1 - alpha) each time a chosen passage covers the label
+    label_gain = {s: 1.0 for labels in sets.values() for s in labels}
+    order = sorted(label_gain, key=str)
+    left = {d: [s for s in order if s in labels] for d, labels in sets.items() if labels}
     ideal = []
-    for _ in range(min(k, sum(pool.values()))):
-        labels = max((ls for ls, cnt in pool.items() if cnt > 0),
-                     key=lambda ls: sum((1.0 - a) ** seen.get(s, 0) for s in ls))
-        pool[labels] -= 1
-        ideal.append(labels)
-        for s in labels:
-            seen[s] = seen.get(s, 0) + 1
+    for _ in range(min(k, len(left))):
+        best, best_gain = None, -1.0
+        for d in sorted(left, reverse=True):  # larger ids first: a later equal gain never replaces them
+            gain = sum(label_gain[s] for s in left[d])
+            if gain > best_gain:
+                best, best_gain = d, gain
+        ideal.append(frozenset(left.pop(best)))
+        for s in ideal[-1]:
+            label_gain[s] *= 1.0 - a
     idcg = _alpha_dcg(ideal, a, k)
     return dcg / idcg if idcg > 0 else float("nan")
 
