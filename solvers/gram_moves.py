@@ -148,12 +148,14 @@ def tabu(gs: GramSearch, start: SearchSets, *, iters: int, tenure_in: int, tenur
         # when the swap is free: a free swap's gain beats every tabu-masked value)
         Hj = H.gather(2, j.view(N, 1, 1).expand(N, k, 1)).squeeze(2)
         q = Hj.masked_fill_(~free[:, None] & stay, -torch.inf).argmax(1)
-        ok = torch.isfinite(gain)
-        i = S.gather(1, q[:, None]).squeeze(1)
-        j = torch.where(ok, j, i)
-        ban_in.scatter_(1, i[:, None], torch.where(ok, it + int(tenure_in), ban_in.gather(1, i[:, None]).squeeze(1))[:, None])
-        ban_out.scatter_(1, j[:, None], torch.where(ok, it + int(tenure_out), ban_out.gather(1, j[:, None]).squeeze(1))[:, None])
-        S.scatter_(1, q[:, None], j[:, None])
+        ok = torch.isfinite(gain)[:, None]  # else every swap is tabu: the walk waits
+        q = q[:, None]
+        i = S.gather(1, q)
+        j = torch.where(ok, j[:, None], i)
+        ok = ok.long()
+        ban_in.scatter_reduce_(1, i, ok * (it + int(tenure_in)), "amax")
+        ban_out.scatter_reduce_(1, j, ok * (it + int(tenure_out)), "amax")
+        S.scatter_(1, q, j)
     return SearchSets(best, prob, fbest)
 
 

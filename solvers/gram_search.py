@@ -95,6 +95,7 @@ class GramSearch:
         self.th = torch.as_tensor(th, device=self.device)  # float64 on the device (f)
         two = self.th.to(acc).mul(-2).add_(2)  # 2 (1-theta)
         self.two = two
+        self.rows = R  # (B, p, d): f of a set is summed from its rows in float64
         G = torch.bmm(R, R.transpose(1, 2))
         sq = G.diagonal(dim1=1, dim2=2).clone()
         self.T = G.mul_(two[:, None, None])  # T = 2 (1-theta) G, in place
@@ -137,15 +138,18 @@ class GramSearch:
 
     # --- objective ---------------------------------------------------------------------------
     def f_many(self, S: Any, prob: Any = None) -> torch.Tensor:
-        """f of each set S[n] (N, k) under problem prob[n], as a float64 tensor:
-        f = sum_S l + (1-theta) (k - sum_{i, j in S} G_ij) = sum_S l + (1-theta) k - sum_{S x S} T / 2."""
+        """f of each set S[n] (N, k) under problem prob[n], as a float64 tensor, exact: its rows'
+        Gram matrix E_S E_S^T formed in float64, so sets whose f differ by less than the search's
+        rounding are still told apart: f = sum_S l + (1-theta)(k - sum_{i, j in S} w_ij)."""
         S = self.sets(S)
         prob = self.prob_of(prob, S.shape[0])
         N, k = S.shape
-        TSS = self.member_rows(S, prob).gather(2, S[:, None, :].expand(N, k, k))
+        R = self.rows.view(self.B * self.p, -1).index_select(0, (S + (prob * self.p)[:, None]).view(-1))
+        R = R.view(N, k, -1).double()
+        v = R.sum(1)  # sum_{i, j in S} w_ij = ||sum_S e_i||^2
         th = self.th.index_select(0, prob)
         lin = self.lin64.index_select(0, prob).gather(1, S).sum(1)
-        return lin + (1 - th) * k - TSS.double().sum((1, 2)) / 2
+        return lin + (1 - th) * (k - torch.linalg.vecdot(v, v))
 
     def f(self, S: Any, prob: int = 0) -> float:
         """f(S) of problem ``prob`` (float64)."""
@@ -233,55 +237,62 @@ class GramSearch:
            tol: float | None = None) -> torch.Tensor:
         """Frank-Wolfe on the relaxation f_lambda from R starting points per problem; (B, R, k).
 
-        X0 : (B, R, p) feasible points (0 <= x <= 1, sum k). theta : optional (B,) trade-offs
-        replacing the problems' own (a continuation path; T is rescaled by their 2 (1-theta)).
+        X0 : (B, R, p) feasible points (0 <= x <= 1, sum k). theta : optional (B,) or (B, R)
+        trade-offs replacing the problems' own (per problem or per point; T is rescaled by their
+        2 (1-theta)).
         The step of :func:`~divopt_rag.solvers.frank_wolfe.fw_rows` (DESIGN.md): gradient
         l + 2 (1-theta)(lambda x - G x), vertex s = its top-k, gap, curvature
         2 (1-theta)(lambda ||d||^2 - d^T G d), exact line search; a point whose gap is <= tol
         (default a normalized gap of 1e-6) stops moving. All B R points step in lockstep,
-        ``max_iter`` steps in chunks with host checkpoints (:func:`steps_schedule`) where the
-        points that stopped leave. Returns the top-k of each final x (ties to the lower index):
+        ``max_iter`` steps in chunks of 16, 32, ... (:func:`steps_schedule`), between which the
+        host looks which points stopped (they leave). Returns the top-k of each final x (ties to the lower index):
         starting sets for the local search."""
         k, p, B = self.k, self.p, self.B
         X = torch.as_tensor(X0, device=self.device).to(self.dtype)
         R = X.shape[1]
         tol = 1e-6 * k * (k - 1) if tol is None else float(tol)
         lam = float(relax_penalty)
-        th = self.th if theta is None else torch.as_tensor(np.asarray(theta, dtype=np.float64), device=self.device)
-        th = th.to(self.dtype)
-        two = th.mul(-2).add_(2)
-        ratio = torch.where(self.two > 0, two / self.two.clamp_min(1e-30), torch.zeros_like(two))
         prob = torch.arange(B, device=self.device).repeat_interleave(R)
-        lin = (self.relevance * (th[:, None] * (k - 1))).index_select(0, prob)  # (N, p)
-        two_n, r_n = two.index_select(0, prob)[:, None], ratio.index_select(0, prob)[:, None]
+        if theta is None:
+            th, ratio = self.th.to(self.dtype).index_select(0, prob), None
+        else:  # T = 2 (1-theta) G rescaled to 2 (1-theta') G (0 where theta = 1: every theta' is 1 too)
+            th = torch.as_tensor(np.broadcast_to(np.asarray(theta, dtype=np.float64).reshape(B, -1), (B, R)).copy(),
+                                 device=self.device).to(self.dtype).reshape(-1)
+            two_b = self.two.index_select(0, prob)
+            ratio = torch.where(two_b > 0, (2 - 2 * th) / two_b.clamp_min(1e-30), 0.0)
+        lin = self.relevance.index_select(0, prob) * (th[:, None] * (k - 1))  # (N, p)
+        two_lam = (2 - 2 * th) * lam  # (N,)
         x = X.reshape(B * R, p).clone()
-        Tx = torch.bmm(X.reshape(B, R, p), self.T).reshape(B * R, p) * r_n  # 2 (1-theta') G x
+        Tx = torch.bmm(X.reshape(B, R, p), self.T).reshape(B * R, p)  # 2 (1-theta) G x
+        if ratio is not None:
+            Tx.mul_(ratio[:, None])
         base = (prob * p)[:, None]
         ones = torch.ones(B * R, k, dtype=self.dtype, device=self.device)
         active = None
-        for c, size in enumerate(steps_schedule(8, max_iter)):
-            xs = x if active is None else x.index_select(0, active)
-            Txs = Tx if active is None else Tx.index_select(0, active)
-            sel = (lambda t: t) if active is None else (lambda t: t.index_select(0, active))
-            lin_a, two_a, r_a, base_a, ones_a = sel(lin), sel(two_n), sel(r_n), sel(base), sel(ones)
+        chunks = steps_schedule(16, max_iter)
+        for c, size in enumerate(chunks):
+            part = (lambda t: t) if active is None else (lambda t: t.index_select(0, active))
+            xs, Txs, lin_a, tl, base_a, ones_a = part(x), part(Tx), part(lin), part(two_lam), part(base), part(ones)
+            r_a = None if ratio is None else part(ratio)[:, None]
             live = torch.ones(xs.shape[0], dtype=torch.bool, device=self.device)
             for _ in range(size):
-                g = lin_a + (two_a * lam) * xs - Txs
-                s = torch.topk(g, k, dim=1).indices
-                gap = g.gather(1, s).sum(1) - (g * xs).sum(1)
-                Ts = self.Tf.index_select(0, (s + base_a).view(-1)).view(-1, k, p).sum(1) * r_a
-                d = (-xs).scatter_add_(1, s, ones_a)
-                Td = Ts - Txs
-                C = (two_a.squeeze(1) * lam) * (d * d).sum(1) - (d * Td).sum(1)
-                gamma = torch.where(C < 0, (-gap / C.clamp_max(-1e-30)).clamp_max(1.0), torch.ones_like(C))
+                g = torch.addcmul(lin_a, tl[:, None], xs).sub_(Txs)  # the gradient
+                s = torch.topk(g, k, dim=1).indices  # its top-k vertex
+                d = torch.scatter_add(-xs, 1, s, ones_a)
+                Td = self.Tf.index_select(0, (s + base_a).view(-1)).view(-1, k, p).sum(1)
+                if r_a is not None:
+                    Td.mul_(r_a)
+                Td -= Txs
+                gap = torch.linalg.vecdot(g, d)
+                C = tl * torch.linalg.vecdot(d, d) - torch.linalg.vecdot(d, Td)  # curvature
                 live = gap > tol
-                gamma = torch.where(live, gamma, torch.zeros_like(gamma))[:, None]
-                xs.add_(gamma * d)
-                Txs.add_(gamma * Td)
+                gamma = torch.where(C < 0, -gap / C, 1.0).clamp_(max=1.0).mul_(live)[:, None]  # exact line search
+                xs.addcmul_(gamma, d)
+                Txs.addcmul_(gamma, Td)
             if active is not None:
                 x.index_copy_(0, active, xs)
                 Tx.index_copy_(0, active, Txs)
-            if c == len(steps_schedule(8, max_iter)) - 1:
+            if c == len(chunks) - 1:
                 break
             still = live.nonzero().squeeze(1)  # a host checkpoint
             if still.numel() == 0:

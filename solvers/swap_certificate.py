@@ -230,7 +230,8 @@ def _compare_every_row(problems: list, sets: list, states: list, go: list, fused
             for t, p in enumerate(tail):
                 states[p].u[s:e] = W[V.shape[0] - len(tail) + t]
         s0 = end
-        if end < n:  # the one host look: which comparisons have found an improving row
+        if stop_early and end == min(check, n) and active:  # the one host look (made whatever n, so that
+            # the number of host reads does not depend on it): which comparisons have found an improving row
             found = torch.stack([torch.cat(states[p].gains).max() for p in active]).cpu().numpy() > tol
             tail += [p for p, fd in zip(active, found) if fd and fused[p]]
             active = [p for p, fd in zip(active, found) if not fd]
@@ -238,8 +239,8 @@ def _compare_every_row(problems: list, sets: list, states: list, go: list, fused
 
 def _in_block(members: torch.Tensor, s: int, e: int) -> torch.Tensor:
     """(e - s,) mask of the block rows s..e-1 that are members (no host read)."""
-    inside = ((members >= s) & (members < e)).to(torch.int8)
-    mask = torch.zeros(e - s, dtype=torch.int8, device=members.device)
+    inside = ((members >= s) & (members < e)).to(torch.int32)
+    mask = torch.zeros(e - s, dtype=torch.int32, device=members.device)
     return mask.scatter_reduce_(0, (members - s).clamp(0, e - s - 1), inside, "amax").bool()
 
 

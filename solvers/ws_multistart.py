@@ -17,16 +17,21 @@ choose P and to certify the answer. Its knobs, each with its value and why, are 
    reference for every row and P interleaves its best rows by b_j with the most relevant; such a
    "guided" problem's pools have ``guided_pool_size`` rows, since its good sets spread over more
    rows. A pool of at most ``pool_size`` rows is searched whole.
-2. **Search on P** (:class:`divopt_rag.solvers.gram_search.GramSearch`, host float64): starts from
-   the top-k rows, the CCBQP greedy, Frank-Wolfe (the FW kernel on P's rows) from the top-k
-   vertex, from x0 = (k/p) 1 and from ``n_random`` seeded random points, and a theta-continuation
-   path of ``continuation_steps``, all polished by one batched best-improvement 1-swap local
-   search; then perturbation rounds on the best set (``perturb_batch`` perturbed sets per round,
-   stopped after ``patience`` rounds in a row without a gain), best-improvement 2-swaps over the
-   ``two_swap_entrants`` best entrants and the ``two_swap_out`` members of cheapest removal,
-   and, where the starts ended in different local optima, a 1-swap tabu search of ``tabu_iters``
-   steps from the best set (:meth:`~divopt_rag.solvers.gram_search.GramSearch.tabu_batch`: it
-   takes losing swaps too, so it crosses into basins that the perturbations miss).
+2. **Search on P** (:class:`divopt_rag.solvers.gram_search.GramSearch`: lockstep tensor work on
+   the pool's device, T = 2 (1-theta) E_P E_P^T in the accumulation dtype, f summed in float64):
+   starts from the top-k rows, the CCBQP greedy and Frank-Wolfe (``max_iter`` steps of the FW
+   iteration on P) from the top-k vertex, from x0 = (k/p) 1, from ``n_random`` seeded random
+   points and from the top-k vertex at the thetas of a path 1 -> theta
+   (``continuation_steps``), all FW points in one lockstep call; every start is polished by one
+   batched best-improvement 1-swap local search. Where the starts all end in the same local
+   optimum the search stops there. Where they differ (a rugged problem), ``tabu_walks`` 1-swap
+   tabu walks of ``tabu_iters`` steps run in lockstep from the problem's best start optima
+   (:func:`divopt_rag.solvers.gram_moves.tabu`: they take losing swaps too, so they cross into
+   other basins), then best-improvement 2-swaps over the ``two_swap_entrants`` best entrants and
+   the ``two_swap_out`` members of cheapest removal, then, if ``perturb_rounds`` > 0,
+   perturbation rounds (``perturb_batch`` perturbed sets per round, stopped after ``patience``
+   rounds in a row without a gain). No step reads the device; the host looks at a fixed number
+   of checkpoints per call (which sets still move, which problems are rugged), whatever n.
 3. **Certificate (one pass).** :func:`divopt_rag.solvers.swap_certificate.swap_certificates`
    bounds every 1-swap gain over the whole pool from one GEMV and compares only the rows the
    bound keeps (where the bound keeps more than ``DENSE_SHARE`` of a ``dense_sample``-row sample
@@ -44,25 +49,27 @@ choose P and to certify the answer. Its knobs, each with its value and why, are 
    until a certificate holds (every such round strictly increases f; ``max_passes`` caps them).
 4. **Polish** (``polish``). The certificate runs in the pool's precision, so on float32 pools its
    tolerance is 1e-6 k (k-1) (:func:`~divopt_rag.solvers.local_search.ls_tolerance`), and a
-   1-swap that gains less is invisible to it. The search on P is float64 on the float32-stored
-   rows, exact far below that: the final set and the ``near_rows`` rows its certificate found
-   closest to improving it get best-improvement 1-swaps at ``polish_gap`` k (k-1) (the whole
-   pool when it was searched whole); a set that moves is certified again.
+   1-swap that gains less is invisible to it (and to the float32 search). The final set and the
+   ``near_rows`` rows its certificate found closest to improving it (the whole pool when it was
+   searched whole) get best-improvement 1-swaps in float64 at ``polish_gap`` k (k-1); a set that
+   moves is certified again.
 
 So the answer is always a 1-swap optimum over ALL swaps of the pool; on pools where relevance
 guides (e.g. theta >= 0.7 on the narrow cone) it costs one pass plus the search on P.
 What it changes from the paper's "fw" (Algorithm 1: x0 = (k/n) 1, <= 200 FW iterations, top-k
 of x): FW is one of several starts on a candidate pool, every start is polished by local search,
 the answer is certified 1-swap optimal over the whole pool. From "fw_ms": a candidate pool
-instead of full-pool FW and full-pool local search, restarts batched, no MMR/gMMR starts,
-perturbation with a patience stop, 2-swaps over a bounded member set, a tabu search.
+instead of full-pool FW and full-pool local search, restarts batched, no MMR/gMMR starts, tabu
+walks from the start optima instead of perturbation rounds, 2-swaps over a bounded member set.
 
 One entry point does the work: :func:`ws_multistart_batch` runs B problems (queries x thetas)
 on one pool; the selector (:func:`ws_multistart`, one problem) and :func:`ws_multistart_sweep`
 (queries x thetas) call it. The passes become GEMMs (one read of the pool per round for all open
 problems; the exact comparisons over the union of the problems' selected rows) and the searches
-run as (problems x sets) arrays, a few problems at a time so that their Gram matrices stay in
-cache; each problem ends at the set of its single run. ``info["seconds"]`` times every stage.
+run as (problems x sets) tensors, every problem of a pool size at once on a GPU and a few at a
+time on a CPU (so that their Gram matrices stay in cache); each problem ends at the set of its
+single run. ``info["seconds"]`` times every stage (host clock: on a GPU a stage's kernels may
+still run in the next one's time).
 """
 from __future__ import annotations
 
@@ -145,74 +152,110 @@ def _starts(gs: GramSearch, first: torch.Tensor | None, cfg: WsMultistartConfig)
     names, starts = ([], []) if first is None else (["previous"], [first])
     names += ["topk", "greedy"]
     starts += [topk, gs.greedy()]
-    X0 = torch.zeros(B, 2 + cfg.n_random, p, dtype=gs.dtype, device=gs.device)
-    X0[:, 0].scatter_(1, topk, 1.0)  # FW from the top-k vertex ("fw_topk")
-    X0[:, 1] = k / p  # from the paper's x0 ("uniform")
+    # Frank-Wolfe from the top-k vertex ("fw_topk"), from the paper's x0 ("uniform"), from seeded
+    # random points, and from the top-k vertex at the thetas of a path 1 -> theta ("theta_path"):
+    # every point in one lockstep call
+    path = np.linspace(1.0, gs.theta, cfg.continuation_steps + 1)[1:-1].T if cfg.continuation_steps > 1 else None
+    R = 2 + cfg.n_random + (0 if path is None else path.shape[1])
+    X0 = torch.zeros(B, R, p, dtype=gs.dtype, device=gs.device)
+    X0[:, 0].scatter_(1, topk, 1.0)
+    X0[:, 1] = k / p
     if cfg.n_random:
-        X0[:, 2:] = torch.as_tensor(np.stack([random_point(p, k, cfg.seed + r) for r in range(cfg.n_random)]),
-                                    dtype=gs.dtype).to(gs.device)
-    V = gs.fw(X0, **fw)
+        X0[:, 2 : 2 + cfg.n_random] = torch.as_tensor(
+            np.stack([random_point(p, k, cfg.seed + r) for r in range(cfg.n_random)]), dtype=gs.dtype).to(gs.device)
+    theta = None
+    if path is not None:
+        X0[:, 2 + cfg.n_random :].scatter_(2, topk.unsqueeze(1).expand(B, path.shape[1], k), 1.0)
+        theta = np.concatenate([np.repeat(gs.theta[:, None], 2 + cfg.n_random, 1), path], 1)
+    V = gs.fw(X0, theta=theta, **fw)
     names += ["fw_topk", "uniform"] + [f"random{r}" for r in range(cfg.n_random)]
+    names += [] if path is None else [f"theta_path{t}" for t in range(path.shape[1])]
     starts += list(V.unbind(1))
-    if cfg.continuation_steps > 0:  # theta' = 1 -> theta, each FW warm-started at the previous set
-        path = np.linspace(1.0, gs.theta, cfg.continuation_steps + 1)[1:]  # (steps, B)
-        S = topk
-        for th_t in path:
-            x = torch.zeros(B, 1, p, dtype=gs.dtype, device=gs.device).scatter_(2, S.unsqueeze(1), 1.0)
-            S = gs.fw(x, theta=th_t, **fw)[:, 0]
-        names.append("continuation")
-        starts.append(S)
     return names, torch.stack(starts, 1)
 
 
+def _walkers(gs: GramSearch, starts: SearchSets, f_all: torch.Tensor, rg: torch.Tensor, best: SearchSets,
+             w: int) -> SearchSets:
+    """The starts of the tabu walks of the problems ``rg``: each problem's ``w`` best start optima
+    (its best set first, ties to the earlier start), w sets per problem."""
+    B, R = f_all.shape
+    k = gs.k
+    if w <= 1:
+        return best
+    fr = f_all.index_select(0, rg)
+    order = torch.sort(fr, dim=1, descending=True, stable=True).indices[:, :w]
+    S = starts.S.view(B, R, k).index_select(0, rg).gather(1, order[:, :, None].expand(-1, w, k))
+    return SearchSets(S.reshape(-1, k), rg.repeat_interleave(w), fr.gather(1, order).reshape(-1))
+
+
+def _best_of(sets: SearchSets, w: int, prob: torch.Tensor) -> SearchSets:
+    """Each problem's best of its w consecutive sets (the first best on ties)."""
+    if w <= 1:
+        return sets
+    k = sets.S.shape[1]
+    f, i = sets.f.view(-1, w).max(1)
+    return SearchSets(sets.S.view(-1, w, k).gather(1, i.view(-1, 1, 1).expand(-1, 1, k)).squeeze(1), prob, f)
+
+
+#: The stages that leave a local optimum, in their order, with the label of ``info["phase"]``.
+_MOVES = (("tabu", "+tabu"), ("two_swap", "+2swap"), ("perturb", "+perturb"))
+
+
 def _search(gs: GramSearch, clock: _Clock, first: torch.Tensor | None, cfg: WsMultistartConfig) -> SearchResult:
-    """Starts, batched local search, then, on the problems whose starts ended in different local
-    optima, perturbation rounds, 2-swaps and a tabu walk from the best set; every problem of
-    ``gs`` at once. ``first`` (B, k): optional sets (positions in the pools) searched as the first start."""
+    """Starts and their batched local search, then, on the problems whose starts ended in
+    different local optima, tabu walks from their best start optima, 2-swaps and (if asked)
+    perturbation rounds from the best set; every problem of ``gs`` at once. ``first`` (B, k):
+    optional sets (positions in the pools) searched as the first start."""
     B, k = gs.B, gs.k
     names, X = _starts(gs, first, cfg)
     clock.lap("starts")
     R = X.shape[1]
-    prob = torch.arange(B, device=gs.device).repeat_interleave(R)
-    res = gs.ls(X.reshape(B * R, k), prob)
+    res = gs.ls(X.reshape(B * R, k), torch.arange(B, device=gs.device).repeat_interleave(R))
     f_all = res.f.view(B, R)
     f_best, best = f_all.max(1)  # the first best start wins ties
     S = res.S.view(B, R, k).gather(1, best.view(B, 1, 1).expand(B, 1, k)).squeeze(1)
-    # where the starts all ended in the same local optimum, the moves below found nothing on the
+    # where the starts all ended in the same local optimum the moves below found nothing on the
     # development pools (docs/howto/performance.md); where they differ (a rugged pool) they run
-    spread = (f_all.max(1).values - f_all.min(1).values).cpu().numpy()  # a host checkpoint
-    f_starts, best_np = f_all.cpu().numpy(), best.cpu().numpy()
+    read = torch.cat([f_all, best.double()[:, None], f_best[:, None]], 1).cpu().numpy()  # a host read
+    f_starts, best_np, f_np = read[:, :R], read[:, R].astype(np.int64), read[:, R + 1].copy()
     clock.lap("ls")
-    rugged = np.flatnonzero(spread > gs.tol)
+    rugged = np.flatnonzero(f_starts.max(1) - f_starts.min(1) > gs.tol)
     phase = np.array(["starts"] * B, dtype=object)
     rounds = np.zeros(B, dtype=np.int64)
-    f_np = f_best.cpu().numpy().copy()
-    if rugged.size:
-        rg = torch.as_tensor(rugged, device=gs.device)
-        cur = SearchSets(S.index_select(0, rg), rg, f_best.index_select(0, rg))
-        steps = [("+perturb", "perturb"), ("+2swap", "two_swap"), ("+tabu", "tabu")]
-        for label, stage in steps:
-            new = cur
-            if stage == "perturb" and cfg.perturb_rounds > 0 and cfg.perturb_batch > 0:
-                new, run = ils(gs, cur, rounds=cfg.perturb_rounds, copies=cfg.perturb_batch,
-                               strength=cfg.perturb_strength, entrants=cfg.perturb_entrants, patience=cfg.patience,
-                               seed=cfg.seed)
-                rounds[rugged] = run.cpu().numpy()
-            elif stage == "two_swap" and cfg.two_swap:
-                new = two_swap(gs, cur, entrants=cfg.two_swap_entrants, max_out=cfg.two_swap_out,
-                               max_moves=cfg.two_swap_moves)
-            elif stage == "tabu" and cfg.tabu_iters > 0:
-                walk = tabu(gs, cur, iters=cfg.tabu_iters, tenure_in=cfg.tabu_tenure_in,
-                            tenure_out=cfg.tabu_tenure_out)
-                # the best of a walk is 1-swap optimal unless it was its last step
-                new = gs.ls(walk.S, walk.prob)
-            up = (new.f > cur.f + gs.tol).cpu().numpy()
-            phase[rugged[up]] = label
-            cur = SearchSets(torch.where(torch.as_tensor(up, device=gs.device)[:, None], new.S, cur.S), cur.prob,
-                             torch.where(torch.as_tensor(up, device=gs.device), new.f, cur.f))
-            clock.lap(stage)
-        S = S.index_copy(0, rg, cur.S)
-        f_np[rugged] = cur.f.cpu().numpy()
+    if not rugged.size:
+        return SearchResult(S, f_np, names, f_starts, best_np, phase, rounds)
+    rg = torch.as_tensor(rugged, device=gs.device)
+    cur = SearchSets(S.index_select(0, rg), rg, f_best.index_select(0, rg))
+    code = torch.zeros(rg.numel(), dtype=torch.long, device=gs.device)  # the last move that gained
+    run = None
+    for m, (stage, _) in enumerate(_MOVES, start=1):
+        if stage == "tabu" and cfg.tabu_iters > 0:
+            w = min(cfg.tabu_walks, R)
+            walk = tabu(gs, _walkers(gs, res, f_all, rg, cur, w), iters=cfg.tabu_iters,
+                        tenure_in=cfg.tabu_tenure_in, tenure_out=cfg.tabu_tenure_out)
+            # the best of a walk is 1-swap optimal unless it was its last step
+            new = _best_of(gs.ls(walk.S, walk.prob), w, rg)
+        elif stage == "two_swap" and cfg.two_swap:
+            new = two_swap(gs, cur, entrants=cfg.two_swap_entrants, max_out=cfg.two_swap_out,
+                           max_moves=cfg.two_swap_moves)
+        elif stage == "perturb" and cfg.perturb_rounds > 0 and cfg.perturb_batch > 0:
+            new, run = ils(gs, cur, rounds=cfg.perturb_rounds, copies=cfg.perturb_batch,
+                           strength=cfg.perturb_strength, entrants=cfg.perturb_entrants, patience=cfg.patience,
+                           seed=cfg.seed)
+        else:
+            continue
+        up = new.f > cur.f + gs.tol
+        code = torch.where(up, m, code)
+        cur = SearchSets(torch.where(up[:, None], new.S, cur.S), rg, torch.where(up, new.f, cur.f))
+        clock.lap(stage)
+    S = S.index_copy(0, rg, cur.S)
+    tail = [cur.f, code.double()] + ([] if run is None else [run.double()])
+    read = torch.stack(tail).cpu().numpy()  # a host read
+    f_np[rugged] = read[0]
+    labels = np.array(["starts"] + [label for _, label in _MOVES], dtype=object)
+    phase[rugged] = labels[read[1].astype(np.int64)]
+    if run is not None:
+        rounds[rugged] = read[2].astype(np.int64)
     return SearchResult(S, f_np, names, f_starts, best_np, phase, rounds)
 
 
@@ -487,11 +530,11 @@ def ws_multistart(inst: Instance, **params: Any):
     :class:`WsMultistartConfig`, each documented there with its value and why.
 
     info: best_start, starts (f per start after local search), phase (which phase last improved:
-    "starts", "+perturb", "+2swap", "+tabu", "+repool", "+pool", "+polish"), passes (reads of the
+    "starts", "+tabu", "+2swap", "+perturb", "+repool", "+pool", "+polish"), passes (reads of the
     pool), pool (final |P|), guided (P came from the mean-row estimate: step 1), one_swap_optimal,
     compared (rows the last certificate compared exactly; None when the pool was searched whole),
-    perturb_rounds (run), seconds (per stage: shortlist, gram, starts, ls, perturb, two_swap,
-    tabu, certify, polish).
+    perturb_rounds (run), seconds (per stage, host clock: shortlist, gram, starts, ls, tabu,
+    two_swap, perturb, certify, polish).
     """
     res = ws_multistart_batch(inst, inst.relevance[None, :], [inst.theta], **params)
     info = {**res.info[0], "seconds": res.seconds}
