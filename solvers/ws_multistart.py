@@ -82,7 +82,7 @@ import numpy as np
 import torch
 
 from divopt_rag.models import Instance
-from divopt_rag.models.ccbqp import ccbqp_objective, linear_term, objective_scale, swap_terms
+from divopt_rag.models.ccbqp import ccbqp_objective, linear_term, objective_scale, set_value, swap_terms
 from divopt_rag.models.kernels import gather_rows, matmul, matvec
 from divopt_rag.models.validation import check_theta
 
@@ -98,10 +98,10 @@ from .selection import register
 __all__ = ["WsMultistartConfig", "ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "BatchSelection",
            "CHUNK_BYTES"]
 
-#: Bytes of Gram matrices searched at once in a batch: a few problems at a time, so that their
-#: (p, p) matrices stay in cache on a CPU (docs/howto/performance.md, "Many queries and thetas");
-#: on a GPU every problem of a size is one chunk.
-CHUNK_BYTES = 4 << 20
+#: Bytes of Gram matrices searched at once in a batch on a CPU (on a GPU every problem of a pool
+#: size is one chunk): enough problems per chunk to share each step's kernels, few enough that
+#: their matrices stay near the cache (docs/howto/performance.md, "Why the default's knobs ...").
+CHUNK_BYTES = 16 << 20
 
 
 @dataclass
@@ -367,7 +367,7 @@ class _Run:
         fine = self.cfg.polish_gap * objective_scale(k)
         if fine >= self.tol:  # float64 pools: the search already ran at this tolerance
             return
-        moved = []
+        todo = []  # (problem, rows: its set first, then the rows it may trade with)
         for b, pb in enumerate(self.problems):
             S = pb.idx
             if whole:
@@ -378,16 +378,27 @@ class _Run:
                 rest = rest[~torch.isin(rest, S)]
             else:
                 continue
-            rows = torch.cat([S, rest])
-            gs = GramSearch.from_instance(pb.inst, fine, rows, dtype=torch.float64)
-            start = torch.arange(k, device=rows.device)
-            f0 = gs.f_many(start.unsqueeze(0))
-            res = gs.ls(start.unsqueeze(0))
-            if float(res.f[0] - f0[0]) > fine:
-                pb.idx = rows.index_select(0, res.S[0])
-                pb.f += float(res.f[0] - f0[0])
-                pb.phase = "+polish"
-                moved.append(b)
+            todo.append((b, torch.cat([S, rest])))
+        moved = []
+        sizes = np.array([rows.numel() for _, rows in todo])
+        for size in np.unique(sizes):  # one float64 search for every problem of a size
+            group = [todo[i] for i in np.flatnonzero(sizes == size)]
+            rows = torch.stack([r for _, r in group])
+            pr = torch.as_tensor([b for b, _ in group], device=rows.device)
+            gs = GramSearch(gather_rows(self.inst.E, rows.reshape(-1)).reshape(len(group), int(size), -1),
+                            self.C.index_select(0, pr).gather(1, rows), self.th[[b for b, _ in group]], k, fine,
+                            dtype=torch.float64)
+            start = torch.arange(k, device=rows.device).expand(len(group), k)
+            prob = torch.arange(len(group), device=rows.device)
+            res = gs.ls(start, prob)
+            gain = (res.f - gs.f_many(start, prob)).cpu().numpy()  # one host read per size
+            for r, (b, rws) in enumerate(group):
+                if gain[r] > fine:
+                    pb = self.problems[b]
+                    pb.idx = rws.index_select(0, res.S[r])
+                    pb.f += float(gain[r])
+                    pb.phase = "+polish"
+                    moved.append(b)
         self.clock.lap("polish")
         if moved and not whole:
             self.certify(np.array(moved))
@@ -508,7 +519,11 @@ def ws_multistart_batch(inst: Instance, relevance: Any, thetas: Any, config: WsM
     idx = idx.gather(1, torch.sort(idx, dim=1, stable=True).indices)
     idx = idx.gather(1, torch.sort(C.gather(1, idx).double(), dim=1, descending=True, stable=True).indices)
     out = idx.cpu().numpy()
-    objs = np.array([ccbqp_objective(pb.inst, out[b]) for b, pb in enumerate(problems)])
+    # f of every set in one pass (ccbqp_objective's sums, all problems at once): one host read
+    v = gather_rows(inst.E, idx.reshape(-1)).reshape(B, k, -1).double().sum(1)
+    th_t = torch.as_tensor(th, device=inst.device)
+    objs = set_value(th_t * (k - 1) * C.gather(1, idx).double().sum(1), torch.linalg.vecdot(v, v), th_t, k)
+    objs = objs.cpu().numpy()
     info = [{
         "best_start": run.names[pb.best_start],
         "starts": dict(zip(run.names, (float(v) for v in pb.f_starts))),
