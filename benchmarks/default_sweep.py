@@ -6,8 +6,8 @@ query), k = 10 (issue 42: 32 x 9 on a GPU, <= 5 ms per instance). ``time``: wall
 seconds of ``--repeats`` sweeps (after one warm-up sweep), per instance. ``count``: one sweep
 of ``--count-queries`` x ``--count-thetas`` (issue 42 counted 12,903 kernel launches and 1,562
 stream syncs for 8 x 3 on a GPU) under ``torch.profiler``: the aten ops that run a kernel (on
-a GPU each is a launch; on the CPU the count is the proxy), and the host syncs of
-``tests/sync_count.py``. Writes ``default_sweep.json`` (and the per-repeat CSV) in ``--out``.
+a GPU each is a launch; on the CPU the count is the proxy, with the problems of a pool size
+searched in one chunk, as on a GPU), and the host syncs of ``tests/sync_count.py``. Writes ``default_sweep.json`` (and the per-repeat CSV) in ``--out``.
 
     python benchmarks/default_sweep.py --out benchmarks/results/default_sweep/run1
     PYTHONPATH=<shim of another checkout> python benchmarks/default_sweep.py --out ...   # before/after
@@ -106,6 +106,10 @@ def main() -> None:
         from sync_count import count_host_syncs
 
         cq, ct = Q[: args.count_queries], [float(t) for t in args.count_thetas.split(",")]
+        from divopt_rag.solvers import ws_multistart
+
+        if dev.type == "cpu" and hasattr(ws_multistart, "CHUNK_BYTES"):  # search every problem of a pool size
+            ws_multistart.CHUNK_BYTES = 1 << 40  # in one chunk, as on a GPU, so the ops count its launches
         ws_multistart_sweep(base, cq, ct)  # warm-up
         with count_host_syncs() as syncs:
             ws_multistart_sweep(base, cq, ct)

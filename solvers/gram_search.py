@@ -22,8 +22,9 @@ moved, so that those that stopped leave the batch. Each provided search is in
 
 * :meth:`GramSearch.ls`      best-improvement 1-swap local search;
 * :meth:`GramSearch.greedy`  the greedy on f itself;
-* :meth:`GramSearch.fw`      Frank-Wolfe on the relaxation from many starting points (the FW step of
-  :func:`divopt_rag.solvers.frank_wolfe.fw_rows`, with the products E^T x, E v taken through T);
+* :meth:`GramSearch.fw`      Frank-Wolfe on the relaxation from many starting points: the FW step of
+  :func:`divopt_rag.solvers.frank_wolfe.fw_rows` (which runs M points on ONE pool), with E v
+  taken through T, so that the points of B problems on B different pools step together;
 * :meth:`GramSearch.f_many`  f of many sets, summed in float64.
 
 Sums that decide between sets (f) are float64; the gains are in the pool's accumulation dtype
@@ -68,9 +69,6 @@ class SearchSets:
     S: torch.Tensor  # (N, k) int64
     prob: torch.Tensor  # (N,) int64
     f: torch.Tensor  # (N,) float64
-
-    def take(self, rows: torch.Tensor) -> "SearchSets":
-        return SearchSets(self.S.index_select(0, rows), self.prob.index_select(0, rows), self.f.index_select(0, rows))
 
 
 class GramSearch:
