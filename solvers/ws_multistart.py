@@ -331,8 +331,8 @@ class _Run:
         """Gram search of problems ``probs`` on pools P (len(probs), p); keeps a result only if it
         improves the problem's current set."""
         inst, k = self.inst, self.inst.k
-        # on a CPU, problems are searched in chunks whose Gram matrices stay in cache (CHUNK_BYTES):
-        # one (B, p, p) array for a whole sweep made every search step memory-bound
+        # on a CPU, problems are searched in chunks of CHUNK_BYTES of Gram matrices; on a GPU all
+        # at once (each step's kernels then serve every problem)
         step = len(probs) if inst.device.type != "cpu" else max(1, CHUNK_BYTES // (4 * P.shape[1] ** 2))
         for c in range(0, len(probs), step):
             pr, Pc = probs[c : c + step], P[c : c + step]

@@ -46,6 +46,8 @@ def test_shortlist_path_is_certified_one_swap_optimal_on_the_whole_pool(theta):
     assert set(sel.info["seconds"]) >= {"shortlist", "gram", "starts", "ls", "certify"}
     again = select(inst, "fw_ws_ms", pool_size=20)
     assert again.indices.tolist() == sel.indices.tolist()  # deterministic for a seed
+    ils = select(inst, "fw_ws_ms", pool_size=20, perturb_rounds=3, perturb_batch=4)  # the optional perturbation rounds
+    assert ils.info["one_swap_optimal"] and brute_best_swap(inst, ils.indices) <= 1e-9 * 20
 
 
 def test_guided_pool_larger_than_the_pool_takes_every_row_and_is_certified():
