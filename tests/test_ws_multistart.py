@@ -310,31 +310,33 @@ def test_config_holds_every_knob_checks_them_and_resolves_the_k_rules():
 def test_host_syncs_per_call_are_fixed_whatever_n():
     """issue 42, item 3: the default reads from the device a number of times per call that does not
     grow with the pool (counted by ``sync_count``: scalar reads, nonzero, device-to-host and
-    host-to-device copies). At theta 0.9 the pool of 30000 rows is the pool of 3000 plus rows
+    host-to-device copies). At theta 0.9 the pool of 10000 rows is the pool of 1000 plus rows
     far from the query (none in a candidate pool, none improving the set): the search and its
     certificate take the same path, and make the same reads, at both sizes. At theta 0.3 (where
-    the far rows are diverse enough to matter) every phase runs (repools, pool extensions): each
-    call stays under the budget."""
+    the far rows are diverse enough to matter) the moves and a second search run: each call stays
+    under the budget with the theta 0.9 call. (Short walks keep the test fast: a walk makes no
+    host read at all.)"""
     from sync_count import count_host_syncs
 
     rng = np.random.default_rng(0)
-    q = unit_query(16, 3).astype(np.float32)
-    E = rng.standard_normal((3000, 16)).astype(np.float32)
-    far = rng.standard_normal((27000, 16)).astype(np.float32) * 0.3 - 2 * q
-    pools = {3000: E, 30000: np.concatenate([E, far])}
-    seen = {}
-    for n, P in pools.items():
-        P = P / np.linalg.norm(P, axis=1, keepdims=True)
-        for th in (0.9, 0.3):
-            inst = Instance(P, q, k=6, theta=th)
-            with count_host_syncs() as syncs:
-                sel = select(inst, "fw_ws_ms", pool_size=40, guided_pool_size=60)
-            seen[n, th] = (syncs.total, sel.info["passes"], sel.info["phase"], sorted(sel.indices.tolist()))
-    assert seen[3000, 0.9] == seen[30000, 0.9], (seen[3000, 0.9][:3], seen[30000, 0.9][:3])
-    assert seen[3000, 0.9][1] == 1 and min(seen[n, 0.3][1] for n in pools) > 2  # one certificate; every phase
-    assert max(s[0] for s in seen.values()) <= SYNC_BUDGET, seen
+    q = unit_query(8, 3).astype(np.float32)
+    E = rng.standard_normal((1000, 8)).astype(np.float32)
+    far = rng.standard_normal((9000, 8)).astype(np.float32) * 0.3 - 2 * q
+    small, big = (P / np.linalg.norm(P, axis=1, keepdims=True) for P in (E, np.concatenate([E, far])))
+    knobs = dict(pool_size=20, guided_pool_size=30, tabu_iters=10, tabu_walks=2, n_random=1, continuation_steps=0)
+    rugged = Instance(small, q, k=5, theta=0.3)
+    totals, runs = [], []
+    for P in (small, big):  # one profiled block each (the profiler's start costs ~1 s): theta 0.9 at n, then 0.3
+        with count_host_syncs() as syncs:
+            sel = select(Instance(P, q, k=5, theta=0.9), "fw_ws_ms", **knobs)
+            low = select(rugged, "fw_ws_ms", **knobs)
+        totals.append(syncs.total)
+        runs.append((sel.info["passes"], sel.info["phase"], sorted(sel.indices.tolist())))
+    assert runs[0] == runs[1] and runs[0][0] == 1  # the same path: one search, one certificate
+    assert totals[0] == totals[1], totals  # the same reads at n = 1000 and 10000 (the theta 0.3 call is the same)
+    assert low.info["passes"] >= 2 and totals[0] <= SYNC_BUDGET, totals  # a second search and pass, in budget
 
 
-#: Host syncs of one call of the default on the paths above (measured: 36 at theta 0.9, 190 at
-#: theta 0.3 with 4-7 passes and pool extensions; on a GPU each costs a round trip of ~10-50 us).
+#: Host syncs of one call of the default on the paths above (measured: about 35 at theta 0.9, under
+#: 200 at theta 0.3 with every phase; on a GPU each costs a round trip of ~10-50 us).
 SYNC_BUDGET = 300
