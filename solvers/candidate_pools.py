@@ -47,37 +47,42 @@ def relevance_misleads(inst: Instance, C: torch.Tensor, th: np.ndarray, mean: to
     return _rank_correlation(b, c) < threshold
 
 
-def interleave(first: np.ndarray, lists: list[np.ndarray], size: int) -> np.ndarray:
-    """``first``, then the lists' entries in turn (1st of each, 2nd of each, ...), without repeats."""
-    order = np.concatenate([first, np.stack(lists, 1).ravel()])
-    _, at = np.unique(order, return_index=True)
-    return order[np.sort(at)][:size]
+def interleave(first: torch.Tensor, lists: list[torch.Tensor], size: int) -> torch.Tensor:
+    """``first``, then the lists' entries in turn (1st of each, 2nd of each, ...), without repeats:
+    the first ``size`` distinct rows, on the device (a stable sort finds each row's first occurrence)."""
+    order = torch.cat([first, torch.stack(lists, 1).reshape(-1)])
+    srt = torch.sort(order, stable=True)
+    keep = torch.ones_like(order, dtype=torch.bool)
+    keep[1:] = srt.values[1:] != srt.values[:-1]
+    at = torch.sort(srt.indices[keep]).values[:size]
+    return order.index_select(0, at)
 
 
-def _top_rows(scores: torch.Tensor, size: int) -> np.ndarray:
-    return torch.topk(scores, min(size, scores.numel())).indices.cpu().numpy()
+def _top_rows(scores: torch.Tensor, size: int) -> torch.Tensor:
+    return torch.topk(scores, min(size, scores.numel())).indices
 
 
 def first_pools(problems: list, guided: np.ndarray, u_mean: torch.Tensor | None, sizes: np.ndarray) -> list:
-    """Each problem's first pool of ``sizes[b]`` rows: its most relevant rows, or where relevance
-    misleads (``guided[b]``) its best rows by b_j at the mean row (u_mean = E v, v from
-    :func:`mean_row`) interleaved with the most relevant."""
+    """Each problem's first pool of ``sizes[b]`` rows (a tensor of rows of E): its most relevant
+    rows, or where relevance misleads (``guided[b]``) its best rows by b_j at the mean row
+    (u_mean = E v, v from :func:`mean_row`) interleaved with the most relevant."""
     pools = []
     for pb, g, size in zip(problems, guided, sizes):
-        by_c = _top_rows(pb.relevance, size)
+        by_c = _top_rows(pb.relevance, int(size))
         if g:
-            by_b = _top_rows(swap_terms(linear_term(pb.relevance, pb.theta, pb.k), u_mean, pb.theta)[0], size)
-            pools.append(interleave(by_c[:0], [by_b, by_c], size))
+            by_b = _top_rows(swap_terms(linear_term(pb.relevance, pb.theta, pb.k), u_mean, pb.theta)[0], int(size))
+            pools.append(interleave(by_c[:0], [by_b, by_c], int(size)))
         else:
             pools.append(by_c)
     return pools
 
 
-def pool_around(inst: Instance, idx: torch.Tensor, cert, u_mean: torch.Tensor, size: int) -> np.ndarray:
+def pool_around(inst: Instance, idx: torch.Tensor, cert, u_mean: torch.Tensor, size: int) -> torch.Tensor:
     """S, its improving entrants and the certificate's ``near`` rows (highest exact gain), then in
     turn the best rows by b_j at S, by b_j at the mean row (k x the mean of a sample: the paper's
     FW start) and by relevance; ``size`` rows in all."""
     lin = linear_term(inst.relevance, inst.theta, inst.k)
     lists = [_top_rows(swap_terms(lin, u, inst.theta)[0], size) for u in (cert.u, u_mean)]
-    return interleave(np.concatenate([idx.cpu().numpy(), cert.entrants.cpu().numpy(), cert.near.cpu().numpy()]),
-                       lists + [_top_rows(inst.relevance, size)], size)
+    dev = inst.device
+    return interleave(torch.cat([idx, cert.entrants.to(dev), cert.near.to(dev)]),
+                      lists + [_top_rows(inst.relevance, size)], size)

@@ -1,357 +1,300 @@
-"""Swap search on small pools through their Gram matrices, for many sets and many problems at once.
+"""Swap search on small pools through their Gram matrices: many problems and many sets in lockstep, on the pool's device.
 
-For a pool of p rows (p a few hundred: the candidate pool of "fw_ms" / "fw_ws_ms", or a whole
-small pool) the Gram matrix G = E E^T (p x p, float64) turns every swap gain into a few array
+For a pool of p rows (p a few hundred: the candidate pool of "fw_ws_ms" / "fw_ms", or a whole
+small pool) the Gram matrix G = E E^T (p x p) turns every swap gain into a few tensor
 operations. With u = G[:, S].sum(1) the 1-swap gains are those of
 :func:`divopt_rag.models.ccbqp.swap_terms` with the true squared norms G_ii:
 
-    Delta(i, j) = f(S - i + j) - f(S) = b_j + a_i + 2 (1-theta) G_ij,      i in S, j not in S.
+    Delta(i, j) = f(S - i + j) - f(S) = b_j + a_i + 2 (1-theta) G_ij,      i in S, j not in S,
 
-A :class:`GramSearch` holds B problems of the same size (p rows, k picks; B = 1 for one
-instance, B = queries x thetas for a sweep), each with its own Gram matrix, relevance and theta.
-Every search runs on many sets at once, each tagged with its problem: the gains of M sets are one
-(M, k, p) array per step, and each set follows exactly the swaps of its own single run, so a
-problem searched alone or inside a batch ends at the same sets. Provided:
+b = b0 - 2 (1-theta) u and a = a0 + 2 (1-theta) u, b0 / a0 their values at u = 0. A
+:class:`GramSearch` holds B problems of the same size (p rows, k picks; B = 1 for one
+instance, B = queries x thetas for a sweep), each with its own T = 2 (1-theta) G, relevance and
+theta, on the device of the rows given. Every search step works on N sets at once (a
+(N, k, p) tensor), each tagged with its problem, so a problem searched alone or inside a batch
+follows the same swaps and ends at the same sets.
 
-* :meth:`ls_batch`  best-improvement 1-swap local search;
-* :meth:`fw`        Frank-Wolfe on the relaxation from many starting points: the FW kernel of
-                    :mod:`divopt_rag.solvers.frank_wolfe` on each problem's pool rows;
-* :meth:`greedy`    the greedy on f itself;
-* :meth:`ils_batched` perturbation search (rounds of several perturbations, a patience stop);
-  :meth:`two_swap` best-improvement 2-swaps;
-* :meth:`tabu_batch` 1-swap tabu search (losing swaps allowed, recent moves barred).
+Steps run in lockstep without reading anything back: a set that cannot improve makes the
+null swap (its member out and back in), so a step costs the same kernels whatever happens.
+The host looks only at a few checkpoints per call (:data:`CHECKPOINTS`): which sets still
+moved, so that those that stopped leave the batch. Each provided search is in
+:mod:`divopt_rag.solvers.gram_moves` (perturbation, 2-swaps, tabu) or here:
 
-The arrays are float64 numpy on the host: p is a few hundred, so one host copy of the p rows
-(made once) is cheaper than device kernels whose launch cost exceeds their work.
+* :meth:`GramSearch.ls`      best-improvement 1-swap local search;
+* :meth:`GramSearch.greedy`  the greedy on f itself;
+* :meth:`GramSearch.fw`      Frank-Wolfe on the relaxation from many starting points: the FW step of
+  :func:`divopt_rag.solvers.frank_wolfe.fw_rows` (which runs M points on ONE pool), with E v
+  taken through T, so that the points of B problems on B different pools step together;
+* :meth:`GramSearch.f_many`  f of many sets, summed in float64.
+
+Sums that decide between sets (f) are float64; the gains are in the pool's accumulation dtype
+(float32 for float32/float16 storage, float64 for float64 pools), whose rounding (about 1e-7 of
+a gain) lies far below the search tolerance 1e-6 k (k-1).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from divopt_rag.models.ccbqp import gram_objective, linear_term, pair_weight, set_value, swap_terms
-from divopt_rag.models.kernels import gather_rows
+from divopt_rag.models.ccbqp import linear_term
+from divopt_rag.models.kernels import accumulation_dtype, gather_rows
 
-from .frank_wolfe import fw_rows
+__all__ = ["GramSearch", "SearchSets", "CHECKPOINTS", "steps_schedule"]
 
-__all__ = ["GramSearch"]
+#: Host checkpoints of one call of :meth:`GramSearch.ls` / :meth:`GramSearch.fw` at most: the
+#: steps run in chunks that double in length, and only between chunks does the host read which
+#: sets still move (a fixed bound on host syncs, whatever the pool size and the moves).
+CHECKPOINTS = 8
+
+
+def steps_schedule(first: int, cap: int, checkpoints: int = CHECKPOINTS) -> list[int]:
+    """Chunk lengths: ``first`` steps, then doubling, at most ``checkpoints`` chunks, ``cap`` steps in all."""
+    first, cap = max(1, int(first)), int(cap)
+    out, total, size = [], 0, first
+    while total < cap and len(out) < checkpoints:
+        size = min(size, cap - total) if len(out) < checkpoints - 1 else cap - total
+        out.append(size)
+        total += size
+        size *= 2
+    return out
+
+
+@dataclass
+class SearchSets:
+    """N k-sets under search: positions in their problems' pools, the problem of each, f of each."""
+
+    S: torch.Tensor  # (N, k) int64
+    prob: torch.Tensor  # (N,) int64
+    f: torch.Tensor  # (N,) float64
 
 
 class GramSearch:
-    """Swap search on B problems of p rows each, through their Gram matrices.
+    """Swap search on B problems of p rows each, through T = 2 (1-theta) G per problem.
 
     rows : (p, d) or (B, p, d) tensor/array of the pools' rows; relevance : (p,) or (B, p);
     theta : a float or (B,) trade-offs; k : picks per problem; tol : minimum accepted gain.
+    dtype : the search's dtype (default the rows' accumulation dtype: float64 for float64 rows,
+    else float32). Everything lives on the rows' device.
     """
 
-    def __init__(self, rows: Any, relevance: Any, theta: Any, k: int, tol: float):
-        R = torch.as_tensor(rows).to(torch.float64).cpu()
+    def __init__(self, rows: Any, relevance: Any, theta: Any, k: int, tol: float, dtype: torch.dtype | None = None):
+        R = torch.as_tensor(rows)
         if R.ndim == 2:
             R = R.unsqueeze(0)
-        self.rows = R.numpy()  # (B, p, d): the pools' rows, for Frank-Wolfe
-        self.G = torch.bmm(R, R.transpose(1, 2)).numpy()  # torch's BLAS: one thread inside single_thread()
-        self.B, self.p = self.G.shape[0], self.G.shape[1]
-        self.diag = np.diagonal(self.G, axis1=1, axis2=2).copy()
-        self._rows = self.G.reshape(self.B * self.p, self.p)  # row b p + i: G[b, i, :]
-        self.th = np.broadcast_to(np.asarray(theta, dtype=np.float64), (self.B,)).copy()
-        self.two = pair_weight(self.th)
-        self.k, self.tol = int(k), float(tol)
-        c = torch.as_tensor(relevance).to(torch.float64).cpu().numpy().reshape(self.B, self.p)
-        self.relevance = c
-        self.lin = linear_term(c, self.th[:, None], self.k)
-        # the swap terms at u = 0: b = b0 - 2 (1-theta) u and a = a0 + 2 (1-theta) u (linear in u)
-        self._b0, self._a0 = swap_terms(self.lin, 0.0, self.th[:, None], sq_norms=self.diag)
+        acc = accumulation_dtype(R.dtype) if dtype is None else dtype
+        R = R.to(acc)
+        self.device, self.dtype = R.device, acc
+        self.B, self.p, self.k, self.tol = int(R.shape[0]), int(R.shape[1]), int(k), float(tol)
+        th = np.broadcast_to(np.asarray(theta, dtype=np.float64), (self.B,)).copy()
+        self.theta = th  # host float64
+        self.th = torch.as_tensor(th, device=self.device)  # float64 on the device (f)
+        two = self.th.to(acc).mul(-2).add_(2)  # 2 (1-theta)
+        self.two = two
+        self.rows = R  # (B, p, d): f of a set is summed from its rows in float64
+        G = torch.bmm(R, R.transpose(1, 2))
+        sq = G.diagonal(dim1=1, dim2=2).clone()
+        self.T = G.mul_(two[:, None, None])  # T = 2 (1-theta) G, in place
+        self.Tf = self.T.view(self.B * self.p, self.p)  # row b p + i: T[b, i, :]
+        c = torch.as_tensor(relevance, device=self.device).reshape(self.B, self.p)
+        self.relevance = c.to(acc)
+        self.lin64 = linear_term(c.double(), self.th[:, None], self.k)  # f's linear part, float64
+        lin = self.lin64.to(acc)
+        one = (two / 2)[:, None]
+        self.b0 = lin - one * (sq - 1)  # b_j at u = 0 (swap_terms with the true squared norms)
+        self.a0 = -lin - one * (sq + 1)
 
     @classmethod
-    def from_instance(cls, inst: Any, tol: float, rows: torch.Tensor | None = None) -> "GramSearch":
+    def from_instance(cls, inst: Any, tol: float, rows: torch.Tensor | None = None,
+                      dtype: torch.dtype | None = None) -> "GramSearch":
         """The instance's problem on all its rows, or on the pool ``rows`` (indices into inst.E)."""
         if rows is None:
-            return cls(inst.E, inst.relevance, inst.theta, inst.k, tol)
-        return cls(gather_rows(inst.E, rows), inst.relevance.index_select(0, rows), inst.theta, inst.k, tol)
+            return cls(inst.E, inst.relevance, inst.theta, inst.k, tol, dtype)
+        rows = torch.as_tensor(rows, device=inst.device)
+        return cls(gather_rows(inst.E, rows), inst.relevance.index_select(0, rows), inst.theta, inst.k, tol, dtype)
 
-    def _prob(self, prob: Any, m: int) -> np.ndarray:
+    # --- helpers ----------------------------------------------------------------------------
+    def prob_of(self, prob: Any, m: int) -> torch.Tensor:
+        """(m,) problem of each set: ``prob`` as a tensor, or problem 0 when B = 1."""
         if prob is None:
             if self.B != 1:
                 raise ValueError(f"prob (the problem of each set) is required with B = {self.B} problems")
-            return np.zeros(m, dtype=np.int64)
-        return np.broadcast_to(np.asarray(prob, dtype=np.int64), (m,))
+            return torch.zeros(m, dtype=torch.long, device=self.device)
+        return torch.as_tensor(prob, dtype=torch.long, device=self.device).expand(m).contiguous()
 
-    # --- objective and gains --------------------------------------------------------------
+    def sets(self, S: Any) -> torch.Tensor:
+        S = torch.as_tensor(np.asarray(S) if not isinstance(S, torch.Tensor) else S, device=self.device)
+        S = S.to(torch.long).reshape(-1, self.k).clone()
+        return S
+
+    def member_rows(self, S: torch.Tensor, prob: torch.Tensor) -> torch.Tensor:
+        """(N, k, p): T[prob[n], S[n, q], :], the rows of the members (a copy)."""
+        N = S.shape[0]
+        return self.Tf.index_select(0, (S + (prob * self.p)[:, None]).view(-1)).view(N, self.k, self.p)
+
+    # --- objective ---------------------------------------------------------------------------
+    def f_many(self, S: Any, prob: Any = None) -> torch.Tensor:
+        """f of each set S[n] (N, k) under problem prob[n], as a float64 tensor, exact: its rows'
+        Gram matrix E_S E_S^T formed in float64, so sets whose f differ by less than the search's
+        rounding are still told apart: f = sum_S l + (1-theta)(k - sum_{i, j in S} w_ij)."""
+        S = self.sets(S)
+        prob = self.prob_of(prob, S.shape[0])
+        N, k = S.shape
+        R = self.rows.view(self.B * self.p, -1).index_select(0, (S + (prob * self.p)[:, None]).view(-1))
+        R = R.view(N, k, -1).double()
+        v = R.sum(1)  # sum_{i, j in S} w_ij = ||sum_S e_i||^2
+        th = self.th.index_select(0, prob)
+        lin = self.lin64.index_select(0, prob).gather(1, S).sum(1)
+        return lin + (1 - th) * (k - torch.linalg.vecdot(v, v))
+
     def f(self, S: Any, prob: int = 0) -> float:
-        """f(S) of problem ``prob`` from its G (float64), :func:`divopt_rag.models.ccbqp.gram_objective`."""
-        return gram_objective(self.lin[prob], self.G[prob], np.asarray(S, dtype=np.int64), self.th[prob])
+        """f(S) of problem ``prob`` (float64)."""
+        return float(self.f_many(self.sets(S), torch.tensor([int(prob)], device=self.device))[0])
 
-    def f_many(self, S: np.ndarray, prob: np.ndarray) -> np.ndarray:
-        """f of each set S[m] (M, k) under problem prob[m]: :meth:`f` as one array expression (the
-        same sums in the same order, so equal to it bit for bit)."""
-        th = self.th[prob]
-        GSS = self.G[prob[:, None, None], S[:, :, None], S[:, None, :]]  # (M, k, k)
-        return set_value(self.lin[prob[:, None], S].sum(1), GSS.sum((1, 2)), th, S.shape[1])
+    # --- 1-swap local search -----------------------------------------------------------------
+    def _walk(self, prob: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(row offsets, a0, b0) of each set's problem."""
+        return (prob * self.p)[:, None], self.a0.index_select(0, prob), self.b0.index_select(0, prob)
 
-    def gains(self, S: Any, prob: int = 0) -> np.ndarray:
-        """(p, k) matrix of Delta(S[q] out, j in) for problem ``prob``; rows j in S are -inf."""
-        S = np.asarray(S, dtype=np.int64)[None, :]
-        pm = np.array([prob])
-        H, b = self._split_gains(self._columns(S, pm), S, pm)
-        H += b[:, None, :]
-        return H[0].T
+    def _best_swap(self, S: torch.Tensor, base: torch.Tensor, a0: torch.Tensor, b0: torch.Tensor,
+                   out_mask: torch.Tensor | None = None, in_mask: torch.Tensor | None = None):
+        """Each set's best swap: (entrant j, position q, gain, H, b) with H[n, q, j] + b[n, j] the
+        gain of S[n, q] out and j in (u recomputed from the members' rows, so rounding never
+        accumulates). Ties go to the first (entrant, position). ``out_mask`` (N, k) / ``in_mask``
+        (N, p): members that may not leave / rows that may not enter (tabu)."""
+        N, k = S.shape
+        H = self.Tf.index_select(0, (S + base).view(-1)).view(N, k, self.p)
+        U = H.sum(1)  # 2 (1-theta) u
+        b = (b0 - U).scatter_(1, S, -torch.inf)
+        H += (a0 + U).gather(1, S).unsqueeze(2)
+        if out_mask is not None:
+            H.masked_fill_(out_mask.unsqueeze(2), -torch.inf)
+        if in_mask is not None:
+            b.masked_fill_(in_mask, -torch.inf)
+        gain, j = H.amax(1).add_(b).max(1)
+        q = H.gather(2, j.view(N, 1, 1).expand(N, k, 1)).squeeze(2).argmax(1)
+        return j, q, gain
 
-    def _columns(self, S: np.ndarray, pm: np.ndarray) -> np.ndarray:
-        """(M, k, p): G[pm[m], S[m, q], :], the columns of the members (rows of the symmetric G,
-        so each is one contiguous copy)."""
-        return self._rows[pm[:, None] * self.p + S]
+    def _ls_steps(self, S: torch.Tensor, base, a0, b0, steps: int) -> torch.Tensor:
+        """``steps`` lockstep best-improvement swaps on S (in place); whether each set moved in the last."""
+        moved = torch.zeros(S.shape[0], dtype=torch.bool, device=self.device)
+        for _ in range(int(steps)):
+            j, q, gain = self._best_swap(S, base, a0, b0)
+            moved = gain > self.tol
+            q = q.unsqueeze(1)
+            S.scatter_(1, q, torch.where(moved, j, S.gather(1, q).squeeze(1)).unsqueeze(1))
+        return moved
 
-    def _split_gains(self, GT: np.ndarray, S: np.ndarray, pm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(H, b) with Delta(S[m, q] out, j in) = H[m, q, j] + b[m, j] for M sets S (M, k) under
-        problems pm (M,), from their columns GT = :meth:`_columns` (M, k, p): H = a_i + 2 (1-theta)
-        G_ij (M, k, p), b (M, p) with the members at -inf. u and the swap terms are recomputed from
-        the exact columns at every call, so rounding never accumulates."""
-        ar = np.arange(S.shape[0])[:, None]
-        two = self.two[pm][:, None]
-        u = GT.sum(1)  # (M, p)
-        b = self._b0[pm] - two * u
-        b[ar, S] = -np.inf
-        H = GT * two[:, :, None]
-        H += (self._a0[pm[:, None], S] + two * u[ar, S])[:, :, None]
-        return H, b
-
-    @staticmethod
-    def _best_split(H: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(j, q, gain) of each set's largest gain H[m, q, j] + b[m, j] (:meth:`_split_gains`);
-        ties to the first (entrant, position). b is added after the max over members: the same
-        value, since rounding is monotone."""
-        ar = np.arange(H.shape[0])
-        top = H.max(1)  # (M, p): best gain per entrant
-        top += b
-        j = top.argmax(1)
-        return j, H[ar, :, j].argmax(1), top[ar, j]
-
-    # --- 1-swap local search ----------------------------------------------------------------
-    def ls(self, S: Any, prob: int = 0, max_swaps: int = 1000) -> tuple[np.ndarray, float]:
-        """Best-improvement 1-swaps from one set until no gain exceeds tol; (set, f)."""
-        Sb, fb = self.ls_batch(np.asarray(S, dtype=np.int64)[None, :], np.array([prob]), max_swaps)
-        return Sb[0], float(fb[0])
-
-    def ls_batch(self, S: Any, prob: Any = None, max_swaps: int = 1000) -> tuple[np.ndarray, np.ndarray]:
-        """Best-improvement 1-swap local search on M sets at once: S (M, k), prob (M,) their
-        problems (default: problem 0 when B = 1) -> (sets, f values).
-
-        Each step forms the gains of every still-moving set as one (M', k, p) array (u and the swap
-        terms recomputed from G, so rounding never accumulates) and applies each set's best swap
-        (ties: the first in (entrant, position) order, as a single run would). A set stops when
-        its best gain is <= tol or after ``max_swaps`` swaps.
-        """
-        S = np.array(S, dtype=np.int64, copy=True)
-        if S.ndim != 2 or S.shape[1] != self.k:
-            raise ValueError(f"S must have shape (M, {self.k}), got {S.shape}")
-        pm = self._prob(prob, S.shape[0]).copy()
-        active = np.arange(S.shape[0])
-        GT = self._columns(S, pm)  # (A, k, p) columns of the still-moving sets, compacted as sets stop
-        for _ in range(int(max_swaps)):
-            if active.size == 0:
+    def ls(self, S: Any, prob: Any = None, *, steps: Any = None) -> SearchSets:
+        """Best-improvement 1-swap local search on N sets at once: S (N, k), prob (N,) their
+        problems (default: problem 0 when B = 1). Each step applies each set's best swap (ties:
+        the first in (entrant, position) order, as a single run would) when it gains more than
+        tol. ``steps``: the chunk lengths (:func:`steps_schedule`; default k + 2 steps, doubling,
+        at most 1000 in all); between chunks the sets that did not move in the last step leave
+        (they are 1-swap optimal). Returns the sets and their f (:meth:`f_many`)."""
+        S = self.sets(S)
+        prob = self.prob_of(prob, S.shape[0])
+        chunks = steps_schedule(max(4, self.k // 4), 1000) if steps is None else list(steps)
+        active = None
+        for c, size in enumerate(chunks):
+            rows = S if active is None else S.index_select(0, active)
+            pr = prob if active is None else prob.index_select(0, active)
+            moved = self._ls_steps(rows, *self._walk(pr), size)
+            if active is not None:
+                S.index_copy_(0, active, rows)
+            if c == len(chunks) - 1:
                 break
-            j, q, gain = self._best_split(*self._split_gains(GT, S[active], pm[active]))
-            move = gain > self.tol
-            if not move.any():
+            still = moved.nonzero().squeeze(1)  # a host checkpoint
+            if still.numel() == 0:
                 break
-            j, q, mv = j[move], q[move], active[move]
-            S[mv, q] = j
-            if not move.all():
-                GT = GT[move]
-            GT[np.arange(mv.size), q] = self._rows[pm[mv] * self.p + j]
-            active = mv
-        return S, self.f_many(S, pm)
+            active = still if active is None else active.index_select(0, still)
+        return SearchSets(S, prob, self.f_many(S, prob))
 
     # --- constructions -----------------------------------------------------------------------
-    def greedy(self) -> np.ndarray:
-        """(B, k): the greedy on f itself for every problem: add the item of largest marginal gain
-        l_j - (1-theta)(2 u_j + G_jj - 1) (the b_j of :func:`swap_terms` at u = G[:, S].sum(1));
-        ties to the lowest index."""
-        u = np.zeros((self.B, self.p))
-        taken = np.zeros((self.B, self.p), dtype=bool)
-        picks = np.empty((self.B, self.k), dtype=np.int64)
-        ar = np.arange(self.B)
+    def greedy(self, prob: Any = None, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """(N, k): the greedy on f for the problems ``prob`` (default every problem once): add
+        the row of largest marginal gain b_j = l_j - (1-theta)(2 u_j + G_jj - 1); ties to the
+        lowest index. ``noise`` (N, k, p): added to the scores of step t (a randomized greedy)."""
+        prob = torch.arange(self.B, device=self.device) if prob is None else self.prob_of(prob, len(prob))
+        N = prob.numel()
+        base, _, b0 = self._walk(prob)
+        U = torch.zeros(N, self.p, dtype=self.dtype, device=self.device)
+        S = torch.zeros(N, self.k, dtype=torch.long, device=self.device)
         for t in range(self.k):
-            score = swap_terms(self.lin, u, self.th[:, None], sq_norms=self.diag)[0]
-            score[taken] = -np.inf
+            score = (b0 - U).scatter_(1, S[:, :t], -torch.inf)
+            if noise is not None:
+                score += noise[:, t]
             j = score.argmax(1)
-            picks[:, t] = j
-            taken[ar, j] = True
-            u += self.G[ar, :, j]
-        return picks
+            S[:, t] = j
+            U += self.Tf.index_select(0, base.squeeze(1) + j)
+        return S
 
-    def fw(self, X0: Any, *, theta: Any = None, relax_penalty: float = 2.0, max_iter: int = 1000,
-           tol: float | None = None) -> np.ndarray:
+    def fw(self, X0: Any, *, theta: Any = None, relax_penalty: float = 2.0, max_iter: int = 100,
+           tol: float | None = None) -> torch.Tensor:
         """Frank-Wolfe on the relaxation f_lambda from R starting points per problem; (B, R, k).
 
-        X0 : (B, R, p) feasible points (0 <= x <= 1, sum k). theta : optional (B,) trade-offs
-        replacing the problems' own (a continuation path). Each problem's R points run through
-        :func:`divopt_rag.solvers.frank_wolfe.fw_rows` (the one FW kernel) on its pool's rows, until
-        every gap is <= tol (default a normalized gap of 1e-6) or ``max_iter``. Returns the top-k
-        of each final x (ties to the lower index): starting sets for the local search, which
-        makes them 1-swap optimal.
-        """
-        X = np.asarray(X0, dtype=np.float64)
-        B, R, k = X.shape[0], X.shape[1], self.k
-        th = self.th if theta is None else np.broadcast_to(np.asarray(theta, dtype=np.float64), (B,))
-        lin = self.lin if theta is None else linear_term(self.relevance, th[:, None], k)
-        order = np.empty((B, R, k), dtype=np.int64)
-        for b in range(B):
-            res = fw_rows(self.rows[b], X[b], np.broadcast_to(lin[b], (R, self.p)), float(th[b]), k,
-                          relax_penalty=relax_penalty, max_iter=max_iter, tol=tol)
-            order[b] = np.argsort(-res.x, axis=1, kind="stable")[:, :k]
-        return order
-
-    # --- perturbation ----------------------------------------------------------------------
-    def _entrants(self, S: np.ndarray, m: int, prob: int = 0) -> np.ndarray:
-        """The m best entrants by b_j (the swap score at S), in a stable order."""
-        b = swap_terms(self.lin[prob], self.G[prob][:, S].sum(1), self.th[prob])[0]
-        b[S] = -np.inf
-        return np.argsort(-b, kind="stable")[:m]
-
-    def ils_batched(self, S: Any, f: Any, *, batch: int, strength: int, entrants: int, patience: int,
-                    max_rounds: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Iterated local search in rounds, all problems at once: each round perturbs each
-        problem's best set ``batch`` ways (``strength`` random members out, random entrants among
-        the ``entrants`` best by b_j in), runs the local search on all of them together, and keeps
-        a problem's best result if it gains more than tol. A problem stops after ``patience``
-        rounds in a row without a gain or ``max_rounds`` rounds.
-
-        S (B, k) 1-swap optimal sets and f (B,) their values -> (sets, values, rounds per
-        problem). Each problem draws from its own generator seeded with ``seed``, so its result
-        does not depend on the other problems of the batch.
-        """
-        S = np.array(S, dtype=np.int64, copy=True)
-        f = np.array(f, dtype=np.float64, copy=True)
-        B, k = S.shape
-        m = min(self.p - k, int(entrants))
-        strength = max(1, min(int(strength), k, m))
-        rounds = np.zeros(B, dtype=np.int64)
-        if m < 1 or batch < 1:
-            return S, f, rounds
-        rngs = [np.random.default_rng(seed) for _ in range(B)]
-        idle = np.zeros(B, dtype=np.int64)
-        while True:
-            act = np.flatnonzero((rounds < max_rounds) & (idle < patience))
-            if act.size == 0:
+        X0 : (B, R, p) feasible points (0 <= x <= 1, sum k). theta : optional (B,) or (B, R)
+        trade-offs replacing the problems' own (per problem or per point; T is rescaled by their
+        2 (1-theta)).
+        The step of :func:`~divopt_rag.solvers.frank_wolfe.fw_rows` (DESIGN.md): gradient
+        l + 2 (1-theta)(lambda x - G x), vertex s = its top-k, gap, curvature
+        2 (1-theta)(lambda ||d||^2 - d^T G d), exact line search; a point whose gap is <= tol
+        (default a normalized gap of 1e-6) stops moving. All B R points step in lockstep,
+        ``max_iter`` steps in chunks of 16, 32, ... (:func:`steps_schedule`), between which the
+        host looks which points stopped (they leave). Returns the top-k of each final x (ties to the lower index):
+        starting sets for the local search."""
+        k, p, B = self.k, self.p, self.B
+        X = torch.as_tensor(X0, device=self.device).to(self.dtype)
+        R = X.shape[1]
+        tol = 1e-6 * k * (k - 1) if tol is None else float(tol)
+        lam = float(relax_penalty)
+        prob = torch.arange(B, device=self.device).repeat_interleave(R)
+        if theta is None:
+            th, ratio = self.th.to(self.dtype).index_select(0, prob), None
+        else:  # T = 2 (1-theta) G rescaled to 2 (1-theta') G (0 where theta = 1: every theta' is 1 too)
+            th = torch.as_tensor(np.broadcast_to(np.asarray(theta, dtype=np.float64).reshape(B, -1), (B, R)).copy(),
+                                 device=self.device).to(self.dtype).reshape(-1)
+            two_b = self.two.index_select(0, prob)
+            ratio = torch.where(two_b > 0, (2 - 2 * th) / two_b.clamp_min(1e-30), 0.0)
+        lin = self.relevance.index_select(0, prob) * (th[:, None] * (k - 1))  # (N, p)
+        two_lam = (2 - 2 * th) * lam  # (N,)
+        x = X.reshape(B * R, p).clone()
+        Tx = torch.bmm(X.reshape(B, R, p), self.T).reshape(B * R, p)  # 2 (1-theta) G x
+        if ratio is not None:
+            Tx.mul_(ratio[:, None])
+        base = (prob * p)[:, None]
+        ones = torch.ones(B * R, k, dtype=self.dtype, device=self.device)
+        active = None
+        chunks = steps_schedule(16, max_iter)
+        for c, size in enumerate(chunks):
+            part = (lambda t: t) if active is None else (lambda t: t.index_select(0, active))
+            xs, Txs, lin_a, tl, base_a, ones_a = part(x), part(Tx), part(lin), part(two_lam), part(base), part(ones)
+            r_a = None if ratio is None else part(ratio)[:, None]
+            live = torch.ones(xs.shape[0], dtype=torch.bool, device=self.device)
+            for _ in range(size):
+                g = torch.addcmul(lin_a, tl[:, None], xs).sub_(Txs)  # the gradient
+                s = torch.topk(g, k, dim=1).indices  # its top-k vertex
+                d = torch.scatter_add(-xs, 1, s, ones_a)
+                Td = self.Tf.index_select(0, (s + base_a).view(-1)).view(-1, k, p).sum(1)
+                if r_a is not None:
+                    Td.mul_(r_a)
+                Td -= Txs
+                gap = torch.linalg.vecdot(g, d)
+                C = tl * torch.linalg.vecdot(d, d) - torch.linalg.vecdot(d, Td)  # curvature
+                live = gap > tol
+                gamma = torch.where(C < 0, -gap / C, 1.0).clamp_(max=1.0).mul_(live)[:, None]  # exact line search
+                xs.addcmul_(gamma, d)
+                Txs.addcmul_(gamma, Td)
+            if active is not None:
+                x.index_copy_(0, active, xs)
+                Tx.index_copy_(0, active, Txs)
+            if c == len(chunks) - 1:
                 break
-            T = np.repeat(S[act], batch, axis=0)
-            for r, b_ in enumerate(act):
-                cand = self._entrants(S[b_], m, b_)
-                for t in range(batch):
-                    row = r * batch + t
-                    T[row, rngs[b_].choice(k, size=strength, replace=False)] = rngs[b_].choice(
-                        cand, size=strength, replace=False)
-            T, fT = self.ls_batch(T, np.repeat(act, batch))
-            fT = fT.reshape(act.size, batch)
-            i = fT.argmax(1)
-            rounds[act] += 1
-            for r, b_ in enumerate(act):
-                if fT[r, i[r]] > f[b_] + self.tol:
-                    S[b_], f[b_], idle[b_] = T[r * batch + i[r]], fT[r, i[r]], 0
-                else:
-                    idle[b_] += 1
-        return S, f, rounds
-
-    # --- tabu search --------------------------------------------------------------------------
-    def tabu_batch(self, S: Any, f: Any, prob: Any = None, *, iters: int, tenure_in: int,
-                   tenure_out: int) -> tuple[np.ndarray, np.ndarray]:
-        """1-swap tabu search from M sets at once (the classic move of tabu search for the
-        maximum-diversity problem): every step makes the best swap that is not tabu, even a
-        losing one, so the search walks out of the start's basin instead of stopping at its
-        1-swap optimum.
-
-        A row that leaves may not re-enter for ``tenure_in`` steps, a row that enters may not
-        leave for ``tenure_out`` steps; a tabu swap is allowed when it would beat the best set
-        seen (aspiration). Ties go to the first (entrant, position), as in :meth:`ls_batch`;
-        nothing is random, and each set follows its single run whatever the batch. S (M, k)
-        and f (M,) the starts and their values, prob (M,) their problems. Runs ``iters`` steps
-        and returns the best set met by each walk and its f (:meth:`f_many`; the start when no
-        step beat it by more than tol).
-        """
-        S = np.array(S, dtype=np.int64, copy=True)
-        if S.ndim != 2 or S.shape[1] != self.k:
-            raise ValueError(f"S must have shape (M, {self.k}), got {S.shape}")
-        M, p = S.shape[0], self.p
-        pm = self._prob(prob, M).copy()
-        best, fbest = S.copy(), np.array(f, dtype=np.float64, copy=True).reshape(M)
-        cur = fbest.copy()
-        ban_in = np.zeros((M, p), dtype=np.int64)  # step until which row j may not enter
-        ban_out = np.zeros((M, p), dtype=np.int64)  # step until which row i may not leave
-        ar = np.arange(M)
-        GT = self._columns(S, pm)  # (M, k, p)
-        for it in range(1, int(iters) + 1):
-            H, b = self._split_gains(GT, S, pm)
-            pick_j, pick_q, gain = self._best_split(H, b)
-            # aspiration: the best swap of all is allowed when it beats the best set seen (then it
-            # is the best allowed one); else the best swap whose rows are not tabu
-            tabu = gain <= fbest - cur + self.tol
-            if tabu.any():  # (only those sets' copies are masked)
-                Ht, bt = H[tabu], b[tabu]
-                Ht[ban_out[ar[tabu, None], S[tabu]] >= it] = -np.inf  # members that may not leave
-                bt[ban_in[tabu] >= it] = -np.inf  # rows that may not enter
-                pick_j[tabu], pick_q[tabu], gain[tabu] = self._best_split(Ht, bt)
-            ok = np.isfinite(gain)
-            if not ok.any():
+            still = live.nonzero().squeeze(1)  # a host checkpoint
+            if still.numel() == 0:
                 break
-            j, q, m = pick_j[ok], pick_q[ok], ar[ok]
-            ban_in[m, S[m, q]] = it + int(tenure_in)
-            ban_out[m, j] = it + int(tenure_out)
-            S[m, q] = j
-            GT[m, q] = self._rows[pm[m] * p + j]
-            cur[m] += gain[ok]
-            up = m[cur[m] > fbest[m] + self.tol]
-            if up.size:  # the running value drifts by rounding: a new best is measured exactly
-                fx = self.f_many(S[up], pm[up])
-                cur[up] = fx
-                better = fx > fbest[up] + self.tol
-                best[up[better]], fbest[up[better]] = S[up[better]], fx[better]
-        return best, fbest
-
-    # --- 2-swaps -------------------------------------------------------------------------
-    def two_swap(self, S: Any, *, entrants: int, max_moves: int, max_out: int | None = None,
-                 prob: int = 0) -> tuple[np.ndarray, float]:
-        """Best-improvement 2-swaps over the ``entrants`` best entrants (by 1-swap gain), each
-        followed by 1-swaps, at most ``max_moves`` of them.
-
-        Removing {S[q1], S[q2]} and adding {j1, j2} changes f by
-            D(q1, j1) + D(q2, j2) - 2 (1-theta)(G_j1j2 + G_i1i2 - G_j1i2 - G_j2i1)
-        for the 1-swap gains D; all pairs are one (m, m, r, r) array. ``max_out`` (None: all k)
-        limits the members considered for removal to the r with the largest a_i (those whose
-        removal alone costs least), so the array stays small when k is large.
-        """
-        S, f = self.ls(S, prob)
-        k = len(S)
-        m = min(int(entrants), self.p - k)
-        if k < 2 or m < 2:
-            return S, f
-        G, two = self.G[prob], self.two[prob]
-        for _ in range(int(max_moves)):
-            D = self.gains(S, prob)
-            J = np.argsort(-D.max(1), kind="stable")[:m]
-            if max_out is None or max_out >= k:
-                Q = np.arange(k)
-            else:
-                a = swap_terms(self.lin[prob], G[:, S].sum(1), self.th[prob], sq_norms=self.diag[prob])[1][S]
-                Q = np.sort(np.argsort(-a, kind="stable")[: max(2, int(max_out))])
-            r = Q.size
-            SQ = S[Q]
-            D1 = D[np.ix_(J, Q)]  # m x r
-            GJS = G[np.ix_(J, SQ)]
-            D2 = (D1[:, None, :, None] + D1[None, :, None, :]
-                  - two * (G[np.ix_(J, J)][:, :, None, None] + G[np.ix_(SQ, SQ)][None, None, :, :]
-                           - GJS[:, None, None, :] - GJS[None, :, :, None]))
-            D2[np.arange(m), np.arange(m)] = -np.inf
-            D2[:, :, np.arange(r), np.arange(r)] = -np.inf
-            j1, j2, q1, q2 = np.unravel_index(int(np.argmax(D2)), D2.shape)
-            if D2[j1, j2, q1, q2] <= self.tol:
-                break
-            T = S.copy()
-            T[Q[q1]], T[Q[q2]] = J[j1], J[j2]
-            T, fT = self.ls(T, prob)
-            if fT <= f + self.tol:
-                break
-            S, f = T, fT
-        return S, f
+            active = still if active is None else active.index_select(0, still)
+        order = torch.sort(x, dim=1, descending=True, stable=True).indices[:, :k]
+        return order.reshape(B, R, k)

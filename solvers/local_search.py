@@ -19,7 +19,6 @@ complete when the best excluded b_j fails that bound (then the block scan is ski
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,29 +32,11 @@ from divopt_rag.models.validation import check_indices, check_nonnegative
 
 from .selection import get_selector, register
 
-__all__ = ["LSResult", "local_search", "polish", "ls_tolerance", "single_thread"]
+__all__ = ["LSResult", "local_search", "polish", "ls_tolerance"]
 
 # Keep the n x k matrix W in memory up to this many entries (64 MiB in float32).
 _FULL_LIMIT = 1 << 24
 _SCAN_BLOCK = 1 << 14
-
-
-@contextlib.contextmanager
-def single_thread():
-    """Run small tensor work on one intra-op thread.
-
-    Work on a few hundred rows gains nothing from threads, and on a loaded machine waking the
-    thread pool for each small op costs milliseconds (docs/howto/performance.md, "Threads on a
-    shared CPU").
-    """
-    prev = torch.get_num_threads()
-    if prev > 1:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        if prev > 1:
-            torch.set_num_threads(prev)
 
 
 @dataclass
@@ -151,8 +132,7 @@ def local_search(
             if not bool((C == j_best).any()):
                 C = torch.cat([C, torch.tensor([j_best], device=C.device)])
             P = torch.cat([idx, C])
-        with single_thread():
-            idx, f, swaps, moved, capped = _search_on(inst, P, R, idx, f, swaps, max_swaps, tol, trace, lin, two)
+        idx, f, swaps, moved, capped = _search_on(inst, P, R, idx, f, swaps, max_swaps, tol, trace, lin, two)
         if capped:
             return LSResult(idx, f, swaps, False, trace[0], trace, mode, scans)
         if whole:

@@ -20,7 +20,7 @@ restarts and perturbation. It
 4. if that beat the fw_ls set, maps it back and runs the local search on the full pool again,
    so the result is a 1-swap optimum over ALL swaps of the pool and never worse than "fw_ls".
 
-Step 3's cost does not grow with n (and runs on one thread: it is small work), so on large
+Step 3's cost does not grow with n, so on large
 pools "fw_ms" costs "fw_ls" plus a constant. Deterministic for a given seed.
 """
 from __future__ import annotations
@@ -38,8 +38,9 @@ from divopt_rag.models.validation import check_theta
 
 from .candidate_pools import interleave
 from .frank_wolfe import frank_wolfe
+from .gram_moves import ils, two_swap as two_swap_search
 from .gram_search import GramSearch
-from .local_search import local_search, ls_tolerance, single_thread
+from .local_search import local_search, ls_tolerance
 from .selection import METHODS, get_selector, register
 from .ws_config import WsMultistartConfig
 
@@ -88,9 +89,9 @@ def _candidate_pool(inst: Instance, idx: torch.Tensor, u: torch.Tensor, pool_siz
     (u = E v at S) and the most relevant items, up to pool_size."""
     b = swap_terms(linear_term(inst.relevance, inst.theta, inst.k), u, inst.theta)[0]
     m = min(inst.n, pool_size)
-    by_b = torch.topk(b, m).indices.cpu().numpy()
-    by_c = torch.topk(inst.relevance, m).indices.cpu().numpy()
-    return torch.as_tensor(interleave(idx.cpu().numpy(), [by_b, by_c], m), device=inst.device)
+    by_b = torch.topk(b, m).indices
+    by_c = torch.topk(inst.relevance, m).indices
+    return interleave(idx.to(inst.device), [by_b, by_c], m)
 
 
 @register("fw_ms", params={
@@ -142,10 +143,9 @@ def multistart(
         start_sub = torch.tensor([pos[int(i)] for i in first.indices], device=inst.device)
     else:
         P, sub, start_sub = None, inst, first.indices
-    with single_thread():
-        best_name, best_idx, starts, iters = _search_subpool(
-            sub, start_sub, n_random, continuation_steps, greedy_starts, perturb_rounds, perturb_strength, two_swap,
-            relax_penalty, max_iter, tol, seed)
+    best_name, best_idx, starts, iters = _search_subpool(
+        sub, start_sub, n_random, continuation_steps, greedy_starts, perturb_rounds, perturb_strength, two_swap,
+        relax_penalty, max_iter, tol, seed)
     total_iters += iters
     idx = best_idx if P is None else P[best_idx]
     if torch.equal(idx, first.indices):
@@ -176,11 +176,11 @@ def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts,
     """All starts, the perturbation phase and 2-swaps on the (small) sub-pool; returns the best."""
     gs = GramSearch.from_instance(sub, ls_tolerance(sub))
     total_iters = 0
-    starts: dict[str, tuple[float, np.ndarray]] = {}
+    starts: dict[str, tuple[float, Any]] = {}
 
     def consider(name: str, idx: Any) -> None:
-        S, f = gs.ls(np.asarray(torch.as_tensor(idx).cpu(), dtype=np.int64))
-        starts[name] = (f, S)
+        res = gs.ls(torch.as_tensor(idx).reshape(1, -1))
+        starts[name] = (float(res.f[0]), res)
 
     consider("fw_ls", start_sub)
     consider("greedy", gs.greedy()[0])
@@ -199,17 +199,17 @@ def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts,
         consider("continuation", path_sets[-1])
     # the first best start wins ties (dicts keep insertion order), so the choice is deterministic
     best_name = max(starts, key=lambda s: starts[s][0])
-    best_obj, best_idx = starts[best_name]
+    best_obj, best = starts[best_name]
     if perturb_rounds > 0:  # one perturbation per round, every round (no patience stop)
-        S, f, _ = gs.ils_batched(best_idx[None], [best_obj], batch=1, strength=perturb_strength,
-                                 entrants=_SHARED.for_k(sub.k).perturb_entrants, patience=perturb_rounds,
-                                 max_rounds=perturb_rounds, seed=seed)
-        S, f = S[0], float(f[0])
-        if f > best_obj + gs.tol:
-            best_name, best_obj, best_idx = f"{best_name}+perturb", f, S
+        res, _ = ils(gs, best, rounds=perturb_rounds, copies=1, strength=perturb_strength,
+                     entrants=_SHARED.for_k(sub.k).perturb_entrants, patience=perturb_rounds, seed=seed)
+        if float(res.f[0]) > best_obj + gs.tol:
+            best_name, best_obj, best = f"{best_name}+perturb", float(res.f[0]), res
     if two_swap:
-        S, f = gs.two_swap(best_idx, entrants=_SHARED.two_swap_entrants, max_moves=_SHARED.two_swap_moves)
-        if f > best_obj + gs.tol:
-            best_name, best_obj, best_idx = f"{best_name}+2swap", f, S
+        res = two_swap_search(gs, best, entrants=_SHARED.two_swap_entrants, max_out=None,
+                              max_moves=_SHARED.two_swap_moves)
+        if float(res.f[0]) > best_obj + gs.tol:
+            best_name, best_obj, best = f"{best_name}+2swap", float(res.f[0]), res
+    best_idx = best.S[0]
     idx = torch.as_tensor(best_idx, device=sub.device)
     return best_name, idx, {s: v for s, (v, _) in starts.items()}, total_iters

@@ -52,65 +52,49 @@ class SwapCertificate:
 
 @dataclass
 class _CertState:
-    """A certificate under way: the set's rows R, its swap terms, what the bound kept."""
+    """A certificate under way: the set's rows R, its swap terms, and the gains of the rows
+    compared so far, kept on the device (the host reads them once, in :func:`swap_certificates`)."""
 
     R: torch.Tensor
     a: torch.Tensor
     b: torch.Tensor
     two: float
     u: torch.Tensor
-    best: float = -float("inf")
     compared: int = 0
-    found_j: list = field(default_factory=list)
-    found_g: list = field(default_factory=list)
-    keep: int = 0  # rows of highest gain kept in near_j / near_g
-    near_j: torch.Tensor | None = None
-    near_g: torch.Tensor | None = None
+    rows: list = field(default_factory=list)  # compared rows, in comparison order
+    gains: list = field(default_factory=list)  # their gains max_i Delta(i, j)
 
-    def take(self, rows: torch.Tensor, gains: torch.Tensor, tol: float) -> bool:
-        """Record the gains of ``rows``; True when one improves (> tol)."""
+    def take(self, rows: torch.Tensor, gains: torch.Tensor) -> None:
         self.compared += int(gains.numel())
-        self.best = max(self.best, float(gains.max()))
-        if self.keep:
-            self._keep_best(rows, gains)
-        up = (gains > tol).nonzero().flatten()
-        if up.numel():
-            self.found_j.append(rows.index_select(0, up))
-            self.found_g.append(gains.index_select(0, up))
-        return bool(up.numel())
+        self.rows.append(rows)
+        self.gains.append(gains)
 
-    def _keep_best(self, rows: torch.Tensor, gains: torch.Tensor) -> None:
-        """near_j / near_g: the ``keep`` rows of highest finite gain so far, by decreasing gain,
-        ties in comparison order (a stable sort of the few rows at or above the keep-th gain)."""
-        if self.near_g is not None and self.near_g.numel() == self.keep:  # full: only rows that beat the last
-            beat = (gains > self.near_g[-1]).nonzero().flatten()
-            if not beat.numel():
-                return
-            rows, gains = rows.index_select(0, beat), gains.index_select(0, beat)
-        j = rows if self.near_j is None else torch.cat([self.near_j, rows])
-        g = gains if self.near_g is None else torch.cat([self.near_g, gains])
-        live = g > -torch.inf  # members of S have gain -inf in the dense comparison
-        j, g = j[live], g[live]
-        if g.numel() > self.keep:
-            top = (g >= torch.topk(g, self.keep).values[-1]).nonzero().flatten()
-            j, g = j.index_select(0, top), g.index_select(0, top)
-        order = torch.argsort(g, descending=True, stable=True)[: self.keep]
-        self.near_j, self.near_g = j.index_select(0, order), g.index_select(0, order)
+    def forget(self) -> None:
+        self.compared, self.rows, self.gains = 0, [], []
 
-    def result(self, max_entrants: int | None) -> SwapCertificate:
-        near = self.u.new_zeros(0, dtype=torch.long) if self.near_j is None else self.near_j
-        if not self.found_j:
-            return SwapCertificate(self.best, self.u.new_zeros(0, dtype=torch.long), self.u, self.compared, near)
-        js, gs = torch.cat(self.found_j), torch.cat(self.found_g)
-        order = torch.argsort(gs, descending=True, stable=True)
-        if max_entrants is not None:
-            order = order[: int(max_entrants)]
-        return SwapCertificate(self.best, js.index_select(0, order), self.u, self.compared, near)
+    def summary(self, tol: float) -> torch.Tensor:
+        """(best gain, improving rows, finite gains) of the rows compared, as one small tensor."""
+        if not self.gains:
+            return torch.tensor([-torch.inf, 0, 0], dtype=torch.float64, device=self.u.device)
+        g = torch.cat(self.gains)
+        self.all_j, self.all_g = torch.cat(self.rows), g
+        return torch.stack([g.max().double(), (g > tol).sum().double(), torch.isfinite(g).sum().double()])
+
+    def result(self, read: np.ndarray, max_entrants: int | None, near: int) -> SwapCertificate:
+        best, up, finite = float(read[0]), int(read[1]), int(read[2])
+        empty = self.u.new_zeros(0, dtype=torch.long)
+        if not self.gains:
+            return SwapCertificate(best, empty, self.u, self.compared, empty)
+        # by decreasing gain, ties in comparison order: the improving rows lead, the finite ones follow
+        order = torch.sort(self.all_g, descending=True, stable=True).indices
+        j = self.all_j.index_select(0, order[: max(up, min(near, finite))])
+        ent = j[: up if max_entrants is None else min(up, int(max_entrants))]
+        return SwapCertificate(best, ent, self.u, self.compared, j[: min(near, finite)] if near else empty)
 
 
 def _bound_keeps(b: torch.Tensor, a: torch.Tensor, two: float, tol: float) -> torch.Tensor:
     """Rows j the certificate's bound cannot exclude: b_j + max_i a_i + 2 (1-theta) > tol (w_ij <= 1)."""
-    return b > tol - (float(a.max()) + two)
+    return b > (tol - two) - a.max()
 
 
 def _member_terms(inst: Instance, idx: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
@@ -119,28 +103,28 @@ def _member_terms(inst: Instance, idx: torch.Tensor, R: torch.Tensor) -> torch.T
     return swap_terms(lin, (R @ R.T).sum(1), inst.theta)[1]
 
 
-def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor | None, block: int, near: int = 0):
-    """The bound, then the surviving rows in decreasing bound order, ``block`` at a time, until a
-    block holds an improving swap. Returns (state, dense): ``dense`` when, after the first block,
-    more than n/4 rows still survive (small k, where max_i a_i + 2 (1-theta) is loose): the rest
-    is then cheaper as one GEMM over contiguous row blocks of E than as gathers."""
+def _gains(st: _CertState, E_rows: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """max_i Delta(i, j) for the rows j: (E_rows R^T) 2 (1-theta) + a_i, max over i, + b_j."""
+    return (E_rows @ st.R.T).mul_(st.two).add_(st.a).amax(1).add_(st.b.index_select(0, rows))
+
+
+def _certificate_head(inst: Instance, indices: Any, tol: float, u: torch.Tensor | None, block: int
+                      ) -> tuple[_CertState, torch.Tensor]:
+    """The bound, then the ``block`` surviving rows of highest bound compared exactly. Returns the
+    state and the surviving rows not yet compared (in decreasing bound order)."""
     E, k, th = inst.E, inst.k, inst.theta
     idx = torch.as_tensor(indices, device=inst.device)
     R = gather_rows(E, idx)
     if u is None:
         u = matvec(E, R.sum(0))
     b, a = swap_terms(linear_term(inst.relevance, th, k), u, th)
-    st = _CertState(R, a.index_select(0, idx), b.index_fill_(0, idx, -torch.inf), pair_weight(th), u, keep=near)
-    cand = _bound_keeps(st.b, st.a, st.two, tol).nonzero().flatten()
+    st = _CertState(R, a.index_select(0, idx), b.index_fill_(0, idx, -torch.inf), pair_weight(th), u)
+    cand = _bound_keeps(st.b, st.a, st.two, tol).nonzero().flatten()  # a host read: the rows the bound keeps
     cand = cand.index_select(0, torch.argsort(st.b.index_select(0, cand), descending=True, stable=True))
-    for s in range(0, cand.numel(), block):
-        if s > 0 and cand.numel() - s > DENSE_SHARE * E.shape[0]:
-            return st, True
-        c = cand[s : s + block]
-        gains = (gather_rows(E, c) @ R.T).mul_(st.two).add_(st.a).add_(st.b.index_select(0, c).unsqueeze(1)).amax(1)
-        if st.take(c, gains, tol):
-            break
-    return st, False
+    c = cand[:block]
+    if c.numel():
+        st.take(c, _gains(st, gather_rows(E, c), c))
+    return st, cand[block:]
 
 
 def sample_estimate(problems: list, sets: list, tol: float, rows: Any,
@@ -150,8 +134,9 @@ def sample_estimate(problems: list, sets: list, tol: float, rows: Any,
 
     The bound keeps j when b_j + max_i a_i + 2 (1-theta) > tol (:func:`swap_certificates`); u_j is
     the row sum of E_rows E_S^T and u_i (i in S) that of E_S E_S^T, and the same products give
-    every gain Delta(i, j) of a sample row: one small GEMM (|rows| x B k), no pass over the pool.
-    ``E_rows``: the sample's rows of E when the caller keeps them (saves the gather).
+    every gain Delta(i, j) of a sample row: one small GEMM (|rows| x B k), no pass over the pool,
+    and one host read for all problems. ``E_rows``: the sample's rows of E when the caller keeps
+    them (saves the gather).
     """
     if not problems:
         return np.zeros(0), np.zeros(0, dtype=bool)
@@ -159,18 +144,19 @@ def sample_estimate(problems: list, sets: list, tol: float, rows: Any,
     rows = torch.as_tensor(rows, device=E.device)
     Rs = [gather_rows(E, torch.as_tensor(idx, device=E.device)) for idx in sets]
     W = (gather_rows(E, rows) if E_rows is None else E_rows) @ torch.cat(Rs).T  # (|rows|, B k)
-    share, improves = np.empty(len(problems)), np.empty(len(problems), dtype=bool)
+    out = []
     for p, (inst, idx, R) in enumerate(zip(problems, sets, Rs)):
         th, two = inst.theta, pair_weight(inst.theta)
         idx = torch.as_tensor(idx, device=E.device)
         Wp = W[:, p * k:(p + 1) * k]
         b = swap_terms(linear_term(inst.relevance.index_select(0, rows), th, k), Wp.sum(1), th)[0]
         a = _member_terms(inst, idx, R)
-        out = ~torch.isin(rows, idx)
-        share[p] = float((_bound_keeps(b, a, two, tol) & out).double().mean())
+        outside = ~torch.isin(rows, idx)
+        share = (_bound_keeps(b, a, two, tol) & outside).double().mean()
         gains = (Wp * two).add_(a).add_(b.unsqueeze(1)).amax(1)
-        improves[p] = bool((gains[out] > tol).any())
-    return share, improves
+        out.append(torch.stack([share, ((gains > tol) & outside).any().double()]))
+    read = torch.stack(out).cpu().numpy()  # one host read
+    return read[:, 0], read[:, 1] > 0
 
 
 def go_dense(problems: list, sets: list, tol: float, rows: torch.Tensor,
@@ -187,29 +173,30 @@ def go_dense(problems: list, sets: list, tol: float, rows: torch.Tensor,
     return (share > DENSE_SHARE) & ~improves
 
 
-def _dense_state(inst: Instance, idx: Any, near: int = 0) -> _CertState:
+def _dense_state(inst: Instance, idx: Any) -> _CertState:
     """A certificate that compares every row from the start: a_i from E_S E_S^T; u and b are filled
     block by block from the rows of the shared GEMM (u_j = sum_i w_ij)."""
     idx = torch.as_tensor(idx, device=inst.device)
     R = gather_rows(inst.E, idx)
     u = torch.empty(inst.n, dtype=R.dtype, device=inst.device)
-    return _CertState(R, _member_terms(inst, idx, R), torch.empty_like(u), pair_weight(inst.theta), u, keep=near)
+    return _CertState(R, _member_terms(inst, idx, R), torch.empty_like(u), pair_weight(inst.theta), u)
 
 
 def _compare_every_row(problems: list, sets: list, states: list, go: list, fused: list, tol: float,
                        check: int, stop_early: bool) -> None:
     """The dense comparison of the problems ``go``: one GEMM per row block over the union of their
-    selected rows (a sweep's problems share most of them), in storage order. At every ``check``
-    rows a problem that has found an improving row stops comparing: its certificate has failed.
-    A fused one (no GEMV, u from the row sums) still needs u for the rest of the pool, so its v
-    rides along in the GEMM from there on (``stop_early`` False: every row is compared).
+    selected rows (a sweep's problems share most of them), in storage order. With ``stop_early``
+    the host looks once, after the first ``check`` rows: a problem that has found an improving row
+    there stops comparing (its certificate has failed); a fused one (no GEMV, u from the row sums)
+    still needs u for the rest of the pool, so its v rides along in the GEMM from there on.
     ``check`` does not depend on the batch, so each problem stops where it stops alone."""
     E, k, n = problems[0].E, problems[0].k, problems[0].E.shape[0]
     lin = {p: linear_term(problems[p].relevance, problems[p].theta, k) for p in go if fused[p]}
     members = {p: torch.as_tensor(sets[p], device=E.device) for p in go if fused[p]}
     active, tail = list(go), []  # comparing; failed fused ones that need only u
-    for c in range(0, n, check):
-        if not (active or tail):
+    s0 = 0
+    for end in ((min(check, n), n) if stop_early else (n,)):
+        if s0 >= end or not (active or tail):
             break
         cols, shared = [], False
         if active:
@@ -221,12 +208,12 @@ def _compare_every_row(problems: list, sets: list, states: list, go: list, fused
             cols.append(torch.stack([states[p].R.sum(0) for p in tail]))  # their v: u only
         V = torch.cat(cols)  # (|union| + |tail|, d)
         rows = check
-        while rows > 256 and rows * V.shape[0] > (1 << 24):  # W block <= 16M entries; blocks tile check
+        while rows > 256 and rows * V.shape[0] > (1 << 24):  # W block <= 16M entries
             rows //= 2
-        for s in range(c, min(c + check, n), rows):
+        for s in range(s0, end, rows):
             # (|V|, rows): each selected row's products with the block, one contiguous row (a
             # problem's k rows are then k contiguous copies, not k strided columns of a wide block)
-            W = matmul(E[s : min(s + rows, c + check, n)], V.T).T.contiguous()
+            W = matmul(E[s : min(s + rows, end)], V.T).T.contiguous()
             e = s + W.shape[1]
             r = torch.arange(s, e, device=W.device)
             for i, p in enumerate(active):
@@ -236,18 +223,25 @@ def _compare_every_row(problems: list, sets: list, states: list, go: list, fused
                     st.u[s:e] = Wp.sum(0)
                     st.b[s:e] = swap_terms(lin[p][s:e], st.u[s:e], problems[p].theta)[0]
                     mine = members[p]
-                    st.b[s:e].index_fill_(0, mine[(mine >= s) & (mine < e)] - s, -torch.inf)
+                    st.b[s:e].masked_fill_(_in_block(mine, s, e), -torch.inf)
                 # max_i (a_i + 2 (1-theta) w_ij) + b_j: adding b_j after the max gives the same
                 # value (rounding is monotone) at a k-th of the cost
-                gains = (Wp * st.two).add_(st.a.unsqueeze(1)).amax(0).add_(st.b[s:e])
-                st.take(r, gains, tol)
+                st.take(r, (Wp * st.two).add_(st.a.unsqueeze(1)).amax(0).add_(st.b[s:e]))
             for t, p in enumerate(tail):
                 states[p].u[s:e] = W[V.shape[0] - len(tail) + t]
-        if not stop_early:
-            continue
-        failed = [p for p in active if states[p].found_j]
-        active = [p for p in active if not states[p].found_j]
-        tail += [p for p in failed if fused[p]]
+        s0 = end
+        if stop_early and end == min(check, n) and active:  # the one host look (made whatever n, so that
+            # the number of host reads does not depend on it): which comparisons have found an improving row
+            found = torch.stack([torch.cat(states[p].gains).max() for p in active]).cpu().numpy() > tol
+            tail += [p for p, fd in zip(active, found) if fd and fused[p]]
+            active = [p for p, fd in zip(active, found) if not fd]
+
+
+def _in_block(members: torch.Tensor, s: int, e: int) -> torch.Tensor:
+    """(e - s,) mask of the block rows s..e-1 that are members (no host read)."""
+    inside = ((members >= s) & (members < e)).to(torch.int32)
+    mask = torch.zeros(e - s, dtype=torch.int32, device=members.device)
+    return mask.scatter_reduce_(0, (members - s).clamp(0, e - s - 1), inside, "amax").bool()
 
 
 def swap_certificates(
@@ -260,16 +254,17 @@ def swap_certificates(
     Per problem one GEMV gives u = E v; with w_ij <= 1 every gain obeys
     Delta(i, j) <= b_j + max_i a_i + 2 (1-theta) (:func:`~divopt_rag.models.ccbqp.swap_terms`), so
     only the entrants passing that bound are compared with S exactly (their rows times the k
-    selected rows), ``block`` rows at a time in decreasing order of the bound; the comparison
-    stops after the first block that holds an improving swap (the certificate has failed, and
-    the best entrants are those of highest bound). When more than n/4 rows survive the first
+    selected rows), the ``block`` of highest bound first; the comparison stops there when that
+    block holds an improving swap (the certificate has failed, and the best entrants are those of
+    highest bound), else every kept row is compared. When more than n/4 rows survive the first
     block (small k, where the bound is loose), every row is compared in storage order instead:
     the problems whose comparison goes dense share one GEMM ``E[s:e] R_U^T`` per row block, R_U
-    the union of their selected rows (the pool is read once, not once per problem), and a dense
-    comparison that has found an improving row stops at the next multiple of ``4 block`` rows
-    (``stop_early`` False: it compares every row and lists every improving entrant). Entrants
-    are returned by decreasing gain, at most ``max_entrants``. O(n d) for the GEMV plus O(m k d)
-    for the m rows compared; device and dtype follow the problems.
+    the union of their selected rows (the pool is read once, not once per problem); with
+    ``stop_early`` a dense comparison that has found an improving row in its first ``4 block``
+    rows stops there (one host look). Entrants are returned by decreasing gain, at most
+    ``max_entrants``. O(n d) for the GEMV plus O(m k d) for the m rows compared; device and dtype
+    follow the problems. The host reads a fixed number of small results per call, whatever n:
+    the rows the bound keeps, whether the first block improves, the dense look, the summaries.
 
     ``U``: E v_b per problem, as an (n, B) tensor or a list of (n,) tensors / None (e.g. from one
     GEMM); a missing one costs a GEMV. ``dense`` (B,) bools: problems compared with every row
@@ -286,18 +281,37 @@ def swap_certificates(
     fused = [False] * len(problems) if dense is None else [bool(x) for x in dense]
     if len(fused) != len(problems):
         raise ValueError(f"dense must have one entry per problem ({len(problems)}), got {len(fused)}")
-    states, go = [], []
+    states, rest = [], []
     for p, (inst, idx) in enumerate(zip(problems, sets)):
         if fused[p]:
-            states.append(_dense_state(inst, idx, near))
-            go.append(p)
+            states.append(_dense_state(inst, idx))
+            rest.append(None)
             continue
         u = None if U is None else (U[:, p] if isinstance(U, torch.Tensor) else U[p])
-        st, go_dense = _certificate_head(inst, idx, tol, u, block, near)
+        st, left = _certificate_head(inst, idx, tol, u, block)
         states.append(st)
-        if go_dense:  # the shared GEMM compares every row again: forget the head's rows
-            st.found_j, st.found_g, st.compared, st.near_j, st.near_g = [], [], 0, None, None
-            go.append(p)
+        rest.append(left)
+    heads = [p for p in range(len(problems)) if not fused[p]]
+    go = [p for p in range(len(problems)) if fused[p]]
+    if heads:  # one host look: did the first block improve, and how many rows are left
+        look = torch.stack([torch.stack([(torch.cat(states[p].gains).max() if states[p].gains
+                                          else states[p].u.new_tensor(-torch.inf)).double(),
+                                         torch.tensor(float(rest[p].numel()), dtype=torch.float64,
+                                                      device=states[p].u.device)]) for p in heads]).cpu().numpy()
+        for p, (first_best, left) in zip(heads, look):
+            n = problems[p].n
+            if first_best > tol or left == 0:
+                continue
+            if left > DENSE_SHARE * n:  # the shared GEMM compares every row again: forget the head's rows
+                states[p].forget()
+                go.append(p)
+                continue
+            st, E = states[p], problems[p].E
+            for s in range(0, int(left), 4 * block):  # every kept row, no host look
+                c = rest[p][s : s + 4 * block]
+                st.take(c, _gains(st, gather_rows(E, c), c))
     if go:
+        go.sort()
         _compare_every_row(problems, sets, states, go, fused, tol, 4 * block, stop_early)
-    return [st.result(max_entrants) for st in states]
+    read = torch.stack([st.summary(tol) for st in states]).cpu().numpy()  # one host read for every problem
+    return [st.result(r, max_entrants, near) for st, r in zip(states, read)]

@@ -9,6 +9,7 @@ from conftest import planted_duplicates, random_unit, unit_query
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.solvers import METHODS, select
 from divopt_rag.models.ccbqp import swap_gains
+from divopt_rag.solvers.gram_moves import two_swap
 from divopt_rag.solvers.gram_search import GramSearch
 from divopt_rag.solvers.local_search import local_search
 from divopt_rag.solvers.swap_certificate import swap_certificates
@@ -92,22 +93,26 @@ def test_max_swaps_cap_and_errors():
 
 
 def test_perturbation_search_deterministic_not_worse_and_one_swap_optimal():
-    # GramSearch.ils_batched, the perturbation phase of "fw_ws_ms" and "fw_ms": each problem of a
-    # batch ends where it ends alone
+    # gram_moves.ils, the perturbation phase of "fw_ws_ms" and "fw_ms": each problem of a batch
+    # ends where it ends alone, and each result is a 1-swap optimum (plain evaluation of f)
+    from divopt_rag.solvers.gram_moves import ils
+    from divopt_rag.solvers.gram_search import SearchSets
+
     insts = [Instance(planted_duplicates(8, 5, 10, 4), unit_query(10, 4 + i), k=6, theta=th)
              for i, th in enumerate((0.5, 0.3))]
     gs = GramSearch(np.stack([insts[0].E.numpy()] * 2), np.stack([i.relevance.numpy() for i in insts]), [0.5, 0.3],
                     6, 1e-12)
-    S0, f0 = gs.ls_batch(np.stack([np.arange(6)] * 2), np.arange(2))
-    run = dict(batch=2, strength=2, entrants=38, patience=3, max_rounds=5, seed=3)
-    a, fa, _ = gs.ils_batched(S0, f0, **run)
-    b, fb, _ = gs.ils_batched(S0, f0, **run)
-    assert np.array_equal(a, b) and np.array_equal(fa, fb)
+    start = gs.ls(np.stack([np.arange(6)] * 2), np.arange(2))
+    run = dict(copies=2, strength=2, entrants=38, patience=3, rounds=5, seed=3)
+    a, ra = ils(gs, start, **run)
+    b, rb = ils(gs, start, **run)
+    assert torch.equal(a.S, b.S) and torch.equal(a.f, b.f) and torch.equal(ra, rb)
     for p, inst in enumerate(insts):
-        assert fa[p] >= f0[p] - 1e-12 and fa[p] == pytest.approx(ccbqp_objective(inst, a[p]), abs=1e-12)
-        assert brute_best_swap(inst, a[p]) <= 1e-9 * 30
-    one, f1, _ = gs.ils_batched(S0[1:], f0[1:], **run)  # problem 1 alone
-    assert one[0].tolist() == a[1].tolist() and f1[0] == fa[1]
+        assert float(a.f[p]) >= float(start.f[p]) - 1e-12
+        assert float(a.f[p]) == pytest.approx(ccbqp_objective(inst, a.S[p].numpy()), abs=1e-12)
+        assert brute_best_swap(inst, a.S[p].numpy()) <= 1e-9 * 30
+    one, _ = ils(gs, SearchSets(start.S[1:], start.prob[1:], start.f[1:]), **run)  # problem 1 alone
+    assert one.S[0].tolist() == a.S[1].tolist() and float(one.f[0]) == float(a.f[1])
 
 
 def test_polished_selectors_never_worse_than_their_base():
@@ -140,7 +145,8 @@ def test_two_swap_search_is_two_swap_optimal():
         inst = Instance(planted_duplicates(4, 4, 6, s), unit_query(6, s), k=4, theta=0.3 + 0.2 * s)
         start = np.arange(4)
         gs = GramSearch.from_instance(inst, 1e-9)
-        S, f = gs.two_swap(start, entrants=inst.n, max_moves=50)
+        res = two_swap(gs, gs.ls(start[None]), entrants=inst.n, max_out=None, max_moves=50)
+        S, f = res.S[0].numpy(), float(res.f[0])
         assert f >= local_search(inst, start).objective - 1e-12
         assert f == pytest.approx(ccbqp_objective(inst, S), abs=1e-9)
         assert brute_best_two_swap(inst, S) <= 1e-9 * 12
