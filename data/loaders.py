@@ -38,7 +38,6 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterator
 
-import ir_measures
 import numpy as np
 
 from .dataset import DataFormatError, Dataset
@@ -461,6 +460,8 @@ def read_trec_qrels(path: str | os.PathLike) -> dict[str, dict[str, int]]:
     """A TREC qrels file (``qid iter docid grade`` per line; ``.gz`` too) as query id to
     {doc id: grade}, parsed by ``ir_measures.read_trec_qrels``; a malformed line raises
     :class:`DataFormatError` naming the file and line."""
+    import ir_measures  # here, not at the top: the synthetic pools and the GPU check run without it
+
     out: dict[str, dict[str, int]] = {}
     with _open_text(Path(path)) as fh:
         lines = _Lines(fh)

@@ -176,3 +176,21 @@ def test_gpu_check_dry_run_on_the_cpu(tmp_path):
     assert set(row.method) == {"fw", "fw_ws_ms", "mmr", "mmr_lazy", "dpp"} and row.seconds.notna().all()
     assert (pd.read_csv(tmp_path / "batched_sweep.csv").ms_per_instance > 0).all()
     assert "== paper row" in done.stdout
+
+
+def test_gpu_paths_import_without_the_packages_the_device_lacks():
+    """The device image has torch, numpy, pandas and pytest but not ir_measures or pyomo (its first
+    GPU check failed six CUDA tests on ``import ir_measures`` from ``divopt_rag.data``): the solvers
+    and the synthetic pools must import with both blocked."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "for name in ('ir_measures', 'pyomo', 'pyomo.environ'):\n"
+            "    sys.modules[name] = None  # import raises ModuleNotFoundError\n"
+            "from divopt_rag.data.synthetic import narrow_cone\n"
+            "from divopt_rag.solvers import DEFAULT_METHOD, select\n"
+            "from divopt_rag.solvers.ws_multistart import ws_multistart_sweep\n"
+            "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
