@@ -11,7 +11,7 @@
 * :mod:`~divopt_rag.robust.cutting_planes`: scenario generation for the k-sparse set, with a log;
 * :mod:`~divopt_rag.robust.records`: sweep-ready record functions and :data:`ROBUST_MODELS`.
 """
-from .cutting_planes import CuttingPlaneResult, cutting_plane_ksparse
+from .cutting_planes import CuttingPlaneOptions, CuttingPlaneResult, cutting_plane_ksparse
 from .models import (
     RobustModelInfo,
     add_scenario_cut,
@@ -39,6 +39,6 @@ __all__ = [
     "worst_case_average_similarity", "average_similarity",
     "build_robust_model", "build_robust_norm_model", "build_nominal_model", "build_ksparse_lpdual_model",
     "build_ksparse_master_model", "add_scenario_cut", "robust_value", "RobustModelInfo",
-    "CuttingPlaneResult", "cutting_plane_ksparse",
+    "CuttingPlaneOptions", "CuttingPlaneResult", "cutting_plane_ksparse",
     "ROBUST_MODELS", "MODEL_PARAMETERS", "evaluate_selection",
 ]

@@ -68,7 +68,7 @@ from .models import add_scenario_cut, build_ksparse_master_model
 from .oracles import pool_arrays, worst_case_relevance
 from .sets import KSparse
 
-__all__ = ["CuttingPlaneResult", "cutting_plane_ksparse"]
+__all__ = ["CuttingPlaneOptions", "CuttingPlaneResult", "cutting_plane_ksparse"]
 
 LOG_COLUMNS = ["iteration", "cuts", "master_objective", "bound", "incumbent", "violation", "gap",
                "master_status", "master_seconds", "n_selected", "seconds"]
@@ -122,6 +122,40 @@ def _rel_gap(obj: float, bound: float) -> float:
     return max(bound - obj, 0.0) / max(abs(obj), 1e-10)
 
 
+@dataclass(frozen=True)
+class CuttingPlaneOptions:
+    """How the scenario-generation loop of :func:`cutting_plane_ksparse` runs (the model it solves
+    is the function's other parameters), in one object as Pyomo's solver configs.
+
+    tol : the violation t* - v(x*) at or below which the loop stops.
+    max_iter : master solves at most (status "iteration_limit" beyond).
+    time_limit : seconds for the whole loop; each master gets the time left (None: no limit).
+    solver, mip_gap : of every master solve (:func:`divopt_rag.models.runner.solve`).
+    cut_support : "selected" (a scenario perturbs the selected documents) or "pool" (every one).
+    cut_type : "multi" (one cut per document and scenario) or "single" (one aggregated cut).
+    start_k : size of the heuristic top-k start (None: max_size, else the instance's k).
+    progress : show a progress bar.
+    """
+
+    tol: float = 1e-6
+    max_iter: int = 200
+    time_limit: float | None = None
+    solver: str = "auto"
+    mip_gap: float | None = None
+    cut_support: str = "selected"
+    cut_type: str = "multi"
+    start_k: int | None = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        check_choice(self.cut_support, "cut_support", ("selected", "pool"))
+        check_choice(self.cut_type, "cut_type", ("multi", "single"))
+        object.__setattr__(self, "tol", check_nonnegative(self.tol, "tol"))
+        object.__setattr__(self, "max_iter", check_scalar(self.max_iter, "max_iter", int, min_val=1))
+        if self.time_limit is not None:
+            object.__setattr__(self, "time_limit", check_nonnegative(self.time_limit, "time_limit"))
+
+
 def cutting_plane_ksparse(
     inst: Instance,
     uset: KSparse,
@@ -130,34 +164,23 @@ def cutting_plane_ksparse(
     rho_div: float,
     similarity: str = "cosine",
     max_size: int | None = None,
-    tol: float = 1e-6,
-    max_iter: int = 200,
-    time_limit: float | None = None,
-    solver: str = "auto",
-    mip_gap: float | None = None,
-    cut_support: str = "selected",
-    cut_type: str = "multi",
-    progress: bool = False,
     query_similarity: str = "cosine",
-    start_k: int | None = None,
+    options: CuttingPlaneOptions | None = None,
 ) -> CuttingPlaneResult:
     """Solve the k-sparse robust model by scenario generation (module docstring).
 
-    Parameters as in :func:`divopt_rag.robust.models.build_ksparse_master_model`; ``tol`` is the
-    violation t* - v(x*) below which the loop stops; ``time_limit`` covers the whole loop
-    (each master gets the time left); ``cut_support`` is "selected" or "pool"; ``cut_type``
-    is "multi" (per-document cuts) or "single" (one aggregated cut per scenario);
-    ``query_similarity`` is "cosine" (the report's, default) or "inner"; ``start_k`` is the size of
-    the heuristic top-k start (default max_size, else the instance's k).
+    The model's parameters as in :func:`divopt_rag.robust.models.build_ksparse_master_model`
+    (``query_similarity``: "cosine", the report's, default, or "inner"); how the loop runs
+    (tolerance, caps, solver, cuts, start): ``options`` (:class:`CuttingPlaneOptions`, default
+    its defaults).
     """
     if not isinstance(uset, KSparse):
         raise TypeError(f"uset must be a KSparse set, got {type(uset).__name__}")
-    check_choice(cut_support, "cut_support", ("selected", "pool"))
-    check_choice(cut_type, "cut_type", ("multi", "single"))
-    tol = check_nonnegative(tol, "tol")
-    max_iter = check_scalar(max_iter, "max_iter", int, min_val=1)
-    if time_limit is not None:
-        time_limit = check_nonnegative(time_limit, "time_limit")
+    opt = CuttingPlaneOptions() if options is None else options
+    if not isinstance(opt, CuttingPlaneOptions):
+        raise TypeError(f"options must be a CuttingPlaneOptions, got {type(opt).__name__}")
+    tol, max_iter, time_limit = opt.tol, opt.max_iter, opt.time_limit
+    cut_support, cut_type = opt.cut_support, opt.cut_type
     t0 = time.perf_counter()
     model, info = build_ksparse_master_model(inst, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div,
                                              similarity=similarity, max_size=max_size, cut_type=cut_type,
@@ -209,8 +232,8 @@ def cutting_plane_ksparse(
         return float((sub[iu] - info.rho_div).sum()) <= 1e-9
 
     # First cut: separation at the heuristic (nominal) top-k solution.
-    if start_k is not None:
-        k0 = check_scalar(start_k, "start_k", int, min_val=1, max_val=n)
+    if opt.start_k is not None:
+        k0 = check_scalar(opt.start_k, "start_k", int, min_val=1, max_val=n)
     else:
         k0 = info.max_size if info.max_size is not None else inst.k
     x0 = np.sort(np.argsort(-s, kind="stable")[:k0])
@@ -226,7 +249,7 @@ def cutting_plane_ksparse(
     status, message, used_solver = "iteration_limit", "", ""
     iterations = 0
     bar = None
-    if progress:
+    if opt.progress:
         bar = tqdm(total=max_iter, desc="cutting planes", leave=False)
     for it in range(1, max_iter + 1):
         left = None
@@ -235,7 +258,7 @@ def cutting_plane_ksparse(
             if left <= 0:
                 status, message = "time_limit", f"time limit {time_limit} s reached before master {it}"
                 break
-        r = solve(model, solver, SolveConfig(time_limit=left, mip_gap=mip_gap),
+        r = solve(model, opt.solver, SolveConfig(time_limit=left, mip_gap=opt.mip_gap),
                   warm_start=inc_idx if inc_idx.size else None, info=info)
         used_solver = r.solver
         iterations = it

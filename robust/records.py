@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -35,7 +36,7 @@ from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.models.runner import DEFAULT_TIME_LIMIT, SolveConfig, Stopwatch, solve
 from divopt_rag.models.validation import check_k
 
-from .cutting_planes import cutting_plane_ksparse
+from .cutting_planes import CuttingPlaneOptions, cutting_plane_ksparse
 from .heuristic import peel
 from .models import AUTHORS_PROTECTED, build_ksparse_lpdual_model, build_robust_model
 from .oracles import average_similarity, pool_arrays, worst_case_average_similarity, worst_case_relevance
@@ -140,31 +141,58 @@ def _ranked(sub_indices: np.ndarray, r: np.ndarray, nominal: np.ndarray) -> np.n
     return sub_indices[np.lexsort((sub_indices, -nominal[sub_indices], -r[sub_indices]))]
 
 
-def _record(model: str, inst: Instance, rows: np.ndarray, sub_indices: np.ndarray, uset, *, params: dict,
-            status: str, objective: float | None, bound: float | None, gap: float, seconds: float,
-            solver: str, message: str = "", iterations: int = 0, cuts: int = 0) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Settings:
+    """The parameters every robust record shares: the model's (``sparsity_penalty``, ``rho_div``,
+    ``similarity``, ``query_similarity``, ``max_size``, ``candidates``) and the solve's
+    (``solver``, ``time_limit``, ``mip_gap``)."""
+
+    sparsity_penalty: float
+    rho_div: float
+    similarity: str
+    query_similarity: str
+    max_size: Any
+    candidates: int | None
+    solver: str
+    time_limit: float | None
+    mip_gap: float | None
+
+    def params(self, max_size: int | None, **extra: Any) -> dict[str, Any]:
+        """The record's parameter fields (``max_size`` as resolved for the instance)."""
+        return dict(sparsity_penalty=float(self.sparsity_penalty), rho_div=float(self.rho_div),
+                    similarity=self.similarity, query_similarity=self.query_similarity, max_size=max_size,
+                    candidates=self.candidates, time_limit=self.time_limit, **extra)
+
+
+def _record(model: str, inst: Instance, rows: np.ndarray, uset, params: dict, outcome: Any,
+            seconds: float) -> dict[str, Any]:
+    """The flat record of a solve: ``outcome`` is the solver's :class:`~divopt_rag.models.runner.Result`
+    or the :class:`~divopt_rag.robust.cutting_planes.CuttingPlaneResult` (its ``indices`` are rows
+    of ``inst.subset(rows)``; status, objective, bound, gap, solver, message, and the loop's
+    iterations and cuts where it has them)."""
+    sub_indices = np.asarray(outcome.indices, dtype=np.int64)
+    objective, bound = outcome.objective, outcome.bound
     sub = inst.subset(rows)
-    fields, r = _evaluate(sub, np.asarray(sub_indices, dtype=np.int64), uset,
-                          sparsity_penalty=params["sparsity_penalty"], similarity=params["similarity"],
-                          query_similarity=params["query_similarity"])
-    indices = rows[_ranked(np.asarray(sub_indices, dtype=np.int64), r, pool_arrays(sub)[2])]
+    fields, r = _evaluate(sub, sub_indices, uset, sparsity_penalty=params["sparsity_penalty"],
+                          similarity=params["similarity"], query_similarity=params["query_similarity"])
+    indices = rows[_ranked(sub_indices, r, pool_arrays(sub)[2])]
     rec: dict[str, Any] = {"model": model}
     rec.update(uset.describe() if uset is not None else {"uncertainty": "none", "rho_vec": 0.0})
     rec.update(params)
     rec.update({
-        "status": status,
-        "proven_optimal": status == "optimal",
+        "status": outcome.status,
+        "proven_optimal": outcome.status == "optimal",
         "objective": float("nan") if objective is None else float(objective),
         "bound": float("nan") if bound is None else float(bound),
-        "gap": float(gap),
+        "gap": float(outcome.gap),
         "seconds": float(seconds),
-        "solver": solver,
-        "iterations": int(iterations),
-        "cuts": int(cuts),
+        "solver": outcome.solver,
+        "iterations": int(getattr(outcome, "iterations", 0)),
+        "cuts": int(getattr(outcome, "cuts", 0)),
         "candidates_used": int(rows.size),
         "indices": indices,
         "selected": [int(i) for i in indices],
-        "message": message,
+        "message": outcome.message,
     })
     if inst.ids is not None:
         rec["selected_ids"] = [str(x) for x in inst.ids[indices]]
@@ -178,27 +206,20 @@ def _record(model: str, inst: Instance, rows: np.ndarray, sub_indices: np.ndarra
     return rec
 
 
-def _solve_compact(model_name: str, build: Callable, inst: Instance, uset, *, sparsity_penalty, rho_div,
-                   similarity, max_size, candidates, solver, time_limit, mip_gap, extra: dict,
-                   query_similarity: str = "cosine") -> dict:
+def _solve_compact(model_name: str, build: Callable, inst: Instance, uset, st: _Settings) -> dict:
     t0 = time.perf_counter()
-    sub, rows = _candidates(inst, candidates)
-    ms = _max_size(inst, max_size, sub.n)
-    params = dict(sparsity_penalty=float(sparsity_penalty), rho_div=float(rho_div), similarity=similarity,
-                  query_similarity=query_similarity, max_size=ms, candidates=candidates, time_limit=time_limit,
-                  **extra)
-    model = build(sub, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity, max_size=ms,
-                  query_similarity=query_similarity)
+    sub, rows = _candidates(inst, st.candidates)
+    ms = _max_size(inst, st.max_size, sub.n)
+    model = build(sub, uset, sparsity_penalty=st.sparsity_penalty, rho_div=st.rho_div, similarity=st.similarity,
+                  max_size=ms, query_similarity=st.query_similarity)
     # a feasible start (greedy peeling): where the McCormick bound is weak, a solver stopped by
     # its time limit otherwise keeps whatever it found, e.g. one document where dozens fit
     info = model.info
     start = peel(info.scores - info.shift - info.sparsity_penalty, info.bounds - info.rho_div, info.max_size)
     # a stopwatch started at t0: the time limit is wall clock for the record, building the model included
-    r = solve(model, solver, SolveConfig(time_limit=time_limit, mip_gap=mip_gap), stopwatch=Stopwatch(started=t0),
-              warm_start=start if start.size else None)
-    return _record(model_name, inst, rows, r.indices, uset, params=params, status=r.status,
-                   objective=r.objective, bound=r.bound, gap=r.gap, seconds=time.perf_counter() - t0,
-                   solver=r.solver, message=r.message)
+    r = solve(model, st.solver, SolveConfig(time_limit=st.time_limit, mip_gap=st.mip_gap),
+              stopwatch=Stopwatch(started=t0), warm_start=start if start.size else None)
+    return _record(model_name, inst, rows, uset, st.params(ms), r, time.perf_counter() - t0)
 
 
 def nominal(instance: Instance, *, sparsity_penalty: float, rho_div: float, similarity: str = "cosine",
@@ -206,10 +227,9 @@ def nominal(instance: Instance, *, sparsity_penalty: float, rho_div: float, simi
             candidates: int | None = DEFAULT_CANDIDATES, solver: str = "auto",
             time_limit: float | None = DEFAULT_TIME_LIMIT, mip_gap: float | None = None) -> dict:
     """Nominal sparsity model: max sum (s_i - sparsity_penalty) x_i, average similarity <= rho_div."""
-    return _solve_compact("nominal_sparsity", build_robust_model, instance, None, sparsity_penalty=sparsity_penalty,
-                          rho_div=rho_div, similarity=similarity, max_size=max_size, candidates=candidates,
-                          solver=solver, time_limit=time_limit, mip_gap=mip_gap, extra={},
-                          query_similarity=query_similarity)
+    return _solve_compact("nominal_sparsity", build_robust_model, instance, None,
+                          _Settings(sparsity_penalty, rho_div, similarity, query_similarity, max_size, candidates,
+                                    solver, time_limit, mip_gap))
 
 
 def _norm_record(p: Any, name: str):
@@ -219,9 +239,8 @@ def _norm_record(p: Any, name: str):
            solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
            mip_gap: float | None = None) -> dict:
         return _solve_compact(name, build_robust_model, instance, NormBall(p, rho_vec),
-                              sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity,
-                              max_size=max_size, candidates=candidates, solver=solver,
-                              time_limit=time_limit, mip_gap=mip_gap, extra={}, query_similarity=query_similarity)
+                              _Settings(sparsity_penalty, rho_div, similarity, query_similarity, max_size, candidates,
+                                        solver, time_limit, mip_gap))
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"Robust model, {name[7:]} ball of radius rho_vec: max sum (r_i - sparsity_penalty) x_i "
@@ -250,9 +269,8 @@ def robust_ksparse(instance: Instance, *, rho_vec: float, attack_budget: int, sp
     None protects nothing).
     n binaries: fits the size-limited Gurobi license."""
     return _solve_compact("robust_ksparse", build_robust_model, instance, KSparse(rho_vec, attack_budget, protected),
-                          sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity,
-                          max_size=max_size, candidates=candidates, solver=solver, time_limit=time_limit,
-                          mip_gap=mip_gap, extra={}, query_similarity=query_similarity)
+                          _Settings(sparsity_penalty, rho_div, similarity, query_similarity, max_size, candidates,
+                                    solver, time_limit, mip_gap))
 
 
 def robust_ksparse_lpdual(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
@@ -267,10 +285,9 @@ def robust_ksparse_lpdual(instance: Instance, *, rho_vec: float, attack_budget: 
     the worst-case cosine (:func:`divopt_rag.robust.models.lpdual_cosine_bound`), another bound than
     the oracle's of robust_ksparse and robust_ksparse_cp."""
     return _solve_compact("robust_ksparse_lpdual", build_ksparse_lpdual_model, instance,
-                          KSparse(rho_vec, attack_budget, protected), sparsity_penalty=sparsity_penalty,
-                          rho_div=rho_div, similarity=similarity, max_size=max_size, candidates=candidates,
-                          solver=solver, time_limit=time_limit, mip_gap=mip_gap, extra={},
-                          query_similarity=query_similarity)
+                          KSparse(rho_vec, attack_budget, protected),
+                          _Settings(sparsity_penalty, rho_div, similarity, query_similarity, max_size, candidates,
+                                    solver, time_limit, mip_gap))
 
 
 def robust_ksparse_cp(instance: Instance, *, rho_vec: float, attack_budget: int, sparsity_penalty: float,
@@ -283,20 +300,19 @@ def robust_ksparse_cp(instance: Instance, *, rho_vec: float, attack_budget: int,
     """k-sparse robust model by cutting planes (:func:`divopt_rag.robust.cutting_planes.cutting_plane_ksparse`);
     ``time_limit`` covers the whole loop. Adds ``iterations`` and ``cuts``."""
     t0 = time.perf_counter()
+    st = _Settings(sparsity_penalty, rho_div, similarity, query_similarity, max_size, candidates, solver, time_limit,
+                   mip_gap)
     sub, rows = _candidates(instance, candidates)
     ms = _max_size(instance, max_size, sub.n)
     uset = KSparse(rho_vec, attack_budget, protected)
-    cp = cutting_plane_ksparse(sub, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div,
-                               similarity=similarity, max_size=ms, tol=tol, max_iter=max_iter,
-                               time_limit=time_limit, solver=solver, mip_gap=mip_gap, cut_support=cut_support,
-                               cut_type=cut_type, query_similarity=query_similarity)
-    params = dict(sparsity_penalty=float(sparsity_penalty), rho_div=float(rho_div), similarity=similarity,
-                  query_similarity=query_similarity, max_size=ms, candidates=candidates, time_limit=time_limit,
-                  tol=tol, cut_support=cut_support, cut_type=cut_type)
-    return _record("robust_ksparse_cp", instance, rows, cp.indices, uset, params=params, status=cp.status,
-                   objective=cp.objective, bound=cp.bound if math.isfinite(cp.bound) else None, gap=cp.gap,
-                   seconds=time.perf_counter() - t0, solver=cp.solver, message=cp.message,
-                   iterations=cp.iterations, cuts=cp.cuts)
+    cp = cutting_plane_ksparse(sub, uset, sparsity_penalty=sparsity_penalty, rho_div=rho_div, similarity=similarity,
+                               max_size=ms, query_similarity=query_similarity,
+                               options=CuttingPlaneOptions(tol=tol, max_iter=max_iter, time_limit=time_limit,
+                                                           solver=solver, mip_gap=mip_gap, cut_support=cut_support,
+                                                           cut_type=cut_type))
+    cp = replace(cp, bound=cp.bound if math.isfinite(cp.bound) else None)  # no bound proven: NaN in the record
+    return _record("robust_ksparse_cp", instance, rows, uset,
+                   st.params(ms, tol=tol, cut_support=cut_support, cut_type=cut_type), cp, time.perf_counter() - t0)
 
 
 #: model name -> record function ``(instance, **parameters) -> dict``.

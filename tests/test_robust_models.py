@@ -10,7 +10,7 @@ import pytest
 
 from uset_vertices import vertices
 from divopt_rag.models import Instance
-from divopt_rag.robust.cutting_planes import LOG_COLUMNS, cutting_plane_ksparse
+from divopt_rag.robust.cutting_planes import LOG_COLUMNS, CuttingPlaneOptions, cutting_plane_ksparse
 from divopt_rag.robust.models import (
     build_ksparse_lpdual_model,
     build_nominal_model,
@@ -241,8 +241,8 @@ def test_cutting_plane_optimum_equals_lp_dual_compact(seed, cut_type, cut_suppor
     kw = _params(inst, seed)
     U = KSparse(0.06, 2, 1)
     compact = _solve(build_ksparse_lpdual_model(inst, U, **kw, max_size=5))
-    cp = cutting_plane_ksparse(inst, U, **kw, max_size=5, solver=SOLVER, cut_support=cut_support,
-                               cut_type=cut_type, query_similarity="inner")
+    cp = cutting_plane_ksparse(inst, U, **kw, max_size=5, query_similarity="inner",
+                               options=CuttingPlaneOptions(solver=SOLVER, cut_support=cut_support, cut_type=cut_type))
     assert cp.status == "optimal" and cp.proven_optimal
     assert cp.objective == pytest.approx(compact.objective, abs=1e-6)
     assert cp.bound >= cp.objective - 1e-9 and cp.abs_gap <= 1e-4 * max(1.0, abs(cp.objective)) + 1e-6
@@ -266,7 +266,7 @@ def test_cosine_cutting_plane_brackets_the_compact_cosine_model(seed, cut_type):
     kw = _params(inst, seed)
     U = KSparse(0.06, 2, 1)
     compact = _solve(build_robust_model(inst, U, **kw, max_size=5))
-    cp = cutting_plane_ksparse(inst, U, **kw, max_size=5, solver=SOLVER, cut_type=cut_type)
+    cp = cutting_plane_ksparse(inst, U, **kw, max_size=5, options=CuttingPlaneOptions(solver=SOLVER, cut_type=cut_type))
     assert cp.status in ("optimal", "oracle_gap")
     assert cp.objective <= compact.objective + 1e-6
     assert cp.bound >= compact.objective - 1e-6
@@ -280,7 +280,8 @@ def test_cutting_plane_perturbation_is_feasible_and_leaves_protected_coordinates
     inst = _instance(9, n=10, d=7)
     kw = _params(inst, 9)
     U = KSparse(0.08, 3, 2)  # the top-2 coordinates of |q * mu_i| are protected
-    cp = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, progress=True, query_similarity="inner")
+    cp = cutting_plane_ksparse(inst, U, **kw, query_similarity="inner",
+                               options=CuttingPlaneOptions(solver=SOLVER, progress=True))
     E, q = inst.E.double().numpy(), inst.q.double().numpy()
     assert cp.indices.size >= 1
     for i in range(inst.n):
@@ -316,16 +317,17 @@ def test_statuses_are_honest_at_iteration_and_time_limits():
     inst = _instance(11, n=10)
     kw = _params(inst, 11)
     U = KSparse(0.06, 2, None)
-    full = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, cut_type="single", query_similarity="inner")
+    full = cutting_plane_ksparse(inst, U, **kw, query_similarity="inner",
+                                 options=CuttingPlaneOptions(solver=SOLVER, cut_type="single"))
     assert full.status == "optimal"
     assert full.iterations > 1  # this instance needs several rounds
     if full.iterations > 1:
-        one = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, max_iter=1, cut_type="single",
-                                    query_similarity="inner")
+        one = cutting_plane_ksparse(inst, U, **kw, query_similarity="inner",
+                                    options=CuttingPlaneOptions(solver=SOLVER, max_iter=1, cut_type="single"))
         assert one.status == "iteration_limit" and not one.proven_optimal
         assert one.bound >= full.objective - 1e-9 >= one.objective - 1e-9
         assert one.gap > 0 or one.objective == pytest.approx(full.objective)
-    zero = cutting_plane_ksparse(inst, U, **kw, solver=SOLVER, time_limit=0.0)
+    zero = cutting_plane_ksparse(inst, U, **kw, options=CuttingPlaneOptions(solver=SOLVER, time_limit=0.0))
     assert zero.status == "time_limit" and not zero.proven_optimal
     assert zero.iterations == 0 and math.isinf(zero.bound)
     assert zero.objective <= full.objective + 1e-9  # an incumbent (possibly the empty set) is kept
@@ -377,7 +379,8 @@ def test_builders_return_models_without_solving_and_validate_inputs():
     with pytest.raises(TypeError, match="NormBall"):
         build_robust_norm_model(inst, KSparse(0.1, 2), sparsity_penalty=0.1, rho_div=0.5)
     with pytest.raises(ValueError, match="cut_support"):
-        cutting_plane_ksparse(inst, KSparse(0.1, 2), sparsity_penalty=0.1, rho_div=0.5, cut_support="all")
+        cutting_plane_ksparse(inst, KSparse(0.1, 2), sparsity_penalty=0.1, rho_div=0.5,
+                              options=CuttingPlaneOptions(cut_support="all"))
 
 
 @pytest.mark.parametrize("seed", [13, 14])
@@ -403,11 +406,12 @@ def test_cutting_plane_starts_from_the_heuristic_top_k():
     kw = _params(inst, 6)
     s = inst.E.double().numpy() @ inst.q.double().numpy()
     for start in (1, 3, 9):
-        cp = cutting_plane_ksparse(inst, KSparse(0.05, 2), **kw, start_k=start, solver=SOLVER,
-                                   query_similarity="inner")
+        cp = cutting_plane_ksparse(inst, KSparse(0.05, 2), **kw, query_similarity="inner",
+                                   options=CuttingPlaneOptions(start_k=start, solver=SOLVER))
         first = set(np.flatnonzero(cp.scenarios[0]).tolist())
         assert first == set(np.argsort(-s, kind="stable")[:start].tolist())
-    default = cutting_plane_ksparse(inst, KSparse(0.05, 2), **kw, solver=SOLVER, query_similarity="inner")
+    default = cutting_plane_ksparse(inst, KSparse(0.05, 2), **kw, query_similarity="inner",
+                                    options=CuttingPlaneOptions(solver=SOLVER))
     assert set(np.flatnonzero(default.scenarios[0]).tolist()) == set(np.argsort(-s, kind="stable")[:inst.k].tolist())
     with pytest.raises(ValueError, match="start_k"):
-        cutting_plane_ksparse(inst, KSparse(0.05, 2), **kw, start_k=0, solver=SOLVER)
+        cutting_plane_ksparse(inst, KSparse(0.05, 2), **kw, options=CuttingPlaneOptions(start_k=0, solver=SOLVER))
