@@ -58,13 +58,7 @@ def _sides_probe(side: str, between_first: bool):
         inside = [i for i in range(lo + 1, hi) if i in scored]
         if len(inside) <= 1:
             return _NEXT_PROBE(lo, hi, scored)
-        runs, start = [], None
-        for i in range(lo + 1, hi + 1):
-            if i < hi and i not in scored:
-                start = i if start is None else start
-            elif start is not None:
-                runs.append((start, i - 1))
-                start = None
+        runs = S.unscored_runs(lo, hi, scored)
         between = [r for r in runs if inside[0] < r[0] and r[1] < inside[-1]]
         outer = [r for r in runs if r not in between]
         if between and (between_first or not outer):

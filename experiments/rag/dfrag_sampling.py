@@ -96,6 +96,20 @@ def peak_candidates(scores: Mapping[int, float], n: int) -> tuple[int, int]:
     return lo, hi
 
 
+def unscored_runs(lo: int, hi: int, scored) -> list[tuple[int, int]]:
+    """The maximal runs ``(start, end)`` of grid indices strictly between ``lo`` and ``hi`` that
+    have no score yet."""
+    runs: list[tuple[int, int]] = []
+    start = None
+    for i in range(lo + 1, hi + 1):
+        if i < hi and i not in scored:
+            start = i if start is None else start
+        elif start is not None:
+            runs.append((start, i - 1))
+            start = None
+    return runs
+
+
 def _next_probe(lo: int, hi: int, scored: Mapping[int, float]) -> int:
     """The next position to score among the candidates lo < i < hi (some of them unscored).
 
@@ -109,14 +123,7 @@ def _next_probe(lo: int, hi: int, scored: Mapping[int, float]) -> int:
     if len(inside) <= 1:
         known = inside[0] - lo - 1 if inside else -1
         return lo + 1 + _peak_plan(hi - lo - 1, known)[1]
-    runs: list[tuple[int, int]] = []  # maximal runs [start, end] of unscored candidates
-    start = None
-    for i in range(lo + 1, hi + 1):
-        if i < hi and i not in scored:
-            start = i if start is None else start
-        elif start is not None:
-            runs.append((start, i - 1))
-            start = None
+    runs = unscored_runs(lo, hi, scored)
     between = [r for r in runs if inside[0] < r[0] and r[1] < inside[-1]]
     if between:
         a, b = max(between, key=lambda r: (r[1] - r[0], r[0]))
