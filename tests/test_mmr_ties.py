@@ -75,14 +75,19 @@ def test_duplicates_resolve_like_haystacks_diversity_ranker(theta):
     assert [d.id for d in ours.run(query="query", documents=docs)["documents"]] == want
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA"))])
 @pytest.mark.parametrize("method", ["mmr", "mmr_lazy"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
-def test_duplicates_resolve_like_langchain_on_cuda(method, dtype):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_duplicates_resolve_like_langchain_in_every_storage(method, dtype, device):
+    """In every storage dtype, on the CPU and the GPU, against LangChain on the stored rows. Stored
+    in float16, normalized rows are unit only to about 5e-4: the float64 re-scoring of near-ties
+    must still see that the stored relevance is E q (found on the H200: seed 1 picked row 10 before
+    row 120, 1e-5 lower in cosine, because the stored relevance was taken for a user's)."""
     for seed in range(3):
         E, q = with_duplicates(300, 97, seed, np.float32)
-        inst = Instance(torch.from_numpy(E).to("cuda", dtype), torch.from_numpy(q).to("cuda", dtype), k=12,
+        inst = Instance(torch.from_numpy(E).to(device, dtype), torch.from_numpy(q).to(device, dtype), k=12,
                         theta=0.5, normalize=True)
-        stored = inst.E.double().cpu().numpy()  # what the GPU holds, rounded to dtype
-        theirs = [int(i) for i in lc.maximal_marginal_relevance(inst.q.double().cpu().numpy(), stored, 0.5, 12)]
-        assert select(inst, method).indices.cpu().tolist() == theirs
+        stored, q64 = inst.E.double().cpu().numpy(), inst.q.double().cpu().numpy()  # what the device holds
+        theirs = [int(i) for i in lc.maximal_marginal_relevance(q64, stored, 0.5, 12)]
+        assert np.asarray(select(inst, method).indices).tolist() == theirs, seed
