@@ -361,8 +361,9 @@ def _incumbent_only(instance: Instance, warm: np.ndarray | None, config: SolveCo
 def _finish(instance: Instance, r: Result, form: str, build_seconds: float, stopwatch: Stopwatch,
             config: SolveConfig, warm: np.ndarray | None) -> Result:
     """The runner's Result with the formulation, timings and the objective re-evaluated on the set;
-    a time limit without incumbent (or bound) gets the best known one (and the concave bound);
-    the message is rewritten from the final fields."""
+    at a time limit the incumbent is the better of the solver's and the best known one (warm start,
+    top-k, fw_ms), and the bound the tighter of the solver's and the concave one; the message is
+    rewritten from the final fields."""
     r.info["formulation"] = form
     r.info["build_seconds"] = build_seconds
     r.info["solver_ran"] = True
@@ -371,10 +372,15 @@ def _finish(instance: Instance, r: Result, form: str, build_seconds: float, stop
         r.objective = ccbqp_objective(instance, r.indices)
     if r.status is SolveStatus.TIME_LIMIT:
         notes = r.info.setdefault("notes", [])
+        idx, obj, source = _best_known(instance, warm)
         if r.objective is None:
-            r.indices, r.objective, source = _best_known(instance, warm)
+            r.indices, r.objective = idx, obj
             r.info["incumbent_source"] = source
             notes.append(f"the solver found no incumbent: it is from {source}")
+        elif obj > r.objective + 1e-12 * (1 + abs(obj)):  # stopped short of a set divopt already knows
+            notes.append(f"the solver's incumbent ({r.objective:.6g}) is below {source}'s: the incumbent is {source}'s")
+            r.indices, r.objective = idx, obj
+            r.info["incumbent_source"] = source
         cheap = _cheap_bound(instance)
         if r.bound is None or cheap < r.bound:
             notes.append(f"bound from the concave relaxation (the solver's: {r.bound})")

@@ -331,3 +331,26 @@ def test_scip_translation_is_timed_and_charged(monkeypatch):
     # before, SCIP got the whole limit after its translation
     assert r.info["solver_time_limit"] == pytest.approx(0.5, abs=1e-12)
     assert r.status in ("optimal", "time_limit")
+
+
+@pytest.mark.parametrize("solver", MIP)
+def test_a_time_limit_keeps_the_better_of_the_solvers_and_the_known_incumbent(solver, monkeypatch):
+    """Seen on SCIP's QCR model (n = 300, 10-20 s limits): the solver stopped at f = 3.98 where
+    fw_ms knows 5.35. At a time limit the result is the better set, says where it came from,
+    and keeps the solver's bound; a solver incumbent that beats the known one is kept."""
+    inst = _instance(40, 8, k=5, theta=0.5, seed=3)
+    known = np.sort(select(inst, "fw_ms").indices)
+    worst = np.argsort(inst.relevance.numpy())[:inst.k]  # the k least relevant rows
+    for indices, expect in ((worst, known), (known, known)):
+        def stopped(model, s, config, *, warm_start=None, stopwatch=None, indices=indices):
+            f = ccbqp_objective(inst, indices)
+            return runner.Result(indices=np.sort(indices), objective=f, bound=f + 10.0, gap=np.inf,
+                                 status="time_limit", seconds=1.0, solver=s, info={})
+        monkeypatch.setattr(exact, "solve", stopped)
+        monkeypatch.setattr(exact, "pyomo_seconds_per_unit", lambda: 1e-12)
+        form = {"highs": "milp", "scip": "miqp_lowrank", "gurobi": "miqp"}[solver]
+        r = solve_exact(inst, solver=solver, formulation=form, time_limit=5.0)
+        assert r.status == "time_limit" and r.indices.tolist() == expect.tolist()
+        assert r.objective == pytest.approx(ccbqp_objective(inst, expect))
+        assert r.info.get("incumbent_source") == ("fw_ms" if indices is worst else None)
+        assert r.bound <= ccbqp_objective(inst, indices) + 10.0  # the solver's bound or a tighter one
