@@ -60,6 +60,8 @@ def main() -> None:
     p.add_argument("--sparsity-penalty", type=float, default=0.2)
     p.add_argument("--rho-div", nargs="+", type=float, default=[0.8, 0.4])
     p.add_argument("--time-limit", type=float, default=10.0)
+    p.add_argument("--solver", default="auto", help='the records\' solver ("auto": Gurobi where the model fits '
+                   'its licence, else SCIP; "scip" for the open-source path alone)')
     p.add_argument("--oracle-gap-tol", type=float, default=1e-4,
                    help="a cutting plane that stops on 'oracle_gap' (cosine: the rest of the gap is the oracle's "
                         "bound-vs-attack bracket) with a relative gap within this counts as solved")
@@ -75,7 +77,8 @@ def main() -> None:
             for rho_div in args.rho_div:
                 for qi in range(args.queries):
                     inst, _ = harness.query_instance(data, qi, n)
-                    kw = dict(sparsity_penalty=args.sparsity_penalty, rho_div=rho_div, time_limit=args.time_limit)
+                    kw = dict(sparsity_penalty=args.sparsity_penalty, rho_div=rho_div, time_limit=args.time_limit,
+                              solver=args.solver)
                     if model != "nominal_sparsity":
                         kw["rho_vec"] = rho
                     if "ksparse" in model:
