@@ -23,6 +23,7 @@ plan's steps) or with at most 6 calls (``max_calls``).
 from __future__ import annotations
 
 import argparse
+import sys
 from functools import partial
 from pathlib import Path
 from unittest import mock
@@ -32,24 +33,11 @@ import pandas as pd
 
 from divopt_rag.experiments.rag import dfrag_sampling as S
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from profiles import weakly_unimodal  # noqa: E402  (the generator the tests check against brute force)
+
 GRID = [round(0.1 * i, 1) for i in range(1, 11)]
 _NEXT_PROBE = S._next_probe  # divopt's rule, kept while a variant is patched in
-
-
-def weakly_unimodal(n: int, top: int) -> np.ndarray:
-    out = []
-
-    def grow(seq, falling):
-        if len(seq) == n:
-            out.append(seq)
-            return
-        for v in range(top + 1):
-            if not (falling and v > seq[-1]):
-                grow(seq + [v], falling or v < seq[-1])
-
-    for v in range(top + 1):
-        grow([v], False)
-    return np.array(out)
 
 
 def _sides_probe(side: str, between_first: bool):

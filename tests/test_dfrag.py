@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from conftest import planted_duplicates, random_unit, unit_query
 from fake_llm import FakeChat
+from profiles import weakly_unimodal
 from divopt_rag.experiments.rag.dfrag import (
     DFRAG,
     SCORE_MAX,
@@ -228,24 +229,6 @@ def test_binary_search_uses_the_fewest_calls_any_search_can_guarantee(n):
     assert worst == peak_search_cost(n)
 
 
-def _weakly_unimodal(n, top):
-    """Every weakly unimodal profile (non-decreasing, then non-increasing; plateaus allowed) of n
-    integer scores in 0..top, as rows of an array: a non-decreasing run, then a non-increasing one."""
-    out = []
-
-    def grow(seq, falling):
-        if len(seq) == n:
-            out.append(seq)
-            return
-        for v in range(top + 1):
-            if not (falling and v > seq[-1]):  # no rise after a fall
-                grow(seq + [v], falling or v < seq[-1])
-
-    for v in range(top + 1):
-        grow([v], False)
-    return np.array(out)
-
-
 def test_the_weakly_unimodal_profiles_are_every_one():
     """The generator against brute force: all of 0..3 ^ 6 filtered by 'no rise after a fall'."""
     import itertools
@@ -255,8 +238,8 @@ def test_the_weakly_unimodal_profiles_are_every_one():
         return not (d < 0).any() or not (d > 0).any() or np.nonzero(d > 0)[0].max() < np.nonzero(d < 0)[0].min()
 
     brute = {p for p in itertools.product(range(4), repeat=6) if weak(np.array(p))}
-    assert set(map(tuple, _weakly_unimodal(6, 3).tolist())) == brute
-    assert len(_weakly_unimodal(10, 4)) == 30086  # the issue's count
+    assert set(map(tuple, weakly_unimodal(6, 3).tolist())) == brute
+    assert len(weakly_unimodal(10, 4)) == 30086  # the issue's count
 
 
 class _Ask(Exception):
@@ -299,7 +282,7 @@ def test_binary_search_scores_the_maximum_of_every_weakly_unimodal_profile():
     4.62 calls) with 5.70 calls on average, fewer than 6; knowing the best possible score (4 here;
     DF-RAG: 5 x the plan's steps) it stops at one: 3.53 calls."""
     grid = list(DFRAG_THETAS)
-    profiles = _weakly_unimodal(10, 4)
+    profiles = weakly_unimodal(10, 4)
     for best, mean in ((None, 5.70), (4, 3.53)):
         calls, found = _search_tree(profiles, grid, best=best)
         assert (found == profiles.max(axis=1)).all()
