@@ -14,8 +14,9 @@ loaders whose ARG is their path: ``beir``, ``rgb``, ``mini_wikipedia`` (alias
 A loader returns an :class:`~divopt_rag.data.EmbeddedDataset`, or a text
 :class:`~divopt_rag.data.Dataset` that ``load`` embeds with :func:`~divopt_rag.data.embed_dataset`,
 taking three options of its own: ``model`` (None: the offline all-MiniLM-L6-v2),
-``embed_cache`` (the embedding cache folder) and ``with_titles`` (prefix passage titles;
-the default is set per dataset). Then E and Q are made unit rows (:func:`unit_rows`).
+``embed_cache`` (the embedding cache folder; None, the default: the user's cache folder or
+``DIVOPT_RAG_CACHE_DIR``, :func:`~divopt_rag.data.embedding_cache.embedding_cache_dir`; False:
+no cache) and ``with_titles`` (prefix passage titles; the default is set per dataset). Then E and Q are made unit rows (:func:`unit_rows`).
 
 Adding a dataset: decorate its loader, ``@register_dataset("name", arg="path", paths=("path",))``,
 in a module that ``divopt_rag/data/__init__.py`` imports (the registration runs on import).
