@@ -8,8 +8,9 @@ measures were computed by the run from the dataset's qrels and subtopic labels,
 
 Writes ``RUN/quality_ir.csv`` (tidy: method, theta, measure, cutoff, mean, queries) and prints
 the markdown table; with ``--readme`` the table replaces the block between ``<!-- table:quality-ir -->``
-and ``<!-- /table:quality-ir -->`` of that file. Methods come in the order of the README's
-``table:quality`` block (the certified optimum first), so the two tables read side by side.
+and ``<!-- /table:quality-ir -->`` of that file. With a README, the methods are those of its
+``table:quality`` block, in its order (the certified optimum first), so the two tables read side
+by side; ``quality_ir.csv`` has every method of the run.
 """
 from __future__ import annotations
 
@@ -53,7 +54,9 @@ def _order(methods: list[str], readme: Path | None) -> list[str]:
         if block:
             listed = re.findall(r"^\|\s*\**([a-z_0-9]+)\**", block.group(1), re.M)
     first = [EXACT] if EXACT in methods else []
-    return first + [m for m in listed if m in methods and m != EXACT] + sorted(set(methods) - set(listed) - {EXACT})
+    if listed:  # the README's methods only (the run's CSV has every method)
+        return first + [m for m in listed if m in methods and m != EXACT]
+    return first + sorted(set(methods) - {EXACT})
 
 
 def markdown(table: pd.DataFrame, readme: Path | None = None) -> str:
@@ -64,22 +67,28 @@ def markdown(table: pd.DataFrame, readme: Path | None = None) -> str:
     head = ["method", *(f"θ={t:g}".replace("0.", ".") for t in thetas)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for method in _order(sorted(table["method"].unique()), readme):
-        name = "certified optimum (exact)" if method == EXACT else method
+        name = "certified optimum" if method == EXACT else method
         cells = []
         for t in thetas:
             row = wide.loc[(method, t)] if (method, t) in wide.index else None
-            cells.append("–" if row is None else " / ".join(f"{row[m]:.2f}" for m in MEASURES))
+            cells.append("–" if row is None else "/".join(_short(row[m]) for m in MEASURES))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     legend = " / ".join(f"{LABELS[m]}@{k}" for m in MEASURES)
-    return f"cells: {legend}, mean over the queries\n\n" + "\n".join(lines)
+    return f"Cells: {legend}, mean over the queries.\n\n" + "\n".join(lines)
+
+
+def _short(value: float) -> str:
+    """0.16 as .16 (a table of 13 rows x 4 thetas x 3 measures has to fit the README)."""
+    text = f"{value:.2f}"
+    return text[1:] if text.startswith("0.") else text
 
 
 def write_readme(readme: Path, text: str) -> None:
     old = readme.read_text(encoding="utf-8")
-    pattern = re.compile(rf"(<!-- table:{MARKER} -->\n).*?(\n<!-- /table:{MARKER} -->)", re.S)
+    pattern = re.compile(rf"(<!-- table:{MARKER} -->\n).*?(<!-- /table:{MARKER} -->)", re.S)
     if not pattern.search(old):
         raise SystemExit(f"{readme}: no <!-- table:{MARKER} --> ... <!-- /table:{MARKER} --> block to fill")
-    readme.write_text(pattern.sub(lambda m: m.group(1) + text + m.group(2), old), encoding="utf-8")
+    readme.write_text(pattern.sub(lambda m: m.group(1) + text + "\n" + m.group(2), old), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
