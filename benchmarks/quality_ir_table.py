@@ -6,6 +6,9 @@ measures were computed by the run from the dataset's qrels and subtopic labels,
 
     python benchmarks/quality_ir_table.py RUN [--readme README.md]
 
+``RUN`` may also be a ``divopt-rag certify --dataset SPEC`` run (``RUN/results.parquet``): the same
+table for any dataset whose qrels and subtopic labels ``divopt_rag.data.load`` gives.
+
 Writes ``RUN/quality_ir.csv`` (tidy: method, theta, measure, cutoff, mean, queries) and prints
 the markdown table; with ``--readme`` the table replaces the block between ``<!-- table:quality-ir -->``
 and ``<!-- /table:quality-ir -->`` of that file. With a README, the methods are those of its
@@ -93,11 +96,16 @@ def write_readme(readme: Path, text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run", type=Path, help="the --out folder of a `bench quality --parts small` run")
+    parser.add_argument("run", type=Path,
+                        help="the --out folder of a `bench quality --parts small` run or of a `certify` run")
     parser.add_argument("--readme", type=Path, default=None,
                         help="write the table into this file's table:quality-ir block (default: print only)")
     args = parser.parse_args(argv)
-    results = pd.read_parquet(args.run / "small" / "results.parquet")
+    # a bench quality run keeps its small part in RUN/small; a certify run writes RUN/results.parquet
+    found = [p for p in (args.run / "small" / "results.parquet", args.run / "results.parquet") if p.exists()]
+    if not found:
+        raise SystemExit(f"{args.run}: no small/results.parquet (bench quality) or results.parquet (certify)")
+    results = pd.read_parquet(found[0])
     table = tidy(results)
     table.to_csv(args.run / "quality_ir.csv", index=False)
     text = markdown(table, args.readme)
