@@ -37,7 +37,7 @@ _VIEWS = {"aten::view", "aten::reshape", "aten::unsqueeze", "aten::squeeze", "at
 
 def _pool(seed: int, n: int, d: int, queries: int):
     sys.path.insert(0, os.path.dirname(__file__))
-    from divopt_rag.experiments.bench_quality import _pool as make_pool, _queries_near
+    from divopt_rag.experiments.studies.bench_quality import _pool as make_pool, _queries_near
 
     E, q = make_pool(n, d, seed)
     return E, _queries_near(q, queries, seed + 2)

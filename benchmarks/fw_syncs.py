@@ -54,7 +54,8 @@ def _worker(args) -> dict:
     from divopt_rag.models.ccbqp import linear_term
     from divopt_rag.solvers import select
     from divopt_rag.solvers.batched_fw import fw_batched
-    from divopt_rag.solvers.frank_wolfe import fw_rows, random_point
+    from divopt_rag.solvers.fw_kernel import fw_rows
+    from divopt_rag.solvers.frank_wolfe import random_point
 
     torch.set_num_threads(1)  # a benchmark process, not a library call
     E, q, _ = narrow_cone(args.n, args.d, seed=0)

@@ -22,14 +22,8 @@ from .models import (
     build_robust_norm_model,
     robust_value,
 )
-from .oracles import (
-    QUERY_SIMILARITIES,
-    WorstCaseRelevance,
-    average_similarity,
-    similarity_upper_bounds,
-    worst_case_average_similarity,
-    worst_case_relevance,
-)
+from .relevance import QUERY_SIMILARITIES, WorstCaseRelevance, worst_case_relevance
+from .oracles import average_similarity, similarity_upper_bounds, worst_case_average_similarity
 from .records import MODEL_PARAMETERS, ROBUST_MODELS, evaluate_selection
 from .sets import KSparse, NormBall, make_set, protect_top
 

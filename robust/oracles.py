@@ -45,14 +45,10 @@ from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import mean_pairwise, mean_pairwise_cosine
 from divopt_rag.models.validation import check_choice, check_indices
 
-from .relevance import QUERY_SIMILARITIES, WorstCaseRelevance, check_set, pool_arrays, worst_case_relevance
+from .relevance import check_set, pool_arrays
 from .sets import UncertaintySet
 
 __all__ = [
-    "pool_arrays",
-    "QUERY_SIMILARITIES",
-    "WorstCaseRelevance",
-    "worst_case_relevance",
     "similarity_upper_bounds",
     "worst_case_average_similarity",
     "average_similarity",

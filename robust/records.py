@@ -33,13 +33,15 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from divopt_rag.models import Instance, ccbqp_objective
-from divopt_rag.models.runner import DEFAULT_TIME_LIMIT, SolveConfig, Stopwatch, solve
+from divopt_rag.models.runner import solve
+from divopt_rag.models.solve_config import DEFAULT_TIME_LIMIT, SolveConfig, Stopwatch
 from divopt_rag.models.validation import check_k
 
 from .cutting_planes import CuttingPlaneOptions, cutting_plane_ksparse
 from .heuristic import peel
 from .models import AUTHORS_PROTECTED, build_ksparse_lpdual_model, build_robust_model
-from .oracles import average_similarity, pool_arrays, worst_case_average_similarity, worst_case_relevance
+from .oracles import average_similarity, worst_case_average_similarity
+from .relevance import pool_arrays, worst_case_relevance
 from .sets import KSparse, NormBall, UncertaintySet
 
 __all__ = [

@@ -16,11 +16,14 @@ from . import lazy_mmr, local_search, multistart, ws_multistart  # noqa: F401  (
 __all__ = ["METHODS", "METHOD_NEEDS", "METHOD_PARAMS", "instance_methods", "DEFAULT_METHOD", "Selection", "select",
            "register", "unregister", "get_selector", "Result", "solve", "solve_exact", "available_solvers"]
 
-_EXACT = ("Result", "SolveStatus", "SolveConfig", "available_solvers", "solve", "solve_exact")
+#: The exact solve's names (each from its home; they need Pyomo, so they load on first use).
+_EXACT = {"Result": "divopt_rag.models.solve_results", "SolveStatus": "divopt_rag.models.solve_results",
+          "SolveConfig": "divopt_rag.models.solve_config", "available_solvers": "divopt_rag.models.solver_limits",
+          "solve": "divopt_rag.models.runner", "solve_exact": "divopt_rag.solvers.exact"}
 
 
 def __getattr__(name: str):
     # PEP 562: ``from divopt_rag.solvers import solve_exact`` imports the exact module (and Pyomo) then
     if name in _EXACT:
-        return getattr(importlib.import_module(".exact", __name__), name)
+        return getattr(importlib.import_module(_EXACT[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

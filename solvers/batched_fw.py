@@ -25,7 +25,9 @@ from divopt_rag.models.ccbqp import ccbqp_objective, linear_term, relaxed_grad
 from divopt_rag.models.kernels import matmul
 from divopt_rag.models.validation import check_nonnegative, check_theta
 
-from .frank_wolfe import V_times_Et, fw_rows, round_pairwise, rows_times_E, working_set_size
+from .fw_arrays import V_times_Et, rows_times_E
+from .fw_kernel import fw_rows
+from .frank_wolfe import round_pairwise, working_set_size
 from .fw_kernel import fw_gap_at, oracle, row_tolerance
 
 __all__ = ["BatchResult", "fw_batched", "fw_batched_ws", "fw_sweep"]

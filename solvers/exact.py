@@ -24,65 +24,34 @@ import torch
 
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.models.ccbqp import gram_objective, linear_term
+from divopt_rag.models.domains import SOLVERS
 from divopt_rag.models.extras import solver_install_hint
+from divopt_rag.models.memory import format_bytes
 from divopt_rag.models.mip_ccbqp import FORMULATIONS, build_ccbqp
 from divopt_rag.models.mip_common import BuildTimeout
 from divopt_rag.models.mip_qcr import QCR_FORMULATIONS, build_ccbqp_qcr
-from divopt_rag.models.mip_sizing import (
-    ModelEstimate,
-    estimate_ccbqp,
-    format_bytes,
-    memory_refusal,
-    pyomo_seconds_per_unit,
-)
-from divopt_rag.models.runner import (
-    ABS_GAP_TOL,
-    OPTIMALITY_GAP,
-    SOLVERS,
-    ModelSize,
-    ModelTooLarge,
-    Result,
-    SolveConfig,
-    SolverRefused,
-    SolveStatus,
-    Stopwatch,
-    available_solvers,
-    compose_message,
-    relative_gap,
-    solve,
-    solver_refusal,
-)
+from divopt_rag.models.mip_sizing import ModelEstimate, estimate_ccbqp, memory_refusal, pyomo_seconds_per_unit
+from divopt_rag.models.runner import solve
+from divopt_rag.models.solve_config import SolveConfig, Stopwatch
+from divopt_rag.models.solve_results import (ABS_GAP_TOL, OPTIMALITY_GAP, Result, SolveStatus, compose_message,
+                                             relative_gap)
+from divopt_rag.models.solver_limits import ModelSize, ModelTooLarge, SolverRefused, available_solvers, solver_refusal
 from divopt_rag.models.validation import check_choice, check_indices, check_nonnegative, check_scalar
 from divopt_rag.solvers.bnb import branch_and_bound
 from divopt_rag.solvers.bnb.tree import memory_estimate as bnb_memory_estimate
 from divopt_rag.solvers.bounds import concave_bound
 from divopt_rag.solvers.selection import K1_RULE, most_relevant, select
 
-__all__ = [
-    "solve_exact",
-    "check_warm_start",
-    "brute_force",
-    "exact_optimum",
-    "DEFAULT_FORMULATION",
-    "EXACT_SOLVERS",
-    # the runner's names, re-exported
-    "Result",
-    "SolveStatus",
-    "SolveConfig",
-    "Stopwatch",
-    "SolverRefused",
-    "ModelTooLarge",
-    "solve",
-    "available_solvers",
-]
+__all__ = ["solve_exact", "check_warm_start", "brute_force", "exact_optimum", "DEFAULT_FORMULATION"]
 
 
 #: Formulation "auto" gives each solver: Gurobi's native (Gram) MIQP, SCIP's factored MIQP
 #: (its outer approximation handles r squares far better than n^2/2 products), HiGHS's MILP,
 #: divopt's branch-and-bound its DNN/QCR bounds ("qcr_dnn", the only one it takes).
 DEFAULT_FORMULATION = {"gurobi": "miqp", "scip": "miqp_lowrank", "highs": "milp", "bnb": "qcr_dnn"}
-#: Engines of :func:`solve_exact`: the MIP solvers plus divopt's own branch-and-bound (always there).
-EXACT_SOLVERS = SOLVERS + ("bnb",)
+#: Engines of :func:`solve_exact`: the MIP solvers plus divopt's own branch-and-bound (always
+#: there); :func:`exact_optimum` also enumerates (:data:`divopt_rag.models.domains.EXACT_SOLVERS`).
+_ENGINES = (*SOLVERS, "bnb")
 
 
 def solve_exact(
@@ -150,7 +119,7 @@ def solve_exact(
     if not isinstance(instance, Instance):
         raise TypeError(f"instance must be a divopt_rag.models.Instance, got {type(instance).__name__}")
     check_choice(formulation, "formulation", ("auto",) + FORMULATIONS + tuple(QCR_FORMULATIONS) + ("qcr_dnn",))
-    check_choice(solver, "solver", ("auto",) + EXACT_SOLVERS)
+    check_choice(solver, "solver", ("auto", *_ENGINES))
     if (solver == "bnb" and formulation not in ("auto", "qcr_dnn")) or (
             formulation == "qcr_dnn" and solver not in ("auto", "bnb")):
         raise SolverRefused(solver, f"formulation {formulation!r} is not one it takes",

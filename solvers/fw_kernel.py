@@ -74,11 +74,10 @@ import torch
 from divopt_rag.models.ccbqp import line_search, objective_scale, pair_weight, relaxed_grad, relaxed_value
 from divopt_rag.models.validation import check_nonnegative
 
-from .fw_arrays import NumpyRows, TorchRows, V_times_Et, rows_times_E
+from .fw_arrays import NumpyRows, TorchRows
 
-__all__ = ["FWResult", "FWRows", "fw_rows", "fw_tolerance", "gap_rounding_bound", "fw_gap_at", "oracle", "row_tolerance",
-           "rows_times_E", "V_times_Et",
-           "INTEGRAL_TOL", "COMPACT_ENTRIES"]
+__all__ = ["FWResult", "FWRows", "fw_rows", "fw_tolerance", "gap_rounding_bound", "fw_gap_at", "oracle",
+           "row_tolerance", "INTEGRAL_TOL", "COMPACT_ENTRIES"]
 
 #: A coordinate within this distance of 0 or 1 counts as integral (a vertex of the relaxation).
 INTEGRAL_TOL = 1e-7
@@ -169,7 +168,6 @@ def fw_rows(
     V: Any = None,
     vertex: Callable[[int, Any, Any], tuple[Any, Any]] | None = None,
     record: bool = False,
-    exact_trace: bool = False,
 ) -> FWRows:
     """Frank-Wolfe on f_lambda from M points at once: the one FW iteration of divopt.
 
@@ -181,8 +179,7 @@ def fw_rows(
     of the product E v of the batch).
 
     Every scalar of a step comes from O(k d) work (the k rows of s) plus sums over x (l^T x,
-    ||x||^2), recomputed from the stored x at every iteration (``exact_trace`` is kept for
-    callers; the values are always exact now).
+    ||x||^2), recomputed from the stored x at every iteration.
 
     E, X, lin (and ``V``) are tensors (any device and dtype: the pool) or host float64 numpy
     arrays (a candidate pool of a few hundred rows, where one torch call costs more than its
@@ -193,7 +190,6 @@ def fw_rows(
     >= 2), iterates on from the vertex, else stops there. ``record``: keep each row's trace of
     f_lambda and its gaps.
     """
-    del exact_trace  # the scalars are recomputed exactly at every iteration
     lam = float(relax_penalty)
     tol = fw_tolerance(k, tol)
     max_iter = int(max_iter)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
-from divopt_rag.models.parameters import ITERATIONS_MAX, ROWS_MAX, SEED, Declaration, Interval, declare_dataclass
+from divopt_rag.models.domains import ITERATIONS_MAX, ROWS_MAX
+from divopt_rag.models.parameters import SEED, Declaration, Interval, declare_dataclass
 
 __all__ = ["WsMultistartConfig", "config_with", "declaration"]
 

@@ -6,7 +6,7 @@ import torch
 from conftest import planted_duplicates, random_unit, unit_query
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.solvers.batched_fw import fw_batched, fw_sweep
-from divopt_rag.solvers.frank_wolfe import frank_wolfe
+from divopt_rag.solvers.frank_wolfe import fw_ws
 
 THETAS = [0.0, 0.2, 0.5, 0.8, 1.0]
 
@@ -29,7 +29,7 @@ def test_batched_equals_single_runs(maker, init, max_iter, lam):
     assert res.indices.shape == (len(Q) * len(THETAS), 5)
     for b in range(len(qi)):
         single = Instance(E, Q[qi[b]], k=5, theta=th[b])
-        idx, iters, info = frank_wolfe(single, init=init, max_iter=max_iter, relax_penalty=lam, working_set=0)
+        idx, iters, info = fw_ws(single, init=init, max_iter=max_iter, relax_penalty=lam, working_set=0)
         assert sorted(idx.tolist()) == sorted(res.indices[b].tolist())
         assert iters == res.iterations[b]
         assert info["converged"] == bool(res.converged[b])
@@ -45,7 +45,7 @@ def test_relevance_matrix_and_float32():
     res = fw_batched(base, C, [0.3, 0.6, 0.9, 0.1])
     for b, t in enumerate([0.3, 0.6, 0.9, 0.1]):
         single = Instance(E, relevance=C[b], k=4, theta=t)
-        idx, iters, _ = frank_wolfe(single, working_set=0)
+        idx, iters, _ = fw_ws(single, working_set=0)
         assert sorted(idx.tolist()) == sorted(res.indices[b].tolist())
         assert iters == res.iterations[b]
 

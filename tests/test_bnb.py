@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 
 from divopt_rag.models import Instance
 from divopt_rag.models.qcr import CardinalityQP, qcr_from_dual
+from divopt_rag.models.solver_limits import available_solvers
 from divopt_rag.solvers.bnb import LOG_COLUMNS, BnBOptions, branch_and_bound
 from divopt_rag.solvers.bnb.bound import maximize_concave_qp, project_capped_simplex
 from divopt_rag.solvers.bnb.cuts import CutPool
 from divopt_rag.solvers.bnb.fixing import reduced_cost_fixing, swap_screening
 from divopt_rag.solvers.bnb.sdp import dnn_admm
-from divopt_rag.solvers.exact import available_solvers, solve_exact
+from divopt_rag.solvers.exact import solve_exact
 
 
 def _instance(n, k, theta, seed, d=5):

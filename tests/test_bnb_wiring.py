@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 from fake_clock import FakeClock
 
-from divopt_rag.models import Instance
-from divopt_rag.models import runner
+from divopt_rag.models import Instance, runner, solver_limits
 from divopt_rag.models.solve_config import Stopwatch
+from divopt_rag.models.solver_limits import SolverRefused, available_solvers
 from divopt_rag.solvers import exact
 from divopt_rag.solvers.bnb import branch_and_bound
 from divopt_rag.solvers.certificates import certify_full_scale
-from divopt_rag.solvers.exact import SolverRefused, available_solvers, solve_exact
+from divopt_rag.solvers.exact import solve_exact
 
-LIMITED = "gurobi" in available_solvers() and runner.gurobi_size_limits() is not None
+LIMITED = "gurobi" in available_solvers() and solver_limits.gurobi_size_limits() is not None
 
 
 def _instance(n, k, theta, seed, d=5):
@@ -113,7 +113,7 @@ def test_full_scale_certificate_with_bnb_on_the_survivors(theta):
 
 
 def test_fullscale_bench_bad_input_is_exit_code_2(capsys):
-    from divopt_rag.experiments import bench_fullscale
+    from divopt_rag.experiments.studies import bench_fullscale
 
     assert bench_fullscale.main(["--queries", "0"]) == 2
     err = capsys.readouterr().err

@@ -7,13 +7,11 @@ import pandas as pd
 import pytest
 
 from divopt_rag.data import load
-from divopt_rag.experiments import certify as C
-from divopt_rag.experiments import harness
-from divopt_rag.experiments import sweep as sweep_module
-from divopt_rag.models.runner import Result
-from divopt_rag.solvers import exact as X
+from divopt_rag.experiments.engine import store
+from divopt_rag.experiments.studies import certify as C, runs, sweep as sweep_module
 from divopt_rag.models import ccbqp_objective
-from divopt_rag.solvers import instance_methods
+from divopt_rag.models.solve_results import Result
+from divopt_rag.solvers import exact as X, instance_methods
 
 CFG = dict(dataset="synthetic", n=10, k=3, thetas=(0.4, 0.9), queries=2, corpus_size=120, dim=8,
            methods=("topk", "mmr", "fw"), solver="brute")
@@ -27,7 +25,7 @@ def _pools(cfg):
     """Every query's top-n pool (the pool setting of a sweep), rebuilt from the dataset without the executor."""
     data = load(C.dataset_spec(cfg))
     for i, qid in enumerate(data.query_ids):
-        yield qid, harness.query_instance(data, i, pool=cfg.n)[0]
+        yield qid, runs.query_instance(data, i, pool=cfg.n)[0]
 
 
 def test_certify_rows_match_brute_force(tmp_path):
@@ -85,7 +83,7 @@ def test_resume_after_kill_loses_nothing(tmp_path, monkeypatch):
     cfg = C.CertifyConfig(**{**CFG, "queries": 3, "thetas": (0.7,)})
     out = tmp_path / "c"
     calls = []
-    real = sweep_module.execute_run
+    real = runs.execute_run
 
     def dies_on_ninth(data, task, *a, **kw):
         calls.append(task.key)
@@ -110,7 +108,7 @@ def test_resume_after_kill_loses_nothing(tmp_path, monkeypatch):
 
 
 def test_cli_runs_every_selector_and_full_scale(tmp_path, capsys):
-    from divopt_rag.experiments.cli import main
+    from divopt_rag.experiments.cli.main import main
 
     out = tmp_path / "cli"
     rc = main(["certify", "--queries", "1", "--corpus-size", "150", "--dim", "8", "--n", "8", "--k", "3",

@@ -6,7 +6,7 @@ import pytest
 import pandas as pd
 import pytest
 
-from divopt_rag.experiments.cli import main
+from divopt_rag.experiments.cli.main import main
 from divopt_rag.solvers import instance_methods
 
 
@@ -38,7 +38,7 @@ def test_random_set_reference_is_the_pool_average():
     """Expected ILAD and relevance of a random k-set, against enumeration of every pair."""
     from itertools import combinations
 
-    from divopt_rag.experiments.demo import random_set_reference
+    from divopt_rag.experiments.studies.demo import random_set_reference
 
     rng = np.random.default_rng(3)
     E = rng.standard_normal((25, 7))
@@ -61,7 +61,7 @@ def test_demo_figure_labels_do_not_overlap_and_axes_start_at_zero(tmp_path):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.text import Annotation, Text
 
-    from divopt_rag.experiments.demo import _crosses, demo_figure, run_demo
+    from divopt_rag.experiments.studies.demo import _crosses, demo_figure, run_demo
 
     df = run_demo(n=1500, d=24, k=5, theta=0.6, seed=4)
     # two extra methods with the set of "topk" and one crowding point: labels must still separate
@@ -84,7 +84,7 @@ def test_demo_figure_labels_do_not_overlap_and_axes_start_at_zero(tmp_path):
 
 @pytest.mark.parametrize("seed", range(20))
 def test_label_spread_keeps_labels_apart_and_inside(seed):
-    from divopt_rag.experiments.demo import _spread
+    from divopt_rag.experiments.studies.demo import _spread
 
     rng = np.random.default_rng(seed)
     m = int(rng.integers(1, 12))

@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from divopt_rag.experiments import arguments, cli
+from divopt_rag.experiments.cli import arguments, main as cli, flag_types
 
 #: Flags checked elsewhere: output folders (test_reliability_cli: every command's outputs are
 #: refused when unwritable) and the reproduce recipes' data folder (MissingData names it).
@@ -72,7 +72,7 @@ TABLE = _table()
 
 def test_every_flag_that_takes_a_value_has_a_checked_type_with_bad_examples():
     unchecked = [(path, _long(a)) for path in cli.COMMANDS for a in arguments.iter_value_actions(cli.build_parser(path))
-                 if _long(a) not in NOT_TABLED and not (isinstance(a.type, arguments.ValueType) and a.type.bad)]
+                 if _long(a) not in NOT_TABLED and not (isinstance(a.type, flag_types.ValueType) and a.type.bad)]
     assert not unchecked, unchecked
     assert len(TABLE) > 300  # every command, every flag, several bad words each
 
@@ -97,14 +97,16 @@ def warm():
 @pytest.fixture
 def no_work(monkeypatch):
     """Fail the test if any task, demo or figure is started: bad input must stop before."""
-    from divopt_rag.experiments import backends, demo, plots
+    from divopt_rag.experiments.engine import backends
+    from divopt_rag.experiments.studies import demo
+    from divopt_rag.experiments.plots import figures
 
     def started(*a, **kw):
         raise AssertionError("work started on bad input")
 
     monkeypatch.setattr(backends, "run_task", started)
     monkeypatch.setattr(demo, "run_demo", started)
-    monkeypatch.setattr(plots, "save_figure", started)
+    monkeypatch.setattr(figures, "save_figure", started)
 
 
 def _refused(argv: list[str], capsys, tmp_path: Path, *expected: str) -> str:
@@ -250,7 +252,7 @@ def test_a_refused_run_leaves_the_folder_as_it_was(tmp_path, capsys, warm):
 
 def test_the_lock_says_what_it_created(tmp_path):
     """What a refused run may remove: only the folders and the lock file its lock made."""
-    from divopt_rag.experiments.harness import LOCK_NAME, output_lock
+    from divopt_rag.experiments.engine.store import LOCK_NAME, output_lock
 
     with output_lock(tmp_path / "a" / "b") as holder:
         assert holder["created"] == [(tmp_path / "a").absolute(), (tmp_path / "a" / "b").absolute()]
@@ -268,7 +270,7 @@ def test_the_lock_says_what_it_created(tmp_path):
 def _list_flags():
     for path in sorted(cli.COMMANDS):
         for action in arguments.iter_value_actions(cli.build_parser(path)):
-            if isinstance(action, arguments.ListAction):
+            if isinstance(action, flag_types.ListAction):
                 yield path, action
 
 
@@ -277,13 +279,13 @@ LIST_FLAGS = list(_list_flags())
 
 def _good(action) -> list[str]:
     item = action.type.item
-    if isinstance(item, arguments.Integer):
+    if isinstance(item, flag_types.Integer):
         return [str(max(item.min or 1, 1)), str(max(item.min or 1, 1) + 1)]
-    if isinstance(item, arguments.Real):
+    if isinstance(item, flag_types.Real):
         return ["0.25", "0.75"]
-    if isinstance(item, arguments.Choice):
+    if isinstance(item, flag_types.Choice):
         return list(item.choices[:2])
-    if isinstance(item, arguments.ExistingPath):
+    if isinstance(item, flag_types.ExistingPath):
         return [str(Path(__file__).parent / "conftest.py"), str(Path(__file__))]
     return ["fw", "mmr"] if "method" in item.expected else ["ilad", "objective"]
 
@@ -291,7 +293,7 @@ def _good(action) -> list[str]:
 @pytest.mark.parametrize("path, action", LIST_FLAGS, ids=[f"{'-'.join(p)}{_long(a)}" for p, a in LIST_FLAGS])
 def test_every_list_flag_takes_words_commas_and_repeats(path, action):
     flag, (a, b) = _long(action), _good(action)
-    if isinstance(action.type.item, arguments.ExistingPath) and action.dest == "encoder":
+    if isinstance(action.type.item, flag_types.ExistingPath) and action.dest == "encoder":
         a = b = str(Path(__file__).parent)  # local model folders
     positional = {("plot",): ["gaps"], ("reproduce",): []}.get(path, [])
     required = ["--input", __file__] if path == ("plot",) and flag != "--input" else []
@@ -334,7 +336,7 @@ def test_help_answers_fast(path):
 
 # ---- printed tables -----------------------------------------------------------------------------
 def test_gaps_within_the_hit_tolerance_print_as_zero():
-    from divopt_rag.experiments.harness import format_table
+    from divopt_rag.experiments.measures.quality import format_table
     from divopt_rag.models.ccbqp import EXACT_HIT_TOL
 
     table = pd.DataFrame({"method": ["a", "b"], "mean_gap": [7.105e-17, 0.0123456], "bound_gap": [EXACT_HIT_TOL / 2, 2e-9],

@@ -5,7 +5,7 @@ import torch
 
 import dartboard_paper as paper
 from conftest import planted_duplicates, random_unit, unit_query
-from divopt_rag.experiments import metrics as M
+from divopt_rag.experiments.measures import metrics as M
 from divopt_rag.models import Instance
 from divopt_rag.solvers import METHODS, select
 from divopt_rag.solvers.dartboard import PAPER_SIGMA, PAPER_TRIAGE

@@ -19,32 +19,17 @@ from hypothesis import strategies as st
 from conftest import planted_duplicates, random_unit, unit_query
 from fake_llm import FakeChat
 from profiles import weakly_unimodal
-from divopt_rag.experiments.rag.dfrag import (
-    DFRAG,
-    SCORE_MAX,
-    candidate_set,
-    classical_mmr,
-    DFRAG_THETAS,
-    ORACLE_THETAS,
-    Planner,
-    StepEvaluator,
-    StepScores,
-    binary_search_sampling,
-    dfrag_f1,
-    dfrag_oracle,
-    dfrag_script_f1,
-    dfrag_select,
-    in_context_block,
-    parse_plan,
-    parse_step_scores,
-    peak_search_cost,
-    uniform_sampling,
-    upper_median_gate,
-)
+from divopt_rag.experiments.rag.dfrag import DFRAG, dfrag_select, in_context_block
+from divopt_rag.experiments.rag.dfrag_candidates import (SCORE_MAX, candidate_set, classical_mmr, DFRAG_THETAS,
+                                                         ORACLE_THETAS)
+from divopt_rag.experiments.rag.dfrag_llm import Planner, StepEvaluator, StepScores, parse_plan, parse_step_scores
+from divopt_rag.experiments.rag.dfrag_oracle import dfrag_f1, dfrag_oracle, dfrag_script_f1
+from divopt_rag.experiments.rag.dfrag_sampling import (binary_search_sampling, peak_search_cost, uniform_sampling,
+                                                       upper_median_gate)
 from divopt_rag.experiments.rag.evaluator import QueryContext, make_evaluator
 from divopt_rag.experiments.rag.generation import Generator
-from divopt_rag.experiments.rag.prompts import get_template
 from divopt_rag.experiments.rag.llm import LLMError, OpenAIChat
+from divopt_rag.experiments.rag.prompts import get_template
 from divopt_rag.models import Instance
 from divopt_rag.solvers import select
 

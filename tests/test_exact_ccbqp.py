@@ -9,8 +9,8 @@ import pytest
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.models.mip_ccbqp import build_ccbqp, build_ccbqp_milp, build_ccbqp_miqp, build_ccbqp_miqp_lowrank, gram_factor
 from divopt_rag.models.mip_common import as_gram
+from divopt_rag.models.solver_limits import model_size, solver_refusal
 from divopt_rag.solvers import Result, available_solvers, solve, solve_exact
-from divopt_rag.models.runner import model_size, solver_refusal
 from divopt_rag.solvers.exact import DEFAULT_FORMULATION
 
 SOLVERS = available_solvers()

@@ -18,11 +18,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from divopt_rag.data import load as load_dataset
-from divopt_rag.experiments import executor, harness, plots
-from divopt_rag.experiments import sweep as sw
-from divopt_rag.experiments.executor import KEY_METADATA, PartError, PartWarning, Plan, RunSpec, make_task
-from divopt_rag.experiments.grid import SweepConfig
-from divopt_rag.experiments.sweep_cli import summarize
+from divopt_rag.experiments.engine import executor, store
+from divopt_rag.experiments.engine.parts import KEY_METADATA, PartError, PartWarning
+from divopt_rag.experiments.engine.plan import Plan, RunSpec, make_task
+from divopt_rag.experiments.measures import tables
+from divopt_rag.experiments.plots import figures
+from divopt_rag.experiments.studies import runs, sweep as sw
+from divopt_rag.experiments.studies.grid import SweepConfig
+from divopt_rag.experiments.studies.sweep_command import summarize
 from divopt_rag.models import Instance
 from divopt_rag.solvers import select
 
@@ -202,7 +205,7 @@ def test_exact_is_a_method_row_and_the_gap_a_post_step(tmp_path):
     t = sw.run_sweep(cfg, tmp_path, n_workers=0, progress=False).table
     data = load_dataset(TINY | {"n_queries": 2})
     for qid, g in t.groupby("query_id"):
-        inst = harness.query_instance(data, data.query_ids.index(qid), pool=9)[0].replace(k=3, theta=0.4)
+        inst = runs.query_instance(data, data.query_ids.index(qid), pool=9)[0].replace(k=3, theta=0.4)
         opt = max(ccbqp_objective(inst, list(s)) for s in itertools.combinations(range(9), 3))
         assert g["optimum"].to_numpy() == pytest.approx(opt) and g["proven_optimal"].all()
         for r in g.itertuples():
@@ -225,13 +228,13 @@ def test_sweep_summary_and_pareto_plot_keep_k_apart(tmp_path):
         assert row["alpha_ndcg@k"].iloc[0] == pytest.approx(g[f"alpha_ndcg@{k}"].mean())  # at each row's cutoff
     dpp = s[(s.method == "dpp") & (s.theta == 0.3)]
     assert dpp["objective"].nunique() == 2  # two numbers, one per k, never their mean
-    fig, drawn = plots.plot_pareto(table, x="ilad", y="alpha_ndcg")
+    fig, drawn = figures.plot_pareto(table, x="ilad", y="alpha_ndcg")
     assert len(fig.axes) == 2 and sorted(ax.get_title() for ax in fig.axes) == ["k=10", "k=5"]
     assert "one panel per k" in fig._suptitle.get_text()
     for (m, k, theta), g in table.groupby(["method", "k", "theta"]):
         cell = drawn[(drawn.method == m) & (drawn.k == k) & (drawn.theta == theta)]
         assert cell["alpha_ndcg@k"].iloc[0] == pytest.approx(g[f"alpha_ndcg@{k}"].mean())  # at each row's cutoff
-    fig, data = plots.plot_param_effect(table, "theta", ("objective",))
+    fig, data = figures.plot_param_effect(table, "theta", ("objective",))
     assert len(fig.axes) == 2 and set(data["k"]) == {5, 10}
 
 
@@ -240,5 +243,5 @@ def test_varying_settings_reads_the_grid_from_the_params_column():
                       "params": [json.dumps({"k": 5, "theta": t, "sigma": s}) for t, s in
                                  ((0.3, 0.1), (0.3, 0.2), (0.7, 0.1), (0.7, 0.2))],
                       "sigma": [0.1, 0.2, 0.1, 0.2], "dataset": "x"})
-    assert harness.varying_settings(t) == ["theta", "sigma"]
-    assert harness.varying_settings(t, exclude=("theta",)) == ["sigma"]
+    assert tables.varying_settings(t) == ["theta", "sigma"]
+    assert tables.varying_settings(t, exclude=("theta",)) == ["sigma"]

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from divopt_rag.experiments.export import run_dict, run_name, runs, to_ranx, to_trec
+from divopt_rag.experiments.measures.export import run_dict, run_name, runs, to_ranx, to_trec
 
 ir_measures = pytest.importorskip("ir_measures")
 ranx = pytest.importorskip("ranx")
@@ -115,7 +115,7 @@ def test_qrels_reach_ranx_under_any_pandas(tmp_path):
     """A dataset's qrels frame goes to ranx through ranx's own from_df and through to_ranx_qrels
     (which takes a dataset, a dict or a frame), giving ranx's Qrels of the same judgments."""
     from divopt_rag.data import Dataset
-    from divopt_rag.experiments.export import to_ranx_qrels
+    from divopt_rag.experiments.measures.export import to_ranx_qrels
 
     ds = Dataset(name="tiny", passage_ids=["d1", "d2", "d4", "d9"], texts=["a", "b", "c", "d"], query_ids=["q1", "q2"],
                  queries=["x", "y"], qrels={"q1": {"d1": 2, "d4": 1, "d9": 0}, "q2": {"d2": 1}})

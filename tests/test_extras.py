@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from divopt_rag.experiments import arguments, cli
+from divopt_rag.experiments.cli import arguments, main as cli, flag_types
 from divopt_rag.models.extras import EXTRAS, missing_message, require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,7 +151,7 @@ def test_require_passes_errors_inside_an_installed_package_through(tmp_path, mon
 @pytest.mark.parametrize("path", sorted(cli.COMMANDS), ids=lambda p: "-".join(p))
 def test_help_shows_the_list_syntax_only_with_a_list_flag_of_the_command(path):
     parser = cli.build_parser(path)
-    lists = {max(a.option_strings, key=len) for a in parser._actions if isinstance(a, arguments.ListAction)}
+    lists = {max(a.option_strings, key=len) for a in parser._actions if isinstance(a, flag_types.ListAction)}
     epilog = " ".join(parser.epilog.split())
     m = re.search(r"(--[\w-]+) \S+ \S+, \1 \S+,\S+", epilog)
     if lists:

@@ -23,8 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from divopt_rag.data import EmbeddedDataset, registry
-from divopt_rag.experiments import cli, sweep_cli
-from divopt_rag.experiments.grid import ConfigError, SweepConfig
+from divopt_rag.experiments.cli import main as cli
+from divopt_rag.experiments.studies import sweep_command
+from divopt_rag.experiments.studies.grid import ConfigError, SweepConfig
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 INPUT_ERRORS = (ValueError, TypeError, OSError)
@@ -156,7 +157,7 @@ def test_sweep_flags_become_a_config_or_a_named_error(argv):
         except SystemExit:
             return
     try:
-        cfg = sweep_cli.config_from_args(args)
+        cfg = sweep_command.config_from_args(args)
     except INPUT_ERRORS as exc:
         assert str(exc).strip(), "an error without a message"
         return

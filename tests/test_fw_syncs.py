@@ -27,7 +27,8 @@ def _syncs(run):
 
 @pytest.mark.parametrize("rows, record", [(1, False), (1, True), (4, False)])
 def test_fw_rows_reads_the_host_once_per_iteration(rows, record):
-    from divopt_rag.solvers.frank_wolfe import fw_rows, initial_point
+    from divopt_rag.solvers.fw_kernel import fw_rows
+    from divopt_rag.solvers.frank_wolfe import initial_point
 
     inst = _inst()
     X = initial_point(inst, "uniform")[None].repeat(rows, 1)

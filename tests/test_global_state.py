@@ -120,8 +120,8 @@ def test_run_method_takes_its_seed_explicitly(monkeypatch, two_threads):
 def test_a_sweep_in_this_process_runs_one_thread_and_leaves_the_process_as_found(tmp_path, monkeypatch, two_threads):
     """The inline backend (n_workers=0) limits the threads of its runs (threadpoolctl, in the
     worker, not in the method) and restores them afterwards."""
-    from divopt_rag.experiments import sweep as sw
-    from divopt_rag.experiments.grid import SweepConfig
+    from divopt_rag.experiments.studies import sweep as sw
+    from divopt_rag.experiments.studies.grid import SweepConfig
     from divopt_rag.experiments.methods import register_method
 
     @register_method("_threads_seen")

@@ -111,7 +111,8 @@ def test_fw_on_cuda_half_stops_like_float32_with_the_exact_picks(method, dtype):
 @CUDA
 def test_fw_on_cuda_reads_the_host_once_per_iteration():
     from divopt_rag.models.ccbqp import linear_term
-    from divopt_rag.solvers.frank_wolfe import fw_rows, initial_point
+    from divopt_rag.solvers.fw_kernel import fw_rows
+    from divopt_rag.solvers.frank_wolfe import initial_point
     from sync_count import count_host_syncs
 
     E, q = _pool(3, n=3000)

@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 
 from divopt_rag.data import EmbeddedDataset
-from divopt_rag.experiments import harness as H
+from divopt_rag.experiments.engine import store as H
+from divopt_rag.experiments.measures import quality
+from divopt_rag.experiments.studies import runs
 from divopt_rag.models import Instance, ccbqp_objective
 
 
@@ -26,33 +28,33 @@ def test_proven_gap_and_hit_against_brute_force():
     inst = _instance()
     values = sorted(ccbqp_objective(inst, list(s)) for s in itertools.combinations(range(inst.n), inst.k))
     opt, second = values[-1], values[-2]
-    rec = H.gap_record(second, optimum=opt, bound=opt, proven=True, k=3)
+    rec = quality.gap_record(second, optimum=opt, bound=opt, proven=True, k=3)
     assert rec["gap"] == pytest.approx((opt - second) / 6, abs=1e-15) and rec["gap_kind"] == "exact"
     assert rec["exact_hit"] is False and rec["bound_gap"] == pytest.approx(rec["gap"], abs=1e-15)
-    top = H.gap_record(opt, optimum=opt, bound=opt, proven=True, k=3)
+    top = quality.gap_record(opt, optimum=opt, bound=opt, proven=True, k=3)
     assert top["gap"] == 0.0 and top["exact_hit"] is True
     # within tol counts as a hit; the tolerance is on the normalized gap
-    assert H.gap_record(opt - 5e-8 * 6, optimum=opt, bound=opt, proven=True, k=3, tol=1e-7)["exact_hit"] is True
+    assert quality.gap_record(opt - 5e-8 * 6, optimum=opt, bound=opt, proven=True, k=3, tol=1e-7)["exact_hit"] is True
 
 
 def test_a_method_beating_the_incumbent_becomes_the_reference():
     # a MIP "optimal" within its relative gap: the fast method's 10.001 is the best value known
-    best = H.best_known(10.0, [9.0, 10.001, None, float("nan")])
+    best = quality.best_known(10.0, [9.0, 10.001, None, float("nan")])
     assert best == 10.001
-    exact_row = H.gap_record(10.0, optimum=best, bound=10.002, proven=True, k=2)
+    exact_row = quality.gap_record(10.0, optimum=best, bound=10.002, proven=True, k=2)
     assert exact_row["gap"] == pytest.approx(0.001 / 2) and exact_row["exact_hit"] is False
-    assert H.gap_record(10.001, optimum=best, bound=10.002, proven=True, k=2)["gap"] == 0.0
-    assert H.best_known(None) == -np.inf
+    assert quality.gap_record(10.001, optimum=best, bound=10.002, proven=True, k=2)["gap"] == 0.0
+    assert quality.best_known(None) == -np.inf
 
 
 def test_unproven_gap_is_an_upper_bound_and_the_hit_unknown():
-    rec = H.gap_record(7.0, optimum=7.5, bound=8.2, proven=False, k=3)
+    rec = quality.gap_record(7.0, optimum=7.5, bound=8.2, proven=False, k=3)
     assert rec["gap_kind"] == "upper_bound" and rec["gap"] == pytest.approx(1.2 / 6)
     assert rec["gap"] == rec["bound_gap"] and rec["exact_hit"] is pd.NA
-    meets = H.gap_record(8.2, optimum=8.2, bound=8.2, proven=False, k=3)
+    meets = quality.gap_record(8.2, optimum=8.2, bound=8.2, proven=False, k=3)
     assert meets["exact_hit"] is True and meets["gap"] == 0.0
-    assert H.gap_record(8.2, optimum=8.2, bound=None, proven=False, k=3)["gap"] == np.inf
-    failed = H.gap_record(None, optimum=1.0, bound=1.0, proven=True, k=3)
+    assert quality.gap_record(8.2, optimum=8.2, bound=None, proven=False, k=3)["gap"] == np.inf
+    failed = quality.gap_record(None, optimum=1.0, bound=1.0, proven=True, k=3)
     assert np.isnan(failed["gap"]) and failed["gap_kind"] == "" and failed["exact_hit"] is pd.NA
 
 
@@ -64,14 +66,14 @@ def test_quality_summary_matches_hand_aggregates():
         "gap_kind": ["exact", "upper_bound", "exact", "upper_bound", "upper_bound"],
         "seconds": [1.0, 2.0, 6.0, 1.0, 1.0],
     })
-    s = H.quality_summary(df).set_index("method")
+    s = quality.quality_summary(df).set_index("method")
     assert s.loc["a", "hit_rate"] == 0.5  # over the rows whose hit is known
     assert np.isnan(s.loc["b", "hit_rate"])
     assert s.loc["a", "mean_gap"] == pytest.approx(0.2) and s.loc["a", "max_gap"] == pytest.approx(0.4)
     assert s.loc["a", "p95_gap"] == pytest.approx(0.2 + 0.9 * 0.2)  # linear: position 0.95 * (3 - 1) = 1.9
     assert s.loc["a", "median_seconds"] == 2.0 and s.loc["a", "mean_seconds"] == 3.0
     assert s.loc["a", "rows"] == 3 and s.loc["a", "unproven"] == 1 and s.loc["b", "unproven"] == 2
-    assert "seconds" not in H.quality_summary(df.drop(columns="seconds")).columns.str.cat()
+    assert "seconds" not in quality.quality_summary(df.drop(columns="seconds")).columns.str.cat()
 
 
 def test_atomic_writes_leave_complete_files_or_none(tmp_path, monkeypatch):
@@ -111,12 +113,12 @@ def test_query_instance_pools_and_top_pool():
     Q /= np.linalg.norm(Q, axis=1, keepdims=True)
     ids = [f"d{i}" for i in range(12)]
     data = EmbeddedDataset("t", "", E, Q, ["a", "b"], ids, pools=[np.arange(6), np.arange(6, 12)])
-    inst, rows = H.query_instance(data, 1)
+    inst, rows = runs.query_instance(data, 1)
     assert rows.tolist() == list(range(6, 12)) and inst.ids.tolist() == ids[6:]
     np.testing.assert_array_equal(inst.E.numpy(), E[6:])
-    inst, rows = H.query_instance(data, 1, pool=3)
+    inst, rows = runs.query_instance(data, 1, pool=3)
     scores = [(float(E[i] @ Q[1]), i) for i in range(6, 12)]
     assert rows.tolist() == [i for _, i in sorted(scores, key=lambda t: -t[0])[:3]]
     whole = EmbeddedDataset("t", "", E, Q, ["a", "b"], ids)
-    inst, rows = H.query_instance(whole, 0)
+    inst, rows = runs.query_instance(whole, 0)
     assert rows.tolist() == list(range(12)) and inst.n == 12 and inst.k == 1 and inst.theta == 1.0

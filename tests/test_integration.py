@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from divopt_rag.experiments.metrics import selection_metrics
+from divopt_rag.experiments.measures.metrics import selection_metrics
 from divopt_rag.models import Instance
 from divopt_rag.solvers import METHODS
 

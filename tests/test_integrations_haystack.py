@@ -20,7 +20,7 @@ from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from divopt_rag.integrations.haystack import DivoptRanker
+from haystack_integrations.components.rankers.divopt.ranker import DivoptRanker
 from divopt_rag.models import Instance
 from divopt_rag.solvers import select
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from divopt_rag.experiments import metrics
+from divopt_rag.experiments.measures import metrics
 
 ir_measures = pytest.importorskip("ir_measures")
 pytest.importorskip("pyndeval")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from divopt_rag.models.kernels import matmul, matvec, rmatmul, rmatvec
-from divopt_rag.solvers.frank_wolfe import rows_times_E
+from divopt_rag.solvers.fw_arrays import rows_times_E
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -22,13 +22,15 @@ from pyomo.core.base.constraint import Constraint
 from pyomo.core.base.var import Var
 from pyomo.repn import generate_standard_repn
 
-from divopt_rag.models import Instance, ccbqp_objective, runner
+from divopt_rag.models import Instance, ccbqp_objective, runner, solve_results, mip_ccbqp
+from divopt_rag.models.memory import format_bytes
 from divopt_rag.models.mip_ccbqp import build_ccbqp
 from divopt_rag.models.mip_qcr import build_ccbqp_qcr
-from divopt_rag.models.mip_sizing import ccbqp_counts, estimate_ccbqp, format_bytes, memory_refusal
-from divopt_rag.models.runner import ModelTooLarge, SolveConfig, SolverRefused, Stopwatch
+from divopt_rag.models.mip_sizing import ccbqp_counts, estimate_ccbqp, memory_refusal
+from divopt_rag.models.solve_config import SolveConfig, Stopwatch
+from divopt_rag.models.solver_limits import ModelTooLarge, SolverRefused
 from divopt_rag.solvers import available_solvers, exact, select, solve_exact
-from divopt_rag.solvers.bnb import BnBOptions, branch_and_bound, tree
+from divopt_rag.solvers.bnb import BnBOptions, branch_and_bound, tree, sdp
 from divopt_rag.solvers.bnb.tree import memory_estimate
 
 SOLVERS = available_solvers()
@@ -186,7 +188,7 @@ def test_the_solver_gets_what_the_build_left(solver, monkeypatch):
     left (SCIP after its own translation), and the call's times are the clock's. (Loading is
     predicted at the build's rate, up to 3.2x its units here: 0.64 s, so it fits.)"""
     clock = FakeClock()
-    real = exact.build_ccbqp
+    real = mip_ccbqp.build_ccbqp
 
     def build(*args, **kwargs):
         clock.advance(0.2)
@@ -224,7 +226,7 @@ def test_a_build_that_passes_the_limit_is_stopped(monkeypatch):
         pytest.skip("needs HiGHS")
     monkeypatch.setattr(exact, "pyomo_seconds_per_unit", lambda: 1e-12)
     clock = FakeClock()
-    real = exact.build_ccbqp
+    real = mip_ccbqp.build_ccbqp
     handed = []
 
     def build_past_the_limit(*args, deadline=None, **kwargs):
@@ -249,7 +251,7 @@ def test_bnb_stops_inside_its_dense_steps(monkeypatch):
     incumbent, a certified bound and status "time_limit"."""
     inst = _instance(400, 32, k=10, theta=0.5)
     clock = FakeClock()
-    real = tree.dnn_admm
+    real = sdp.dnn_admm
     chunks = []
 
     def chunk_past_the_limit(*args, deadline=None, **kwargs):
@@ -344,7 +346,7 @@ def test_a_time_limit_keeps_the_better_of_the_solvers_and_the_known_incumbent(so
     for indices, expect in ((worst, known), (known, known)):
         def stopped(model, s, config, *, warm_start=None, stopwatch=None, indices=indices):
             f = ccbqp_objective(inst, indices)
-            return runner.Result(indices=np.sort(indices), objective=f, bound=f + 10.0, gap=np.inf,
+            return solve_results.Result(indices=np.sort(indices), objective=f, bound=f + 10.0, gap=np.inf,
                                  status="time_limit", seconds=1.0, solver=s, info={})
         monkeypatch.setattr(exact, "solve", stopped)
         monkeypatch.setattr(exact, "pyomo_seconds_per_unit", lambda: 1e-12)

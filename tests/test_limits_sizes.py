@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 import divopt_rag.experiments.bench_exact as bench
-from divopt_rag.experiments import cli
-from divopt_rag.experiments.flag_checks import check_dataset
-from divopt_rag.experiments.flag_types import CPUS, parse_value
+from divopt_rag.experiments.cli import main as cli
+from divopt_rag.experiments.cli.flag_checks import check_dataset
+from divopt_rag.experiments.cli.flag_types import CPUS, parse_value
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.models.parameters import InvalidParameterError
 from divopt_rag.solvers import select
@@ -85,8 +85,8 @@ def test_the_dataset_is_sized_before_it_is_generated(tmp_path, capsys, monkeypat
 
 
 def test_a_sweep_in_the_library_checks_the_same_sizes(tmp_path):
-    from divopt_rag.experiments.grid import SweepConfig
-    from divopt_rag.experiments.sweep import run_sweep
+    from divopt_rag.experiments.studies.grid import SweepConfig
+    from divopt_rag.experiments.studies.sweep import run_sweep
 
     base = {"dataset": {"name": "synthetic", "n": 30, "n_queries": 1}, "methods": ["topk"]}
     for grid, match in (({"k": [10**30], "theta": [0.5]}, r"The 'k' parameter of sweep must be an int in the range \[1, 2147483647\]"),

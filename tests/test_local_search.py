@@ -81,9 +81,11 @@ def test_shortlist_path_scans_whole_pool():
 def test_max_swaps_cap_and_errors():
     inst = Instance(random_unit(20, 6, 2), unit_query(6, 2), k=4, theta=0.2)
     start = np.array([0, 1, 2, 3])
-    res = local_search(inst, start, max_swaps=0)
-    assert res.swaps == 0 and list(res.indices.numpy()) == [0, 1, 2, 3]
-    assert res.one_swap_optimal == (brute_best_swap(inst, start) <= 1e-9 * 12)
+    res = local_search(inst, start, max_swaps=1)
+    assert res.swaps <= 1  # the cap; a capped search never claims a 1-swap optimum
+    assert res.one_swap_optimal == (res.swaps == 0 and brute_best_swap(inst, start) <= 1e-9 * 12)
+    with pytest.raises(ValueError, match="max_swaps must be >= 1"):  # as the "*_ls" selectors declare it
+        local_search(inst, start, max_swaps=0)
     with pytest.raises(ValueError, match="exactly 4"):
         local_search(inst, [0, 1, 2])
     with pytest.raises(ValueError, match="unique"):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from divopt_rag.experiments import metrics as M
+from divopt_rag.experiments.measures import metrics as M
 from divopt_rag.models import Instance, ccbqp_objective
 
 S2 = 1 / math.sqrt(2)

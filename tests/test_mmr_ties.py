@@ -55,7 +55,7 @@ def test_duplicates_resolve_like_haystacks_diversity_ranker(theta):
         rankers = pytest.importorskip("haystack.components.rankers")
     from haystack import Document
 
-    from divopt_rag.integrations.haystack import DivoptRanker
+    from haystack_integrations.components.rankers.divopt.ranker import DivoptRanker
 
     E, q = with_duplicates(60, 48, 3, np.float32, copies=20)
     texts = [f"passage {i}" for i in range(len(E))]

@@ -8,7 +8,7 @@ import torch
 from conftest import planted_duplicates, random_unit, unit_query
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.solvers import select
-from divopt_rag.solvers.multistart import multistart, theta_continuation
+from divopt_rag.solvers.multistart import fw_ms, theta_continuation
 from test_local_search import brute_best_swap
 
 
@@ -49,7 +49,7 @@ def test_fw_ms_subpool_path_is_one_swap_optimal_on_full_pool():
     assert ms.objective >= select(inst, "fw_ls").objective - 1e-12
     assert brute_best_swap(inst, ms.indices) <= 1e-9 * 12
     with pytest.raises(ValueError, match="pool_size"):
-        multistart(inst, pool_size=3)
+        fw_ms(inst, pool_size=3)
 
 
 def test_theta_continuation_ends_at_topk_for_theta_one():

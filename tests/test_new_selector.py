@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 
 from divopt_rag.data import load
-from divopt_rag.experiments import harness
-from divopt_rag.experiments.certify import CertifyConfig, dataset_spec, run_certify
-from divopt_rag.experiments.cli import main
-from divopt_rag.experiments.grid import SweepConfig
-from divopt_rag.experiments.sweep import run_sweep
+from divopt_rag.experiments.cli.main import main
+from divopt_rag.experiments.engine import store
+from divopt_rag.experiments.studies import runs
+from divopt_rag.experiments.studies.certify import CertifyConfig, dataset_spec, run_certify
+from divopt_rag.experiments.studies.grid import SweepConfig
+from divopt_rag.experiments.studies.sweep import run_sweep
 from divopt_rag.models import Instance, ccbqp_objective
-from divopt_rag.solvers import instance_methods, register, select
-from divopt_rag.solvers import selection
+from divopt_rag.solvers import instance_methods, register, select, selection
 
 NAME = "_least_relevant_test"
 
@@ -51,7 +51,7 @@ def test_select_certify_and_sweep_run_a_new_selector_by_name(throwaway, tmp_path
     cfg = CertifyConfig(dataset="synthetic", n=8, k=3, thetas=(0.5,), queries=1, corpus_size=60, dim=6, solver="brute")
     df = run_certify(cfg, tmp_path / "certify", progress=False).table  # default methods: the registry
     row = df[df.method == throwaway].iloc[0]
-    pool = harness.query_instance(load(dataset_spec(cfg)), 0, pool=8)[0].replace(k=3, theta=0.5)
+    pool = runs.query_instance(load(dataset_spec(cfg)), 0, pool=8)[0].replace(k=3, theta=0.5)
     opt = max(ccbqp_objective(pool, list(s)) for s in itertools.combinations(range(8), 3))
     f = ccbqp_objective(pool, _truth(pool))
     assert row.objective == pytest.approx(f) and row.gap == pytest.approx((opt - f) / 6, abs=1e-12)

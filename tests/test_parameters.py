@@ -14,11 +14,11 @@ import math
 import numpy as np
 import pytest
 
-from divopt_rag.experiments import cli
-from divopt_rag.experiments.grid import SweepConfig
+from divopt_rag.experiments.cli import main as cli
 from divopt_rag.experiments.methods import accepted_parameters, method_accepts, required_parameters, validate
 from divopt_rag.experiments.reproduce.spec import ReproduceError, expand_settings
-from divopt_rag.experiments.sweep import run_sweep
+from divopt_rag.experiments.studies.grid import SweepConfig
+from divopt_rag.experiments.studies.sweep import run_sweep
 from divopt_rag.integrations.candidates import check_method_params, select_candidates
 from divopt_rag.models import Instance
 from divopt_rag.models.parameters import (ArrayLike, Declaration, InvalidParameterError, Interval, Options, Param,
@@ -153,7 +153,7 @@ def test_langchain_llamaindex_and_haystack_refuse_with_the_same_message(every_ki
     assert want in str(info.value)
     DivoptPostprocessor(method=NAME, method_params={"count": 2})
     pytest.importorskip("haystack")
-    from divopt_rag.integrations.haystack import DivoptRanker
+    from haystack_integrations.components.rankers.divopt.ranker import DivoptRanker
 
     with pytest.raises(InvalidParameterError) as info:
         DivoptRanker(method=NAME, method_params={"count": 0})
@@ -169,7 +169,7 @@ CLI_REFUSED = [("count", "0", "0"), ("count", "2.5", "2.5"), ("count", "1e30", "
 
 @pytest.mark.parametrize("param,text,shown", CLI_REFUSED, ids=[f"{p}={t}" for p, t, _ in CLI_REFUSED])
 def test_the_sweep_refuses_a_bad_grid_value_before_any_work(every_kind, tmp_path, capsys, param, text, shown):
-    from divopt_rag.experiments.arguments import parse_value
+    from divopt_rag.experiments.cli.flag_types import parse_value
 
     want = message(param, shown)
     before = CALLS["n"]

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from divopt_rag.experiments import plots as P
+from divopt_rag.experiments.plots import figures as P
 
 
 def _check_files(paths):
@@ -98,7 +98,7 @@ def test_certified_and_param_plots(tmp_path):
 
 
 def test_cli_reads_files_only(tmp_path, capsys):
-    from divopt_rag.experiments.cli import main
+    from divopt_rag.experiments.cli.main import main
 
     df = pd.DataFrame({"method": ["a", "b"] * 2, "theta": [0.5, 0.5, 0.9, 0.9], "ilad": [0.1, 0.2, 0.3, 0.4],
                        "recall": [0.4, 0.3, 0.2, 0.1], "gap": [0.0, 0.1, 0.0, 0.2],
@@ -116,7 +116,7 @@ def test_cli_reads_files_only(tmp_path, capsys):
 
 def test_output_names_never_leave_the_out_folder(tmp_path, capsys):
     # `plot --x 'x/../../escaped'` wrote outside --out
-    from divopt_rag.experiments.cli import main
+    from divopt_rag.experiments.cli.main import main
 
     df = pd.DataFrame({"method": ["a", "b"], "theta": [0.5, 0.9], "ilad": [0.1, 0.2], "recall": [0.4, 0.3]})
     df.to_parquet(tmp_path / "r.parquet")
@@ -124,7 +124,7 @@ def test_output_names_never_leave_the_out_folder(tmp_path, capsys):
                  str(tmp_path / "deep" / "out")]) == 2
     assert "--x: expected a column or metric name, got 'x/../../escaped'" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.parquet"]
-    from divopt_rag.experiments.arguments import inside, safe_name
+    from divopt_rag.experiments.engine.store import inside, safe_name
 
     assert safe_name("x/../../escaped") == "x_____escaped" and safe_name("../.hidden") == "__.hidden"
     assert safe_name("recall@10") == "recall@10"

@@ -135,7 +135,8 @@ def test_exact_qcr_equals_f_and_is_psd():
 
 @pytest.mark.parametrize("solver,formulation", [("gurobi", "qcr"), ("scip", "qcr_lowrank"), ("gurobi", "qcr_lowrank")])
 def test_qcr_model_has_the_same_optimum(solver, formulation):
-    from divopt_rag.solvers.exact import available_solvers, solve_exact
+    from divopt_rag.models.solver_limits import available_solvers
+    from divopt_rag.solvers.exact import solve_exact
 
     if solver not in available_solvers():
         pytest.skip(f"{solver} not installed")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from divopt_rag.experiments import cli
-from divopt_rag.experiments.grid import SweepConfig
+from divopt_rag.experiments.cli import main as cli
 from divopt_rag.experiments.methods import register_method
+from divopt_rag.experiments.studies.grid import SweepConfig
 
 FAST_DEMO = ["--n", "60", "--d", "4", "--no-plot"]
 TINY_SWEEP = ["--dataset", "synthetic", "--dataset-opt", "n=40", "--dataset-opt", "d=6", "--dataset-opt",
@@ -215,7 +215,7 @@ def test_benchmark_integer_lists_are_integers_or_exit_2(argv, expected, capsys):
 
 # ---- the one error policy: bugs, --debug, Ctrl-C, warnings -------------------------------------
 def test_bugs_exit_1_in_one_line_and_debug_shows_the_traceback(monkeypatch, capsys, tmp_path):
-    from divopt_rag.experiments import demo
+    from divopt_rag.experiments.studies import demo
 
     def boom(args):
         raise RuntimeError("kaboom\nsecond line")
@@ -283,9 +283,9 @@ def test_partial_failures_are_summarised_at_the_end(tmp_path, capsys):
 
 
 def test_certify_reports_failed_selectors(tmp_path, capsys, monkeypatch):
-    from divopt_rag.experiments import sweep
+    from divopt_rag.experiments.studies import runs, sweep
 
-    real = sweep.execute_run
+    real = runs.execute_run
 
     def with_a_failure(data, task, *a, **kw):
         if task.method == "topk":

@@ -22,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from divopt_rag.experiments import cli, harness
+from divopt_rag.experiments.cli import main as cli
+from divopt_rag.experiments.engine import store
 
 TINY = {"name": "synthetic", "n": 40, "d": 8, "n_queries": 2, "seed": 3}
 
@@ -103,7 +104,7 @@ def _wait(predicate, timeout: float, what: str) -> None:
 
 def _holder(out: Path) -> dict:
     try:
-        return json.loads((out / harness.LOCK_NAME).read_text() or "{}")
+        return json.loads((out / store.LOCK_NAME).read_text() or "{}")
     except (OSError, ValueError):
         return {}
 
@@ -144,14 +145,14 @@ def test_the_lock_names_its_holder_and_dies_with_it(tmp_path):
                               start_new_session=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(harness.OutputLocked) as info:
-            with harness.output_lock(folder):
+        with pytest.raises(store.OutputLocked) as info:
+            with store.output_lock(folder):
                 pass
         assert info.value.holder["pid"] == holder.pid and info.value.holder["command"] == "holder-test"
         assert f"pid {holder.pid} on {info.value.holder['host']}" in str(info.value)
         os.kill(holder.pid, signal.SIGKILL)  # no cleanup code runs: the OS drops the lock
         holder.wait(timeout=30)
-        with harness.output_lock(folder) as record:
+        with store.output_lock(folder) as record:
             assert record["pid"] == os.getpid()
     finally:
         if holder.poll() is None:
@@ -207,7 +208,7 @@ def test_atomic_writers_and_the_stale_cleaner_race_without_losing_a_write(tmp_pa
     def write(name: str) -> None:
         try:
             while proc.poll() is None:
-                harness.write_parquet(pd.DataFrame({"w": [name], "i": [counts[name]]}), target)
+                store.write_parquet(pd.DataFrame({"w": [name], "i": [counts[name]]}), target)
                 counts[name] += 1
         except BaseException as exc:  # noqa: BLE001  (reported below)
             errors.append(exc)
@@ -269,6 +270,6 @@ def test_certify_keeps_another_runs_table_beside_and_locks_its_output(tmp_path, 
     assert cli.main([*base, "--theta", "0.7", "--new-grid"]) == 0
     pd.testing.assert_frame_equal(pd.read_parquet(out / f"results.{old_id}.parquet"), first)
     assert pd.read_parquet(out / "results.parquet")["theta"].unique().tolist() == [0.7]
-    with harness.output_lock(out):  # another run holds the output
+    with store.output_lock(out):  # another run holds the output
         assert cli.main([*base, "--theta", "0.7"]) == 2
     assert "is in use by another run" in capsys.readouterr().err

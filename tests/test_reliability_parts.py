@@ -24,8 +24,10 @@ import pytest
 import xxhash
 
 from divopt_rag.data import integrity
-from divopt_rag.experiments import cli, executor, parts
-from divopt_rag.experiments.executor import PartError, PartWarning, Plan, RunSpec, make_task
+from divopt_rag.experiments.cli import main as cli
+from divopt_rag.experiments.engine import executor, parts
+from divopt_rag.experiments.engine.parts import PartError, PartWarning
+from divopt_rag.experiments.engine.plan import Plan, RunSpec, make_task
 
 OBJECTIVE = 3.77  # the probe's value
 

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 import scs
 
-from divopt_rag.models import Instance, ccbqp_objective
-from divopt_rag.models import mip_qcr, qcr
+from divopt_rag.models import Instance, ccbqp_objective, mip_qcr, qcr
 from divopt_rag.models.mip_common import BuildClock, BuildTimeout
 from divopt_rag.models.qcr import SCS_CHUNK, CardinalityQP, exact_qcr, qcr_sdp
 
@@ -167,7 +166,7 @@ def test_no_time_for_the_sdp_is_refused_before_any_of_it(slow_scs, monkeypatch):
 def test_a_deadline_passed_during_the_reformulation_stops_the_build_before_the_factor(slow_scs, monkeypatch):
     fake, _, _ = slow_scs
     monkeypatch.setattr(mip_qcr, "_build_and_load_seconds", lambda inst, form: 0.0)
-    real_exact = mip_qcr.exact_qcr
+    real_exact = qcr.exact_qcr
 
     def slow_exact(problem, bound):
         fake.advance(10.0)  # the machine stalls here

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from fake_clock import FakeClock
 
-from divopt_rag.models import Instance, runner
-from divopt_rag.models.runner import SolveConfig, Stopwatch
+from divopt_rag.models import Instance, runner, mip_ccbqp
 from divopt_rag.models.mip_ccbqp import build_ccbqp
+from divopt_rag.models.solve_config import SolveConfig, Stopwatch
 from divopt_rag.solvers import available_solvers, exact, solve_exact
 
 PERSISTENT = [s for s in ("highs", "gurobi") if s in available_solvers()]
@@ -55,7 +55,7 @@ def test_a_slow_translation_is_charged_to_the_time_limit(solver, monkeypatch):
 def test_solve_exact_charges_the_model_build(monkeypatch):
     solver = available_solvers()[-1]
     clock = FakeClock()
-    real = exact.build_ccbqp
+    real = mip_ccbqp.build_ccbqp
 
     def slow_build(*args, **kwargs):
         clock.advance(0.8)

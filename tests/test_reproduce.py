@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from divopt_rag.data import load_openbookqa, load_qampari, load_sciq
-from divopt_rag.experiments.reproduce import RECIPES, MissingData, Options, ReproduceError, published, run_recipe
-from divopt_rag.experiments.reproduce import runner
+from divopt_rag.experiments.reproduce import (RECIPES, MissingData, Options, ReproduceError, published, run_recipe,
+                                              runner)
 from divopt_rag.experiments.reproduce.published import missing
 from reproduce_fakes import FIXTURES, HashEmbedder, cell, make_data_dir
 
@@ -249,7 +249,7 @@ def test_vrsd_skips_arc_da_without_a_corpus(tmp_path, data_dir):
 
 # ---- the command line: --list and one-line errors ---------------------------------------------
 def _main(argv):
-    from divopt_rag.experiments import cli
+    from divopt_rag.experiments.cli import main as cli
 
     return cli.main(["reproduce", *argv])  # the real entry point: flags checked, then rcli.main
 

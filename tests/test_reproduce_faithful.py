@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from divopt_rag.experiments.methods import run_method
-from divopt_rag.experiments.reproduce import RECIPES, Options
-from divopt_rag.experiments.reproduce import mio
+from divopt_rag.experiments.reproduce import RECIPES, Options, mio
 from divopt_rag.models import Instance
 from divopt_rag.robust.records import robust_ksparse_lpdual
 
@@ -97,7 +96,7 @@ def test_dfrag_table3s_classical_mmr_is_app_b2s(tmp_path, data_dir):
                                                      out=tmp_path / "t3"))
     rows = res.rows
     assert set(rows["method"]) == {"classical_mmr", "gmmr"}
-    from divopt_rag.experiments.harness import query_instance
+    from divopt_rag.experiments.studies.runs import query_instance
     from divopt_rag.experiments.reproduce.data import prepare_text
     from divopt_rag.data import load_longbench
 

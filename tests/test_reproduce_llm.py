@@ -428,10 +428,11 @@ def test_mio_cutting_plane_starts_from_the_heuristic_top_k_with_protected_key_co
     from the 100-candidate filter); Sec. 4.1: the adversary may not touch each document's key
     coordinates (20: the authors' m_core). The call the recipe makes is recorded here."""
     from divopt_rag.experiments.reproduce import mio
+    from divopt_rag.experiments import methods
     from divopt_rag.robust.models import AUTHORS_PROTECTED
 
     seen = []
-    real = mio.run_method
+    real = methods.run_method
 
     def spy(inst, method, params, seed):
         seen.append((method, inst.k, inst.n, dict(params)))

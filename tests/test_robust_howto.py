@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from divopt_rag.experiments.cli import main
-from divopt_rag.experiments.sweep import PoolSizeWarning
+from divopt_rag.experiments.cli.main import main
+from divopt_rag.experiments.studies.sweep import PoolSizeWarning
 from divopt_rag.robust.records import TEN_SECOND_POOL
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "howto" / "robust.md"

@@ -10,6 +10,8 @@ import pytest
 
 from uset_vertices import vertices
 from divopt_rag.models import Instance
+from divopt_rag.models.runner import solve
+from divopt_rag.models.solve_config import SolveConfig
 from divopt_rag.robust.cutting_planes import LOG_COLUMNS, CuttingPlaneOptions, cutting_plane_ksparse
 from divopt_rag.robust.models import (
     build_ksparse_lpdual_model,
@@ -20,7 +22,6 @@ from divopt_rag.robust.models import (
 from divopt_rag.robust.oracles import similarity_upper_bounds
 from divopt_rag.robust.relevance import worst_case_relevance
 from divopt_rag.robust.sets import KSparse, NormBall
-from divopt_rag.solvers.exact import SolveConfig, solve
 
 SOLVER = "highs"  # deterministic, no license limits
 

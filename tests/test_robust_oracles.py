@@ -9,12 +9,8 @@ import pytest
 
 from uset_vertices import vertices
 from divopt_rag.models import Instance
-from divopt_rag.robust.oracles import (
-    average_similarity,
-    similarity_upper_bounds,
-    worst_case_average_similarity,
-    worst_case_relevance,
-)
+from divopt_rag.robust.oracles import average_similarity, similarity_upper_bounds, worst_case_average_similarity
+from divopt_rag.robust.relevance import worst_case_relevance
 from divopt_rag.robust.sets import KSparse, NormBall, make_set, protect_top
 
 

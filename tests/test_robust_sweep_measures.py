@@ -11,12 +11,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from divopt_rag.experiments import harness, plots_robust
-from divopt_rag.experiments import sweep as sw
-from divopt_rag.experiments.grid import SweepConfig, instance_axes, metric_cutoffs
+from divopt_rag.experiments import methods
+from divopt_rag.experiments.engine import store
+from divopt_rag.experiments.measures import tables
+from divopt_rag.experiments.measures.metrics import ilad, row_metrics
+from divopt_rag.experiments.measures.tables import measures_table
 from divopt_rag.experiments.method_result import MethodResult, robust_result
 from divopt_rag.experiments.methods import run_method
-from divopt_rag.experiments.metrics import ilad, measures_table, row_metrics
+from divopt_rag.experiments.plots import robust as plots_robust
+from divopt_rag.experiments.studies import sweep as sw
+from divopt_rag.experiments.studies.grid import SweepConfig, instance_axes, metric_cutoffs
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.robust.heuristic import peel
 
@@ -69,7 +73,7 @@ def _cfg(**grid):
 def test_axes_a_robust_model_does_not_read_neither_multiply_nor_show():
     assert instance_axes("mmr") == ("k", "theta", "pool")
     assert instance_axes("robust_l2") == ("pool",) and instance_axes("robust_l2", {"max_size": "k"}) == ("k", "pool")
-    tasks = sw.expand_grid(_cfg(), [(0, "q")], sw.method_accepts)
+    tasks = sw.expand_grid(_cfg(), [(0, "q")], methods.method_accepts)
     robust = [t for t in tasks if t.method == "robust_l2"]
     mmr = [t for t in tasks if t.method == "mmr"]
     assert len(mmr) == 4 and len(robust) == 2  # k x theta for MMR; rho_vec only for the robust model
@@ -77,11 +81,11 @@ def test_axes_a_robust_model_does_not_read_neither_multiply_nor_show():
     assert all("rho_vec" not in t.params for t in mmr)
     assert metric_cutoffs(_cfg(), "robust_l2") == [5, 10]
     # its metrics are measured at the grid's k values, so another k grid is another run
-    other = sw.expand_grid(_cfg(k=[5]), [(0, "q")], sw.method_accepts)
+    other = sw.expand_grid(_cfg(k=[5]), [(0, "q")], methods.method_accepts)
     assert {t.key for t in robust}.isdisjoint(t.key for t in other if t.method == "robust_l2")
     assert {t.key for t in mmr if t.params["k"] == 5} <= {t.key for t in other}  # MMR at k=5 is the same run
     # a cap at k makes k an axis of the robust model (theta still is not)
-    capped = [t for t in sw.expand_grid(_cfg(max_size=["k"]), [(0, "q")], sw.method_accepts) if t.method == "robust_l2"]
+    capped = [t for t in sw.expand_grid(_cfg(max_size=["k"]), [(0, "q")], methods.method_accepts) if t.method == "robust_l2"]
     assert len(capped) == 4 and all("k" in t.params and "theta" not in t.params for t in capped)
 
 
@@ -91,10 +95,10 @@ def test_varying_settings_ignore_rows_of_methods_without_the_parameter():
                       "candidates": [np.nan, np.nan, None, None],
                       "params": [json.dumps({"k": 5, "theta": 0.5})] * 2
                       + [json.dumps({"rho_vec": r, "candidates": None}) for r in (0.0, 0.1)]})
-    assert harness.varying_settings(t) == ["rho_vec"]  # k, theta: one value where they apply
+    assert tables.varying_settings(t) == ["rho_vec"]  # k, theta: one value where they apply
     t.loc[3, "candidates"] = 20  # None (the whole pool) and 20 are two settings
     t.loc[3, "params"] = json.dumps({"rho_vec": 0.1, "candidates": 20})
-    assert harness.varying_settings(t) == ["candidates", "rho_vec"]
+    assert tables.varying_settings(t) == ["candidates", "rho_vec"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,7 +191,7 @@ def _robust_table():
 
 
 def test_robust_plot_draws_means_over_queries_and_counts_undefined_similarity(tmp_path):
-    from divopt_rag.experiments.plots import save_figure
+    from divopt_rag.experiments.plots.figures import save_figure
 
     fig, data = plots_robust.plot_robust(_robust_table(), "rho_vec")
     assert set(data["method"]) == {"robust_l2"}  # only robust rows

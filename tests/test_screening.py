@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from divopt_rag.models.runner import Result
-from divopt_rag.solvers import bounds, certificates, exact, screening
 from divopt_rag.models import Instance, ccbqp_objective
+from divopt_rag.models.solve_results import Result
+from divopt_rag.solvers import bounds, certificates, exact, screening
 
 
 def _unit(a):

@@ -15,7 +15,9 @@ from pyomo.contrib.solver.common.results import TerminationCondition
 
 from divopt_rag.models import runner
 from divopt_rag.models.mip_knapsack import build_topk
-from divopt_rag.models.runner import Result, SolveConfig, SolveStatus, solve
+from divopt_rag.models.runner import solve
+from divopt_rag.models.solve_config import SolveConfig
+from divopt_rag.models.solve_results import Result, SolveStatus
 from divopt_rag.solvers import available_solvers
 
 #: The statuses the tables held as free strings before the enum (issue 38).
@@ -51,15 +53,13 @@ def test_a_result_parses_its_status():
 
 
 @pytest.mark.skipif("highs" not in available_solvers(), reason="needs HiGHS")
-def test_one_options_object_and_the_old_keywords_agree():
+def test_one_options_object_and_the_old_keywords_refused():
     s = np.random.default_rng(0).uniform(0, 1, 12)
     new = solve(build_topk(s, 3), "highs", SolveConfig(time_limit=30, mip_gap=0.0))
     assert new.status is SolveStatus.OPTIMAL and new.status == "optimal"
     np.testing.assert_array_equal(new.indices, np.sort(np.argsort(-s)[:3]))
-    with pytest.warns(DeprecationWarning, match=r"pass config=SolveConfig\(mip_gap=\.\.\., time_limit=\.\.\.\)"):
-        old = solve(build_topk(s, 3), "highs", time_limit=30, mip_gap=0.0)
-    np.testing.assert_array_equal(old.indices, new.indices)
-    assert old.status is new.status and old.objective == new.objective
+    with pytest.raises(TypeError, match="unexpected keyword argument 'time_limit'"):  # the options are one SolveConfig
+        solve(build_topk(s, 3), "highs", time_limit=30, mip_gap=0.0)
     with pytest.raises(TypeError, match=r"^config must be a SolveConfig, got float 30.0"):
         solve(build_topk(s, 3), "highs", 30.0)
     with warnings.catch_warnings():

@@ -14,14 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from divopt_rag.data import EmbeddedDataset, register_dataset
-from divopt_rag.data import load as load_dataset
+from divopt_rag.data import EmbeddedDataset, register_dataset, load as load_dataset, atomic
 from divopt_rag.data.synthetic import narrow_cone, synthetic_dataset
-from divopt_rag.experiments import harness, runs
-from divopt_rag.experiments import sweep as sw
+from divopt_rag.experiments.engine import parts, store
+from divopt_rag.experiments.engine.plan import run_key, canonical_params
+from divopt_rag.experiments.measures import tables
 from divopt_rag.experiments.methods import register_method
-from divopt_rag.experiments.executor import run_key
-from divopt_rag.experiments.grid import SweepConfig, canonical_params, derive_seed
+from divopt_rag.experiments.studies import runs, sweep as sw
+from divopt_rag.experiments.studies.grid import SweepConfig, derive_seed
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.solvers import select
 
@@ -148,7 +148,7 @@ def test_same_seed_same_table_and_resume_skips_finished(tmp_path):
     # one of a live writer, or of an unknown name pattern, stays: it may be a write in flight
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True).stdout.strip()
-    tag = harness._host_tag()
+    tag = atomic._host_tag()
     stale = tmp_path / "a" / "parts" / f".junk.parquet.{dead}-{tag}-0123abcd.tmp"
     live = tmp_path / "a" / "parts" / f".busy.parquet.{os.getpid()}-{tag}-0123abcd.tmp"
     foreign = tmp_path / "a" / "parts" / ".junk.parquet.123.tmp"
@@ -236,12 +236,12 @@ def test_kill_midway_and_resume_with_the_same_command(tmp_path):
     proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     parts = out / "parts"
     deadline = time.monotonic() + 180  # generous: the CI machine may be loaded
-    while time.monotonic() < deadline and len(sw.finished_keys(parts)) < 3 and proc.poll() is None:
+    while time.monotonic() < deadline and len(parts.finished_keys(parts)) < 3 and proc.poll() is None:
         time.sleep(0.05)
     assert proc.poll() is None, f"sweep ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
     os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its pool workers (its own process group)
     proc.wait(timeout=30)
-    n_killed = len(sw.finished_keys(parts))
+    n_killed = len(parts.finished_keys(parts))
     assert 3 <= n_killed < n_total, n_killed
     assert not (out / "results.parquet").exists()
 
@@ -262,7 +262,7 @@ def test_kill_midway_and_resume_with_the_same_command(tmp_path):
 def test_ray_backend_matches_local(tmp_path):
     ray = pytest.importorskip("ray")
     psutil = pytest.importorskip("psutil")
-    from divopt_rag.experiments.backends import LOOPBACK, ray_addresses, start_local_ray
+    from divopt_rag.experiments.engine.backends import LOOPBACK, ray_addresses, start_local_ray
 
     cfg = _config(methods={"fw": {}, "mmr": {}, "dpp": {}})
     local = sw.run_sweep(cfg, tmp_path / "local", n_workers=0, progress=False).table
@@ -278,7 +278,7 @@ def test_ray_backend_matches_local(tmp_path):
         assert ray.is_initialized()  # an existing cluster is used as it is, not shut down
         # the watchdog recognizes every process of the cluster, the agents whose process titles
         # overwrite the environment it reads the mark from included
-        from divopt_rag.experiments.reaper import marked_processes
+        from divopt_rag.experiments.engine.reaper import marked_processes
 
         cluster = {p.pid for p in psutil.Process().children(recursive=True)
                    if p.pid != reaper.process.pid and p.status() != psutil.STATUS_ZOMBIE}
@@ -307,7 +307,7 @@ def test_ray_backend_starts_its_own_cluster_on_loopback(monkeypatch):
     records the calls: no cluster is started)."""
     import types
 
-    from divopt_rag.experiments import backends
+    from divopt_rag.experiments.engine import backends
 
     calls = []
     fake = types.SimpleNamespace(
@@ -328,7 +328,7 @@ def test_ray_backend_starts_its_own_cluster_on_loopback(monkeypatch):
 
 
 def test_cli_flags_override_config(tmp_path, capsys):
-    from divopt_rag.experiments.cli import main
+    from divopt_rag.experiments.cli.main import main
 
     (tmp_path / "c.json").write_text(json.dumps({"dataset": TINY, "methods": ["fw"], "grid": {"k": [3], "theta": [0.5]}}))
     rc = main(["sweep", "--config", str(tmp_path / "c.json"), "--out", str(tmp_path / "o"), "--methods", "topk", "mmr",
@@ -400,7 +400,7 @@ def test_robust_models_in_the_grid_match_direct_record_calls(tmp_path):
     # the axes that do not apply are empty on its rows, and not named in its params
     assert rob["k"].isna().all() and rob["theta"].isna().all()
     assert all("theta" not in json.loads(p) and "k" not in json.loads(p) for p in rob["params"])
-    assert harness.varying_settings(t, exclude=("method",)) == ["theta", "rho_vec"]  # k: one value where it applies
+    assert tables.varying_settings(t, exclude=("method",)) == ["theta", "rho_vec"]  # k: one value where it applies
     ds, E, q = synthetic_dataset(60, 16, seed=5)
     qrels = ds.qrels["q0"]
     relevant = {f"q0-d{d[1:]}" for d, g in qrels.items() if g > 0}  # passage s<i> is the sweep's q0-d<i>

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from divopt_rag.experiments import metrics as M
+from divopt_rag.experiments.measures import metrics as M
 
 
 def _noisy_reorders(E, q, k=6, tries=200, seed=0):

@@ -272,7 +272,7 @@ def test_config_holds_every_knob_checks_them_and_resolves_the_k_rules():
     import dataclasses
 
     from divopt_rag.solvers.selection import METHOD_PARAMS
-    from divopt_rag.solvers.ws_multistart import WsMultistartConfig
+    from divopt_rag.solvers.ws_config import WsMultistartConfig
 
     cfg = WsMultistartConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from divopt_rag.experiments.metrics import ir_scores
+from divopt_rag.experiments.measures.metrics import ir_scores
 from divopt_rag.models.extras import require
 from divopt_rag.models.validation import check_choice, check_scalar
 

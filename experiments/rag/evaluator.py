@@ -41,9 +41,9 @@ import torch
 from divopt_rag.models import Instance
 from divopt_rag.models.validation import check_indices, check_nonnegative, check_scalar
 
-from .dfrag import RetrievalSupportEvaluator
+from .dfrag_llm import RetrievalSupportEvaluator
 from .llm import LLMError, OpenAIChat, parse_number
-from divopt_rag.experiments.metrics import selection_metrics
+from divopt_rag.experiments.measures.metrics import selection_metrics
 
 __all__ = [
     "QueryContext",
@@ -52,12 +52,10 @@ __all__ = [
     "MetricEvaluator",
     "CoverageEvaluator",
     "CallableEvaluator",
-    "OpenAIChat",
     "OpenAIJudge",
     "OpenAIEvaluator",
     "DeltaPlanner",
     "OpenAIPlanner",
-    "RetrievalSupportEvaluator",
     "EVALUATORS",
     "register_evaluator",
     "make_evaluator",

@@ -54,7 +54,9 @@ import numpy as np
 import pandas as pd
 
 from divopt_rag.data import INFINITEBENCH_QA_TASKS, LONGBENCH_QA_TASKS, load_infinitebench_qa, load_longbench
-from divopt_rag.experiments.rag.dfrag import DFRAG, DFRAG_THETAS, FIXED_THETAS, ORACLE_THETAS, candidate_set, dfrag_f1
+from divopt_rag.experiments.rag.dfrag import DFRAG
+from divopt_rag.experiments.rag.dfrag_candidates import DFRAG_THETAS, FIXED_THETAS, ORACLE_THETAS, candidate_set
+from divopt_rag.experiments.rag.dfrag_oracle import dfrag_f1
 from divopt_rag.experiments.rag.evaluator import QueryContext
 
 from .data import DatasetPlan, Prepared, prepare_text, wordnet_analogue

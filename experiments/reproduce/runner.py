@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 
 from divopt_rag.data.hashing import fingerprint
-from divopt_rag.experiments import executor, harness
-from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task
-from divopt_rag.experiments.flag_checks import BASE_BYTES, check_memory
+from divopt_rag.experiments.engine import executor, store
+from divopt_rag.experiments.engine.limits import BASE_BYTES, check_memory
+from divopt_rag.experiments.engine.plan import Plan, RunSpec, Task, make_task
 from divopt_rag.experiments.rag.llm import LLMNotConfigured, OpenAIChat
 
 from .data import Prepared
@@ -234,8 +234,8 @@ class RecipeSpec(RunSpec):
 
     def finish(self, rows: pd.DataFrame, out: Path) -> pd.DataFrame:
         self.table = paper_table(self.recipe, rows)
-        harness.write_parquet(self.table, out / "table.parquet")
-        harness.write_csv(self.table, out / "table.csv")
+        store.write_parquet(self.table, out / "table.parquet")
+        store.write_csv(self.table, out / "table.csv")
         ok = rows[rows["status"] == "ok"] if len(rows) and "status" in rows else rows.iloc[0:0]
         if self.recipe.plot is not None and len(ok):
             self.notes += [f"figure: {p}" for p in self.recipe.plot(ok, out, self.options) if str(p).endswith(".png")]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from divopt_rag.experiments.grid import canonical_params
+from divopt_rag.experiments.engine.plan import canonical_params
 from divopt_rag.models.parameters import Declaration, Param
 
 __all__ = [

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from divopt_rag.data import load_arc_da, load_openbookqa, load_sciq
-from divopt_rag.experiments.metrics import win_rates
+from divopt_rag.experiments.measures.metrics import win_rates
 
 from .data import DatasetPlan, Prepared, prepare_text, synthetic_analogue, wordnet_analogue
 from .spec import DataNeed, MissingData, Needs, Options, Recipe, ReproduceError, Run
