@@ -32,7 +32,6 @@ import numpy as np
 import pandas as pd
 
 from divopt_rag.data import load
-from divopt_rag.experiments.engine import store
 from divopt_rag.experiments.studies import runs
 from divopt_rag.robust import ROBUST_MODELS, KSparse, NormBall, similarity_upper_bounds
 from divopt_rag.robust.relevance import pool_arrays

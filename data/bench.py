@@ -65,7 +65,7 @@ def run(out: str | Path, *, synthetic_n: int = 200_000, synthetic_d: int = 1024,
     from .synthetic import narrow_cone_npy
     from .wordnet import load_wordnet
 
-    # a hash of the configuration, as every divopt run id (divopt_rag.experiments.harness.run_id)
+    # a hash of the configuration, as every divopt run id (divopt_rag.experiments.engine.store.run_id)
     run_id = stable_hash(dict(synthetic_n=synthetic_n, synthetic_d=synthetic_d, wordnet_words=wordnet_words, seed=seed), 12)
     rows = []
 

@@ -12,7 +12,7 @@ Two methods are built in here, so that every command runs them as rows of its gr
 * ``exact`` (:func:`exact`): the exact CCBQP optimum (enumeration for small pools, else a MIP
   solver or divopt's branch-and-bound), with its proven ``bound``, ``proven_optimal``,
   ``exact_status`` and ``exact_solver``; the gap of every other row against it is a post-step
-  over the consolidated table (:func:`divopt_rag.experiments.harness.exact_gaps`);
+  over the consolidated table (:func:`divopt_rag.experiments.measures.quality.exact_gaps`);
 * ``full_scale`` (:func:`full_scale`): the full-scale certificate of
   :func:`divopt_rag.solvers.certificates.certify_full_scale` (screening, bounds, exact solve of
   the survivors) on the query's whole pool.

@@ -169,7 +169,7 @@ class _Settings:
 
 def _record(model: str, inst: Instance, rows: np.ndarray, uset, params: dict, outcome: Any,
             seconds: float) -> dict[str, Any]:
-    """The flat record of a solve: ``outcome`` is the solver's :class:`~divopt_rag.models.runner.Result`
+    """The flat record of a solve: ``outcome`` is the solver's :class:`~divopt_rag.models.solve_results.Result`
     or the :class:`~divopt_rag.robust.cutting_planes.CuttingPlaneResult` (its ``indices`` are rows
     of ``inst.subset(rows)``; status, objective, bound, gap, solver, message, and the loop's
     iterations and cuts where it has them)."""

@@ -9,7 +9,7 @@ Cholesky rows; memory k x n floats, no n x n matrix.
 theta = 1 gives alpha = inf, i.e. pure relevance (top-k); theta = 0 gives the plain K-DPP.
 With float32 (or half) storage, near-tied picks are re-decided in float64 from a fresh Cholesky
 of the selected rows (:func:`divopt_rag.solvers.greedy.decide`). Checked against the paper's
-Algorithm 1 run on L itself in tests/test_paper_baselines.py.
+Algorithm 1 run on L itself in tests/solvers/test_paper_baselines.py.
 """
 from __future__ import annotations
 

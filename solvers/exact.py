@@ -79,19 +79,19 @@ def solve_exact(
     solver : "gurobi", "scip", "highs", "bnb" (divopt's own branch-and-bound,
         :mod:`divopt_rag.solvers.bnb`; needs no licence) or "auto". With
         formulation "auto", "auto" is Gurobi when it is installed and its model fits the licence
-        (the runner's licence rule, :func:`divopt_rag.models.runner.solver_refusal`, on the Gram
+        (the runner's licence rule, :func:`divopt_rag.models.solver_limits.solver_refusal`, on the Gram
         MIQP's size: n binaries, one row; MIQP: n <= 200 with the pip licence), else "bnb" (10x+ faster than SCIP and HiGHS on the
         exact benchmark, ``benchmarks/results/exact/TABLES.md``). With an explicit MIP
         formulation, "auto" is the first installed MIP solver (gurobi -> scip -> highs) that takes
         it. An explicit solver that cannot take the model raises
-        :class:`~divopt_rag.models.runner.SolverRefused` (a ValueError) naming the limit and the
+        :class:`~divopt_rag.models.solver_limits.SolverRefused` (a ValueError) naming the limit and the
         alternatives.
-    time_limit, mip_gap, log_path, threads : the :class:`~divopt_rag.models.runner.SolveConfig`
+    time_limit, mip_gap, log_path, threads : the :class:`~divopt_rag.models.solve_config.SolveConfig`
         (bnb: ``mip_gap`` default 1e-6; ``log_path`` receives its node log as CSV; one thread).
     warm_start : a k-set (indices, or a Selection/Result) to start from: exactly k unique
         indices in [0, n), else ValueError before any work.
     memory_limit : bytes the solve may plan to use (default: what the machine has free,
-        :func:`divopt_rag.models.mip_sizing.available_memory`).
+        :func:`divopt_rag.models.memory.available_memory`).
     stopwatch : when the time budget began and on which clock
         (:class:`~divopt_rag.models.solve_config.Stopwatch`; default: this call, on
         ``time.perf_counter``): a caller's own earlier work can count against ``time_limit``, and a
@@ -104,7 +104,7 @@ def solve_exact(
     Limits (issue 33). Memory: before anything is built, the need of the model (variables,
     constraints, nonzeros, dense arrays, the solver's copy; bnb's dense matrices) is estimated
     (:mod:`divopt_rag.models.mip_sizing`); a request that cannot fit raises
-    :class:`~divopt_rag.models.runner.ModelTooLarge` (one line: the estimate, the memory free, what
+    :class:`~divopt_rag.models.solver_limits.ModelTooLarge` (one line: the estimate, the memory free, what
     to do instead). Time: ``time_limit`` is wall clock for the whole call. Building counts: a model
     whose predicted build + load time does not fit is not built, a build that passes the limit is
     dropped, and the solver gets what is left. When no solver could run in time, or it stopped
@@ -276,7 +276,7 @@ def _memory_hint(instance: Instance, budget: tuple[int, str] | None) -> str:
 
 
 def _gram_refusal(solver: str, instance: Instance, formulation: str) -> str | None:
-    """The runner's licence rule (:func:`~divopt_rag.models.runner.solver_refusal`) on the size of the
+    """The runner's licence rule (:func:`~divopt_rag.models.solver_limits.solver_refusal`) on the size of the
     Gram-form MIQPs ("miqp", "qcr": n binaries, one row, quadratic when theta < 1), judged before
     building them; other formulations are measured by the runner once built."""
     if formulation not in ("miqp", "qcr"):

@@ -41,7 +41,7 @@ rows of norm <= 1); the factor 4 covers the float64 differences and products tha
 terms. In float32, for |c| <= 1, k >= 2 and N <= 10^7, B < 1e-6 k (k-1): the first term is at
 most u k (theta (k-1) + 4) <= 5 u k (k-1) = 3.0e-7 k (k-1), the second at most
 4 N eps * 37 k^2 <= 3.3e-7 k (k-1). So the default tolerance stands and float32/float64 runs stop
-where they did (``tests/test_fw_precision.py`` checks the bound over k, theta and both dtypes). B covers the evaluation of the gap; that (x, v) drift apart by the float32
+where they did (``tests/solvers/test_fw_precision.py`` checks the bound over k, theta and both dtypes). B covers the evaluation of the gap; that (x, v) drift apart by the float32
 rounding of their updates is the state FW ascends on: its exact line search increases
 f_lambda of that state, and a step of gamma = 1 lands x exactly on s.
 

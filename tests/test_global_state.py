@@ -143,7 +143,7 @@ def test_a_sweep_in_this_process_runs_one_thread_and_leaves_the_process_as_found
 
 # ---- the LangChain retriever served from two threads --------------------------------------------
 def _queries():
-    from integration_fakes import TOPICS
+    from helpers.integration_fakes import TOPICS
 
     words = " ".join(TOPICS).split()
     rng = np.random.default_rng(7)
@@ -162,7 +162,7 @@ def test_two_threads_serve_the_retriever_with_the_serial_picks(method, two_threa
     deterministic fake embedding): the same picks as serving them one at a time, and torch's
     thread count and the global random states are as before."""
     pytest.importorskip("langchain_core")
-    from langchain_fakes import make_store
+    from helpers.langchain_fakes import make_store
 
     from divopt_rag.integrations.langchain import DivoptRetriever
 

@@ -314,7 +314,7 @@ class ExistingPath(ValueType):
 class OutputPath(ValueType):
     """A folder or file to write: not empty (``--out ''`` wrote into the current folder) and
     without control characters (a newline in a file name breaks every log and listing). That it
-    can be written is :func:`~divopt_rag.experiments.flag_checks.check_output_path`'s check,
+    can be written is :func:`~divopt_rag.experiments.cli.flag_checks.check_output_path`'s check,
     before any work. ``as_path``: a ``Path`` (else the text)."""
 
     def __init__(self, what: str = "a folder to write", as_path: bool = True) -> None:

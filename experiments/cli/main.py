@@ -1,20 +1,20 @@
 """The ``divopt-rag`` command line: one entry point, one module per command.
 
-Each command's flags are defined in :mod:`divopt_rag.experiments.arguments` (argparse and the
+Each command's flags are defined in :mod:`divopt_rag.experiments.cli.arguments` (argparse and the
 standard library only) and its work in its own module, ``main(args) -> int``, imported only
 after its flags were parsed and checked: ``divopt-rag COMMAND --help`` and a bad flag cost
 no import of torch, pandas, Pyomo, Ray or matplotlib.
 
 Every bad input is refused before any work starts, as ONE line on stderr and exit code 2:
 
-1. a flag's value (:mod:`divopt_rag.experiments.arguments`' types: "--k: expected an integer
+1. a flag's value (:mod:`divopt_rag.experiments.cli.arguments`' types: "--k: expected an integer
    >= 1, got '0'"), an unknown flag or command (argparse's message, in one line);
 2. a check across flags (``--k`` larger than ``--n``, a run too large for this machine's
-   memory: :data:`divopt_rag.experiments.arguments.COMMAND_FLAGS`) and the output paths (``--out``,
-   ``--log-dir``, ``--cache-dir``: a folder, writable; :func:`divopt_rag.experiments.arguments.check_output_path`);
+   memory: :data:`divopt_rag.experiments.cli.arguments.COMMAND_FLAGS`) and the output paths (``--out``,
+   ``--log-dir``, ``--cache-dir``: a folder, writable; :func:`divopt_rag.experiments.cli.flag_checks.check_output_path`);
 3. what needs the command's modules (a method or solver name, a device, a dataset, a model):
    the command checks it first, before it writes anything; a run the executor refuses leaves
-   no file behind (:func:`divopt_rag.experiments.executor.run`).
+   no file behind (:func:`divopt_rag.experiments.engine.executor.run`).
 
 Errors become exit codes here, in one place, for every command:
 
@@ -22,7 +22,7 @@ Errors become exit codes here, in one place, for every command:
   unwritable file, :class:`ImportError` of an optional dependency; config and data errors are
   ValueErrors that name the file and line): ``divopt-rag COMMAND: message`` and exit code 2,
   as argparse does for a bad flag; an output folder in use by another run
-  (:class:`divopt_rag.experiments.harness.OutputLocked`) is bad input too (the message names
+  (:class:`divopt_rag.experiments.engine.store.OutputLocked`) is bad input too (the message names
   the holder);
 * anything else is a bug: one line naming the exception and exit code 1;
 * Ctrl-C: "interrupted", exit code 130.

@@ -1,7 +1,7 @@
 """Where the tasks of a run execute: in this process, on a local process pool, or on Ray.
 
-Each backend takes the run's :class:`~divopt_rag.experiments.executor.RunSpec` and its
-:class:`~divopt_rag.experiments.executor.Task` s (in chunks for the pools), builds the worker state
+Each backend takes the run's :class:`~divopt_rag.experiments.engine.plan.RunSpec` and its
+:class:`~divopt_rag.experiments.engine.plan.Task` s (in chunks for the pools), builds the worker state
 once per worker (``spec.open(data)``), runs every task through :func:`run_task` and calls
 ``on_done([(task, rows), ...])`` in the driver as tasks finish (in completion order); the driver
 writes the part files, so a backend never touches the output folder.
@@ -28,7 +28,7 @@ No orphans, no open doors:
   kernel signals it (``prctl(PR_SET_PDEATHSIG, SIGKILL)``), elsewhere a watchdog thread sees
   the parent change and exits. A killed sweep leaves nothing running;
 * the local Ray cluster that :func:`run_ray` starts goes with its driver too: a watchdog
-  process (:mod:`divopt_rag.experiments.reaper`) kills every process of the cluster (GCS,
+  process (:mod:`divopt_rag.experiments.engine.reaper`) kills every process of the cluster (GCS,
   raylet, DashboardAgent, RuntimeEnvAgent, workers) as soon as the driver is gone, SIGKILL
   included (Ray's own agents outlived a killed driver by 50 s and more);
 * the local Ray cluster that :func:`run_ray` starts listens on 127.0.0.1 only (GCS, raylet,
@@ -225,7 +225,7 @@ def start_local_ray(ray: Any, num_cpus: int) -> Reaper:
     any is not loopback.
 
     The cluster lives in a temporary folder of its own (``divopt-ray-*`` under ``RAY_TMPDIR``
-    or the system's temporary folder) and is watched by a :class:`~divopt_rag.experiments.reaper.Reaper`:
+    or the system's temporary folder) and is watched by a :class:`~divopt_rag.experiments.engine.reaper.Reaper`:
     every process it starts (GCS, raylet, agents, workers) is killed within a second or two of
     the driver's death, however the driver dies. Returns the reaper: call its ``stop()`` after
     ``ray.shutdown()`` (it then removes what is left, the folder included)."""

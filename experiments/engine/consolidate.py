@@ -1,7 +1,7 @@
 """Consolidation: the verified parts of a plan become one tidy table, ``OUT/results.parquet``.
 
 * :func:`consolidate`: the rows of every finished task in plan order, stamped with ``run_id``
-  and ``run_index``, each part read through :func:`~divopt_rag.experiments.parts.read_part`
+  and ``run_index``, each part read through :func:`~divopt_rag.experiments.engine.parts.read_part`
   (checksum, key, rows); identity columns first (:func:`schema_order`).
 * A table is never lost. Consolidating without running (``--consolidate-only``) refuses, before
   anything is written, when a dataset changed since the folder's run (:func:`refuse_changed_data`:
@@ -40,7 +40,7 @@ def consolidate(out: Path, tasks: Sequence[Task], run_id: str, on_unusable: _Unu
     """The rows of every finished task, in plan order, stamped with ``run_id`` and ``run_index``
     (a part reused from another grid keeps its rows but takes this plan's index).
 
-    A part that fails its checks raises :class:`~divopt_rag.experiments.parts.PartError` naming
+    A part that fails its checks raises :class:`~divopt_rag.experiments.engine.parts.PartError` naming
     it, or, with ``on_unusable``, is handed to it ``(task, path, error)`` and left out."""
     parts = out / "parts"
     frames = []
@@ -80,7 +80,7 @@ def schema_order(columns: Sequence[str], tasks: Sequence[Task]) -> list[str]:
 
 def write_results(out: Path, table: pd.DataFrame) -> pd.DataFrame:
     """Write ``OUT/results.parquet`` atomically, and beside it ``OUT/measures.parquet``, the same
-    measurements in long form (:func:`divopt_rag.experiments.measure_tables.measures_table`);
+    measurements in long form (:func:`divopt_rag.experiments.measures.tables.measures_table`);
     returns what the results file holds (missing values of bool / str columns read back as None)."""
     store.write_parquet(table, out / RESULTS)
     store.write_parquet(measures_table(table), out / MEASURES)

@@ -21,7 +21,7 @@ their specs and in what they print. A spec says
 * how one task becomes tidy row(s) (:meth:`RunSpec.execute`, in a worker whose state
   :meth:`RunSpec.open` built once);
 * its post-steps over the consolidated table (:meth:`RunSpec.finish`: e.g. the gaps against the
-  ``exact`` rows, :func:`divopt_rag.experiments.harness.exact_gaps`).
+  ``exact`` rows, :func:`divopt_rag.experiments.measures.quality.exact_gaps`).
 
 **Run keys** (:func:`run_key`, one scheme for every command)::
 
@@ -30,7 +30,7 @@ their specs and in what they print. A spec says
 The data key is the content fingerprint of the dataset the task reads
 (:attr:`divopt_rag.data.EmbeddedDataset.key`), so a changed corpus, embedding model or query set
 gives new keys and its rows run again; nothing computed from other content is reused. Parameters
-are canonical (:func:`divopt_rag.experiments.grid.canonical_params`: 1 and 1.0 are one theta), and
+are canonical (:func:`divopt_rag.experiments.engine.plan.canonical_params`: 1 and 1.0 are one theta), and
 the pool a task chooses from is one of them (``pool`` or ``n``).
 
 **An output folder** ``OUT``:
@@ -42,7 +42,7 @@ the pool a task chooses from is one of them (``pool`` or ``n``).
   reuses every finished task both grids share (same key). A dataset whose content changed since
   the last run is named in the run's notes; its tasks have new keys and run again;
 * ``parts/<key>.parquet`` (``<key>.error.parquet`` when the task raised): the rows of one
-  finished task (:mod:`divopt_rag.experiments.parts`), written atomically by the driver as soon
+  finished task (:mod:`divopt_rag.experiments.engine.parts`), written atomically by the driver as soon
   as the task returns, so a kill (SIGKILL included) loses only the tasks in flight. Each part
   carries the checksum of its own bytes and its key inside (Arrow schema metadata
   ``divopt.run_key`` and the ``run_key`` column of every row). A part that fails its checksum (a
@@ -51,22 +51,22 @@ the pool a task chooses from is one of them (``pool`` or ``n``).
   used: a run moves it to ``parts/rejected/`` (every rejected copy kept) with a warning naming
   it, and its task runs again; consolidating without running (:func:`consolidate_only`) stops
   with an error naming it;
-* ``results.parquet``: the consolidated table (:mod:`divopt_rag.experiments.consolidate`), one
+* ``results.parquet``: the consolidated table (:mod:`divopt_rag.experiments.engine.consolidate`), one
   row per task row in plan order, stamped with ``run_id`` and ``run_index``, after the spec's
   post-steps. It is never lost: :func:`consolidate_only` refuses, naming why and keeping the
   file, when a dataset changed since the run or when the new table would lack rows it holds;
 * ``measures.parquet``: the same measurements in long form, one row per (task row, measure):
   ``run_id, run_key, dataset, query_id, method, measure, cutoff, value``
-  (:func:`divopt_rag.experiments.measure_tables.measures_table`; parameters are a ``run_key`` join away);
+  (:func:`divopt_rag.experiments.measures.tables.measures_table`; parameters are a ``run_key`` join away);
 * ``data/``: dataset caches of the specs that load one (memory-mapped by the workers).
 
 A run holds the folder's lock for its whole duration
-(:func:`divopt_rag.experiments.harness.output_lock`): a second run on the same folder stops at
+(:func:`divopt_rag.experiments.engine.store.output_lock`): a second run on the same folder stops at
 once naming the first. A task that raises is an error row (``status == "error"`` and the
 message), retried by ``retry_errors``; the exceptions a spec lists in :attr:`RunSpec.fatal`
 (bad input found while running) stop the run instead.
 
-Backends (:mod:`divopt_rag.experiments.backends`): ``inline`` (this process, in plan order: what
+Backends (:mod:`divopt_rag.experiments.engine.backends`): ``inline`` (this process, in plan order: what
 timing benchmarks use, sequentially), ``local`` (a pool of spawned processes that die with the
 driver) and ``ray`` (a cluster, or a local one bound to 127.0.0.1). A spec names the backends it
 supports (:attr:`RunSpec.backends`).
@@ -240,9 +240,9 @@ def consolidate_only(spec: RunSpec, out: str | os.PathLike) -> RunResult:
 
     The folder must hold this very configuration. It refuses, naming why, writing nothing and
     keeping ``results.parquet``: when a dataset changed since the folder's run
-    (:func:`~divopt_rag.experiments.consolidate.refuse_changed_data`), when a part cannot be used
+    (:func:`~divopt_rag.experiments.engine.consolidate.refuse_changed_data`), when a part cannot be used
     (:class:`PartError` naming it) and when the new table would lack rows the old one holds
-    (:func:`~divopt_rag.experiments.consolidate.refuse_losing_rows`)."""
+    (:func:`~divopt_rag.experiments.engine.consolidate.refuse_losing_rows`)."""
     out = Path(out)
     spec.check()
     with output_lock(out) as holder:

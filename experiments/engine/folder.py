@@ -7,7 +7,7 @@
   ``results.<run_id>.parquet`` (:func:`keep_previous`).
 * A dataset whose content changed since the last run is named (:func:`data_changes`): a run
   notes it (its tasks have new keys and run again); consolidating without running refuses
-  (:func:`divopt_rag.experiments.consolidate.refuse_changed_data`).
+  (:func:`divopt_rag.experiments.engine.consolidate.refuse_changed_data`).
 * :class:`Footprint`: what the folder held when its lock was taken, so that a run refused while
   it is prepared removes exactly what it created.
 """

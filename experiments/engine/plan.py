@@ -1,6 +1,6 @@
 """What a run is, before anything runs: its tasks, their keys and the spec that makes them.
 
-A command hands :func:`divopt_rag.experiments.executor.run` a :class:`RunSpec`; the spec's
+A command hands :func:`divopt_rag.experiments.engine.executor.run` a :class:`RunSpec`; the spec's
 :meth:`~RunSpec.plan` lists the run's :class:`Task` objects (a method with its parameters on one
 query of one dataset), each with its :func:`run_key`::
 

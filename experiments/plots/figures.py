@@ -13,11 +13,11 @@
   column) per method, from ``divopt-rag sweep``.
 
 **A plot never averages over a setting that varies.** Every setting of the table that takes
-several values (:func:`divopt_rag.experiments.harness.varying_settings`: dataset, k, n, pool,
+several values (:func:`divopt_rag.experiments.measures.tables.varying_settings`: dataset, k, n, pool,
 theta, method parameters, ...) and is not an axis or the curve variable of the plot gets a
 panel of its own (a facet); each panel's title names its values and the figure's title says
 which settings are faceted. A ranking metric is named without its cutoff (``recall``) and read
-at each row's k (``recall@<k>``, :func:`divopt_rag.experiments.metrics.at_cutoff`); since k is then
+at each row's k (``recall@<k>``, :func:`divopt_rag.experiments.measures.tables.at_cutoff`); since k is then
 a faceted setting, a panel never mixes two cutoffs.
 
 Each function returns ``(figure, data)`` where ``data`` is the tidy table actually drawn (with
@@ -266,7 +266,7 @@ def plot_gaps(df: pd.DataFrame, gap: str = "gap"):
 
     Points whose gap is only an upper bound (exact solve not proven: ``gap_kind == "upper_bound"``)
     are drawn hollow, proven gaps filled. The returned table is
-    :func:`divopt_rag.experiments.harness.quality_summary` per (faceted settings, method).
+    :func:`divopt_rag.experiments.measures.quality.quality_summary` per (faceted settings, method).
     """
     df = _ok_rows(df)
     _need(df, ["method", gap], "the gap plot")
@@ -455,7 +455,7 @@ def _check_flags(args, tables: list[pd.DataFrame]) -> None:
 def main(args) -> int:
     """Every figure is drawn before the first is written: an input that cannot be plotted leaves
     no figure behind. File names come from the flags' values through
-    :func:`~divopt_rag.experiments.arguments.safe_name`, so none leaves ``--out``."""
+    :func:`~divopt_rag.experiments.engine.store.safe_name`, so none leaves ``--out``."""
     tables = [read_table(path) for path in args.input]
     _check_flags(args, tables)
     figures: list[tuple[str, Any]] = []

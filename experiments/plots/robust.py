@@ -1,7 +1,7 @@
 """Plots of a robust-retrieval sweep, as robust-optimization papers report one.
 
 Reads the rows of robust models (``objective_kind`` robust_sparsity / nominal_sparsity: the
-records of :data:`divopt_rag.robust.ROBUST_MODELS` as :func:`divopt_rag.experiments.runs.execute_run`
+records of :data:`divopt_rag.robust.ROBUST_MODELS` as :func:`divopt_rag.experiments.studies.runs.execute_run`
 writes them) and draws, against the uncertainty radius ``rho_vec`` and the sparsity penalty
 ``sparsity_penalty`` (the lambda of -lambda sum x):
 
@@ -25,7 +25,7 @@ writes them) and draws, against the uncertainty radius ``rho_vec`` and the spars
   the l_inf model) applied along the grid. Two empty sets are at distance 0.
 
 **Panels only for settings that vary.** The rows of each figure are the combinations of the
-settings that vary among the robust rows (:func:`divopt_rag.experiments.harness.varying_settings`,
+settings that vary among the robust rows (:func:`divopt_rag.experiments.measures.tables.varying_settings`,
 which ignores a parameter on the rows whose method does not take it) apart from the x axis; a
 setting with one value gets no panel row. Means are over queries only, never over a setting.
 Each function returns ``(figure, data)`` with the table actually drawn.
@@ -60,7 +60,7 @@ def _color(i: int):
 
 def has_robust_measures(df: pd.DataFrame) -> bool:
     """Whether ``df`` holds robust rows with the measures of this module (tables of divopt
-    before these columns existed are drawn by :func:`divopt_rag.experiments.plots.plot_param_effect`)."""
+    before these columns existed are drawn by :func:`divopt_rag.experiments.plots.figures.plot_param_effect`)."""
     return {"worst_case_relevance", "nominal_relevance", "set_size"} <= set(df.columns) and not robust_rows(df).empty
 
 

@@ -111,7 +111,7 @@ def _pareto_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _plots():
-    """divopt_rag.experiments.plots, or None with a warning that names the extra (the tables need no figure)."""
+    """divopt_rag.experiments.plots.figures, or None with a warning that names the extra (the tables need no figure)."""
     try:
         from divopt_rag.experiments.plots import figures
     except ModuleNotFoundError as exc:

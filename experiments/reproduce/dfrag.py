@@ -11,7 +11,7 @@ Protocol, as the paper states it (:mod:`divopt_rag.experiments.rag.dfrag` implem
   otherwise, named in the run's config);
 * every lambda of {0, 0.1, ..., 1.0} gives a gMMR candidate set; the LLM answers from it
   (Fig. 12's prompt, passages in decreasing relevance as the authors' code orders them); its F1
-  (:func:`~divopt_rag.experiments.rag.dfrag.dfrag_f1`, LongBench's and InfiniteBench's official
+  (:func:`~divopt_rag.experiments.rag.dfrag_oracle.dfrag_f1`, LongBench's and InfiniteBench's official
   F1: the best over the gold answers) is a row;
 * ``dfrag`` / ``dfrag_ic``: the whole pipeline (Planner, Evaluator over lambda in {0.1, ..., 1.0},
   upper-median gate, generation; +IC adds the plan and the Evaluator's reply), one row per

@@ -25,7 +25,7 @@ one); a marker's own attributes win.
 
 ``python -m divopt_rag.experiments.reproduce.docnumbers DOC RESULTS`` writes the numbers into DOC;
 with ``--check`` it only lists the numbers that differ from their runs (exit code 1).
-tests/test_reproduce_docs.py fails when a number of docs/howto/reproduce.md differs from its run.
+tests/experiments/reproduce/test_reproduce_docs.py fails when a number of docs/howto/reproduce.md differs from its run.
 """
 from __future__ import annotations
 

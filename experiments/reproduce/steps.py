@@ -57,7 +57,7 @@ class Env:
 def query_instance(prep: Prepared, query_index: int, pool: int | None = None, env: Env | None = None
                    ) -> tuple[Instance, np.ndarray]:
     """Query ``query_index`` of ``prep`` over its candidates (the top ``pool`` by relevance when
-    given): :func:`divopt_rag.experiments.harness.query_instance`, cached per (dataset, query, pool)."""
+    given): :func:`divopt_rag.experiments.studies.runs.query_instance`, cached per (dataset, query, pool)."""
     ck = (prep.key, int(query_index), pool)
     if env is not None and ck in env._instances:
         return env._instances[ck]

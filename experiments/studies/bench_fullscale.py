@@ -2,7 +2,7 @@
 
 ``python -m divopt_rag.experiments.studies.bench_fullscale --distractors 0 --queries 20 --theta 0.5 0.6 0.7 0.8 0.9``
 
-A certify run (:class:`divopt_rag.experiments.certify.CertifySpec`) with the ``full_scale``
+A certify run (:class:`divopt_rag.experiments.studies.certify.CertifySpec`) with the ``full_scale``
 method alone: for each query of the ``wordnet`` dataset of :func:`divopt_rag.data.load` (the
 ambiguity benchmark's passages, 502 of them, plus ``--distractors`` random WordNet noun glosses,
 seeded) and each theta, :func:`divopt_rag.solvers.certificates.certify_full_scale` screens the

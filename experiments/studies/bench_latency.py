@@ -413,7 +413,7 @@ def _main(args) -> int:
     return 0
 
 
-if __name__ == "__main__":  # python -m divopt_rag.experiments.bench_latency ... (what ``divopt-rag bench latency`` runs)
+if __name__ == "__main__":  # python -m divopt_rag.experiments.studies.bench_latency ... (what ``divopt-rag bench latency`` runs)
     import sys
 
     from divopt_rag.experiments.cli import main as cli

@@ -1,9 +1,9 @@
 """``divopt-rag bench quality``: how close every fast method gets to certified optima, and at what cost.
 
 Three parts, measured in one run (``--parts``, default all), each a run spec of the one executor
-(:mod:`divopt_rag.experiments.executor`) in its own folder under ``--out``:
+(:mod:`divopt_rag.experiments.engine.executor`) in its own folder under ``--out``:
 
-small  ``OUT/small``: certify (:class:`divopt_rag.experiments.certify.CertifySpec`) on real
+small  ``OUT/small``: certify (:class:`divopt_rag.experiments.studies.certify.CertifySpec`) on real
        embeddings and small pools: the ``wordnet_glosses`` dataset of :func:`divopt_rag.data.load`
        (WordNet noun senses from Debian wordnet-base, embedded with the offline
        all-MiniLM-L6-v2): the queries are seeded polysemous nouns ("bank", "cell", ...), the
@@ -11,7 +11,7 @@ small  ``OUT/small``: certify (:class:`divopt_rag.experiments.certify.CertifySpe
        query's pool is its top-``--pool`` passages by cosine (default 100). For each
        (query, theta) with k = ``--k``, the ``exact`` row is :func:`divopt_rag.solvers.exact.solve_exact`
        (certified within ``--mip-gap``) and every method's gap and hit come from the one rule
-       (:func:`divopt_rag.experiments.harness.exact_gaps`): normalized gap (OPT - f) / (k (k-1))
+       (:func:`divopt_rag.experiments.measures.quality.exact_gaps`): normalized gap (OPT - f) / (k (k-1))
        against the best value known when the solve is proven, else against its bound
        (``gap_kind == "upper_bound"``); a hit when the proven gap is <= EXACT_HIT_TOL (1e-9).
 large  ``OUT/large``: time and objective of every selector vs the paper's FW ("fw") on synthetic
@@ -95,7 +95,7 @@ def small_config(args, methods: list[str]) -> CertifyConfig:
 
 def summarize(df: pd.DataFrame, certified_only: bool = True) -> pd.DataFrame:
     """Per theta (and every other setting that varies) and method:
-    :func:`divopt_rag.experiments.harness.quality_summary` (rows, hit rate, mean / p95 / max
+    :func:`divopt_rag.experiments.measures.quality.quality_summary` (rows, hit rate, mean / p95 / max
     normalized gap, seconds), best first within each setting. With ``certified_only`` only
     instances whose optimum the exact solver proved are counted."""
     rows = selector_rows(df)

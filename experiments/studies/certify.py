@@ -1,6 +1,6 @@
 """``divopt-rag certify``: every fast selector against exact CCBQP optima, per query and theta.
 
-A certify run is a sweep (:class:`~divopt_rag.experiments.sweep.SweepSpec`) whose grid is fixed
+A certify run is a sweep (:class:`~divopt_rag.experiments.studies.sweep.SweepSpec`) whose grid is fixed
 by :class:`CertifyConfig`: for each query the pool is the top-``n`` passages by relevance
 (c = E q, the ``pool`` setting); for each theta every selector of
 :func:`divopt_rag.solvers.instance_methods` (or ``methods``) runs on it, and so does the method
@@ -10,7 +10,7 @@ default method). The one executor checkpoints every row, resumes after a kill an
 ``OUT/results.parquet``: one tidy row per (query, theta, method), the ``exact`` row included,
 with the columns of every sweep (``objective``, ``seconds``, ``iterations``, ``n``,
 ``selected``, the metrics ``recall@k``, ``ndcg@k``, ``ilad``, ...) and, from the post-step over
-the consolidated table (:func:`divopt_rag.experiments.harness.exact_gaps`, the one rule):
+the consolidated table (:func:`divopt_rag.experiments.measures.quality.exact_gaps`, the one rule):
 
 * ``optimum`` (the best value known: the exact incumbent, or a selector's value if one beats
   it), the exact row's ``bound`` and ``proven_optimal``, its ``exact_status`` / ``exact_solver``;
@@ -118,7 +118,7 @@ class CertifyConfig:
         return d
 
     def run_id(self) -> str:
-        """:func:`divopt_rag.experiments.harness.run_id` of the configuration."""
+        """:func:`divopt_rag.experiments.engine.store.run_id` of the configuration."""
         return store.run_id(self.to_dict())
 
 
@@ -202,7 +202,7 @@ def selector_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Per method and every setting that varies (theta, k, pool, dataset, ...), the exact and
-    full-scale rows aside: :func:`divopt_rag.experiments.harness.quality_summary` (rows,
+    full-scale rows aside: :func:`divopt_rag.experiments.measures.quality.quality_summary` (rows,
     unproven, hit rate, mean / p95 / max gap, seconds)."""
     rows = selector_rows(df)
     return quality.quality_summary(rows, [*tables.varying_settings(rows), "method"])
@@ -232,7 +232,7 @@ def summarize_full_scale(df: pd.DataFrame) -> pd.DataFrame:
 def check_model(model: str | None, flag: str = "--model") -> None:
     """A ``--model`` must be one this machine has: the default (None or its alias), a local
     sentence-transformers folder, or a name in the local Hugging Face cache (no download
-    happens offline). :class:`~divopt_rag.experiments.arguments.UsageError` naming the flag otherwise."""
+    happens offline). :class:`~divopt_rag.experiments.engine.limits.UsageError` naming the flag otherwise."""
     if model is None or os.path.isdir(os.path.expanduser(model)):
         return
     from divopt_rag.data.embed import DEFAULT_MODEL_ID

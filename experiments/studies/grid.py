@@ -1,8 +1,8 @@
 """Sweep grids: the configuration of a sweep (:class:`SweepConfig`) and canonical parameters.
 
-A sweep is the product  queries x methods x parameter grid; :func:`divopt_rag.experiments.sweep.expand_grid`
+A sweep is the product  queries x methods x parameter grid; :func:`divopt_rag.experiments.studies.sweep.expand_grid`
 turns it into the executor's tasks, each with its run key
-(:func:`divopt_rag.experiments.executor.run_key`: a hash of the row settings, the dataset's content
+(:func:`divopt_rag.experiments.engine.plan.run_key`: a hash of the row settings, the dataset's content
 key, the query, the method and the :func:`~divopt_rag.experiments.engine.plan.canonical_params`), and a per-run ``seed`` derived
 from the key (:func:`derive_seed`: independent of grid order and of which worker runs it).
 
@@ -156,7 +156,7 @@ class SweepConfig:
         extra selectors or robust models).
     evaluator : optional evaluator spec (see :mod:`divopt_rag.experiments.rag.evaluator`) whose score of
         each selection is stored in the ``eval_score`` column.
-    metrics : options of the metrics of every row (:func:`divopt_rag.experiments.metrics.selection_metrics`):
+    metrics : options of the metrics of every row (:func:`divopt_rag.experiments.measures.metrics.selection_metrics`):
         ``sigma`` (also compute the Dartboard score with this spread), ``alpha`` (of alpha-nDCG).
     """
 
@@ -250,6 +250,6 @@ class SweepConfig:
 
     @property
     def run_id(self) -> str:
-        """The run id (:func:`divopt_rag.experiments.harness.run_id`) of everything that determines
+        """The run id (:func:`divopt_rag.experiments.engine.store.run_id`) of everything that determines
         the rows (the ``run_id`` column)."""
         return store.run_id(self.to_dict())

@@ -2,11 +2,11 @@
 tidy row (the method's fields, every metric, the evaluator's score).
 
 The row's identity columns (run key, dataset, query, method, parameters, seed) are the task's
-(:meth:`divopt_rag.experiments.executor.Task.columns`); a method that raises becomes an error row
-in the executor (:func:`divopt_rag.experiments.backends.run_task`).
+(:meth:`divopt_rag.experiments.engine.plan.Task.columns`); a method that raises becomes an error row
+in the executor (:func:`divopt_rag.experiments.engine.backends.run_task`).
 
 A run changes no global state: the executor's workers run one thread each (the sweep's inline
-runs too, :func:`divopt_rag.experiments.backends.worker_threads`), so the floating-point results do
+runs too, :func:`divopt_rag.experiments.engine.backends.worker_threads`), so the floating-point results do
 not depend on the backend or the worker count, and the query pools a worker reuses live in its
 own state (:class:`QueryPools`), not in this module.
 """
@@ -53,7 +53,7 @@ class QueryPools:
     """The query instances (pool and its rows) one worker has built, the ``size`` most recent,
     keyed by (dataset content key, query, pool): the runs of a query are adjacent in a chunk, so
     this saves rebuilding the pool for each run. A worker's state holds one
-    (:meth:`divopt_rag.experiments.sweep.SweepSpec.open`); nothing is shared between workers or
+    (:meth:`divopt_rag.experiments.studies.sweep.SweepSpec.open`); nothing is shared between workers or
     kept by this module."""
 
     def __init__(self, size: int = 64) -> None:
@@ -99,7 +99,7 @@ def execute_run(data: EmbeddedDataset, task: Task, evaluator: Any = None,
     (:meth:`~divopt_rag.experiments.method_result.MethodResult.row`: objective where defined,
     objective_kind, model_objective, set_size, seconds, iterations, its measures, ``info``),
     ``n`` (the pool it chose from), ``selected`` (passage ids, in the method's order), the metrics
-    of :func:`~divopt_rag.experiments.metrics.row_metrics` (``metric_options``: sigma, alpha) and
+    of :func:`~divopt_rag.experiments.measures.metrics.row_metrics` (``metric_options``: sigma, alpha) and
     the evaluator's score. ``pools``: the worker's :class:`QueryPools`. Threads are the caller's
     (the executor's workers limit them).
 

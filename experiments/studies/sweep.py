@@ -1,28 +1,28 @@
 """``divopt-rag sweep``: a resumable parameter sweep, on a local process pool or on Ray.
 
-A sweep runs every (query, method, parameters) of a :class:`~divopt_rag.experiments.grid.SweepConfig`
+A sweep runs every (query, method, parameters) of a :class:`~divopt_rag.experiments.studies.grid.SweepConfig`
 and writes ONE tidy row per run. It is a run spec (:class:`SweepSpec`) handed to the one executor
-(:mod:`divopt_rag.experiments.executor`), which keeps its parts, resumes it after a kill, locks its
+(:mod:`divopt_rag.experiments.engine.executor`), which keeps its parts, resumes it after a kill, locks its
 folder, refuses another grid there unless ``new_grid`` and consolidates ``OUT/results.parquet``:
 
 * every run has a key, a hash of the sweep's row settings (``seed``, ``evaluator``, ``plugins``,
   ``metrics``), the dataset's content key, the query, the method and its canonical parameters
-  (:func:`divopt_rag.experiments.executor.run_key`), and a seed derived from (base seed, key);
+  (:func:`divopt_rag.experiments.engine.plan.run_key`), and a seed derived from (base seed, key);
 * the dataset comes from :func:`divopt_rag.data.load` with its cache under ``OUT/data/`` (embeddings
   computed once, memory-mapped by the workers, reused by a restart);
 * methods are resolved and run by :mod:`divopt_rag.experiments.methods` (selectors, robust
   models, ``exact``, ``full_scale``, :func:`~divopt_rag.experiments.methods.register_method`
-  extras); one run becomes one row in :mod:`divopt_rag.experiments.runs`;
+  extras); one run becomes one row in :mod:`divopt_rag.experiments.studies.runs`;
 * when the grid holds ``exact``, every row of the same instance gets its gap against it
-  (:func:`divopt_rag.experiments.harness.exact_gaps`, the post-step).
+  (:func:`divopt_rag.experiments.measures.quality.exact_gaps`, the post-step).
 
 Every parameter is checked before any work against the methods' declarations (the one
 validator, :meth:`~divopt_rag.models.parameters.Declaration.validate`): a grid or method
 parameter that no chosen method takes is an error listing the names they do take (a typo never
 becomes a silent no-op), a value out of its declared type or range is the validator's one-line
 message, and a required parameter no axis gives (``rho_div`` of a robust model) is an error too.
-:mod:`divopt_rag.experiments.sweep_cli` is the command line; ``divopt-rag certify`` and
-``bench quality``'s small pools are sweeps too (:mod:`divopt_rag.experiments.certify`).
+:mod:`divopt_rag.experiments.studies.sweep_command` is the command line; ``divopt-rag certify`` and
+``bench quality``'s small pools are sweeps too (:mod:`divopt_rag.experiments.studies.certify`).
 """
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def _axes(config: SweepConfig) -> list[tuple[str, list[Any], list[str]]]:
 
 def check_parameter_values(config: SweepConfig) -> None:
     """Every value of the grid, before any work: instance parameters (k >= 1, theta in [0, 1],
-    pool >= 1 or None) by :func:`~divopt_rag.experiments.grid.canonical_params`, every method
+    pool >= 1 or None) by :func:`~divopt_rag.experiments.engine.plan.canonical_params`, every method
     parameter by its method's declaration (:func:`~divopt_rag.experiments.methods.method_parameters`,
     the validator ``select`` uses, with its message), and every required parameter of a method
     given by some axis. ValueError otherwise (``--param sigma=abc``, ``tabu_tenure_in=2.5`` or a
@@ -201,14 +201,14 @@ def expand_grid(config: SweepConfig, queries: Sequence[tuple[int, str]], accepts
                 dataset: str = "", data_key: str = "", config_hash: str = "") -> list[Task]:
     """The tasks of ``config`` on ``queries`` ((position in the dataset, query id) pairs),
     query-major (the runs of one query are adjacent), each with its run key and its seed
-    :func:`~divopt_rag.experiments.grid.derive_seed` (base seed, key).
+    :func:`~divopt_rag.experiments.studies.grid.derive_seed` (base seed, key).
 
     A common grid parameter expands only the methods that accept it (``accepts(method,
     parameter)``); a method's own grid overrides the common one. An instance parameter the
-    method does not read (:func:`~divopt_rag.experiments.grid.instance_axes`: theta and k for a
+    method does not read (:func:`~divopt_rag.experiments.studies.grid.instance_axes`: theta and k for a
     robust model) is left out of its runs, so it neither multiplies them nor appears in their
     rows; the key of such a run also hashes its metric cutoffs
-    (:func:`~divopt_rag.experiments.grid.metric_cutoffs`). ValueError naming a method parameter
+    (:func:`~divopt_rag.experiments.studies.grid.metric_cutoffs`). ValueError naming a method parameter
     that its method does not accept, or a duplicated run.
     """
     common_inst = {p: v for p, v in config.grid.items() if p in INSTANCE_PARAMS}
@@ -367,5 +367,5 @@ def run_sweep(config: SweepConfig, out_dir: str | Path, options: RunOptions | No
 
 def consolidate(out_dir: str | Path, config: SweepConfig) -> RunResult:
     """Rebuild ``OUT/results.parquet`` from the parts of the sweep ``config`` holds, running
-    nothing (:func:`divopt_rag.experiments.executor.consolidate_only`)."""
+    nothing (:func:`divopt_rag.experiments.engine.executor.consolidate_only`)."""
     return executor.consolidate_only(SweepSpec(config), out_dir)

@@ -1,5 +1,5 @@
 """``divopt-rag sweep`` on the command line: flags (or a config file they override) to a
-:class:`~divopt_rag.experiments.grid.SweepConfig`, then :func:`divopt_rag.experiments.sweep.run_sweep`,
+:class:`~divopt_rag.experiments.studies.grid.SweepConfig`, then :func:`divopt_rag.experiments.studies.sweep.run_sweep`,
 a summary (means over queries per method and every setting that varies in the grid:
 :func:`summarize`) and, with ``--adaptive-metric``, the per-query Oracle / gated theta table of
 :mod:`divopt_rag.experiments.rag.adaptive`.
@@ -85,7 +85,7 @@ SET_SUMMARY_COLUMNS = ("set_size", "set_recall", "model_objective", "price_of_ro
 
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
     """Mean of the main columns over queries (ok rows only), per method and per every setting
-    that varies in the table (:func:`divopt_rag.experiments.harness.varying_settings`: k, theta,
+    that varies in the table (:func:`divopt_rag.experiments.measures.tables.varying_settings`: k, theta,
     pool, dataset, method parameters, ...): a mean never mixes two values of a setting. A ranking
     metric keeps its column name (``recall@10``) when the table has one cutoff; over several k it
     is read at each row's own k into one column ``recall@k`` (k is then a grouping key)."""

@@ -120,7 +120,7 @@ def memory_estimate(n: int, d: int = 0) -> ModelEstimate:
 
 
 def check_memory(n: int, d: int, budget: tuple[int, str] | None = None) -> None:
-    """Raise :class:`~divopt_rag.models.runner.ModelTooLarge` (one line: the estimate, what is free,
+    """Raise :class:`~divopt_rag.models.solver_limits.ModelTooLarge` (one line: the estimate, what is free,
     what to do instead) when :func:`memory_estimate` does not fit; ``budget`` = (bytes, source)
     overrides the measured free memory."""
     est = memory_estimate(n, d)
@@ -533,7 +533,7 @@ def branch_and_bound(
         (:class:`~divopt_rag.models.solve_config.Stopwatch`; default: this call, on
         ``time.perf_counter``), so a caller's own work counts against ``time_limit`` and ``seconds``.
     memory_limit : bytes the search may plan to use (default: the machine's free memory); a pool
-        whose :func:`memory_estimate` exceeds it raises :class:`~divopt_rag.models.runner.ModelTooLarge`
+        whose :func:`memory_estimate` exceeds it raises :class:`~divopt_rag.models.solver_limits.ModelTooLarge`
         before anything is allocated.
     """
     stopwatch = Stopwatch() if stopwatch is None else stopwatch
