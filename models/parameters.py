@@ -19,9 +19,10 @@ dataclass's field), from which :func:`declare` reads it; :func:`declare` refuses
 parameter without constraints, a constraint without a parameter, and a default its own
 constraints refuse, so the declaration and the function cannot drift apart.
 
-Every size is bounded in its declaration (the upper ends are :mod:`divopt_rag.models.domains`'): a count's interval has an upper end (a value past it
-would allocate or loop without end, e.g. a billion random starts) or is clipped to the pool by
-its method, so no value the validator passes can start unbounded work.
+Every size is bounded in its declaration (the upper ends are :mod:`divopt_rag.models.domains`'):
+a count's interval has an upper end (a value past it would allocate or loop without end, e.g. a
+billion random starts) or is clipped to the pool by its method, so no value the validator passes
+can start unbounded work.
 
 Value rules, the same at every entry point: an int parameter takes an int or an integral real
 (``1e6`` as written on a command line or in a JSON file) and receives the int; a real parameter

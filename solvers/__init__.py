@@ -2,9 +2,9 @@
 
 ``select(instance, method, **params)`` runs any fast selector named in ``METHODS``;
 ``solve_exact(instance, solver=...)`` solves the CCBQP exactly through the model runner
-(:mod:`divopt_rag.models.runner`, whose ``Result``, ``solve`` and ``available_solvers`` are
-re-exported here). Those exact-solver names load on first use (they need Pyomo; the fast
-selectors do not), so ``import divopt_rag.solvers`` works on a machine with torch only.
+(:mod:`divopt_rag.models.runner`; ``Result``, ``SolveStatus``, ``SolveConfig``, ``solve`` and
+``available_solvers`` are handed on here from their home modules). Those exact-solver names load
+on first use (they need Pyomo; the fast selectors do not), so ``import divopt_rag.solvers`` works on a machine with torch only.
 """
 import importlib
 

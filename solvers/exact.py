@@ -7,8 +7,8 @@ runner, or runs divopt's own branch-and-bound (:mod:`divopt_rag.solvers.bnb`, ``
 
 The model runner (``solve(model) -> Result``, solver availability, the Gurobi license sizing)
 lives in :mod:`divopt_rag.models.runner`, where both ``divopt_rag.solvers`` and ``divopt_rag.robust`` can
-use it; its names are re-exported here (``from divopt_rag.solvers import Result, solve,
-solve_exact, available_solvers``).
+use it; the package hands on the names a caller needs (``from divopt_rag.solvers import Result,
+solve, solve_exact, available_solvers``), each from its home module.
 """
 from __future__ import annotations
 

@@ -6,8 +6,9 @@ rounding cannot defeat and its rounding bound, one host read per iteration). Thi
 what the selectors add to it: the starting points (:func:`initial_point`, :func:`random_point`),
 one run from one point (:func:`fw_relaxation`), the pairwise rounding to a vertex
 (:func:`round_pairwise`), the set order of ``fw`` (:func:`top_k_of`) and the certified working
-set of ``fw_ws``. The kernel's names (``fw_rows``, ``FWRows``, ``FWResult``, ``fw_tolerance``,
-``rows_times_E``, ``V_times_Et``) are importable from here too.
+set of ``fw_ws``. The kernel's names (``fw_rows``, ``FWRows``, ``FWResult``, ``fw_tolerance``) are
+:mod:`divopt_rag.solvers.fw_kernel`'s, ``rows_times_E`` and ``V_times_Et``
+:mod:`divopt_rag.solvers.fw_arrays`'.
 """
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ from divopt_rag.models.validation import check_choice, check_nonnegative, check_
 from .fw_kernel import INTEGRAL_TOL, FWResult, fw_gap_at, fw_rows, oracle, row_tolerance
 from .selection import register
 
-__all__ = ["fw_relaxation", "round_pairwise", "fw_paper", "fw_ws", "fw_topk", "top_k_of", "initial_point", "random_point",
-           "working_set_size"]
+__all__ = ["fw_relaxation", "round_pairwise", "fw_paper", "fw_ws", "fw_topk", "top_k_of", "initial_point",
+           "random_point", "working_set_size"]
 
 _INITS = ("topk", "uniform", "random")
 #: The parameters every Frank-Wolfe selector takes, declared once (divopt_rag.models.parameters).
@@ -344,4 +345,4 @@ def fw_topk(
     (a binary FW-stationary result); runs on the whole pool at every iteration.
     """
     return fw_ws(inst, relax_penalty=relax_penalty, init=init, max_iter=max_iter, tol=tol, seed=seed,
-                       working_set=0)
+                 working_set=0)

@@ -177,7 +177,8 @@ def select(instance: Instance, method: str = DEFAULT_METHOD, **params: Any) -> S
     their relevance is the cross-encoder score, and at k = 1 each returns its top item.
 
     The parameters are checked against the method's declaration (:data:`METHOD_PARAMS`) before
-    it runs, once, by the registered selector (:func:`register`): an unknown name, or a value of the wrong type or out of its declared range, is an
+    it runs, once, by the registered selector (:func:`register`): an unknown name, or a value of
+    the wrong type or out of its declared range, is an
     :class:`~divopt_rag.models.parameters.InvalidParameterError` (a ValueError and a TypeError)
     of one line, e.g. "The 'max_iter' parameter of fw must be an int in the range [1, 1000000].
     Got 0 instead."

@@ -129,7 +129,7 @@ except ImportError as exc:
 def test_the_cli_says_which_extra_before_any_work(tmp_path):
     out = run_hidden(f"""
 import sys
-from divopt_rag.experiments import cli
+from divopt_rag.experiments.cli import main as cli
 sys.exit(cli.main(["demo", "--n", "200", "--k", "3", "--out", {str(tmp_path / 'demo')!r}]))
 """)
     assert out.returncode == 2, out.stderr
@@ -164,7 +164,7 @@ def test_help_shows_the_list_syntax_only_with_a_list_flag_of_the_command(path):
 
 def test_no_progress_silences_library_bars_too():
     code = """
-from divopt_rag.experiments import cli
+from divopt_rag.experiments.cli import main as cli
 cli.silence_progress_bars()
 from transformers.utils.logging import tqdm as hf_tqdm
 from tqdm.auto import tqdm

@@ -202,7 +202,7 @@ def test_a_bench_command_run_from_python_leaves_the_threads_as_found(bench, monk
     import argparse
     import importlib
 
-    module = importlib.import_module(f"divopt_rag.experiments.{bench}")
+    module = importlib.import_module(f"divopt_rag.experiments.studies.{bench}")
     seen = []
     monkeypatch.setattr(module, "_main", lambda args: seen.append(torch.get_num_threads()) or 0)
     assert module.main(argparse.Namespace(threads=1)) == 0 and seen == [1]

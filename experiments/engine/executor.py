@@ -174,7 +174,7 @@ def _run_locked(spec: RunSpec, out: Path, backend: _Backend, progress: bool, ret
     if previous is not None:
         keep_previous(out, previous)
     write_text(json.dumps({"command": spec.command, "run_id": spec.run_id, "config": spec.config(),
-                                   "data": plan.data_keys, "n_runs": len(plan.tasks)}, indent=2, default=str),
+                           "data": plan.data_keys, "n_runs": len(plan.tasks)}, indent=2, default=str),
                        out / "config.json")
     parts = out / "parts"
     done = verified_keys(parts, plan.tasks, retry_errors)

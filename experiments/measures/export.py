@@ -31,13 +31,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from divopt_rag.data.atomic import write_atomically
 from divopt_rag.models.extras import require
 
 
@@ -142,7 +142,8 @@ def to_trec(
     Lines are ``qid Q0 docid rank score name`` (rank from 1), each query's passages in
     selection order, written by ranx (``Run.save(kind="trec")``). ``name`` (the run tag)
     defaults to :func:`run_name` of the setting. The file is written atomically (ranx writes a
-    temporary file beside it, which then replaces ``path``).
+    temporary file beside it, which then replaces ``path``:
+    :func:`divopt_rag.data.atomic.write_atomically`).
     """
     run = run_dict(table, query=query, selected=selected)
     tag = name if name is not None else (run_name(table.iloc[0]) if len(table) else "divopt")
@@ -153,15 +154,7 @@ def to_trec(
         if bad:
             raise ValueError(f"TREC run files are white-space separated: id {bad[0]!r} contains white space")
     ranx_run = require("ranx", "to_trec").Run(run, name=tag)
-    path = Path(path)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as f:
-        tmp = Path(f.name)
-    try:
-        ranx_run.save(str(tmp), kind="trec")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_atomically(path, lambda tmp: ranx_run.save(str(tmp), kind="trec"))
 
 
 def to_ranx(

@@ -387,7 +387,7 @@ def _has(df: pd.DataFrame, name: str, flag: str, path: str) -> None:
     naming ``flag``."""
     if not metric_columns(df, name):
         raise limits.UsageError(flag, f"a column or metric of {path} ({', '.join(sorted(map(str, df.columns)))})",
-                                   repr(name))
+                                repr(name))
 
 
 def _plots_for(kind: str, df: pd.DataFrame, args, tag: str, path: str) -> list[tuple[str, Any]]:
@@ -442,7 +442,7 @@ def _check_flags(args, tables: list[pd.DataFrame]) -> None:
         shown = repr(",".join(map(str, value))) if isinstance(value, list) else repr(value)
         if args.kind not in (*kinds, "all"):
             raise limits.UsageError(f"--{dest}", f"no --{dest} with the {args.kind} plot (the {kinds[0]} plot reads it)",
-                                       shown)
+                                    shown)
         if args.kind == "all" and dest in ("x", "y", "value"):
             if not any(metric_columns(df, value) for df in tables):
                 raise limits.UsageError(f"--{dest}", "a column or metric of the inputs", shown)

@@ -53,7 +53,7 @@ Where divopt differs from the paper (each is also in docs/concepts/methods.md):
   pairwise mean normalize((m + e_new) / 2) (they differ from the third pick on).
 
 The prompts (:mod:`divopt_rag.experiments.rag.dfrag_prompts`) follow Figs. 8-11 in divopt's words.
-The parts live in modules of their own, by concept, and are re-exported here:
+The parts live in modules of their own, by concept (import each name from its module):
 :mod:`~divopt_rag.experiments.rag.dfrag_candidates` (lambda grids, candidate sets),
 :mod:`~divopt_rag.experiments.rag.dfrag_llm` (Planner and Evaluator),
 :mod:`~divopt_rag.experiments.rag.dfrag_sampling` (sampling and gate),

@@ -397,7 +397,7 @@ def _main(args) -> int:
                                    "cells": int(floor.size)}
     store.write_csv(df, args.out / "latency.csv")
     store.write_text(json.dumps({"env": env, "run_id": res.run_id, "targets": targets, **extra}, indent=1,
-                                  default=str), args.out / "latency.json")
+                                default=str), args.out / "latency.json")
     if ratios is not None:
         store.write_csv(ratios, args.out / "latency_ratios.csv", index=True)
     # one column per method, one row per cell: every setting that varies stays a row key

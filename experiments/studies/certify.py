@@ -247,7 +247,7 @@ def check_model(model: str | None, flag: str = "--model") -> None:
         cached = False
     if not cached:
         raise limits.UsageError(flag, "a local sentence-transformers folder or a model in the local Hugging Face "
-                                         "cache", repr(model), "no such folder, and no such model in the cache")
+                                "cache", repr(model), "no such folder, and no such model in the cache")
 
 
 def config_from_args(args) -> CertifyConfig:

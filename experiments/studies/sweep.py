@@ -50,7 +50,7 @@ from divopt_rag.experiments.rag.evaluator import make_evaluator
 from divopt_rag.experiments.studies import runs
 from divopt_rag.experiments.studies.grid import SweepConfig, derive_seed, metric_cutoffs, project_params
 from divopt_rag.experiments.studies.runs import QueryPools, execute_run
-from divopt_rag.models.domains import ROWS_MAX
+from divopt_rag.models.domains import ROWS_MAX, THETA_RANGE
 from divopt_rag.models.parameters import Declaration, Interval, Param
 from divopt_rag.robust.records import TEN_SECOND_POOL, TEN_SECOND_POOL_SOURCE
 
@@ -176,7 +176,7 @@ def check_k_within_pool(config: SweepConfig) -> None:
 #: The parameters of the instance every method runs on, and their ranges (what canonical_params
 #: leaves open above: k = 1e30 was an internal OverflowError after config.json was written).
 _INSTANCE = Declaration("sweep", {"k": Param.of(Interval(int, 1, ROWS_MAX)),
-                                  "theta": Param.of(Interval(float, 0.0, 1.0)),
+                                  "theta": Param.of(Interval(float, *THETA_RANGE)),
                                   "pool": Param.of([Interval(int, 1, ROWS_MAX), None])})
 
 

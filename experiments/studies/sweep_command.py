@@ -146,7 +146,7 @@ def check_config(config: SweepConfig, args) -> None:
     with limits.naming(where("--evaluator", "evaluator", bool(args.evaluator))):
         make_evaluator(config.evaluator)
     flag_checks.check_dataset(config.dataset, where("--dataset/--dataset-opt", "dataset",
-                                                  bool(args.dataset or args.dataset_opt)))
+                                                    bool(args.dataset or args.dataset_opt)))
 
 
 def main(args) -> int:

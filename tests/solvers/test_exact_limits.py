@@ -347,7 +347,7 @@ def test_a_time_limit_keeps_the_better_of_the_solvers_and_the_known_incumbent(so
         def stopped(model, s, config, *, warm_start=None, stopwatch=None, indices=indices):
             f = ccbqp_objective(inst, indices)
             return solve_results.Result(indices=np.sort(indices), objective=f, bound=f + 10.0, gap=np.inf,
-                                 status="time_limit", seconds=1.0, solver=s, info={})
+                                        status="time_limit", seconds=1.0, solver=s, info={})
         monkeypatch.setattr(exact, "solve", stopped)
         monkeypatch.setattr(exact, "pyomo_seconds_per_unit", lambda: 1e-12)
         form = {"highs": "milp", "scip": "miqp_lowrank", "gurobi": "miqp"}[solver]

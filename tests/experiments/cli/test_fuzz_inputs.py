@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from divopt_rag.data import EmbeddedDataset, registry
-from divopt_rag.experiments.cli import main as cli
+from divopt_rag.experiments.cli import arguments, main as cli
 from divopt_rag.experiments.studies import sweep_command
 from divopt_rag.experiments.studies.grid import ConfigError, SweepConfig
 
@@ -126,9 +126,8 @@ argvs = st.lists(st.sampled_from(FLAGS) | VALUES, max_size=8)
 
 
 def _parser(path: tuple[str, ...]) -> argparse.ArgumentParser:
-    module = __import__(cli.COMMANDS[path][0], fromlist=["add_arguments"])
     parser = argparse.ArgumentParser(prog="divopt-rag " + " ".join(path))
-    module.add_arguments(parser)
+    arguments.COMMAND_FLAGS[path][0](parser)  # the command's flags, from their one home
     return parser
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import divopt_rag.experiments.studies.bench_exact as bench
-from divopt_rag.experiments.cli import main as cli
+from divopt_rag.experiments.cli import arguments, main as cli
 from divopt_rag.experiments.cli.flag_checks import check_dataset
 from divopt_rag.experiments.cli.flag_types import CPUS, parse_value
 from divopt_rag.models import Instance, ccbqp_objective
@@ -193,7 +193,7 @@ def test_bench_exact_caps_n_to_the_pool_and_says_so(tmp_path, monkeypatch, capsy
     """``bench exact --n 20000`` on the 2,002-item WordNet pool recorded n = 20000."""
     monkeypatch.setattr(bench, "load_corpus", _fake_corpus)
     p = argparse.ArgumentParser()
-    bench.add_arguments(p)
+    arguments.bench_exact(p)
     args = p.parse_args(["--n", "8", "20000", "--k", "3", "--theta", "0.5", "--queries", "1", "--solvers", "bnb",
                          "--out", str(tmp_path / "b"), "--no-progress"])
     assert bench.main(args) == 0

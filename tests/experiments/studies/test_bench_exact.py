@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import divopt_rag.experiments.studies.bench_exact as bench
+from divopt_rag.experiments.cli import arguments
 from divopt_rag.models import Instance, ccbqp_objective
 
 
@@ -21,7 +22,7 @@ def _fake_corpus(n_queries, extra, seed, cache_dir):
 
 def _args(tmp_path, **kw):
     p = argparse.ArgumentParser()
-    bench.add_arguments(p)
+    arguments.bench_exact(p)
     argv = ["--n", "10", "--k", "3", "--theta", "0.4", "0.9", "--queries", "2", "--time-limit", "30",
             "--out", str(tmp_path / "b"), "--no-progress"]
     for key, val in kw.items():
