@@ -51,18 +51,16 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Iterator, Mapping
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping
 
 import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
 from divopt_rag.data import EmbeddedDataset
+from divopt_rag.experiments.engine.plan import RunSpec, Task
 from divopt_rag.experiments.engine.reaper import Reaper
 from divopt_rag.models.extras import require
-
-if TYPE_CHECKING:  # the executor imports this module
-    from divopt_rag.experiments.engine.plan import RunSpec, Task
 
 __all__ = ["import_plugins", "run_task", "run_inline", "run_local", "run_ray", "start_local_ray", "ray_addresses",
            "die_with_parent", "worker_threads", "LOOPBACK"]

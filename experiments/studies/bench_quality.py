@@ -51,9 +51,9 @@ import torch
 from divopt_rag.data import load as load_dataset, load_wordnet_glosses, stable_hash
 from divopt_rag.experiments.cli import flag_checks
 from divopt_rag.experiments.cli.arguments import run_options
-from divopt_rag.experiments.engine import executor, plan, store
+from divopt_rag.experiments.engine import executor, store
 from divopt_rag.experiments.engine.backends import worker_threads
-from divopt_rag.experiments.engine.plan import Plan, RunSpec, Task, make_task
+from divopt_rag.experiments.engine.plan import Plan, RunResult, RunSpec, Task, make_task
 from divopt_rag.experiments.measures import quality, tables
 from divopt_rag.experiments.methods import check_selectors
 from divopt_rag.experiments.studies.certify import CertifyConfig, CertifySpec, selector_rows
@@ -287,7 +287,7 @@ class BatchSpec(RunSpec):
         return row
 
 
-def _write_tables(res: plan.RunResult) -> None:
+def _write_tables(res: RunResult) -> None:
     store.write_csv(res.table, res.path.with_suffix(".csv"))
 
 
