@@ -44,16 +44,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .hashing import path_digest, stable_hash
-from .integrity import (
-    CacheIntegrityError,
-    atomic_write,
-    discarded,
-    load_npy,
-    read_manifest,
-    save_npy,
-    verify,
-    write_manifest,
-)
+from .integrity import CacheIntegrityError, discarded, load_npy, read_manifest, save_npy, verify, write_manifest
+from .atomic import atomic_write
 
 __all__ = [
     "DEFAULT_MODEL_ID",

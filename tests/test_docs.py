@@ -87,7 +87,7 @@ def test_default_method_is_named_the_same_everywhere():
             continue
         assert adapter.model_fields["method"].default == DEFAULT_METHOD
     try:
-        from divopt_rag.integrations.haystack import DivoptRanker
+        from haystack_integrations.components.rankers.divopt.ranker import DivoptRanker
     except ImportError:
         pass
     else:
