@@ -7,7 +7,7 @@ seconds of ``--repeats`` sweeps (after one warm-up sweep), per instance. ``count
 of ``--count-queries`` x ``--count-thetas`` (issue 42 counted 12,903 kernel launches and 1,562
 stream syncs for 8 x 3 on a GPU) under ``torch.profiler``: the aten ops that run a kernel (on
 a GPU each is a launch; on the CPU the count is the proxy, with the problems of a pool size
-searched in one chunk, as on a GPU), and the host syncs of ``tests/sync_count.py``. Writes ``default_sweep.json`` (and the per-repeat CSV) in ``--out``.
+searched in one chunk, as on a GPU), and the host syncs of ``tests/helpers/sync_count.py``. Writes ``default_sweep.json`` (and the per-repeat CSV) in ``--out``.
 
     python benchmarks/default_sweep.py --out benchmarks/results/default_sweep/run1
     PYTHONPATH=<shim of another checkout> python benchmarks/default_sweep.py --out ...   # before/after
@@ -37,7 +37,7 @@ _VIEWS = {"aten::view", "aten::reshape", "aten::unsqueeze", "aten::squeeze", "at
 
 def _pool(seed: int, n: int, d: int, queries: int):
     sys.path.insert(0, os.path.dirname(__file__))
-    from divopt_rag.experiments.bench_quality import _pool as make_pool, _queries_near
+    from divopt_rag.experiments.studies.bench_quality import _pool as make_pool, _queries_near
 
     E, q = make_pool(n, d, seed)
     return E, _queries_near(q, queries, seed + 2)
@@ -103,7 +103,7 @@ def main() -> None:
                           "sets": [sorted(map(int, s)) for s in res.indices]}
     if "count" not in args.skip:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-        from sync_count import count_host_syncs
+        from helpers.sync_count import count_host_syncs
 
         cq, ct = Q[: args.count_queries], [float(t) for t in args.count_thetas.split(",")]
         from divopt_rag.solvers import ws_multistart

@@ -34,7 +34,7 @@ import pandas as pd
 from divopt_rag.experiments.rag import dfrag_sampling as S
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from profiles import weakly_unimodal  # noqa: E402  (the generator the tests check against brute force)
+from helpers.profiles import weakly_unimodal  # noqa: E402  (the generator the tests check against brute force)
 
 GRID = [round(0.1 * i, 1) for i in range(1, 11)]
 _NEXT_PROBE = S._next_probe  # divopt's rule, kept while a variant is patched in

@@ -40,7 +40,7 @@ from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.solvers import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from reduced_precision import rounded_products  # noqa: E402  (the emulation, shared with the tests)
+from helpers.reduced_precision import rounded_products  # noqa: E402  (the emulation, shared with the tests)
 
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 

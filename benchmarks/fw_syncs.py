@@ -1,7 +1,7 @@
 """Host syncs per Frank-Wolfe iteration and CPU time, this checkout against another, interleaved.
 
 Issue 42, item 3: FW must make at most one host sync per iteration (on CUDA each costs a round
-trip). This counts them with ``tests/sync_count.py`` (torch.profiler + a TorchFunctionMode: the
+trip). This counts them with ``tests/helpers/sync_count.py`` (torch.profiler + a TorchFunctionMode: the
 same calls are made on the CPU) and times the same runs, on one CPU thread:
 
 * ``fw``, ``fw_topk``: one run of the selector on a float32 narrow cone (``--n`` x ``--d``);
@@ -47,14 +47,15 @@ def _worker(args) -> dict:
     import torch
 
     sys.path.insert(0, str(HERE / "tests"))
-    from sync_count import count_host_syncs
+    from helpers.sync_count import count_host_syncs
 
     from divopt_rag.data.synthetic import narrow_cone
     from divopt_rag.models import Instance
     from divopt_rag.models.ccbqp import linear_term
     from divopt_rag.solvers import select
     from divopt_rag.solvers.batched_fw import fw_batched
-    from divopt_rag.solvers.frank_wolfe import fw_rows, random_point
+    from divopt_rag.solvers.fw_kernel import fw_rows
+    from divopt_rag.solvers.frank_wolfe import random_point
 
     torch.set_num_threads(1)  # a benchmark process, not a library call
     E, q, _ = narrow_cone(args.n, args.d, seed=0)

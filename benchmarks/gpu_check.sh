@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check of issue 42, in at most five minutes on one H100 or H200:
-#   1. the CUDA tests (tests/test_gpu.py's CUDA cases, the CUDA cases of test_lazy_mmr.py,
+#   1. the CUDA tests (tests/solvers/test_gpu.py's CUDA cases, the CUDA cases of test_lazy_mmr.py,
 #      test_ws_multistart.py and test_mmr_ties.py), as tests.csv;
 #   2. the paper row (2*10^6 x 1024 narrow cone in float16, k in {25, 50, 100} x theta in
 #      {0.3, 0.5, 0.7, 0.9}: fw, fw_ws_ms, mmr, mmr_lazy, dpp, ratios from one run), the RAG call
@@ -42,10 +42,10 @@ if [ "${GPU_CHECK_TESTS:-1}" != 0 ]; then
   echo "== CUDA tests ==" | tee -a "$log"
   set +e
   ( cd "$here" && PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout 150 python3 -m pytest -q -p no:cacheprovider \
-      --junitxml="$shim/tests.xml" -k cuda tests/test_gpu.py \
-      "tests/test_lazy_mmr.py::test_lazy_mmr_on_cuda_half" \
-      "tests/test_ws_multistart.py::test_fw_ws_ms_on_cuda_half_storage" \
-      "tests/test_mmr_ties.py::test_duplicates_resolve_like_langchain_in_every_storage" ) 2>&1 | tail -n 40 | tee -a "$log"
+      --junitxml="$shim/tests.xml" -k cuda tests/solvers/test_gpu.py \
+      "tests/solvers/test_lazy_mmr.py::test_lazy_mmr_on_cuda_half" \
+      "tests/solvers/test_ws_multistart.py::test_fw_ws_ms_on_cuda_half_storage" \
+      "tests/solvers/test_mmr_ties.py::test_duplicates_resolve_like_langchain_in_every_storage" ) 2>&1 | tail -n 40 | tee -a "$log"
   set -e
   python3 - "$shim/tests.xml" "$out/tests.csv" <<'EOF' 2>&1 | tee -a "$log"
 import csv, sys, xml.etree.ElementTree as ET

@@ -16,5 +16,5 @@ if ! python -c "import divopt_rag.solvers" 2>/dev/null; then
   for d in models solvers robust experiments data integrations; do ln -s "$here/$d" "$shim/divopt_rag/$d"; done
   export PYTHONPATH="$shim${PYTHONPATH:+:$PYTHONPATH}"
 fi
-python -m divopt_rag.experiments.bench_latency --device cuda --dtype float16 --n 2000000 --d 1024 --k 100 \
+python -m divopt_rag.experiments.studies.bench_latency --device cuda --dtype float16 --n 2000000 --d 1024 --k 100 \
   --theta 0.3,0.5,0.7,0.9 --methods fw,fw_ws_ms,mmr,mmr_lazy,dpp --repeats 5 --langchain "" --out "$out"

@@ -35,7 +35,7 @@ BATCH_QUERIES, BATCH_THETAS, BATCH_K = 16, (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0
 
 def _pools(seeds):
     """seed -> (E, Qm, Qb): the pool, its 4 large-part queries and its 16 batch queries."""
-    from divopt_rag.experiments.bench_quality import _pool, _queries_near
+    from divopt_rag.experiments.studies.bench_quality import _pool, _queries_near
 
     out = {}
     for s in seeds:

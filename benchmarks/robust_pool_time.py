@@ -32,9 +32,9 @@ import numpy as np
 import pandas as pd
 
 from divopt_rag.data import load
-from divopt_rag.experiments import harness
+from divopt_rag.experiments.studies import runs
 from divopt_rag.robust import ROBUST_MODELS, KSparse, NormBall, similarity_upper_bounds
-from divopt_rag.robust.oracles import pool_arrays
+from divopt_rag.robust.relevance import pool_arrays
 
 SETS = {"nominal_sparsity": lambda rho: NormBall(2, 0.0), "robust_l1": lambda rho: NormBall(1, rho),
         "robust_l2": lambda rho: NormBall(2, rho), "robust_linf": lambda rho: NormBall(math.inf, rho),
@@ -76,7 +76,7 @@ def main() -> None:
         for rho in (args.rho_vec if model != "nominal_sparsity" else [0.0]):
             for rho_div in args.rho_div:
                 for qi in range(args.queries):
-                    inst, _ = harness.query_instance(data, qi, n)
+                    inst, _ = runs.query_instance(data, qi, n)
                     kw = dict(sparsity_penalty=args.sparsity_penalty, rho_div=rho_div, time_limit=args.time_limit,
                               solver=args.solver)
                     if model != "nominal_sparsity":

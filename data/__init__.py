@@ -29,7 +29,8 @@ from .longbench import INFINITEBENCH_QA_TASKS, LONGBENCH_QA_TASKS, load_infinite
 from .qa import load_asqa, load_passages, load_qampari
 from .science_qa import load_arc_da, load_openbookqa, load_sciq
 from .pools import BM25Index, CandidatePool, bm25_pool, ccbqp_pool, dense_pool, union_pool
-from .registry import DATASETS, dataset_key, load, parse_spec, register_dataset, stable_hash
+from .registry import DATASETS, dataset_key, load, parse_spec, register_dataset
+from .hashing import stable_hash
 from .rerank import CrossEncoderScorer, cross_encoder_scorer, load_cross_encoder
 from .synthetic import narrow_cone, narrow_cone_npy, synthetic_dataset, synthetic_pools, toy_corpus, toy_dataset
 from .wordnet import DEFAULT_WORDS, find_wordnet_dir, load_wordnet, load_wordnet_glosses

@@ -59,13 +59,13 @@ def run(out: str | Path, *, synthetic_n: int = 200_000, synthetic_d: int = 1024,
     import pandas as pd
 
     from .embed import embed, load_model
-    from .integrity import atomic_write
+    from .atomic import atomic_write
     from .pools import BM25Index, bm25_pool
-    from .registry import stable_hash
+    from .hashing import stable_hash
     from .synthetic import narrow_cone_npy
     from .wordnet import load_wordnet
 
-    # a hash of the configuration, as every divopt run id (divopt_rag.experiments.harness.run_id)
+    # a hash of the configuration, as every divopt run id (divopt_rag.experiments.engine.store.run_id)
     run_id = stable_hash(dict(synthetic_n=synthetic_n, synthetic_d=synthetic_d, wordnet_words=wordnet_words, seed=seed), 12)
     rows = []
 

@@ -44,7 +44,7 @@ from . import hashing
 from .embedding_cache import EmbeddingCache, text_keys
 from .embedded import EmbeddedDataset
 from .hashing import RACY_SECONDS, file_digest
-from .integrity import atomic_write
+from .atomic import atomic_write
 
 __all__ = ["run", "main"]
 

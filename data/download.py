@@ -23,6 +23,8 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+from .atomic import atomic_write
+
 __all__ = ["fetch", "BEIR_URL", "RGB_URL", "RGB_FILES", "ARCHIVES"]
 
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
@@ -45,14 +47,14 @@ ARCHIVES = {
 
 
 def _download(url: str, dest: Path) -> None:
-    tmp = dest.with_name(dest.name + ".part")
-    try:
-        with urllib.request.urlopen(url, timeout=60) as resp, open(tmp, "wb") as fh:
+    def fetch_into(fh) -> None:
+        with urllib.request.urlopen(url, timeout=60) as resp:
             shutil.copyfileobj(resp, fh)
+
+    try:
+        atomic_write(dest, fetch_into)  # a killed download leaves no half file under its name
     except (urllib.error.URLError, OSError) as exc:
-        tmp.unlink(missing_ok=True)
         raise ConnectionError(f"could not download {url} ({exc}); download it by hand to {dest}") from exc
-    os.replace(tmp, dest)
 
 
 def fetch(name: str, root: str | os.PathLike, *, url: str | None = None) -> Path:

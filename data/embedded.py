@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from .dataset import Dataset, Judged
-from .integrity import CacheIntegrityError, atomic_write, load_npy, read_manifest, save_npy, verify, write_manifest
+from .integrity import CacheIntegrityError, load_npy, read_manifest, save_npy, verify, write_manifest
+from .atomic import atomic_write
 
 __all__ = ["EmbeddedDataset", "unit_rows"]
 

@@ -25,17 +25,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .atomic import atomic_write
 from .hashing import stable_hash
-from .integrity import (
-    CacheIntegrityError,
-    atomic_write,
-    discarded,
-    load_npy,
-    read_manifest,
-    save_npy,
-    verify,
-    write_manifest,
-)
+from .integrity import CacheIntegrityError, discarded, load_npy, read_manifest, save_npy, verify, write_manifest
 
 __all__ = ["EmbeddingCache", "text_keys", "model_slug", "as_output", "embedding_cache_dir", "CACHE_ENV"]
 

@@ -1,8 +1,9 @@
 """Checksummed cache files: every file a cache writes is listed, with its size and digest, in
 a small JSON manifest written atomically *after* the data, and is verified before it is read.
 
-* :func:`atomic_write` / :func:`save_npy`: write to a hidden temporary name in the same folder,
-  fsync, then ``os.replace``: a reader sees the old file or the whole new one.
+* :func:`save_npy` and every file written here go through :func:`divopt_rag.data.atomic.atomic_write`
+  (a hidden temporary name in the same folder, fsync, then ``os.replace``): a reader sees the old
+  file or the whole new one.
 * :func:`checksum` / :func:`write_manifest`: ``{"size": bytes, "xxh3_128": hex}`` per file,
   plus whatever identifies the cache entry (its key, its model), in ``<name>.json``.
 * :func:`read_manifest` / :func:`verify`: a missing, unreadable, foreign or mismatching file
@@ -31,23 +32,22 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 
+from .atomic import atomic_write
 from .dataset import DataFormatError
 from .hashing import DIGEST, file_digest
 
 __all__ = [
     "CacheIntegrityError",
     "CacheWarning",
-    "atomic_write",
     "save_npy",
     "checksum",
     "write_manifest",
@@ -85,21 +85,6 @@ class CacheWarning(UserWarning):
 def discarded(exc: CacheIntegrityError, what: str) -> None:
     """Warn that the file of ``exc`` was discarded and ``what`` happens instead."""
     warnings.warn(f"{exc}; discarded, {what}", CacheWarning, stacklevel=3)
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
-    """Call ``write(fh)`` on a temporary file beside ``path``, fsync it, then rename it to
-    ``path`` (the temporary is removed if ``write`` fails)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:

@@ -52,8 +52,8 @@ from .science_qa import load_arc_da, load_openbookqa, load_sciq
 from .synthetic import synthetic_pools, toy_dataset
 from .wordnet import load_wordnet, load_wordnet_glosses
 
-__all__ = ["DATASETS", "DatasetEntry", "register_dataset", "load", "dataset_key", "parse_spec", "stable_hash",
-           "KEY_RECIPE", "estimate_memory"]
+__all__ = ["DATASETS", "DatasetEntry", "register_dataset", "load", "dataset_key", "parse_spec", "KEY_RECIPE",
+           "estimate_memory"]
 
 _EMBED_OPTIONS = ("model", "embed_cache", "with_titles")
 #: Version of the key recipe (:func:`dataset_key`); a new recipe gives every dataset a new key.

@@ -19,6 +19,7 @@ import os
 import numpy as np
 from tqdm.auto import tqdm
 
+from .atomic import write_atomically
 from .dataset import Dataset
 from .embedded import EmbeddedDataset
 
@@ -122,13 +123,18 @@ def narrow_cone_npy(path: str | os.PathLike, n: int, d: int, **kwargs) -> tuple[
     dtype = kwargs.pop("dtype", np.float32)
     if "out" in kwargs:
         raise TypeError("narrow_cone_npy writes to path; do not pass out=")
-    writer = _NpyAppender(os.fspath(path), n, d, dtype)
-    try:
-        _, q, labels = narrow_cone(n, d, dtype=dtype, out=writer, **kwargs)
-    finally:
-        writer._fh.close()
-    writer.close()
-    return np.load(os.fspath(path), mmap_mode="r"), q, labels
+    made: dict[str, np.ndarray] = {}
+
+    def stream(tmp) -> None:
+        writer = _NpyAppender(os.fspath(tmp), n, d, dtype)
+        try:
+            _, made["q"], made["labels"] = narrow_cone(n, d, dtype=dtype, out=writer, **kwargs)
+        finally:
+            writer._fh.close()
+        writer.close()
+
+    write_atomically(path, stream)  # the file is whole or absent, as every file divopt writes
+    return np.load(os.fspath(path), mmap_mode="r"), made["q"], made["labels"]
 
 
 # A readable redundant corpus: 6 subtopics of one query, each stated several times in

@@ -59,7 +59,7 @@ OBJECTIVE_KINDS = {
 
 #: A robust record's entries that become columns of the row, under these names. The solver's
 #: status, bound and gap are the *robust model's* (``model_*``), apart from the ``exact``
-#: method's CCBQP ``bound`` / ``exact_status`` columns that :func:`~divopt_rag.experiments.harness.exact_gaps`
+#: method's CCBQP ``bound`` / ``exact_status`` columns that :func:`~divopt_rag.experiments.measures.quality.exact_gaps`
 #: reads; ``price_of_robustness`` is added (nominal minus worst-case mean relevance of the set).
 ROBUST_MEASURES = {
     "status": "model_status",

@@ -12,7 +12,7 @@ Two methods are built in here, so that every command runs them as rows of its gr
 * ``exact`` (:func:`exact`): the exact CCBQP optimum (enumeration for small pools, else a MIP
   solver or divopt's branch-and-bound), with its proven ``bound``, ``proven_optimal``,
   ``exact_status`` and ``exact_solver``; the gap of every other row against it is a post-step
-  over the consolidated table (:func:`divopt_rag.experiments.harness.exact_gaps`);
+  over the consolidated table (:func:`divopt_rag.experiments.measures.quality.exact_gaps`);
 * ``full_scale`` (:func:`full_scale`): the full-scale certificate of
   :func:`divopt_rag.solvers.certificates.certify_full_scale` (screening, bounds, exact solve of
   the survivors) on the query's whole pool.
@@ -26,11 +26,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from divopt_rag.experiments.grid import INSTANCE_PARAMS
 from divopt_rag.experiments.method_result import MethodResult, robust_result, scalar_items
 from divopt_rag.models import Instance, ccbqp_objective
-from divopt_rag.models.parameters import ITERATIONS_MAX, ROWS_MAX, Declaration, Interval, Options, Text, declare
-from divopt_rag.models.runner import DEFAULT_TIME_LIMIT
+from divopt_rag.models.domains import EXACT_SOLVERS, ITERATIONS_MAX, ROWS_MAX
+from divopt_rag.models.parameters import Declaration, Interval, Options, Text, declare
+from divopt_rag.models.solve_config import DEFAULT_TIME_LIMIT
 from divopt_rag.models.validation import check_indices
 from divopt_rag.robust import ROBUST_MODELS
 from divopt_rag.robust.parameters import ROBUST_PARAMS
@@ -38,6 +38,7 @@ from divopt_rag.solvers import DEFAULT_METHOD, METHODS, select
 from divopt_rag.solvers.selection import METHOD_PARAMS
 
 __all__ = [
+    "INSTANCE_PARAMS",
     "register_method",
     "available_methods",
     "resolve_method",
@@ -46,21 +47,22 @@ __all__ = [
     "validate",
     "accepted_parameters",
     "required_parameters",
-    "EXACT_SOLVERS",
     "THREADS_MAX",
     "run_method",
-    "MethodResult",
     "check_selectors",
     "exact",
     "full_scale",
 ]
 
+#: The parameters of the instance every method runs on (not the method's own): the selection size,
+#: the trade-off theta and the pool (the top-``pool`` candidates of a query by relevance).
+INSTANCE_PARAMS = ("k", "theta", "pool")
 _EXTRA_METHODS: dict[str, Callable[..., Mapping[str, Any]]] = {}
 # record entries an extra method writes as columns of their own (the others go to the info JSON column)
 _COLUMNS: dict[str, tuple[str, ...]] = {}
 _EXTRA_PARAMS: dict[str, Declaration] = {}
-#: The exact engines a method row may name: enumeration, the MIP solvers, divopt's branch-and-bound.
-EXACT_SOLVERS = ("auto", "brute", "gurobi", "scip", "highs", "bnb")
+#: The exact engine a method row may name: "auto" or one of the exact engines.
+_EXACT_SOLVER = Options(("auto", *EXACT_SOLVERS))
 #: Threads of one solve: at most this machine's CPUs (more only oversubscribes them).
 THREADS_MAX = max(1, os.cpu_count() or 1)
 
@@ -89,7 +91,7 @@ _TIME_LIMIT = [Interval(float, 0.0, None), None]
 
 
 @register_method("exact", columns=("bound", "proven_optimal", "exact_status", "exact_solver"), params={
-    "solver": Options(EXACT_SOLVERS), "time_limit": _TIME_LIMIT, "mip_gap": [Interval(float, 0.0, None), None],
+    "solver": _EXACT_SOLVER, "time_limit": _TIME_LIMIT, "mip_gap": [Interval(float, 0.0, None), None],
     "threads": [Interval(int, 1, THREADS_MAX), None], "warm_start": [Text(), None]})
 def exact(inst: Instance, *, solver: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
           mip_gap: float | None = None, threads: int | None = None,
@@ -121,7 +123,7 @@ def exact(inst: Instance, *, solver: str = "auto", time_limit: float | None = DE
 @register_method("full_scale", columns=(
     "bound", "bound_gap", "certified", "certificate", "how", "n_survivors", "screening_rounds", "safe_survivors",
     "relaxation_survivors", "concave_bound", "item_bound", "pair_bound", "exact_status"), params={
-    "max_exact": Interval(int, 1, ROWS_MAX), "solver": Options(EXACT_SOLVERS), "time_limit": _TIME_LIMIT,
+    "max_exact": Interval(int, 1, ROWS_MAX), "solver": _EXACT_SOLVER, "time_limit": _TIME_LIMIT,
     "fw_max_iter": Interval(int, 1, ITERATIONS_MAX)})
 def full_scale(inst: Instance, *, max_exact: int = 1000, solver: str = "auto",
                time_limit: float | None = DEFAULT_TIME_LIMIT, fw_max_iter: int = 500) -> dict[str, Any]:

@@ -1,19 +1,18 @@
 """divopt_rag.models: problem definitions (Instance, the CCBQP math, validation, Pyomo model builders)
 and the model runner ``runner.solve(model) -> Result``.
 
-Every name loads on first use (PEP 562), so importing a light module of this package
-(``divopt_rag.models.extras``, ``divopt_rag.models.parameters``) costs no torch import: the RAG
-adapters import those at import time and torch only when they select. The Pyomo builders
-(``mip_*``) and the runner need Pyomo, the fast selectors do not, so ``import divopt_rag.solvers``
-works on a machine without Pyomo (e.g. a GPU box with torch only).
+Every name loads on first use (PEP 562): ``from divopt_rag.models import Instance`` imports the
+instance module (and torch) then, and ``divopt_rag.models.domains`` (theta's range, the upper ends
+of counts, the exact engines' names: standard library only) costs nothing else, so the command
+line reads its domains without loading numpy or torch. The Pyomo builders (``mip_*``) and the
+runner need Pyomo, the fast selectors do not, so ``import divopt_rag.solvers`` works on a machine
+without Pyomo (e.g. a GPU box with torch only).
 """
-from __future__ import annotations
-
 import importlib
 import importlib.metadata
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # what static tools (type checkers, the API docs) see; at run time __getattr__ below
+if TYPE_CHECKING:  # what static tools see; at run time each name is imported when first asked for
     from . import ccbqp, kernels, validation
     from .ccbqp import (
         ccbqp_objective,
@@ -25,11 +24,16 @@ if TYPE_CHECKING:  # what static tools (type checkers, the API docs) see; at run
     )
     from .instance import Instance
 
-#: name -> the submodule that defines it
-_NAMES = {"Instance": "instance", "ccbqp_objective": "ccbqp", "exact_hit": "ccbqp", "normalized_gap": "ccbqp",
-          "objective_scale": "ccbqp", "relaxed_gradient": "ccbqp", "relaxed_objective": "ccbqp"}
-_SUBMODULES = ("ccbqp", "kernels", "validation", "mip_ccbqp", "mip_common", "mip_diversity", "mip_knapsack",
-               "mip_sparsity", "runner", "solver_limits")
+#: Public name -> the module that defines it.
+_HOMES = {
+    "Instance": "instance",
+    "ccbqp_objective": "ccbqp",
+    "relaxed_objective": "ccbqp",
+    "relaxed_gradient": "ccbqp",
+    "normalized_gap": "ccbqp",
+    "objective_scale": "ccbqp",
+    "exact_hit": "ccbqp",
+}
 
 try:  # the installed distribution's version (pyproject.toml's), shared by every subpackage
     __version__ = importlib.metadata.version("divopt-rag")
@@ -53,13 +57,17 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # PEP 562: torch (Instance, the CCBQP math) and Pyomo (the builders, the runner) load when first asked for
-    if name in _NAMES:
-        return getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
-    if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_NAMES, *_SUBMODULES})
+    # PEP 562: names and submodules are imported when first asked for
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name in _HOMES:
+        value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+    else:
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value

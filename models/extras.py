@@ -5,8 +5,8 @@ else comes with a named extra (``pip install "divopt-rag[plots]"``). A module th
 optional package imports it through :func:`require`, so a missing package is one line that names
 the extra to install, never a traceback from deep inside::
 
-    matplotlib = require("matplotlib", "divopt_rag.experiments.plots")
-    # ModuleNotFoundError: divopt_rag.experiments.plots needs matplotlib: pip install "divopt-rag[plots]"
+    matplotlib = require("matplotlib", "divopt_rag.experiments.plots.figures")
+    # ModuleNotFoundError: divopt_rag.experiments.plots.figures needs matplotlib: pip install "divopt-rag[plots]"
 
 This module imports nothing but the standard library, so every layer may use it.
 """

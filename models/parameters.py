@@ -19,9 +19,10 @@ dataclass's field), from which :func:`declare` reads it; :func:`declare` refuses
 parameter without constraints, a constraint without a parameter, and a default its own
 constraints refuse, so the declaration and the function cannot drift apart.
 
-Every size is bounded in its declaration: a count's interval has an upper end (a value past it
-would allocate or loop without end, e.g. a billion random starts) or is clipped to the pool by
-its method, so no value the validator passes can start unbounded work.
+Every size is bounded in its declaration (the upper ends are :mod:`divopt_rag.models.domains`'):
+a count's interval has an upper end (a value past it would allocate or loop without end, e.g. a
+billion random starts) or is clipped to the pool by its method, so no value the validator passes
+can start unbounded work.
 
 Value rules, the same at every entry point: an int parameter takes an int or an integral real
 (``1e6`` as written on a command line or in a JSON file) and receives the int; a real parameter
@@ -42,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from .domains import SEED_MAX
+
 __all__ = [
     "Constraint",
     "Interval",
@@ -58,20 +61,9 @@ __all__ = [
     "REQUIRED",
     "declare",
     "declare_dataclass",
-    "COUNT_MAX",
-    "ITERATIONS_MAX",
     "SEED",
-    "ROWS_MAX",
 ]
 
-#: Upper end of a count that sizes an allocation per call (starts, batches, samples, entrants):
-#: far above any useful value, far below what would exhaust memory at the first array.
-COUNT_MAX = 100_000
-#: Upper end of a count of rows (pool sizes, samples, entrants), each clipped to the pool by its
-#: method: it keeps the value within the machine integers tensors index with.
-ROWS_MAX = 2**31 - 1
-#: Upper end of an iteration cap (FW steps, swaps, rounds): a bounded loop, never a hang.
-ITERATIONS_MAX = 1_000_000
 
 
 class InvalidParameterError(ValueError, TypeError):
@@ -284,7 +276,7 @@ class AnyValue(Constraint):
 
 
 #: A seed: the range every generator takes (numpy, torch, Python), as the command line's --seed.
-SEED = Interval(int, 0, 2**32 - 1)
+SEED = Interval(int, 0, SEED_MAX)
 
 
 def _constraint(c: Any) -> Constraint:

@@ -9,7 +9,7 @@ objective, bound, gap, seconds, solver, log path. Nothing is attached to the mod
 runner; it drives Pyomo's ``pyomo.contrib.solver`` interfaces (``gurobi_persistent``,
 ``scip_direct``, ``highs``).
 
-The pieces live by concept, and every name is importable from here as before:
+The pieces live by concept, each name in one module (import it from there):
 
 * :mod:`~divopt_rag.models.solve_results`: :class:`SolveStatus`, :class:`Result`, the gap and the
   message (the honesty rules: "optimal" only within :data:`OPTIMALITY_GAP`, a time limit gives
@@ -17,7 +17,7 @@ The pieces live by concept, and every name is importable from here as before:
 * :mod:`~divopt_rag.models.solve_config`: :class:`SolveConfig` (the options) and :class:`Stopwatch`
   (when the time budget began, on which clock);
 * :mod:`~divopt_rag.models.solver_limits`: the installed solvers, the size-limited Gurobi licence
-  and the refusals;
+  and the refusals (the solvers' names: :data:`divopt_rag.models.domains.SOLVERS`);
 * this module: choosing the solver and running it through Pyomo.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pyomo.core.base.var import Var
 
 from .extras import solver_install_hint
 from .mip_common import BuiltModel, ModelInfo
-from .solve_config import DEFAULT_TIME_LIMIT, SolveConfig, Stopwatch
+from .solve_config import SolveConfig, Stopwatch
 from .solve_results import (
     ABS_GAP_TOL,
     OPTIMALITY_GAP,
@@ -45,41 +45,13 @@ from .solve_results import (
     SolveStatus,
     compose_message,
     relative_gap,
-    status_message,
 )
-from .solver_limits import (
-    PYOMO_NAME,
-    SOLVERS,
-    ModelSize,
-    ModelTooLarge,
-    SolverRefused,
-    available_solvers,
-    gurobi_size_limits,
-    model_size,
-    solver_refusal,
-)
+from .solver_limits import PYOMO_NAME, ModelSize, SolverRefused, available_solvers, model_size, solver_refusal
+from .domains import SOLVERS
 from .validation import check_choice, check_indices
 
 __all__ = [
-    "Result",
-    "SolveStatus",
-    "SolveConfig",
-    "Stopwatch",
-    "SolverRefused",
-    "ModelSize",
     "solve",
-    "available_solvers",
-    "gurobi_size_limits",
-    "model_size",
-    "solver_refusal",
-    "relative_gap",
-    "SOLVERS",
-    "OPTIMALITY_GAP",
-    "ABS_GAP_TOL",
-    "DEFAULT_TIME_LIMIT",
-    "ModelTooLarge",
-    "status_message",
-    "compose_message",
 ]
 
 #: Where each Pyomo interface puts the branch-and-bound node count in ``results.extra_info``.
@@ -102,10 +74,6 @@ _STATUS = {
     TerminationCondition.emptyModel: SolveStatus.EMPTY_MODEL,
     TerminationCondition.unknown: SolveStatus.UNKNOWN,
 }
-
-#: The keyword settings :func:`solve` took before they moved into :class:`SolveConfig`.
-_LEGACY_SETTINGS = ("time_limit", "mip_gap", "threads", "log_path", "options")
-
 
 class _LicenseRefused(RuntimeError):
     """Gurobi's own "Model too large for size-limited license" during a solve."""
@@ -381,31 +349,6 @@ def _candidates(solver: str, size: ModelSize) -> list[str]:
     return out
 
 
-def _legacy(config: Any, stopwatch: Stopwatch | None, settings: dict) -> tuple[SolveConfig, Stopwatch]:
-    """The options given the old way (keywords beside or instead of a config, ``started=``), with a
-    DeprecationWarning; the one :class:`SolveConfig` and :class:`Stopwatch` otherwise."""
-    if config is not None and not isinstance(config, SolveConfig):
-        raise TypeError(f"config must be a SolveConfig, got {type(config).__name__} {config!r} "
-                        f"(write solve(model, solver, SolveConfig(time_limit=...)))")
-    cfg = config or SolveConfig()
-    started = settings.pop("started", None)
-    unknown = sorted(set(settings) - set(_LEGACY_SETTINGS))
-    if unknown:
-        raise TypeError(f"solve() got unexpected keyword argument(s) {unknown}")
-    if settings:
-        warnings.warn(f"solve(..., {'=..., '.join(sorted(settings))}=...) is deprecated: pass "
-                      f"config=SolveConfig({', '.join(f'{k}=...' for k in sorted(settings))})",
-                      DeprecationWarning, stacklevel=3)
-        cfg = cfg.updated(**settings)
-    if started is not None:
-        warnings.warn("solve(..., started=...) is deprecated: pass stopwatch=Stopwatch(started=...)",
-                      DeprecationWarning, stacklevel=3)
-        if stopwatch is not None:
-            raise TypeError("give either stopwatch= or the deprecated started=, not both")
-        stopwatch = Stopwatch(started=float(started))
-    return cfg, stopwatch or Stopwatch()
-
-
 def solve(
     model: Any,
     solver: str = "auto",
@@ -414,7 +357,6 @@ def solve(
     warm_start: Any = None,
     info: ModelInfo | None = None,
     stopwatch: Stopwatch | None = None,
-    **deprecated: Any,
 ) -> Result:
     """Solve a divopt Pyomo model (binary ``model.x``, objective ``model.obj``, maximized).
 
@@ -429,11 +371,12 @@ def solve(
     stopwatch : when the time budget began and on which clock (default: this call, on
         ``time.perf_counter``), so that a caller's own work (building the model) counts against
         ``config.time_limit``.
-
-    The keyword settings of earlier versions (``time_limit=``, ``mip_gap=``, ``threads=``,
-    ``log_path=``, ``options=``, ``started=``) still work, with a DeprecationWarning.
     """
-    cfg, stopwatch = _legacy(config, stopwatch, deprecated)
+    if config is not None and not isinstance(config, SolveConfig):
+        raise TypeError(f"config must be a SolveConfig, got {type(config).__name__} {config!r} "
+                        f"(write solve(model, solver, SolveConfig(time_limit=...)))")
+    cfg = config or SolveConfig()
+    stopwatch = stopwatch or Stopwatch()
     entered = stopwatch.now()
     if isinstance(model, BuiltModel):
         model, info = model.model, info if info is not None else model.info

@@ -23,11 +23,11 @@ from pyomo.core.base.constraint import Constraint
 from pyomo.core.base.var import Var
 from pyomo.core.expr.visitor import polynomial_degree
 
-__all__ = ["SOLVERS", "PYOMO_NAME", "SolverRefused", "ModelTooLarge", "ModelSize", "available_solvers",
+from .domains import SOLVERS
+
+__all__ = ["PYOMO_NAME", "SolverRefused", "ModelTooLarge", "ModelSize", "available_solvers",
            "gurobi_size_limits", "model_size", "solver_refusal", "model_objective"]
 
-#: Solvers in the order ``"auto"`` tries them.
-SOLVERS = ("gurobi", "scip", "highs")
 #: Pyomo's name of each solver's interface (``pyomo.contrib.solver``).
 PYOMO_NAME = {"gurobi": "gurobi_persistent", "scip": "scip_direct", "highs": "highs"}
 

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .domains import THETA_RANGE
+
 __all__ = [
     "as_tensor",
     "check_embeddings",
@@ -234,13 +236,15 @@ def check_k(k: Any, n: int, name: str = "k") -> int:
 
 
 def check_theta(theta: Any, name: str = "theta") -> float:
-    """theta is the relevance-diversity trade-off in [0, 1] (1 = pure relevance)."""
+    """theta is the relevance-diversity trade-off in :data:`~divopt_rag.models.domains.THETA_RANGE`
+    = [0, 1] (1 = pure relevance)."""
+    lo, hi = THETA_RANGE
     try:
         th = float(theta)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a number in [0, 1], got {theta!r}") from exc
-    if not np.isfinite(th) or th < 0.0 or th > 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {theta!r}")
+        raise TypeError(f"{name} must be a number in [{lo:g}, {hi:g}], got {theta!r}") from exc
+    if not np.isfinite(th) or th < lo or th > hi:
+        raise ValueError(f"{name} must lie in [{lo:g}, {hi:g}], got {theta!r}")
     return th
 
 

@@ -5,7 +5,7 @@
 * :mod:`~divopt_rag.robust.relevance`: worst-case relevance, the report's cosine by default (exact
   for the l2 ball, sound bounds otherwise) or the inner product (exact: dual norms / top-K of |q|);
 * :mod:`~divopt_rag.robust.oracles`: sound worst-case bounds on pairwise (inner-product or cosine)
-  similarity (re-exports the relevance oracle);
+  similarity (the relevance oracle is :mod:`~divopt_rag.robust.relevance`);
 * :mod:`~divopt_rag.robust.models`: Pyomo builders of the robust sparsity-penalty model (compact
   MILPs; LP-dual form of the budgeted set; the cutting-plane master);
 * :mod:`~divopt_rag.robust.cutting_planes`: scenario generation for the k-sparse set, with a log;
@@ -23,14 +23,8 @@ from .models import (
     build_robust_norm_model,
     robust_value,
 )
-from .oracles import (
-    QUERY_SIMILARITIES,
-    WorstCaseRelevance,
-    average_similarity,
-    similarity_upper_bounds,
-    worst_case_average_similarity,
-    worst_case_relevance,
-)
+from .relevance import QUERY_SIMILARITIES, WorstCaseRelevance, worst_case_relevance
+from .oracles import average_similarity, similarity_upper_bounds, worst_case_average_similarity
 from .records import MODEL_PARAMETERS, ROBUST_MODELS, evaluate_selection
 from .sets import KSparse, NormBall, make_set, protect_top
 

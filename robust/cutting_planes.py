@@ -61,11 +61,12 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from divopt_rag.models import Instance
-from divopt_rag.models.runner import SolveConfig, solve
+from divopt_rag.models.runner import solve
+from divopt_rag.models.solve_config import SolveConfig
 from divopt_rag.models.validation import check_choice, check_nonnegative, check_scalar
 
 from .models import add_scenario_cut, build_ksparse_master_model
-from .oracles import pool_arrays, worst_case_relevance
+from .relevance import pool_arrays, worst_case_relevance
 from .sets import KSparse
 
 __all__ = ["CuttingPlaneOptions", "CuttingPlaneResult", "cutting_plane_ksparse"]

@@ -57,7 +57,8 @@ from divopt_rag.models.mip_common import BuiltModel, ModelInfo
 from divopt_rag.models.mip_diversity import check_rho_div
 from divopt_rag.models.validation import check_choice, check_k, check_nonnegative
 
-from .oracles import QUERY_SIMILARITIES, SIMILARITIES, pool_arrays, similarity_upper_bounds, worst_case_relevance
+from .relevance import QUERY_SIMILARITIES, pool_arrays, worst_case_relevance
+from .oracles import SIMILARITIES, similarity_upper_bounds
 from .sets import KSparse, NormBall, UncertaintySet
 
 __all__ = [

@@ -3,7 +3,7 @@
 Notation: mu_i is row i of E (unit norm), q the query, s_i = q^T mu_i the nominal relevance,
 U_i the uncertainty set of document i (:mod:`divopt_rag.robust.sets`), h_i its support function.
 
-Worst-case relevance lives in :mod:`divopt_rag.robust.relevance` (re-exported here): the report's
+Worst-case relevance lives in :mod:`divopt_rag.robust.relevance` (import it from there): the report's
 cosine q^T mu~_i / (||q|| ||mu~_i||) by default (exact for the l2 ball, a sound lower bound for
 the l1, l_inf and k-sparse sets, each derived there), or the inner product q^T mu~_i, whose
 worst case ``s_i - h_i(q)`` is exact (``s_i - rho_vec ||q||_{p*}`` for an l_p ball,
@@ -45,14 +45,10 @@ from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import mean_pairwise, mean_pairwise_cosine
 from divopt_rag.models.validation import check_choice, check_indices
 
-from .relevance import QUERY_SIMILARITIES, WorstCaseRelevance, check_set, pool_arrays, worst_case_relevance
+from .relevance import check_set, pool_arrays
 from .sets import UncertaintySet
 
 __all__ = [
-    "pool_arrays",
-    "QUERY_SIMILARITIES",
-    "WorstCaseRelevance",
-    "worst_case_relevance",
     "similarity_upper_bounds",
     "worst_case_average_similarity",
     "average_similarity",

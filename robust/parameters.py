@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from divopt_rag.models.parameters import ROWS_MAX, Declaration, Interval, Options, declare
-from divopt_rag.models.runner import SOLVERS
+from divopt_rag.models.domains import ROWS_MAX, SOLVERS
+from divopt_rag.models.parameters import Declaration, Interval, Options, declare
 
-from .oracles import QUERY_SIMILARITIES, SIMILARITIES
+from .relevance import QUERY_SIMILARITIES
+from .oracles import SIMILARITIES
 from .records import ROBUST_MODELS
 
 __all__ = ["ROBUST_PARAMS"]

@@ -33,13 +33,15 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from divopt_rag.models import Instance, ccbqp_objective
-from divopt_rag.models.runner import DEFAULT_TIME_LIMIT, SolveConfig, Stopwatch, solve
+from divopt_rag.models.runner import solve
+from divopt_rag.models.solve_config import DEFAULT_TIME_LIMIT, SolveConfig, Stopwatch
 from divopt_rag.models.validation import check_k
 
 from .cutting_planes import CuttingPlaneOptions, cutting_plane_ksparse
 from .heuristic import peel
 from .models import AUTHORS_PROTECTED, build_ksparse_lpdual_model, build_robust_model
-from .oracles import average_similarity, pool_arrays, worst_case_average_similarity, worst_case_relevance
+from .oracles import average_similarity, worst_case_average_similarity
+from .relevance import pool_arrays, worst_case_relevance
 from .sets import KSparse, NormBall, UncertaintySet
 
 __all__ = [
@@ -167,7 +169,7 @@ class _Settings:
 
 def _record(model: str, inst: Instance, rows: np.ndarray, uset, params: dict, outcome: Any,
             seconds: float) -> dict[str, Any]:
-    """The flat record of a solve: ``outcome`` is the solver's :class:`~divopt_rag.models.runner.Result`
+    """The flat record of a solve: ``outcome`` is the solver's :class:`~divopt_rag.models.solve_results.Result`
     or the :class:`~divopt_rag.robust.cutting_planes.CuttingPlaneResult` (its ``indices`` are rows
     of ``inst.subset(rows)``; status, objective, bound, gap, solver, message, and the loop's
     iterations and cuts where it has them)."""

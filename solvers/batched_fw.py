@@ -7,7 +7,7 @@ gradients of all active problems come from ONE matrix-matrix product
     G = theta (k-1) C + 2 (1-theta) (lambda X - V E^T)          (rows scaled per problem)
 
 instead of B matrix-vector products: E is read once per iteration for the whole batch. The
-iteration is :func:`divopt_rag.solvers.frank_wolfe.fw_rows` (the one FW kernel) with one row per
+iteration is :func:`divopt_rag.solvers.fw_kernel.fw_rows` (the one FW kernel) with one row per
 problem, and a row that stops at a fractional point is rounded with :func:`round_pairwise` and
 resumes, exactly as the "fw_topk" selector does; so each row follows the single run's iterates
 and ends at the same k-set (up to floating-point summation order inside the GEMM).
@@ -25,7 +25,9 @@ from divopt_rag.models.ccbqp import ccbqp_objective, linear_term, relaxed_grad
 from divopt_rag.models.kernels import matmul
 from divopt_rag.models.validation import check_nonnegative, check_theta
 
-from .frank_wolfe import V_times_Et, fw_rows, round_pairwise, rows_times_E, working_set_size
+from .fw_arrays import V_times_Et, rows_times_E
+from .fw_kernel import fw_rows
+from .frank_wolfe import round_pairwise, working_set_size
 from .fw_kernel import fw_gap_at, oracle, row_tolerance
 
 __all__ = ["BatchResult", "fw_batched", "fw_batched_ws", "fw_sweep"]
@@ -86,7 +88,7 @@ def fw_batched(
     k is ``inst.k``; inst.relevance and inst.theta are ignored. Returns a :class:`BatchResult`
     (with the final iterates x, B x n).
 
-    Rows are problems (X is B x n, V is B x d): :func:`divopt_rag.solvers.frank_wolfe.fw_rows`,
+    Rows are problems (X is B x n, V is B x d): :func:`divopt_rag.solvers.fw_kernel.fw_rows`,
     the FW kernel of every single run, so each row follows the single run's iterates.
     """
     E, k, n = inst.E, inst.k, inst.n

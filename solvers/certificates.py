@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from divopt_rag.models import Instance, ccbqp_objective, objective_scale
-from divopt_rag.models.runner import DEFAULT_TIME_LIMIT
+from divopt_rag.models.solve_config import DEFAULT_TIME_LIMIT
 from divopt_rag.models.validation import check_choice
 
 from .bounds import upper_bound

@@ -32,9 +32,10 @@ import math
 import torch
 
 from divopt_rag.models import Instance
+from divopt_rag.models.domains import ROWS_MAX
 from divopt_rag.models.kernels import matvec
-from divopt_rag.models.parameters import ROWS_MAX, ArrayLike, Interval
-from divopt_rag.models.validation import check_k, check_nonnegative, check_vector
+from divopt_rag.models.parameters import ArrayLike, Interval
+from divopt_rag.models.validation import check_k, check_vector
 
 from .selection import register
 
@@ -148,7 +149,6 @@ def dartboard(inst: Instance, *, sigma: float = PAPER_SIGMA, triage: int | None 
     Without a query vector the instance's relevance is taken as the query cosine.
     ``info["score"]`` is the final log sum_t N(q, t) max_{g in G} N(g, t) over the triaged pool.
     """
-    sigma = check_nonnegative(sigma, "sigma", allow_zero=False)
     K = triage_size(triage, inst.n, inst.k)
     pool, F, qcos = knn_triage(inst, K)
     q_logp = log_gaussian(cosine_distance(qcos), sigma)
@@ -169,7 +169,6 @@ def dartboard_minmax(inst: Instance, *, sigma: float = 0.1, triage: int | None =
     passage pairs use the Gaussian on (1 - cos)/2 instead of the paper's log(1 - dist).
     Default sigma 0.1. Greedy and precision as in :func:`dartboard`.
     """
-    sigma = check_nonnegative(sigma, "sigma", allow_zero=False)
     n, k = inst.n, inst.k
     K = min(n, max(4 * k, 100)) if triage is None else triage_size(triage, n, k)
     ext = inst.relevance if scores is None else check_vector(scores, "scores", n, " (the pool size n)")

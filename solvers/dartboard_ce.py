@@ -24,7 +24,6 @@ import torch
 
 from divopt_rag.models import Instance
 from divopt_rag.models.parameters import Interval
-from divopt_rag.models.validation import check_nonnegative
 
 from .cross_encoder import CE_PAIR_PARAMS, CE_PARAMS, PAPER_CE_RANGE, pool_pair_scores, pool_query_scores, rescale_to_distance
 from .dartboard import PAPER_SIGMA, TRIAGE, cosine_distance, greedy_dartboard, knn_triage, log_gaussian, triage_size
@@ -51,7 +50,6 @@ def dartboard_hybrid(inst: Instance, *, sigma: float = PAPER_SIGMA, triage: int 
     instance built with ``relevance=`` cross-encoder scores. ``info["score"]`` is the final
     log s(G) with P(t | q) normalized over the pool.
     """
-    sigma = check_nonnegative(sigma, "sigma", allow_zero=False)
     K = triage_size(triage, inst.n, inst.k)
     pool, F, _ = knn_triage(inst, K)
     s = pool_query_scores(pool, inst.n, method="dartboard_hybrid", cross_encoder=cross_encoder, query=query,
@@ -79,7 +77,6 @@ def dartboard_cc(inst: Instance, *, sigma: float = PAPER_SIGMA, triage: int | No
     K^2 passage pairs are scored) or from precomputed ``query_scores`` (n,) / ``pair_scores`` (n, n).
     ``info["score"]`` is the final log sum_t N(d(q, t)) max_g N(d(g, t)) over the pool.
     """
-    sigma = check_nonnegative(sigma, "sigma", allow_zero=False)
     K = triage_size(triage, inst.n, inst.k)
     pool, _, _ = knn_triage(inst, K)
     s = pool_query_scores(pool, inst.n, method="dartboard_cc", cross_encoder=cross_encoder, query=query,

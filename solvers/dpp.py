@@ -9,7 +9,7 @@ Cholesky rows; memory k x n floats, no n x n matrix.
 theta = 1 gives alpha = inf, i.e. pure relevance (top-k); theta = 0 gives the plain K-DPP.
 With float32 (or half) storage, near-tied picks are re-decided in float64 from a fresh Cholesky
 of the selected rows (:func:`divopt_rag.solvers.greedy.decide`). Checked against the paper's
-Algorithm 1 run on L itself in tests/test_paper_baselines.py.
+Algorithm 1 run on L itself in tests/solvers/test_paper_baselines.py.
 """
 from __future__ import annotations
 
@@ -20,21 +20,19 @@ import torch
 from divopt_rag.models import Instance
 from divopt_rag.models.kernels import gather_rows, matvec
 from divopt_rag.models.parameters import Interval
-from divopt_rag.models.validation import check_nonnegative
 
 from .greedy import decide, exact_relevance, exact_rows
 from .selection import register
 
-__all__ = ["dpp_greedy"]
+__all__ = ["dpp"]
 
 
 @register("dpp", params={"eps": Interval(float, 0.0, None)})
-def dpp_greedy(inst: Instance, *, eps: float = 1e-10):
+def dpp(inst: Instance, *, eps: float = 1e-10):
     """Greedy MAP of the quality-diversity DPP. If every remaining item has
     d_i^2(K) <= eps, or d items are picked (rank(E E^T) <= d: the selected rows span the rest), the
     remaining picks are filled by relevance and ``info["filled_by_relevance"]`` counts them."""
     c, k, th, n = inst.relevance, inst.k, inst.theta, inst.n
-    eps = check_nonnegative(eps, "eps")
     if th >= 1.0:
         return torch.topk(c, k).indices, k, {"alpha": math.inf}
     alpha = th / (2 * (1 - th))

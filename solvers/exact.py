@@ -7,8 +7,8 @@ runner, or runs divopt's own branch-and-bound (:mod:`divopt_rag.solvers.bnb`, ``
 
 The model runner (``solve(model) -> Result``, solver availability, the Gurobi license sizing)
 lives in :mod:`divopt_rag.models.runner`, where both ``divopt_rag.solvers`` and ``divopt_rag.robust`` can
-use it; its names are re-exported here (``from divopt_rag.solvers import Result, solve,
-solve_exact, available_solvers``).
+use it; the package hands on the names a caller needs (``from divopt_rag.solvers import Result,
+solve, solve_exact, available_solvers``), each from its home module.
 """
 from __future__ import annotations
 
@@ -24,65 +24,34 @@ import torch
 
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.models.ccbqp import gram_objective, linear_term
+from divopt_rag.models.domains import SOLVERS
 from divopt_rag.models.extras import solver_install_hint
+from divopt_rag.models.memory import format_bytes
 from divopt_rag.models.mip_ccbqp import FORMULATIONS, build_ccbqp
 from divopt_rag.models.mip_common import BuildTimeout
 from divopt_rag.models.mip_qcr import QCR_FORMULATIONS, build_ccbqp_qcr
-from divopt_rag.models.mip_sizing import (
-    ModelEstimate,
-    estimate_ccbqp,
-    format_bytes,
-    memory_refusal,
-    pyomo_seconds_per_unit,
-)
-from divopt_rag.models.runner import (
-    ABS_GAP_TOL,
-    OPTIMALITY_GAP,
-    SOLVERS,
-    ModelSize,
-    ModelTooLarge,
-    Result,
-    SolveConfig,
-    SolverRefused,
-    SolveStatus,
-    Stopwatch,
-    available_solvers,
-    compose_message,
-    relative_gap,
-    solve,
-    solver_refusal,
-)
+from divopt_rag.models.mip_sizing import ModelEstimate, estimate_ccbqp, memory_refusal, pyomo_seconds_per_unit
+from divopt_rag.models.runner import solve
+from divopt_rag.models.solve_config import SolveConfig, Stopwatch
+from divopt_rag.models.solve_results import (ABS_GAP_TOL, OPTIMALITY_GAP, Result, SolveStatus, compose_message,
+                                             relative_gap)
+from divopt_rag.models.solver_limits import ModelSize, ModelTooLarge, SolverRefused, available_solvers, solver_refusal
 from divopt_rag.models.validation import check_choice, check_indices, check_nonnegative, check_scalar
 from divopt_rag.solvers.bnb import branch_and_bound
 from divopt_rag.solvers.bnb.tree import memory_estimate as bnb_memory_estimate
 from divopt_rag.solvers.bounds import concave_bound
 from divopt_rag.solvers.selection import K1_RULE, most_relevant, select
 
-__all__ = [
-    "solve_exact",
-    "check_warm_start",
-    "brute_force",
-    "exact_optimum",
-    "DEFAULT_FORMULATION",
-    "EXACT_SOLVERS",
-    # the runner's names, re-exported
-    "Result",
-    "SolveStatus",
-    "SolveConfig",
-    "Stopwatch",
-    "SolverRefused",
-    "ModelTooLarge",
-    "solve",
-    "available_solvers",
-]
+__all__ = ["solve_exact", "check_warm_start", "brute_force", "exact_optimum", "DEFAULT_FORMULATION"]
 
 
 #: Formulation "auto" gives each solver: Gurobi's native (Gram) MIQP, SCIP's factored MIQP
 #: (its outer approximation handles r squares far better than n^2/2 products), HiGHS's MILP,
 #: divopt's branch-and-bound its DNN/QCR bounds ("qcr_dnn", the only one it takes).
 DEFAULT_FORMULATION = {"gurobi": "miqp", "scip": "miqp_lowrank", "highs": "milp", "bnb": "qcr_dnn"}
-#: Engines of :func:`solve_exact`: the MIP solvers plus divopt's own branch-and-bound (always there).
-EXACT_SOLVERS = SOLVERS + ("bnb",)
+#: Engines of :func:`solve_exact`: the MIP solvers plus divopt's own branch-and-bound (always
+#: there); :func:`exact_optimum` also enumerates (:data:`divopt_rag.models.domains.EXACT_SOLVERS`).
+_ENGINES = (*SOLVERS, "bnb")
 
 
 def solve_exact(
@@ -110,19 +79,19 @@ def solve_exact(
     solver : "gurobi", "scip", "highs", "bnb" (divopt's own branch-and-bound,
         :mod:`divopt_rag.solvers.bnb`; needs no licence) or "auto". With
         formulation "auto", "auto" is Gurobi when it is installed and its model fits the licence
-        (the runner's licence rule, :func:`divopt_rag.models.runner.solver_refusal`, on the Gram
+        (the runner's licence rule, :func:`divopt_rag.models.solver_limits.solver_refusal`, on the Gram
         MIQP's size: n binaries, one row; MIQP: n <= 200 with the pip licence), else "bnb" (10x+ faster than SCIP and HiGHS on the
         exact benchmark, ``benchmarks/results/exact/TABLES.md``). With an explicit MIP
         formulation, "auto" is the first installed MIP solver (gurobi -> scip -> highs) that takes
         it. An explicit solver that cannot take the model raises
-        :class:`~divopt_rag.models.runner.SolverRefused` (a ValueError) naming the limit and the
+        :class:`~divopt_rag.models.solver_limits.SolverRefused` (a ValueError) naming the limit and the
         alternatives.
-    time_limit, mip_gap, log_path, threads : the :class:`~divopt_rag.models.runner.SolveConfig`
+    time_limit, mip_gap, log_path, threads : the :class:`~divopt_rag.models.solve_config.SolveConfig`
         (bnb: ``mip_gap`` default 1e-6; ``log_path`` receives its node log as CSV; one thread).
     warm_start : a k-set (indices, or a Selection/Result) to start from: exactly k unique
         indices in [0, n), else ValueError before any work.
     memory_limit : bytes the solve may plan to use (default: what the machine has free,
-        :func:`divopt_rag.models.mip_sizing.available_memory`).
+        :func:`divopt_rag.models.memory.available_memory`).
     stopwatch : when the time budget began and on which clock
         (:class:`~divopt_rag.models.solve_config.Stopwatch`; default: this call, on
         ``time.perf_counter``): a caller's own earlier work can count against ``time_limit``, and a
@@ -135,7 +104,7 @@ def solve_exact(
     Limits (issue 33). Memory: before anything is built, the need of the model (variables,
     constraints, nonzeros, dense arrays, the solver's copy; bnb's dense matrices) is estimated
     (:mod:`divopt_rag.models.mip_sizing`); a request that cannot fit raises
-    :class:`~divopt_rag.models.runner.ModelTooLarge` (one line: the estimate, the memory free, what
+    :class:`~divopt_rag.models.solver_limits.ModelTooLarge` (one line: the estimate, the memory free, what
     to do instead). Time: ``time_limit`` is wall clock for the whole call. Building counts: a model
     whose predicted build + load time does not fit is not built, a build that passes the limit is
     dropped, and the solver gets what is left. When no solver could run in time, or it stopped
@@ -150,7 +119,7 @@ def solve_exact(
     if not isinstance(instance, Instance):
         raise TypeError(f"instance must be a divopt_rag.models.Instance, got {type(instance).__name__}")
     check_choice(formulation, "formulation", ("auto",) + FORMULATIONS + tuple(QCR_FORMULATIONS) + ("qcr_dnn",))
-    check_choice(solver, "solver", ("auto",) + EXACT_SOLVERS)
+    check_choice(solver, "solver", ("auto", *_ENGINES))
     if (solver == "bnb" and formulation not in ("auto", "qcr_dnn")) or (
             formulation == "qcr_dnn" and solver not in ("auto", "bnb")):
         raise SolverRefused(solver, f"formulation {formulation!r} is not one it takes",
@@ -307,7 +276,7 @@ def _memory_hint(instance: Instance, budget: tuple[int, str] | None) -> str:
 
 
 def _gram_refusal(solver: str, instance: Instance, formulation: str) -> str | None:
-    """The runner's licence rule (:func:`~divopt_rag.models.runner.solver_refusal`) on the size of the
+    """The runner's licence rule (:func:`~divopt_rag.models.solver_limits.solver_refusal`) on the size of the
     Gram-form MIQPs ("miqp", "qcr": n binaries, one row, quadratic when theta < 1), judged before
     building them; other formulations are measured by the runner once built."""
     if formulation not in ("miqp", "qcr"):

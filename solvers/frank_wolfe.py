@@ -6,8 +6,9 @@ rounding cannot defeat and its rounding bound, one host read per iteration). Thi
 what the selectors add to it: the starting points (:func:`initial_point`, :func:`random_point`),
 one run from one point (:func:`fw_relaxation`), the pairwise rounding to a vertex
 (:func:`round_pairwise`), the set order of ``fw`` (:func:`top_k_of`) and the certified working
-set of ``fw_ws``. The kernel's names (``fw_rows``, ``FWRows``, ``FWResult``, ``fw_tolerance``,
-``rows_times_E``, ``V_times_Et``) are importable from here too.
+set of ``fw_ws``. The kernel's names (``fw_rows``, ``FWRows``, ``FWResult``, ``fw_tolerance``) are
+:mod:`divopt_rag.solvers.fw_kernel`'s, ``rows_times_E`` and ``V_times_Et``
+:mod:`divopt_rag.solvers.fw_arrays`'.
 """
 from __future__ import annotations
 
@@ -18,19 +19,16 @@ import torch
 
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import curvature, linear_term, relaxed_grad, relaxed_gradient
+from divopt_rag.models.domains import ITERATIONS_MAX, ROWS_MAX
 from divopt_rag.models.kernels import gather_rows, gather_sum
-from divopt_rag.models.parameters import ITERATIONS_MAX, ROWS_MAX, SEED, ArrayLike, Interval, Options
+from divopt_rag.models.parameters import SEED, ArrayLike, Interval, Options
 from divopt_rag.models.validation import check_choice, check_nonnegative, check_scalar, check_vector
 
-from .fw_kernel import (COMPACT_ENTRIES, INTEGRAL_TOL, FWResult, FWRows, V_times_Et, fw_gap_at, fw_rows,
-                        fw_tolerance, gap_rounding_bound, oracle, row_tolerance, rows_times_E)
+from .fw_kernel import INTEGRAL_TOL, FWResult, fw_gap_at, fw_rows, oracle, row_tolerance
 from .selection import register
 
-__all__ = [
-    "FWResult", "FWRows", "fw_rows", "fw_relaxation", "round_pairwise", "fw_paper", "frank_wolfe", "fw_topk",
-    "top_k_of", "initial_point", "random_point", "rows_times_E", "V_times_Et", "fw_tolerance",
-    "gap_rounding_bound", "working_set_size", "INTEGRAL_TOL", "COMPACT_ENTRIES",
-]
+__all__ = ["fw_relaxation", "round_pairwise", "fw_paper", "fw_ws", "fw_topk", "top_k_of", "initial_point",
+           "random_point", "working_set_size"]
 
 _INITS = ("topk", "uniform", "random")
 #: The parameters every Frank-Wolfe selector takes, declared once (divopt_rag.models.parameters).
@@ -80,7 +78,6 @@ def fw_relaxation(
     max_iter: int = 1000,
     tol: float | None = None,
     v0: torch.Tensor | None = None,
-    exact_trace: bool = False,
 ) -> FWResult:
     """Run FW on f_lambda from the feasible point x0 until the oracle returns x itself, the gap
     is <= max(tol, B) or max_iter iterations (:func:`fw_rows` on one row; B its rounding bound).
@@ -88,14 +85,12 @@ def fw_relaxation(
     ``tol`` defaults to 1e-6 * k (k-1), i.e. a normalized gap of 1e-6. For relax_penalty = 0
     the objective is concave and ``value + gap`` is a certified upper bound on the optimum
     (the gap is the oracle's: exact for a float64 pool, module docstring of the kernel).
-    ``exact_trace`` is accepted for compatibility: f_lambda is recomputed from x and v at every
-    iteration now.
     """
     lam = check_nonnegative(relax_penalty, "relax_penalty")
-    max_iter = check_scalar(max_iter, "max_iter", int, min_val=0)
+    max_iter = check_scalar(max_iter, "max_iter", int, min_val=1)  # >= 1, as the selectors declare it
     return fw_rows(inst.E, x0[None], linear_term(inst.relevance, inst.theta, inst.k)[None], inst.theta, inst.k,
                    relax_penalty=lam, max_iter=max_iter, tol=tol, V=None if v0 is None else v0[None],
-                   record=True, exact_trace=exact_trace).row(0)
+                   record=True).row(0)
 
 
 def round_pairwise(inst: Instance, x: torch.Tensor, v: torch.Tensor, relax_penalty: float = 2.0,
@@ -136,15 +131,13 @@ def round_pairwise(inst: Instance, x: torch.Tensor, v: torch.Tensor, relax_penal
     return xb, gather_sum(inst.E, sel)
 
 
-def _fw_to_vertex(inst, x, v, relax_penalty, max_iter, tol, exact_trace):
+def _fw_to_vertex(inst, x, v, relax_penalty, max_iter, tol):
     """FW, rounded pairwise at fractional stationary points (and resumed while lambda >= 2),
-    until a binary FW-stationary point or the cap: (x, v, result, iterations, trace, roundings)."""
-    relax_penalty = check_nonnegative(relax_penalty, "relax_penalty")
-    max_iter = check_scalar(max_iter, "max_iter", int, min_val=0)
+    until a binary FW-stationary point or the cap: (x, v, result, iterations, trace, roundings).
+    The parameters are the selector's, checked by its declaration."""
     res = fw_rows(inst.E, x[None], linear_term(inst.relevance, inst.theta, inst.k)[None], inst.theta, inst.k,
                   relax_penalty=relax_penalty, max_iter=max_iter, tol=tol, V=None if v is None else v[None],
-                  vertex=lambda m, xm, vm: round_pairwise(inst, xm, vm, relax_penalty), record=True,
-                  exact_trace=exact_trace)
+                  vertex=lambda m, xm, vm: round_pairwise(inst, xm, vm, relax_penalty), record=True)
     one = res.row(0)
     return one.x, one.v, one, one.iterations, one.trace, int(res.roundings[0])
 
@@ -221,9 +214,8 @@ def top_k_of(inst: Instance, x: torch.Tensor) -> torch.Tensor:
     return idx[torch.as_tensor(np.lexsort((ids, -cs, -xs)), device=idx.device)]
 
 
-@register("fw_ws", params={**FW_PARAMS, "exact_trace": bool,
-                          "working_set": [Options({"auto"}), Interval(int, 0, ROWS_MAX), None]})
-def frank_wolfe(
+@register("fw_ws", params={**FW_PARAMS, "working_set": [Options({"auto"}), Interval(int, 0, ROWS_MAX), None]})
+def fw_ws(
     inst: Instance,
     *,
     relax_penalty: float = 2.0,
@@ -231,7 +223,6 @@ def frank_wolfe(
     max_iter: int = 1000,
     tol: float | None = None,
     seed: int | None = None,
-    exact_trace: bool = False,
     working_set: Any = "auto",
 ):
     """divopt's Frank-Wolfe ("fw_ws"): top-k start, pairwise rounding, and a certified working set.
@@ -267,7 +258,7 @@ def frank_wolfe(
     elif not working_set:
         M = None
     else:
-        M = check_scalar(working_set, "working_set ('auto', 0, None or an integer M)", int)
+        M = int(working_set)  # an int by the declaration
         if M < k:
             raise ValueError(f"working_set must be >= k = {k}, got {working_set}")
         if not (isinstance(init, str) and init == "topk"):
@@ -275,11 +266,11 @@ def frank_wolfe(
         M = None if M >= n else M
     x = initial_point(inst, init, seed)
     if M is None:
-        x, v, res, total, trace, roundings = _fw_to_vertex(inst, x, None, relax_penalty, max_iter, tol, exact_trace)
+        x, v, res, total, trace, roundings = _fw_to_vertex(inst, x, None, relax_penalty, max_iter, tol)
         gap, converged, full = res.gap, res.converged, total + 1
     else:
         x, v, gap, converged, total, trace, roundings, full, M = _fw_working_set(
-            inst, x, M, relax_penalty, max_iter, tol, exact_trace)
+            inst, x, M, relax_penalty, max_iter, tol)
     sel = torch.topk(x, k).indices
     info = {
         "converged": converged,
@@ -296,7 +287,7 @@ def frank_wolfe(
     return sel, total, info
 
 
-def _fw_working_set(inst, x, M, relax_penalty, max_iter, tol, exact_trace):
+def _fw_working_set(inst, x, M, relax_penalty, max_iter, tol):
     n, k, th = inst.n, inst.k, inst.theta
     lam = relax_penalty
     lin = linear_term(inst.relevance, th, k)
@@ -310,7 +301,7 @@ def _fw_working_set(inst, x, M, relax_penalty, max_iter, tol, exact_trace):
     gap, converged = float("inf"), False
     while total < max_iter:
         sub = inst.subset(P.cpu().numpy())
-        xs, v, res, it, tr, r = _fw_to_vertex(sub, x[P], v, relax_penalty, max_iter - total, tol, exact_trace)
+        xs, v, res, it, tr, r = _fw_to_vertex(sub, x[P], v, relax_penalty, max_iter - total, tol)
         total += it
         roundings += r
         trace.extend(tr if not trace else tr[1:])
@@ -353,5 +344,5 @@ def fw_topk(
     Differs from the paper's ``fw`` by the top-k start and the pairwise rounding + restart
     (a binary FW-stationary result); runs on the whole pool at every iteration.
     """
-    return frank_wolfe(inst, relax_penalty=relax_penalty, init=init, max_iter=max_iter, tol=tol, seed=seed,
-                       working_set=0)
+    return fw_ws(inst, relax_penalty=relax_penalty, init=init, max_iter=max_iter, tol=tol, seed=seed,
+                 working_set=0)

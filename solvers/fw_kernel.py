@@ -41,7 +41,7 @@ rows of norm <= 1); the factor 4 covers the float64 differences and products tha
 terms. In float32, for |c| <= 1, k >= 2 and N <= 10^7, B < 1e-6 k (k-1): the first term is at
 most u k (theta (k-1) + 4) <= 5 u k (k-1) = 3.0e-7 k (k-1), the second at most
 4 N eps * 37 k^2 <= 3.3e-7 k (k-1). So the default tolerance stands and float32/float64 runs stop
-where they did (``tests/test_fw_precision.py`` checks the bound over k, theta and both dtypes). B covers the evaluation of the gap; that (x, v) drift apart by the float32
+where they did (``tests/solvers/test_fw_precision.py`` checks the bound over k, theta and both dtypes). B covers the evaluation of the gap; that (x, v) drift apart by the float32
 rounding of their updates is the state FW ascends on: its exact line search increases
 f_lambda of that state, and a step of gamma = 1 lands x exactly on s.
 
@@ -74,11 +74,10 @@ import torch
 from divopt_rag.models.ccbqp import line_search, objective_scale, pair_weight, relaxed_grad, relaxed_value
 from divopt_rag.models.validation import check_nonnegative
 
-from .fw_arrays import NumpyRows, TorchRows, V_times_Et, rows_times_E
+from .fw_arrays import NumpyRows, TorchRows
 
-__all__ = ["FWResult", "FWRows", "fw_rows", "fw_tolerance", "gap_rounding_bound", "fw_gap_at", "oracle", "row_tolerance",
-           "rows_times_E", "V_times_Et",
-           "INTEGRAL_TOL", "COMPACT_ENTRIES"]
+__all__ = ["FWResult", "FWRows", "fw_rows", "fw_tolerance", "gap_rounding_bound", "fw_gap_at", "oracle",
+           "row_tolerance", "INTEGRAL_TOL", "COMPACT_ENTRIES"]
 
 #: A coordinate within this distance of 0 or 1 counts as integral (a vertex of the relaxation).
 INTEGRAL_TOL = 1e-7
@@ -169,7 +168,6 @@ def fw_rows(
     V: Any = None,
     vertex: Callable[[int, Any, Any], tuple[Any, Any]] | None = None,
     record: bool = False,
-    exact_trace: bool = False,
 ) -> FWRows:
     """Frank-Wolfe on f_lambda from M points at once: the one FW iteration of divopt.
 
@@ -181,8 +179,7 @@ def fw_rows(
     of the product E v of the batch).
 
     Every scalar of a step comes from O(k d) work (the k rows of s) plus sums over x (l^T x,
-    ||x||^2), recomputed from the stored x at every iteration (``exact_trace`` is kept for
-    callers; the values are always exact now).
+    ||x||^2), recomputed from the stored x at every iteration.
 
     E, X, lin (and ``V``) are tensors (any device and dtype: the pool) or host float64 numpy
     arrays (a candidate pool of a few hundred rows, where one torch call costs more than its
@@ -193,7 +190,6 @@ def fw_rows(
     >= 2), iterates on from the vertex, else stops there. ``record``: keep each row's trace of
     f_lambda and its gaps.
     """
-    del exact_trace  # the scalars are recomputed exactly at every iteration
     lam = float(relax_penalty)
     tol = fw_tolerance(k, tol)
     max_iter = int(max_iter)

@@ -23,7 +23,7 @@ moved, so that those that stopped leave the batch. Each provided search is in
 * :meth:`GramSearch.ls`      best-improvement 1-swap local search;
 * :meth:`GramSearch.greedy`  the greedy on f itself;
 * :meth:`GramSearch.fw`      Frank-Wolfe on the relaxation from many starting points: the FW step of
-  :func:`divopt_rag.solvers.frank_wolfe.fw_rows` (which runs M points on ONE pool), with E v
+  :func:`divopt_rag.solvers.fw_kernel.fw_rows` (which runs M points on ONE pool), with E v
   taken through T, so that the points of B problems on B different pools step together;
 * :meth:`GramSearch.f_many`  f of many sets, summed in float64.
 
@@ -238,7 +238,7 @@ class GramSearch:
         X0 : (B, R, p) feasible points (0 <= x <= 1, sum k). theta : optional (B,) or (B, R)
         trade-offs replacing the problems' own (per problem or per point; T is rescaled by their
         2 (1-theta)).
-        The step of :func:`~divopt_rag.solvers.frank_wolfe.fw_rows` (DESIGN.md): gradient
+        The step of :func:`~divopt_rag.solvers.fw_kernel.fw_rows` (DESIGN.md): gradient
         l + 2 (1-theta)(lambda x - G x), vertex s = its top-k, gap, curvature
         2 (1-theta)(lambda ||d||^2 - d^T G d), exact line search; a point whose gap is <= tol
         (default a normalized gap of 1e-6) stops moving. All B R points step in lockstep,

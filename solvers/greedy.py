@@ -11,7 +11,7 @@ Decisions in float64: with float32 (or half) storage the scores are computed in 
 rounding (about sqrt(d) 6e-8) can swap two items whose float64 scores differ by less. Every
 pick therefore re-scores, in float64 on the unit-normalized rows, the few items within
 :data:`TIE_TOL` of the float32 maximum and takes the float64 winner (O(m k d) for m such
-items; nothing for float64 storage). tests/test_paper_baselines.py checks float32 inputs
+items; nothing for float64 storage). tests/solvers/test_paper_baselines.py checks float32 inputs
 against float64 transcriptions of the papers.
 """
 from __future__ import annotations
@@ -121,7 +121,7 @@ def topk(inst: Instance):
 def mmr(inst: Instance):
     """Maximal marginal relevance (Carbonell & Goldstein 1998), as in LangChain:
     first pick argmax c; then argmax_i theta c_i - (1-theta) max_{j in S} w_ij, w_ij = e_i^T e_j.
-    Checked against the paper's loop in tests/test_paper_baselines.py (no difference found).
+    Checked against the paper's loop in tests/solvers/test_paper_baselines.py (no difference found).
     """
     c, th = inst.relevance, inst.theta
     max_sim = torch.full_like(c, -float("inf"))

@@ -32,8 +32,9 @@ from __future__ import annotations
 import torch
 
 from divopt_rag.models import Instance
+from divopt_rag.models.domains import ROWS_MAX
 from divopt_rag.models.kernels import gather_rows, matmul
-from divopt_rag.models.parameters import ROWS_MAX, Interval
+from divopt_rag.models.parameters import Interval
 from divopt_rag.models.validation import unit_norm_tolerance
 
 from .greedy import TIE_EPS, TIE_TOL, decide, exact_relevance, mmr_exact
@@ -56,10 +57,6 @@ def mmr_lazy(inst: Instance, *, block: int = _FIRST_BLOCK, dense_share: float = 
         product over E instead (> 1: never; <= block / n: every step, i.e. eager MMR's reads).
     info: refreshed (row refreshes in all, against any number of new picks), rounds.
     """
-    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
-        raise ValueError(f"block must be an int >= 1, got {block!r}")
-    if isinstance(dense_share, bool) or not isinstance(dense_share, (int, float)) or not dense_share > 0:
-        raise ValueError(f"dense_share must be a number > 0, got {dense_share!r}")
     n, k, th = inst.n, inst.k, inst.theta
     c, E, dev = inst.relevance, inst.E, inst.device
     delta = 4 * unit_norm_tolerance(E.dtype)

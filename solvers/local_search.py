@@ -27,7 +27,8 @@ import torch
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import linear_term, objective, objective_scale, pair_weight, swap_terms
 from divopt_rag.models.kernels import gather_rows, matmul, matvec
-from divopt_rag.models.parameters import ITERATIONS_MAX, ROWS_MAX, Interval
+from divopt_rag.models.domains import ITERATIONS_MAX, ROWS_MAX
+from divopt_rag.models.parameters import Interval
 from divopt_rag.models.validation import check_indices, check_nonnegative
 
 from .selection import get_selector, register
@@ -91,8 +92,8 @@ def local_search(
     n, k, th = inst.n, inst.k, inst.theta
     idx = torch.as_tensor(check_indices(indices, n, "indices", size=k), device=inst.device)
     max_swaps = 10 * k + 100 if max_swaps is None else int(max_swaps)
-    if max_swaps < 0:
-        raise ValueError(f"max_swaps must be >= 0, got {max_swaps}")
+    if max_swaps < 1:  # as the "*_ls" selectors declare it
+        raise ValueError(f"max_swaps must be >= 1, got {max_swaps}")
     tol = ls_tolerance(inst) if tol is None else check_nonnegative(tol, "tol")
     if shortlist is None:
         m = n - k if n <= 2048 else max(4 * k + 256, min(4096, n // 16))
@@ -257,9 +258,9 @@ def fw_ls(inst: Instance, *, max_swaps: int | None = None, shortlist: int | None
     """divopt's Frank-Wolfe ("fw_ws", any of its parameters) then best-improvement 1-swap local
     search. Never worse than "fw_ws"; the result is a 1-swap optimum over the whole pool.
     """
-    from .frank_wolfe import frank_wolfe
+    from .frank_wolfe import fw_ws
 
-    sel, iters, info = frank_wolfe(inst, **fw_params)
+    sel, iters, info = fw_ws(inst, **fw_params)
     idx, ls_info = polish(inst, sel, max_swaps=max_swaps, shortlist=shortlist)
     info = {**info, **ls_info, "fw_iterations": iters}
     return idx, iters + ls_info["swaps"], info

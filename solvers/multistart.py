@@ -1,4 +1,4 @@
-"""Multi-start Frank-Wolfe with theta-continuation and local search ("fw_ms", the default fast method).
+"""Multi-start Frank-Wolfe with theta-continuation and local search ("fw_ms"; the default fast method is "fw_ws_ms").
 
 FW stops at the first stationary point of the relaxation; which one depends on the start. The
 "fw_ms" selector therefore
@@ -33,11 +33,12 @@ import torch
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import linear_term, swap_terms
 from divopt_rag.models.kernels import gather_rows, matvec
-from divopt_rag.models.parameters import ITERATIONS_MAX, ROWS_MAX, SEED, Interval, Sequence
+from divopt_rag.models.domains import ITERATIONS_MAX, ROWS_MAX
+from divopt_rag.models.parameters import SEED, Interval, Sequence
 from divopt_rag.models.validation import check_theta
 
 from .candidate_pools import interleave
-from .frank_wolfe import frank_wolfe
+from .frank_wolfe import fw_ws
 from .gram_moves import ils, two_swap as two_swap_search
 from .gram_search import GramSearch
 from .local_search import local_search, ls_tolerance
@@ -47,7 +48,7 @@ from .ws_config import WsMultistartConfig
 #: The search choices "fw_ms" shares with the default method (perturbation entrants, 2-swaps).
 _SHARED = WsMultistartConfig()
 
-__all__ = ["multistart", "theta_continuation"]
+__all__ = ["fw_ms", "theta_continuation"]
 
 
 def _indicator(inst: Instance, idx: torch.Tensor) -> torch.Tensor:
@@ -76,7 +77,7 @@ def theta_continuation(
     x: Any = start
     for t in thetas:
         sub = inst.replace(theta=check_theta(t))
-        idx, _, _ = frank_wolfe(sub, relax_penalty=relax_penalty, init=x, max_iter=max_iter)
+        idx, _, _ = fw_ws(sub, relax_penalty=relax_penalty, init=x, max_iter=max_iter)
         if polish:
             idx = local_search(sub, idx).indices
         out.append(idx)
@@ -100,7 +101,7 @@ def _candidate_pool(inst: Instance, idx: torch.Tensor, u: torch.Tensor, pool_siz
     "perturb_strength": Interval(int, 0, ROWS_MAX), "two_swap": bool, "pool_size": Interval(int, 1, ROWS_MAX),
     "relax_penalty": Interval(float, 0.0, None), "max_iter": Interval(int, 1, ITERATIONS_MAX),
     "tol": [Interval(float, 0.0, None), None], "seed": SEED})
-def multistart(
+def fw_ms(
     inst: Instance,
     *,
     n_random: int = 4,
@@ -131,7 +132,7 @@ def multistart(
         raise ValueError(f"pool_size must be >= k = {k}, got {pool_size}")
     if isinstance(greedy_starts, str) or not all(isinstance(g, str) for g in _iterable(greedy_starts)):
         raise TypeError(f"greedy_starts must be a sequence of selector names, got {greedy_starts!r}")
-    fw_idx, total_iters, fw_info = frank_wolfe(inst, relax_penalty=relax_penalty, max_iter=max_iter, tol=tol)
+    fw_idx, total_iters, fw_info = fw_ws(inst, relax_penalty=relax_penalty, max_iter=max_iter, tol=tol)
     # "fw_ls" on the full pool first, so that fw_ms is never worse than fw_ls
     first = local_search(inst, fw_idx)
     total_iters += first.swaps
@@ -190,7 +191,7 @@ def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts,
     inits: list[tuple[str, Any, int | None]] = [("uniform", "uniform", None)] if n_random >= 0 else []
     inits += [(f"random{r}", "random", seed + r) for r in range(n_random)]
     for name, init, s in inits:
-        idx, it, _ = frank_wolfe(sub, relax_penalty=relax_penalty, init=init, seed=s, max_iter=max_iter, tol=tol)
+        idx, it, _ = fw_ws(sub, relax_penalty=relax_penalty, init=init, seed=s, max_iter=max_iter, tol=tol)
         total_iters += it
         consider(name, idx)
     if continuation_steps > 0 and sub.theta < 1.0:

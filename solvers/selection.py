@@ -1,6 +1,7 @@
 """One interface for every fast selector: ``select(instance, method, **params) -> Selection``."""
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -74,33 +75,50 @@ def register(name: str, *, needs: tuple[str, ...] = (), params: Mapping[str, Any
         (the ``*_ls`` wrappers): its declaration joins this one's.
     needs : inputs the selector cannot run without beyond the Instance (recorded in
         :data:`METHOD_NEEDS`); loops over every method on a bare Instance use :func:`instance_methods`.
+
+    Returns the selector wrapped, as scikit-learn's ``validate_params`` wraps a function: each
+    call checks its keyword parameters against the declaration, once, before any work (an
+    :class:`~divopt_rag.models.parameters.InvalidParameterError` of one line), and at k = 1 a
+    selector that runs on the Instance alone returns :func:`most_relevant` by :data:`K1_RULE`
+    without running. The function's body checks only what depends on the instance (a size
+    against n or k). ``__wrapped__`` is the function itself.
     """
 
     def deco(fn: Selector) -> Selector:
-        if name in _REGISTRY and _REGISTRY[name] is not fn:
+        if name in _REGISTRY and getattr(_REGISTRY[name], "__wrapped__", None) is not fn:
             raise ValueError(f"selector {name!r} is already registered")
         base = parameters(extends) if extends is not None else None
         if isinstance(params, type):
             decl = declare_dataclass(name, params)
         else:
             decl = declare(name, fn, params, base=base)
-        _REGISTRY[name] = fn
+        k1_rule = not needs
+
+        @functools.wraps(fn)
+        def validated(instance: Instance, **given: Any) -> tuple[Any, int, dict]:
+            checked = decl.validate(given)
+            if k1_rule and instance.k == 1:
+                return [most_relevant(instance)], 0, {"rule": K1_RULE}
+            return fn(instance, **checked)
+
+        _REGISTRY[name] = validated
         _PARAMS[name] = decl
         if needs:
             _NEEDS[name] = tuple(needs)
-        return fn
+        return validated
 
     return deco
 
 
 def unregister(name: str) -> Selector:
-    """Remove the selector ``name`` (and its declaration) from the registry and return it: for
-    tests that register a throwaway selector. KeyError if it is not registered."""
+    """Remove the selector ``name`` (and its declaration) from the registry and return the
+    function that was registered: for tests that register a throwaway selector. KeyError if it
+    is not registered."""
     if name not in _REGISTRY:
         raise KeyError(f"no selector {name!r} is registered")
     _PARAMS.pop(name, None)
     _NEEDS.pop(name, None)
-    return _REGISTRY.pop(name)
+    return _REGISTRY.pop(name).__wrapped__  # the function as it was registered
 
 
 def parameters(method: str) -> Declaration:
@@ -159,21 +177,18 @@ def select(instance: Instance, method: str = DEFAULT_METHOD, **params: Any) -> S
     their relevance is the cross-encoder score, and at k = 1 each returns its top item.
 
     The parameters are checked against the method's declaration (:data:`METHOD_PARAMS`) before
-    it runs: an unknown name, or a value of the wrong type or out of its declared range, is an
+    it runs, once, by the registered selector (:func:`register`): an unknown name, or a value of
+    the wrong type or out of its declared range, is an
     :class:`~divopt_rag.models.parameters.InvalidParameterError` (a ValueError and a TypeError)
     of one line, e.g. "The 'max_iter' parameter of fw must be an int in the range [1, 1000000].
     Got 0 instead."
     """
     if not isinstance(instance, Instance):
         raise TypeError(f"instance must be a divopt_rag.models.Instance, got {type(instance).__name__}")
-    fn = get_selector(method)
-    params = _PARAMS[method].validate(params)
+    fn = get_selector(method)  # the registered selector: it checks the parameters (register)
     synchronize(instance.device)
     t0 = time.perf_counter()
-    if instance.k == 1 and method not in _NEEDS:
-        idx, iterations, info = [most_relevant(instance)], 0, {"rule": K1_RULE}
-    else:
-        idx, iterations, info = fn(instance, **params)
+    idx, iterations, info = fn(instance, **params)
     synchronize(instance.device)
     seconds = time.perf_counter() - t0
     if isinstance(idx, torch.Tensor):

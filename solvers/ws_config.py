@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
-from divopt_rag.models.parameters import ITERATIONS_MAX, ROWS_MAX, SEED, Declaration, Interval, declare_dataclass
+from divopt_rag.models.domains import ITERATIONS_MAX, ROWS_MAX
+from divopt_rag.models.parameters import SEED, Declaration, Interval, declare_dataclass
 
 __all__ = ["WsMultistartConfig", "config_with", "declaration"]
 
@@ -135,7 +136,7 @@ class WsMultistartConfig:
 
     Every knob's type and range is declared once, in ``_parameter_constraints`` (as scikit-learn's
     estimators): counts are >= 0 where 0 switches a stage off, >= 1 where it must do something,
-    and bounded above: a row count by :data:`~divopt_rag.models.parameters.ROWS_MAX` (each is clipped to the pool), a count
+    and bounded above: a row count by :data:`~divopt_rag.models.domains.ROWS_MAX` (each is clipped to the pool), a count
     that sizes work per round or per start (random starts, thetas, perturbed sets, tabu steps,
     rounds) by a cap far above any useful value, so that no value starts unbounded work.
     """

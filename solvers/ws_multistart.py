@@ -63,7 +63,7 @@ instead of full-pool FW and full-pool local search, restarts batched, no MMR/gMM
 walks from the start optima instead of perturbation rounds, 2-swaps over a bounded member set.
 
 One entry point does the work: :func:`ws_multistart_batch` runs B problems (queries x thetas)
-on one pool; the selector (:func:`ws_multistart`, one problem) and :func:`ws_multistart_sweep`
+on one pool; the selector (:func:`fw_ws_ms`, one problem) and :func:`ws_multistart_sweep`
 (queries x thetas) call it. The passes become GEMMs (one read of the pool per round for all open
 problems; the exact comparisons over the union of the problems' selected rows) and the searches
 run as (problems x sets) tensors, every problem of a pool size at once on a GPU and a few at a
@@ -94,8 +94,7 @@ from .swap_certificate import SwapCertificate, go_dense, swap_certificates
 from .ws_config import WsMultistartConfig, config_with
 from .selection import register
 
-__all__ = ["WsMultistartConfig", "ws_multistart", "ws_multistart_batch", "ws_multistart_sweep", "BatchSelection",
-           "CHUNK_BYTES"]
+__all__ = ["fw_ws_ms", "ws_multistart_batch", "ws_multistart_sweep", "BatchSelection", "CHUNK_BYTES"]
 
 #: Bytes of Gram matrices searched at once in a batch on a CPU (on a GPU every problem of a pool
 #: size is one chunk): enough problems per chunk to share each step's kernels, few enough that
@@ -449,7 +448,7 @@ def ws_multistart_batch(inst: Instance, relevance: Any, thetas: Any, config: WsM
     pass over the pool serves all open problems (one GEMM) and the searches run as (problems x
     sets) arrays (in chunks of ``CHUNK_BYTES`` of Gram matrices), so each problem ends where its
     single run ends (up to the summation order of the pool products): the single run
-    (:func:`ws_multistart`) is this with B = 1. Returns a :class:`BatchSelection`.
+    (:func:`fw_ws_ms`) is this with B = 1. Returns a :class:`BatchSelection`.
     """
     n, k = inst.n, inst.k
     cfg = config_with(config, params).for_k(k)
@@ -538,7 +537,7 @@ def ws_multistart_batch(inst: Instance, relevance: Any, thetas: Any, config: WsM
 
 
 @register("fw_ws_ms", params=WsMultistartConfig)  # each knob declared in WsMultistartConfig._parameter_constraints
-def ws_multistart(inst: Instance, **params: Any):
+def fw_ws_ms(inst: Instance, **params: Any):
     """Multistart search on a candidate pool, certified 1-swap optimal on the whole pool (module
     docstring): :func:`ws_multistart_batch` with one problem. The parameters are the knobs of
     :class:`WsMultistartConfig`, each documented there with its value and why.

@@ -1,6 +1,7 @@
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
+
+from helpers.pools import planted_duplicates, random_unit, unit_query
 
 # No hypothesis example is failed for wall-clock time (issue 38, item 5): the default 200 ms
 # deadline and the too-slow health check measure the machine's load, not the code. A test that
@@ -14,30 +15,6 @@ def _embedding_cache_per_test(tmp_path_factory, monkeypatch):
     """Each test's default embedding cache is a fresh folder of its own (DIVOPT_RAG_CACHE_DIR), so
     no test reads another's vectors and the suite writes nothing into the user's cache folder."""
     monkeypatch.setenv("DIVOPT_RAG_CACHE_DIR", str(tmp_path_factory.mktemp("divopt-cache")))
-
-
-def random_unit(n, d, seed, dtype=np.float64):
-    rng = np.random.default_rng(seed)
-    E = rng.standard_normal((n, d))
-    E /= np.linalg.norm(E, axis=1, keepdims=True)
-    return E.astype(dtype)
-
-
-def planted_duplicates(n_clusters, per_cluster, d, seed, jitter=0.05):
-    """Clusters of near-duplicate rows (cosine ~ 1 - jitter^2/2) around random centers."""
-    rng = np.random.default_rng(seed)
-    centers = rng.standard_normal((n_clusters, d))
-    centers /= np.linalg.norm(centers, axis=1, keepdims=True)
-    E = np.repeat(centers, per_cluster, axis=0) + jitter * rng.standard_normal((n_clusters * per_cluster, d)) / np.sqrt(d)
-    E /= np.linalg.norm(E, axis=1, keepdims=True)
-    perm = rng.permutation(E.shape[0])
-    return E[perm]
-
-
-def unit_query(d, seed):
-    rng = np.random.default_rng(seed + 10_000)
-    q = rng.standard_normal(d)
-    return q / np.linalg.norm(q)
 
 
 @pytest.fixture

@@ -60,7 +60,7 @@ def test_imports_and_cli_work_beside_the_foreign_divopt_wheel(tmp_path):
                     "--disable-pip-version-check", "--target", str(target), str(wheel)], check=True)
     assert (target / "divopt" / "__init__.py").is_file()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(target), os.environ.get("PYTHONPATH")) if p)}
-    code = ("import divopt, divopt_rag.models, divopt_rag.solvers, divopt_rag.experiments.cli as cli; "
+    code = ("import divopt, divopt_rag.models, divopt_rag.solvers, divopt_rag.experiments.cli.main as cli; "
             "from divopt_rag.models import Instance; from divopt_rag.solvers import select; import numpy as np; "
             "E = np.random.default_rng(0).standard_normal((6, 4)); "
             "inst = Instance(E, np.ones(4), k=2, theta=.5, normalize=True); "

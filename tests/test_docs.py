@@ -89,7 +89,7 @@ def test_default_method_is_named_the_same_everywhere():
     try:
         from divopt_rag.integrations.langchain import DivoptRetriever
         from langchain_core.documents import Document
-        from langchain_fakes import HashEmbedding
+        from helpers.langchain_fakes import HashEmbedding
     except ImportError:
         pass
     else:

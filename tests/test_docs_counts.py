@@ -37,7 +37,7 @@ def test_the_demo_files_named_are_the_files_the_demo_writes(tmp_path):
     import pytest
 
     pytest.importorskip("matplotlib")
-    from divopt_rag.experiments.cli import main
+    from divopt_rag.experiments.cli.main import main
 
     assert main(["demo", "--n", "300", "--d", "8", "--k", "3", "--out", str(tmp_path)]) == 0
     written = sorted(p.name for p in tmp_path.iterdir() if p.is_file())

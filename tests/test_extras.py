@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from divopt_rag.experiments import arguments, cli
+from divopt_rag.experiments.cli import main as cli, flag_types
 from divopt_rag.models.extras import EXTRAS, missing_message, require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +80,7 @@ import json, numpy as np, sys
 from divopt_rag.models import Instance
 from divopt_rag.solvers import select, solve_exact
 from divopt_rag.solvers.certificates import certify_full_scale
-import divopt_rag.data, divopt_rag.experiments.cli, divopt_rag.experiments.metrics, divopt_rag.robust
+import divopt_rag.data, divopt_rag.experiments.cli.main, divopt_rag.experiments.measures.metrics, divopt_rag.robust
 rng = np.random.default_rng(0)
 inst = Instance(rng.standard_normal((60, 8)), np.ones(8), k=4, theta=0.6, normalize=True)
 sel = select(inst)
@@ -98,7 +98,7 @@ print(json.dumps({"f": sel.objective, "cert": cert.certified, "highs": highs.obj
 
 
 MISSING = {
-    "plots": "import divopt_rag.experiments.plots",
+    "plots": "import divopt_rag.experiments.plots.figures",
     "langchain": "import divopt_rag.integrations.langchain",
     "llamaindex": "import divopt_rag.integrations.llamaindex",
     "haystack": "import divopt_rag.integrations.haystack",
@@ -106,9 +106,9 @@ MISSING = {
     "bm25": "from divopt_rag.data.pools import BM25Index; BM25Index(None)",
     "robust": "from divopt_rag.models.qcr import qcr_sdp; qcr_sdp(None)",
     "llm": "from divopt_rag.experiments.rag.answers import bertscore; bertscore(['a'], ['a'], model='.')",
-    "ir": "import pandas as pd; from divopt_rag.experiments.export import to_trec; "
+    "ir": "import pandas as pd; from divopt_rag.experiments.measures.export import to_trec; "
           "to_trec(pd.DataFrame({'query_id': ['q'], 'selected': [['d']]}), 'x.trec')",
-    "ray": "from divopt_rag.experiments.backends import run_ray; run_ray(None, None, [], None, 1, None)",
+    "ray": "from divopt_rag.experiments.engine.backends import run_ray; run_ray(None, None, [], None, 1, None)",
 }
 
 
@@ -129,7 +129,7 @@ except ImportError as exc:
 def test_the_cli_says_which_extra_before_any_work(tmp_path):
     out = run_hidden(f"""
 import sys
-from divopt_rag.experiments import cli
+from divopt_rag.experiments.cli import main as cli
 sys.exit(cli.main(["demo", "--n", "200", "--k", "3", "--out", {str(tmp_path / 'demo')!r}]))
 """)
     assert out.returncode == 2, out.stderr
@@ -151,7 +151,7 @@ def test_require_passes_errors_inside_an_installed_package_through(tmp_path, mon
 @pytest.mark.parametrize("path", sorted(cli.COMMANDS), ids=lambda p: "-".join(p))
 def test_help_shows_the_list_syntax_only_with_a_list_flag_of_the_command(path):
     parser = cli.build_parser(path)
-    lists = {max(a.option_strings, key=len) for a in parser._actions if isinstance(a, arguments.ListAction)}
+    lists = {max(a.option_strings, key=len) for a in parser._actions if isinstance(a, flag_types.ListAction)}
     epilog = " ".join(parser.epilog.split())
     m = re.search(r"(--[\w-]+) \S+ \S+, \1 \S+,\S+", epilog)
     if lists:
@@ -164,7 +164,7 @@ def test_help_shows_the_list_syntax_only_with_a_list_flag_of_the_command(path):
 
 def test_no_progress_silences_library_bars_too():
     code = """
-from divopt_rag.experiments import cli
+from divopt_rag.experiments.cli import main as cli
 cli.silence_progress_bars()
 from transformers.utils.logging import tqdm as hf_tqdm
 from tqdm.auto import tqdm

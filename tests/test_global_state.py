@@ -120,8 +120,8 @@ def test_run_method_takes_its_seed_explicitly(monkeypatch, two_threads):
 def test_a_sweep_in_this_process_runs_one_thread_and_leaves_the_process_as_found(tmp_path, monkeypatch, two_threads):
     """The inline backend (n_workers=0) limits the threads of its runs (threadpoolctl, in the
     worker, not in the method) and restores them afterwards."""
-    from divopt_rag.experiments import sweep as sw
-    from divopt_rag.experiments.grid import SweepConfig
+    from divopt_rag.experiments.studies import sweep as sw
+    from divopt_rag.experiments.studies.grid import SweepConfig
     from divopt_rag.experiments.methods import register_method
 
     @register_method("_threads_seen")
@@ -143,7 +143,7 @@ def test_a_sweep_in_this_process_runs_one_thread_and_leaves_the_process_as_found
 
 # ---- the LangChain retriever served from two threads --------------------------------------------
 def _queries():
-    from integration_fakes import TOPICS
+    from helpers.integration_fakes import TOPICS
 
     words = " ".join(TOPICS).split()
     rng = np.random.default_rng(7)
@@ -162,7 +162,7 @@ def test_two_threads_serve_the_retriever_with_the_serial_picks(method, two_threa
     deterministic fake embedding): the same picks as serving them one at a time, and torch's
     thread count and the global random states are as before."""
     pytest.importorskip("langchain_core")
-    from langchain_fakes import make_store
+    from helpers.langchain_fakes import make_store
 
     from divopt_rag.integrations.langchain import DivoptRetriever
 
@@ -202,7 +202,7 @@ def test_a_bench_command_run_from_python_leaves_the_threads_as_found(bench, monk
     import argparse
     import importlib
 
-    module = importlib.import_module(f"divopt_rag.experiments.{bench}")
+    module = importlib.import_module(f"divopt_rag.experiments.studies.{bench}")
     seen = []
     monkeypatch.setattr(module, "_main", lambda args: seen.append(torch.get_num_threads()) or 0)
     assert module.main(argparse.Namespace(threads=1)) == 0 and seen == [1]

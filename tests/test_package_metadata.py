@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 SUBPACKAGES = ["divopt_rag.models", "divopt_rag.solvers", "divopt_rag.robust", "divopt_rag.data",
-               "divopt_rag.integrations"]
+               "divopt_rag.integrations", "divopt_rag.experiments"]
 
 
 @pytest.mark.parametrize("name", SUBPACKAGES)

@@ -42,7 +42,7 @@ import pandas as pd
 from divopt_rag.experiments.methods import run_method
 from divopt_rag.models.validation import check_nonnegative, check_theta
 
-from divopt_rag.experiments.metrics import selection_metrics
+from divopt_rag.experiments.measures.metrics import selection_metrics
 
 __all__ = [
     "median_gate",

@@ -4,7 +4,7 @@ answer right?
 Every function takes plain inputs (strings, lists of strings, answer parts) and returns a
 float or one value per item; :func:`answer_metrics` returns every metric that applies to
 one generated answer as a flat dict, one row of a tidy results table (as
-:func:`divopt_rag.experiments.metrics.selection_metrics` does for selections).
+:func:`divopt_rag.experiments.measures.metrics.selection_metrics` does for selections).
 
 Conventions
 -----------
@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from divopt_rag.experiments.metrics import ir_scores
+from divopt_rag.experiments.measures.metrics import ir_scores
 from divopt_rag.models.extras import require
 from divopt_rag.models.validation import check_choice, check_scalar
 

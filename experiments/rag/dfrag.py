@@ -53,7 +53,7 @@ Where divopt differs from the paper (each is also in docs/concepts/methods.md):
   pairwise mean normalize((m + e_new) / 2) (they differ from the third pick on).
 
 The prompts (:mod:`divopt_rag.experiments.rag.dfrag_prompts`) follow Figs. 8-11 in divopt's words.
-The parts live in modules of their own, by concept, and are re-exported here:
+The parts live in modules of their own, by concept (import each name from its module):
 :mod:`~divopt_rag.experiments.rag.dfrag_candidates` (lambda grids, candidate sets),
 :mod:`~divopt_rag.experiments.rag.dfrag_llm` (Planner and Evaluator),
 :mod:`~divopt_rag.experiments.rag.dfrag_sampling` (sampling and gate),
@@ -69,37 +69,23 @@ import numpy as np
 from divopt_rag.models.validation import check_choice, check_theta
 
 from .dfrag_candidates import (
-    CANDIDATE_SETS,
     DFRAG_THETAS,
-    FIXED_THETAS,
-    ORACLE_THETAS,
     SCORE_MAX,
     candidate_set,
-    classical_mmr,
     generator_order,
     question_texts,
 )
-from .dfrag_llm import Planner, RetrievalSupportEvaluator, StepEvaluator, StepScores, parse_plan, parse_step_scores
-from .dfrag_oracle import OracleResult, dfrag_f1, dfrag_oracle, dfrag_script_f1
-from .dfrag_prompts import EVALUATOR_SYSTEM_PROMPT, EVALUATOR_USER_TEMPLATE, PLANNER_SYSTEM_PROMPT, PLANNER_USER_TEMPLATE
+from .dfrag_llm import Planner, StepEvaluator, StepScores
 from .dfrag_sampling import (
     SAMPLING,
     binary_search_sampling,
-    peak_candidates,
-    peak_search_cost,
     uniform_sampling,
     upper_median_gate,
 )
 from .generation import Generator
 from .llm import LLMError, OpenAIChat
 
-__all__ = [
-    "DFRAG_THETAS", "ORACLE_THETAS", "FIXED_THETAS", "SCORE_MAX", "PLANNER_SYSTEM_PROMPT", "PLANNER_USER_TEMPLATE",
-    "EVALUATOR_SYSTEM_PROMPT", "EVALUATOR_USER_TEMPLATE", "parse_plan", "parse_step_scores", "StepScores",
-    "Planner", "StepEvaluator", "upper_median_gate", "uniform_sampling", "binary_search_sampling", "peak_candidates",
-    "in_context_block", "dfrag_f1", "dfrag_script_f1", "peak_search_cost", "DFRAGResult", "DFRAG", "dfrag_select",
-    "OracleResult", "dfrag_oracle", "RetrievalSupportEvaluator", "CANDIDATE_SETS", "candidate_set", "classical_mmr",
-]
+__all__ = ["in_context_block", "DFRAGResult", "DFRAG", "dfrag_select"]
 
 
 def in_context_block(steps: Sequence[str], evaluation: StepScores) -> str:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from divopt_rag.experiments.metrics import selection_metrics
+from divopt_rag.experiments.measures.metrics import selection_metrics
 from divopt_rag.models.validation import check_choice, check_theta
 
 from .answers import token_f1

@@ -163,7 +163,7 @@ def binary_search_sampling(grid: Sequence[float], support: Callable[[float], flo
     exhaustively), exactly as the strict minimax plan, which no comparison-based search can beat.
     Over all 30,086 weakly unimodal profiles with scores 0-4 on 10 lambdas it scores the grid
     maximum every time with 5.70 calls on average (the strict rule that assumed a tie brackets the
-    peak: 84.3 % with 4.62 calls; tests/test_dfrag.py enumerates them); a flat profile needs all
+    peak: 84.3 % with 4.62 calls; tests/experiments/rag/test_dfrag.py enumerates them); a flat profile needs all
     n calls to be sure. On a profile that is not unimodal it returns a local peak. Returns the
     thetas in the order scored; the gate (:func:`upper_median_gate`) then runs over them.
     """

@@ -5,7 +5,7 @@ better), where ``context`` is a :class:`QueryContext` (the query's :class:`Insta
 the dataset has them its query text, passage texts, qrels, subtopic labels and gold answers) and
 ``indices`` are rows of ``context.instance``. Built in (:data:`EVALUATORS`):
 
-* ``metric``: a ground-truth metric of :func:`divopt_rag.experiments.metrics.selection_metrics`
+* ``metric``: a ground-truth metric of :func:`divopt_rag.experiments.measures.metrics.selection_metrics`
   (alpha-nDCG, S-recall, recall, nDCG, ...). This is what a retrieval Oracle uses; it needs labels.
 * ``coverage``: a label-free proxy, the relevance-weighted coverage of the candidate pool
       cov(S) = sum_i w_i max_{s in S} cos(e_i, e_s) / sum_i w_i,   w_i = max(c_i, 0),
@@ -13,7 +13,7 @@ the dataset has them its query text, passage texts, qrels, subtopic labels and g
   every relevant region of the pool, so it needs no ground truth.
 * ``dfrag``: DF-RAG's Planner + Evaluator as published, the Retrieval Support
   RS = sum_i r(p_i), r in {0..5} per plan step
-  (:class:`divopt_rag.experiments.rag.dfrag.RetrievalSupportEvaluator`; the whole pipeline is
+  (:class:`divopt_rag.experiments.rag.dfrag_llm.RetrievalSupportEvaluator`; the whole pipeline is
   :class:`divopt_rag.experiments.rag.dfrag.DFRAG`).
 * ``judge_0_10`` (alias ``openai``): divopt's earlier one-number LLM judge (:class:`OpenAIJudge`),
   not DF-RAG's Evaluator.
@@ -24,7 +24,7 @@ names them with an explicit ``base_url``; they need query and passage texts.
 
 :class:`DeltaPlanner` is divopt's earlier planning step (an LLM rates the diversity a question
 needs and a window of thetas is kept), used by :func:`divopt_rag.experiments.rag.adaptive.dfrag_delta`;
-DF-RAG's own Planner writes plan steps (:class:`divopt_rag.experiments.rag.dfrag.Planner`).
+DF-RAG's own Planner writes plan steps (:class:`divopt_rag.experiments.rag.dfrag_llm.Planner`).
 
 :func:`make_evaluator` builds one from a spec ``{"name": ..., **options}``; ``register_evaluator``
 adds to the registry.
@@ -41,9 +41,9 @@ import torch
 from divopt_rag.models import Instance
 from divopt_rag.models.validation import check_indices, check_nonnegative, check_scalar
 
-from .dfrag import RetrievalSupportEvaluator
+from .dfrag_llm import RetrievalSupportEvaluator
 from .llm import LLMError, OpenAIChat, parse_number
-from divopt_rag.experiments.metrics import selection_metrics
+from divopt_rag.experiments.measures.metrics import selection_metrics
 
 __all__ = [
     "QueryContext",
@@ -52,12 +52,10 @@ __all__ = [
     "MetricEvaluator",
     "CoverageEvaluator",
     "CallableEvaluator",
-    "OpenAIChat",
     "OpenAIJudge",
     "OpenAIEvaluator",
     "DeltaPlanner",
     "OpenAIPlanner",
-    "RetrievalSupportEvaluator",
     "EVALUATORS",
     "register_evaluator",
     "make_evaluator",
@@ -92,7 +90,7 @@ class Evaluator(Protocol):
 
 @functools.lru_cache(maxsize=1)
 def metric_names() -> frozenset[str]:
-    """Every metric name :func:`divopt_rag.experiments.metrics.selection_metrics` can report (read
+    """Every metric name :func:`divopt_rag.experiments.measures.metrics.selection_metrics` can report (read
     off a tiny labelled selection, so the list follows that function)."""
     inst = Instance(torch.eye(2), torch.tensor([1.0, 0.0]), k=2, theta=0.5)
     return frozenset(selection_metrics(inst, [0, 1], qrels={0: 1}, subtopics={0: "a", 1: "b"}, sigma=0.1))
@@ -172,7 +170,7 @@ class OpenAIJudge(OpenAIChat):
 
     It shows the question and the passages and asks for one integer usefulness score in
     [0, scale] (default 0-10), returning answer / scale in [0, 1]. DF-RAG's Evaluator
-    (:class:`divopt_rag.experiments.rag.dfrag.StepEvaluator`) instead scores each step of a plan
+    (:class:`divopt_rag.experiments.rag.dfrag_llm.StepEvaluator`) instead scores each step of a plan
     0-5 against the passages (without the question) and sums the scores; its prompt follows the
     paper, this one is divopt's own.
 
@@ -222,7 +220,7 @@ class DeltaPlanner(OpenAIChat):
     The LLM rates the diversity the question needs, delta in [0, 1]; the planner keeps the
     candidate thetas with |theta - (1 - delta)| <= ``window`` (theta = 1 is pure relevance), or
     the nearest candidate if none is that close; a judge then scores only those. DF-RAG's
-    Planner (:class:`divopt_rag.experiments.rag.dfrag.Planner`) instead writes plan steps p_1..p_m that
+    Planner (:class:`divopt_rag.experiments.rag.dfrag_llm.Planner`) instead writes plan steps p_1..p_m that
     the Evaluator checks against every candidate set; it never narrows the lambda grid.
     A planner for :func:`divopt_rag.experiments.rag.adaptive.adaptive_select`. Needs the query text.
     Off unless constructed.

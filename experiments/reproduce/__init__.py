@@ -4,7 +4,7 @@ A recipe (:class:`~divopt_rag.experiments.reproduce.spec.Recipe`) is a small dec
 paper and table, what it needs (data files, an LLM, a cross-encoder, a GPU), its datasets,
 methods (the published ones, by their plain names), parameter grid and metrics, how one run
 (query x method x setting) becomes one tidy row, and the table layout. Running one writes tidy
-parquet through the experiment harness, resumes from per-run checkpoints, and prints the table
+parquet through the engine (:mod:`divopt_rag.experiments.engine`), resumes from per-run checkpoints, and prints the table
 in the paper's layout beside the published numbers that ship with divopt
 (:mod:`divopt_rag.experiments.reproduce.published`)::
 

@@ -38,12 +38,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from divopt_rag.data import bm25_pool, load_asqa, load_qampari, narrow_cone, stable_hash, union_pool
-from divopt_rag.data import EmbeddedDataset
+from divopt_rag.data import bm25_pool, load_asqa, load_qampari, narrow_cone, stable_hash, union_pool, EmbeddedDataset
 from divopt_rag.experiments.rag import answers
 from divopt_rag.models import Instance
-from divopt_rag.models.parameters import ROWS_MAX, Interval, Param, Text
-from divopt_rag.models.parameters import Options as OneOf
+from divopt_rag.models.domains import ROWS_MAX
+from divopt_rag.models.parameters import Interval, Param, Text, Options as OneOf
 from divopt_rag.solvers import select
 
 from .data import DatasetPlan, Prepared, first_queries, prepare_text, synthetic_analogue, wordnet_analogue
@@ -112,29 +111,29 @@ def _pareto_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _plots():
-    """divopt_rag.experiments.plots, or None with a warning that names the extra (the tables need no figure)."""
+    """divopt_rag.experiments.plots.figures, or None with a warning that names the extra (the tables need no figure)."""
     try:
-        from divopt_rag.experiments import plots
+        from divopt_rag.experiments.plots import figures
     except ModuleNotFoundError as exc:
         if exc.name != "matplotlib":
             raise
         warnings.warn(f"{exc}; the figure is skipped", stacklevel=3)
         return None
-    return plots
+    return figures
 
 
 def _pareto_plot(rows: pd.DataFrame, out, options: Options) -> list:
     """Fig. 1's panels: answer recall vs ILAD per method over theta, one figure per (dataset, k);
     top-k is drawn as theta = 1 (its limit)."""
-    if (plots := _plots()) is None:
+    if (figures := _plots()) is None:
         return []
     rows = rows.assign(theta=rows["theta"].fillna(1.0)) if "theta" in rows else rows.assign(theta=1.0)
     paths = []
     for (ds, k), g in rows.groupby(["dataset", "k"], sort=False):
-        fig, _ = plots.plot_pareto(g, x="ilad", y="answer_recall")
+        fig, _ = figures.plot_pareto(g, x="ilad", y="answer_recall")
         fig.axes[0].set_title(f"{ds}, k = {k}: answer recall@k vs ILAD over theta")
         slug = re.sub(r"[^0-9A-Za-z]+", "-", str(ds)).strip("-")
-        paths += plots.save_figure(fig, out, f"fig1_{slug}_k{k}")
+        paths += figures.save_figure(fig, out, f"fig1_{slug}_k{k}")
     return paths
 
 
@@ -260,11 +259,11 @@ def _latency_claims(rows: pd.DataFrame) -> list[dict]:
 
 def _latency_plot(rows: pd.DataFrame, out, options: Options) -> list:
     """Latency vs k per method (seconds), one panel per theta, log scale."""
-    if (plots := _plots()) is None:
+    if (figures := _plots()) is None:
         return []
     n, d = int(LATENCY.param(options, "n")), int(LATENCY.param(options, "d"))
-    fig, _ = plots.plot_latency(rows.assign(n=n, d=d), value="seconds")
-    return plots.save_figure(fig, out, "latency_vs_k")
+    fig, _ = figures.plot_latency(rows.assign(n=n, d=d), value="seconds")
+    return figures.save_figure(fig, out, "latency_vs_k")
 
 
 LATENCY = Recipe(

@@ -8,25 +8,21 @@ returns 2. Exit code 1 when some run of this invocation ended in an error row.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from divopt_rag.experiments import arguments
 from divopt_rag.experiments.rag.llm import LLMNotConfigured
 
 from . import RECIPES, get_recipe
 from .runner import print_report, run_recipe
 from .spec import MissingData, Options, ReproduceError
 
-__all__ = ["add_arguments", "options_from_args", "main"]
+__all__ = ["options_from_args", "main"]
 
 
-#: The command's flags (:func:`divopt_rag.experiments.arguments.reproduce`).
-add_arguments = arguments.reproduce
 
 
-def options_from_args(args: argparse.Namespace) -> Options:
+def options_from_args(args) -> Options:
     cross = None
     if args.cross_encoder:
         from divopt_rag.data import load_cross_encoder
@@ -52,7 +48,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
     )
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args) -> int:
     if args.list:
         for recipe in RECIPES.values():
             print(recipe.list_line())

@@ -11,7 +11,7 @@ Protocol, as the paper states it (:mod:`divopt_rag.experiments.rag.dfrag` implem
   otherwise, named in the run's config);
 * every lambda of {0, 0.1, ..., 1.0} gives a gMMR candidate set; the LLM answers from it
   (Fig. 12's prompt, passages in decreasing relevance as the authors' code orders them); its F1
-  (:func:`~divopt_rag.experiments.rag.dfrag.dfrag_f1`, LongBench's and InfiniteBench's official
+  (:func:`~divopt_rag.experiments.rag.dfrag_oracle.dfrag_f1`, LongBench's and InfiniteBench's official
   F1: the best over the gold answers) is a row;
 * ``dfrag`` / ``dfrag_ic``: the whole pipeline (Planner, Evaluator over lambda in {0.1, ..., 1.0},
   upper-median gate, generation; +IC adds the plan and the Evaluator's reply), one row per
@@ -54,7 +54,9 @@ import numpy as np
 import pandas as pd
 
 from divopt_rag.data import INFINITEBENCH_QA_TASKS, LONGBENCH_QA_TASKS, load_infinitebench_qa, load_longbench
-from divopt_rag.experiments.rag.dfrag import DFRAG, DFRAG_THETAS, FIXED_THETAS, ORACLE_THETAS, candidate_set, dfrag_f1
+from divopt_rag.experiments.rag.dfrag import DFRAG
+from divopt_rag.experiments.rag.dfrag_candidates import DFRAG_THETAS, FIXED_THETAS, ORACLE_THETAS, candidate_set
+from divopt_rag.experiments.rag.dfrag_oracle import dfrag_f1
 from divopt_rag.experiments.rag.evaluator import QueryContext
 
 from .data import DatasetPlan, Prepared, prepare_text, wordnet_analogue

@@ -25,11 +25,10 @@ one); a marker's own attributes win.
 
 ``python -m divopt_rag.experiments.reproduce.docnumbers DOC RESULTS`` writes the numbers into DOC;
 with ``--check`` it only lists the numbers that differ from their runs (exit code 1).
-tests/test_reproduce_docs.py fails when a number of docs/howto/reproduce.md differs from its run.
+tests/experiments/reproduce/test_reproduce_docs.py fails when a number of docs/howto/reproduce.md differs from its run.
 """
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import math
 import re
@@ -40,6 +39,9 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
+
+from divopt_rag.experiments.cli.scripts import docnumbers_parser
+from divopt_rag.experiments.engine.store import write_text
 
 __all__ = ["MARKER", "DEFAULTS", "Marker", "markers", "value_of", "fill", "differences", "main"]
 
@@ -175,12 +177,7 @@ def differences(text: str, results: Path | Callable[[str], pd.DataFrame]) -> lis
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m divopt_rag.experiments.reproduce.docnumbers",
-                                 description="write a doc's measured numbers from the recorded runs")
-    ap.add_argument("doc", type=Path)
-    ap.add_argument("results", type=Path, help="the folder of the recorded runs (benchmarks/results/reproduce)")
-    ap.add_argument("--check", action="store_true", help="list the numbers that differ from their runs; change nothing")
-    args = ap.parse_args(argv)
+    args = docnumbers_parser().parse_args(argv)
     text = args.doc.read_text(encoding="utf-8")
     try:
         diff = differences(text, args.results)
@@ -188,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             for d in diff:
                 print(f"{args.doc}: {d}")
             return 1 if diff else 0
-        args.doc.write_text(fill(text, args.results), encoding="utf-8")
+        write_text(fill(text, args.results), args.doc)
     except ValueError as exc:
         print(f"{args.doc}: {exc}", file=sys.stderr)
         return 2

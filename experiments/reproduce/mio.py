@@ -62,9 +62,9 @@ import numpy as np
 import pandas as pd
 
 from divopt_rag.data import load_mini_wikipedia, load_model
-from divopt_rag.experiments.rag import answers
-from divopt_rag.experiments.metrics import jaccard
+from divopt_rag.experiments.measures.metrics import jaccard
 from divopt_rag.experiments.methods import run_method
+from divopt_rag.experiments.rag import answers
 from divopt_rag.models import Instance
 from divopt_rag.robust.models import AUTHORS_PROTECTED
 

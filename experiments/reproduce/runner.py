@@ -1,11 +1,11 @@
 """Run a recipe: check what it needs, plan its runs, hand them to the one executor, build the
 paper's table and print it beside the published numbers.
 
-A recipe becomes a run spec (:class:`RecipeSpec`) of :mod:`divopt_rag.experiments.executor`, which
+A recipe becomes a run spec (:class:`RecipeSpec`) of :mod:`divopt_rag.experiments.engine.executor`, which
 checkpoints every run (query x method x setting) as a part file, resumes after a kill without
 redoing a finished run, locks the output folder and consolidates ``OUT/results.parquet``; error
 rows are run again on every run. Run keys are the executor's
-(:func:`~divopt_rag.experiments.executor.run_key`): a hash of the recipe's row-changing options,
+(:func:`~divopt_rag.experiments.engine.plan.run_key`): a hash of the recipe's row-changing options,
 the content each query reads (:func:`content_key`: the passages it chooses from, its embedding,
 labels and answers, so a changed file runs again exactly the rows that read what changed), the
 query, the method and the setting. ``--limit N`` keeps the first N queries of each dataset: their keys are those of the
@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 
 from divopt_rag.data.hashing import fingerprint
-from divopt_rag.experiments import executor, harness
-from divopt_rag.experiments.executor import Plan, RunSpec, Task, make_task
-from divopt_rag.experiments.flag_checks import BASE_BYTES, check_memory
+from divopt_rag.experiments.engine import executor, store
+from divopt_rag.experiments.engine.limits import BASE_BYTES, check_memory
+from divopt_rag.experiments.engine.plan import Plan, RunSpec, Task, make_task
 from divopt_rag.experiments.rag.llm import LLMNotConfigured, OpenAIChat
 
 from .data import Prepared
@@ -234,8 +234,8 @@ class RecipeSpec(RunSpec):
 
     def finish(self, rows: pd.DataFrame, out: Path) -> pd.DataFrame:
         self.table = paper_table(self.recipe, rows)
-        harness.write_parquet(self.table, out / "table.parquet")
-        harness.write_csv(self.table, out / "table.csv")
+        store.write_parquet(self.table, out / "table.parquet")
+        store.write_csv(self.table, out / "table.csv")
         ok = rows[rows["status"] == "ok"] if len(rows) and "status" in rows else rows.iloc[0:0]
         if self.recipe.plot is not None and len(ok):
             self.notes += [f"figure: {p}" for p in self.recipe.plot(ok, out, self.options) if str(p).endswith(".png")]
@@ -244,7 +244,7 @@ class RecipeSpec(RunSpec):
 
 def run_recipe(recipe: Recipe, options: Options) -> ReproduceResult:
     """Run (or resume) ``recipe`` with ``options`` into ``options.out``; see the module docstring.
-    One run per output folder at a time (:func:`divopt_rag.experiments.harness.output_lock`)."""
+    One run per output folder at a time (:func:`divopt_rag.experiments.engine.store.output_lock`)."""
     spec = RecipeSpec(recipe, options)
     res = executor.run(spec, options.out, progress=options.progress, new_grid=options.new_grid)
     return ReproduceResult(recipe=recipe.name, run_id=res.run_id, rows=res.table, table=spec.table, out=options.out,

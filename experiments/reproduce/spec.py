@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from divopt_rag.experiments.grid import canonical_params
+from divopt_rag.experiments.engine.plan import canonical_params
 from divopt_rag.models.parameters import Declaration, Param
 
 __all__ = [
@@ -123,7 +123,7 @@ class Options:
     :class:`~divopt_rag.experiments.rag.llm.OpenAIChat` (None: from the environment when needed).
     overrides : grid axes replaced, e.g. ``{"k": [25]}``. cache_dir : embedding cache.
     new_grid : run another configuration in an output folder that holds one, keeping its files
-    beside (:func:`divopt_rag.experiments.executor.check_folder`).
+    beside (:func:`divopt_rag.experiments.engine.folder.check_folder`).
     """
 
     out: Path = Path("results/reproduce")
@@ -162,7 +162,7 @@ class Options:
 @dataclass(frozen=True)
 class Run:
     """One run as a recipe's ``execute`` sees it: a method with one setting on one query of one
-    dataset; ``key`` is its executor run key (:func:`divopt_rag.experiments.executor.run_key`:
+    dataset; ``key`` is its executor run key (:func:`divopt_rag.experiments.engine.plan.run_key`:
     the recipe's row-changing options, the content the query reads, query, method, setting), so
     its checkpoint is found again."""
 

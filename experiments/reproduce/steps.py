@@ -16,10 +16,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from divopt_rag.experiments.measures.metrics import alpha_ndcg, ilad, ir_scores, subtopic_recall, vrsd_score
 from divopt_rag.experiments.rag import answers
-from divopt_rag.experiments import harness
 from divopt_rag.experiments.rag.generation import Generator
-from divopt_rag.experiments.metrics import alpha_ndcg, ilad, ir_scores, subtopic_recall, vrsd_score
+from divopt_rag.experiments.studies import runs
 from divopt_rag.models import Instance
 from divopt_rag.solvers import METHOD_NEEDS, select
 
@@ -57,11 +57,11 @@ class Env:
 def query_instance(prep: Prepared, query_index: int, pool: int | None = None, env: Env | None = None
                    ) -> tuple[Instance, np.ndarray]:
     """Query ``query_index`` of ``prep`` over its candidates (the top ``pool`` by relevance when
-    given): :func:`divopt_rag.experiments.harness.query_instance`, cached per (dataset, query, pool)."""
+    given): :func:`divopt_rag.experiments.studies.runs.query_instance`, cached per (dataset, query, pool)."""
     ck = (prep.key, int(query_index), pool)
     if env is not None and ck in env._instances:
         return env._instances[ck]
-    out = harness.query_instance(prep.data, query_index, pool)
+    out = runs.query_instance(prep.data, query_index, pool)
     if env is not None:
         if len(env._instances) > 32:
             env._instances.clear()

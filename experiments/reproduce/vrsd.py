@@ -11,10 +11,10 @@ LangChain, App. D.1), a seeded 20 % of the questions are the queries (Sec. 4.2: 
 used as a set of retrieval queries"; ``--set query_share=...``; ``--limit N`` takes the first N
 questions instead, a quick run); VRSD, k-DPP and MMR with lambda in {0.2, ..., 0.9} select
 k in {6, 12, 18}; per method and k the **Sim. Mean** (Eq. 6: mean over queries of cos(sum of the
-k selected embeddings, q), VRSD's objective, :func:`divopt_rag.experiments.metrics.vrsd_score`)
+k selected embeddings, q), VRSD's objective, :func:`divopt_rag.experiments.measures.metrics.vrsd_score`)
 and the **Div. Mean** (Eq. 7: mean over queries of the mean pairwise cosine of the selection;
 lower is more diverse), and VRSD's win rates over each baseline setting (Eqs. 8-9 as
-:func:`divopt_rag.experiments.metrics.win_rates` reads them). MMR's lambda is divopt's theta
+:func:`divopt_rag.experiments.measures.metrics.win_rates` reads them). MMR's lambda is divopt's theta
 (1 = relevance only). Table 1 uses all-mpnet-base-v2, Table 3 (ARC) also bge-m3 and
 all-MiniLM-L6-v2: every cell is keyed by the encoder (``encoder=...``), read from ``--model``'s
 name (divopt's default encoder is all-MiniLM-L6-v2, Table 3's third column); the synthetic
@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from divopt_rag.data import load_arc_da, load_openbookqa, load_sciq
-from divopt_rag.experiments.metrics import win_rates
+from divopt_rag.experiments.measures.metrics import win_rates
 
 from .data import DatasetPlan, Prepared, prepare_text, synthetic_analogue, wordnet_analogue
 from .spec import DataNeed, MissingData, Needs, Options, Recipe, ReproduceError, Run

@@ -58,9 +58,11 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from divopt_rag.models import Instance, ccbqp_objective, objective_scale
-from divopt_rag.models.mip_sizing import ModelEstimate, format_bytes, largest_fitting, memory_refusal
+from divopt_rag.models.memory import format_bytes
+from divopt_rag.models.mip_sizing import ModelEstimate, largest_fitting, memory_refusal
 from divopt_rag.models.qcr import CardinalityQP, LiftOperator, QCRBound, qcr_from_dual
-from divopt_rag.models.runner import ModelTooLarge, Stopwatch
+from divopt_rag.models.solve_config import Stopwatch
+from divopt_rag.models.solver_limits import ModelTooLarge
 from divopt_rag.models.validation import check_indices, check_nonnegative, check_scalar
 
 from ..bounds import concave_bound
@@ -72,7 +74,7 @@ from .fixing import reduced_cost_fixing, swap_screening
 from .options import BnBOptions
 from .sdp import dnn_admm
 
-__all__ = ["BnBOutcome", "BnBOptions", "branch_and_bound", "LOG_COLUMNS", "memory_estimate"]
+__all__ = ["BnBOutcome", "branch_and_bound", "LOG_COLUMNS", "memory_estimate"]
 
 #: Columns of the node log (one row per processed node).
 LOG_COLUMNS = ("node", "depth", "free", "ones", "node_bound", "bound", "incumbent", "open", "seconds",
@@ -118,14 +120,15 @@ def memory_estimate(n: int, d: int = 0) -> ModelEstimate:
 
 
 def check_memory(n: int, d: int, budget: tuple[int, str] | None = None) -> None:
-    """Raise :class:`~divopt_rag.models.runner.ModelTooLarge` (one line: the estimate, what is free,
+    """Raise :class:`~divopt_rag.models.solver_limits.ModelTooLarge` (one line: the estimate, what is free,
     what to do instead) when :func:`memory_estimate` does not fit; ``budget`` = (bytes, source)
     overrides the measured free memory."""
     est = memory_estimate(n, d)
     why = memory_refusal(est, budget)
     if why is None:
         return
-    from divopt_rag.models.mip_sizing import MEMORY_HEADROOM, available_memory
+    from divopt_rag.models.mip_sizing import MEMORY_HEADROOM
+    from divopt_rag.models.memory import available_memory
 
     avail = (budget or available_memory())[0]
     fits = largest_fitting(lambda m: memory_estimate(m, d).bytes, MEMORY_HEADROOM * avail)
@@ -530,7 +533,7 @@ def branch_and_bound(
         (:class:`~divopt_rag.models.solve_config.Stopwatch`; default: this call, on
         ``time.perf_counter``), so a caller's own work counts against ``time_limit`` and ``seconds``.
     memory_limit : bytes the search may plan to use (default: the machine's free memory); a pool
-        whose :func:`memory_estimate` exceeds it raises :class:`~divopt_rag.models.runner.ModelTooLarge`
+        whose :func:`memory_estimate` exceeds it raises :class:`~divopt_rag.models.solver_limits.ModelTooLarge`
         before anything is allocated.
     """
     stopwatch = Stopwatch() if stopwatch is None else stopwatch
