@@ -167,7 +167,7 @@ def bench_exact(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--cache-dir", type=OutputPath("a folder", as_path=False),
                    default=os.path.join(os.path.expanduser("~"), ".cache", "divopt", "embeddings"),
-                   help="embedding cache (default ~/.cache/divopt/embeddings)")
+                   help="embedding cache (default: the user's cache folder, ~/.cache/divopt-rag/embeddings on Linux, or DIVOPT_RAG_CACHE_DIR)")
     p.add_argument("--out", type=OUTPUT, default=Path("results/exact"), help="output folder (results.parquet, results.csv)")
     p.add_argument("--log-dir", type=OutputPath("a folder", as_path=False), default=None,
                    help="directory for solver logs (default: none)")
@@ -261,7 +261,7 @@ def certify(p: argparse.ArgumentParser) -> None:
                    help="sentence-transformers model of a text dataset: a local folder or a model in the local "
                         "Hugging Face cache (default: the offline all-MiniLM-L6-v2)")
     p.add_argument("--cache-dir", type=OutputPath("a folder", as_path=False), default=None,
-                   help="embedding cache directory")
+                   help="embedding cache (default: the user's cache folder, ~/.cache/divopt-rag/embeddings on Linux, or DIVOPT_RAG_CACHE_DIR)")
     p.add_argument("--n", type=COUNT, default=20, help="pool size: top-n passages by relevance per query")
     p.add_argument("--k", type=COUNT, default=5, help="selection size")
     add_list(p, "--theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9], help="theta grid")
@@ -380,7 +380,7 @@ def reproduce(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", type=ExistingPath("file"), help="external passage corpus (e.g. DPR psgs_w100.tsv) for the QA pools")
     p.add_argument("--set", action="append", default=[], type=KEY_VALUES, dest="overrides", metavar="NAME=V1,V2",
                    help="replace a grid axis or recipe parameter, e.g. k=25 or theta=0.3,0.7 (repeatable)")
-    p.add_argument("--cache-dir", type=OutputPath("a folder"), help="embedding cache (default ~/.cache/divopt/embeddings)")
+    p.add_argument("--cache-dir", type=OutputPath("a folder"), help="embedding cache (default: the user's cache folder, ~/.cache/divopt-rag/embeddings on Linux, or DIVOPT_RAG_CACHE_DIR)")
     p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--new-grid", action="store_true",
                    help="run another configuration in an output folder that holds one; its config.json and "
