@@ -212,19 +212,20 @@ def bench_quality(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mip-gap", type=Real(0.0), default=1e-7, help="relative MIP gap asked of the exact solver")
     p.add_argument("--cache-dir", type=OutputPath("a folder"), default=Path("results/cache"), help="embedding cache")
     # large pools
-    p.add_argument("--large-n", type=COUNT, default=100_000)
-    p.add_argument("--large-d", type=COUNT, default=384)
+    p.add_argument("--large-n", type=COUNT, default=100_000, help="rows of each synthetic pool of the large part")
+    p.add_argument("--large-d", type=COUNT, default=384, help="embedding dimension of the large and batch parts")
     add_list(p, "--large-k", item=COUNT, default=[10], help="selection sizes of the large part (default 10)")
-    p.add_argument("--large-queries", type=COUNT, default=2)
-    add_list(p, "--large-theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9])
+    p.add_argument("--large-queries", type=COUNT, default=2, help="query vectors (pools) of the large part")
+    add_list(p, "--large-theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9], help="thetas of the large part")
     add_list(p, "--large-methods", item=METHOD, default=None,
              help="methods timed on the large pools (default: every selector that runs on an Instance alone); "
                   "fw = the paper's Algorithm 1, the ratios are to it")
     p.add_argument("--repeats", type=COUNT, default=3, help="timed repeats per large-pool cell (median)")
     # batch
-    p.add_argument("--batch-n", type=COUNT, default=100_000)
-    p.add_argument("--batch-queries", type=COUNT, default=16)
-    add_list(p, "--batch-thetas", item=THETA, default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    p.add_argument("--batch-n", type=COUNT, default=100_000, help="rows of the pool of the batch part")
+    p.add_argument("--batch-queries", type=COUNT, default=16, help="queries solved in one batch")
+    add_list(p, "--batch-thetas", item=THETA, default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+             help="thetas solved in one batch")
     p.add_argument("--threads", type=THREADS, default=1,
                    help="torch intra-op threads (default 1: on a loaded 2-core machine small kernels are 10x slower "
                         "with 2; 0 = torch's choice)")
