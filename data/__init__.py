@@ -6,11 +6,12 @@ registered dataset, keyed by the content it is made from (:func:`dataset_key`); 
 file records a checksum that is verified before use (:mod:`divopt_rag.data.integrity`). Data flows one way: texts -> embeddings E, queries q, labels ->
 divopt_rag.models. This package imports only third-party libraries (never divopt_rag.models/solvers).
 """
+import importlib.metadata
+
 from . import download
 from .dataset import DataFormatError, Dataset
 from .embed import (
     DEFAULT_MODEL_ID,
-    EmbeddingCache,
     embed,
     embed_dataset,
     embed_queries,
@@ -18,6 +19,7 @@ from .embed import (
     model_fingerprint,
     model_revision,
 )
+from .embedding_cache import CACHE_ENV, EmbeddingCache, embedding_cache_dir
 from .hashing import fingerprint, path_digest
 from .integrity import CacheIntegrityError, CacheWarning
 from .chunking import PAPER_CHUNK_WORDS, chunk_texts, chunk_words
@@ -33,7 +35,13 @@ from .rerank import CrossEncoderScorer, cross_encoder_scorer, load_cross_encoder
 from .synthetic import narrow_cone, narrow_cone_npy, synthetic_dataset, synthetic_pools, toy_corpus, toy_dataset
 from .wordnet import DEFAULT_WORDS, find_wordnet_dir, load_wordnet, load_wordnet_glosses
 
+try:  # the installed distribution's version (data imports no other divopt package, so it reads it too)
+    __version__ = importlib.metadata.version("divopt-rag")
+except importlib.metadata.PackageNotFoundError:  # sources on the path without an install
+    __version__ = "0+unknown"
+
 __all__ = [
+    "__version__",
     "load",
     "DATASETS",
     "register_dataset",
@@ -53,6 +61,8 @@ __all__ = [
     "DataFormatError",
     "DEFAULT_MODEL_ID",
     "EmbeddingCache",
+    "embedding_cache_dir",
+    "CACHE_ENV",
     "embed",
     "embed_queries",
     "embed_dataset",

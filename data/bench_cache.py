@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import os
 import platform
 import shutil
@@ -40,8 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from . import embedded as embedded_module
+from . import embedding_cache as cache_module
 from . import hashing
-from .embed import EmbeddingCache, text_keys
+from .embedding_cache import EmbeddingCache, text_keys
 from .embedded import EmbeddedDataset
 from .hashing import RACY_SECONDS, file_digest
 from .atomic import atomic_write
@@ -49,7 +49,6 @@ from .atomic import atomic_write
 __all__ = ["run", "main"]
 
 _CHUNK = 16384
-embed_module = importlib.import_module(f"{__package__}.embed")  # the module (the package's `embed` is the function)
 
 
 def _rows(n: int, d: int, seed: int) -> np.ndarray:
@@ -112,12 +111,12 @@ def _bench_one(rows: list[dict], n: int, d: int, work: Path) -> None:
 @contextlib.contextmanager
 def _unverified():
     """The same loads with the checksum step switched off: what they cost before it."""
-    saved = embedded_module.verify, embed_module.verify
-    embedded_module.verify = embed_module.verify = lambda *args, **kwargs: None
+    saved = embedded_module.verify, cache_module.verify
+    embedded_module.verify = cache_module.verify = lambda *args, **kwargs: None
     try:
         yield
     finally:
-        embedded_module.verify, embed_module.verify = saved
+        embedded_module.verify, cache_module.verify = saved
 
 
 def run(out: str | Path, ns: list[int], d: int = 1024, work_dir: str | None = None):

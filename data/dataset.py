@@ -35,7 +35,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Dataset", "DataFormatError"]
+__all__ = ["Dataset", "DataFormatError", "Judged"]
 
 
 class DataFormatError(ValueError):
@@ -49,8 +49,35 @@ class DataFormatError(ValueError):
         super().__init__(f"{where}:{what} {problem}")
 
 
+class Judged:
+    """What both dataset types (:class:`Dataset`, and the :class:`~divopt_rag.data.EmbeddedDataset`
+    that :func:`~divopt_rag.data.load` returns) answer about their judgments, from ``qrels``
+    (query id -> {passage id: grade}) and ``query_ids``."""
+
+    qrels: Mapping[str, Mapping[str, int]] | None
+    query_ids: list[str]
+
+    def qrels_frame(self):
+        """qrels as a tidy pandas frame (query_id, doc_id, relevance), the ir-measures/ranx shape.
+
+        The id columns are object dtype under pandas 2 and 3 alike (pandas 3 would infer its
+        string dtype, which ``ranx.Qrels.from_df`` refuses); ``relevance`` is int64.
+        """
+        import pandas as pd
+
+        rows = [(q, p, int(g)) for q, judged in (self.qrels or {}).items() for p, g in judged.items()]
+        frame = pd.DataFrame(rows, columns=["query_id", "doc_id", "relevance"])
+        return frame.astype({"query_id": object, "doc_id": object, "relevance": "int64"})
+
+    def relevant(self, query_id: str, min_grade: int = 1) -> dict[str, int]:
+        """Judged passages of ``query_id`` with grade >= ``min_grade`` (KeyError naming an unknown id)."""
+        if str(query_id) not in self.query_ids:
+            raise KeyError(f"unknown query id {query_id!r} in dataset {getattr(self, 'name', '')!r}")
+        return {p: g for p, g in (self.qrels or {}).get(str(query_id), {}).items() if g >= min_grade}
+
+
 @dataclass
-class Dataset:
+class Dataset(Judged):
     """Passages, queries, graded qrels and optional subtopic labels (see module docstring)."""
 
     name: str
@@ -158,11 +185,6 @@ class Dataset:
             return [f"{self.titles[i]}: {self.texts[i]}" if self.titles[i] else self.texts[i] for i in idx]
         return [self.texts[i] for i in idx]
 
-    def relevant(self, query_id: str, min_grade: int = 1) -> dict[str, int]:
-        """Judged passages of ``query_id`` with grade >= ``min_grade``."""
-        self.query_index(query_id)
-        return {p: g for p, g in self.qrels.get(str(query_id), {}).items() if g >= min_grade}
-
     def subtopics_for(self, query_id: str) -> dict[str, str]:
         """Subtopic label of each labelled passage for ``query_id`` (query-specific if present)."""
         self.query_index(query_id)
@@ -218,18 +240,6 @@ class Dataset:
             else {q: [p for p in c if p in kept] for q, c in self.candidates.items()},
             meta={**self.meta, "restricted_from": self.name},
         )
-
-    def qrels_frame(self):
-        """qrels as a tidy pandas frame (query_id, doc_id, relevance), the ir-measures/ranx shape.
-
-        The id columns are object dtype under pandas 2 and 3 alike (pandas 3 would infer its
-        string dtype, which ``ranx.Qrels.from_df`` refuses); ``relevance`` is int64.
-        """
-        import pandas as pd
-
-        rows = [(q, p, int(g)) for q, judged in self.qrels.items() for p, g in judged.items()]
-        frame = pd.DataFrame(rows, columns=["query_id", "doc_id", "relevance"])
-        return frame.astype({"query_id": object, "doc_id": object, "relevance": "int64"})
 
 
 def _check_groups(qid: Any, groups: Any) -> list[list[str]]:

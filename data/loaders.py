@@ -508,18 +508,26 @@ def load_ir_datasets(dataset_id: str, *, keep_unjudged_queries: bool = False) ->
         return record.text if "text" in record._fields else record.default_text()
 
     pids, texts, titles = [], [], []
-    for doc in ds.docs_iter():
-        pids.append(doc.doc_id)
-        texts.append(text(doc))
-        titles.append(getattr(doc, "title", "") or "")
     qrels: dict[str, dict[str, int]] = {}
-    for qrel in ds.qrels_iter():
-        qrels.setdefault(qrel.query_id, {})[qrel.doc_id] = int(qrel.relevance)
     qids, qtexts = [], []
-    for query in ds.queries_iter():
-        if keep_unjudged_queries or query.query_id in qrels:
-            qids.append(query.query_id)
-            qtexts.append(text(query))
+    try:  # the first read downloads the collection into ir_datasets' cache
+        for doc in ds.docs_iter():
+            pids.append(doc.doc_id)
+            texts.append(text(doc))
+            titles.append(getattr(doc, "title", "") or "")
+        for qrel in ds.qrels_iter():
+            qrels.setdefault(qrel.query_id, {})[qrel.doc_id] = int(qrel.relevance)
+        for query in ds.queries_iter():
+            if keep_unjudged_queries or query.query_id in qrels:
+                qids.append(query.query_id)
+                qtexts.append(text(query))
+    except OSError as exc:  # requests' ConnectionError and ir_datasets' own download errors are OSErrors
+        reason = " ".join(str(exc).split())[:160]
+        raise ConnectionError(
+            f"ir_datasets {dataset_id!r}: its files could not be downloaded ({type(exc).__name__}: {reason}); "
+            f"ir_datasets reads them from IR_DATASETS_HOME (default ~/.ir_datasets) once they are there: fetch them "
+            f"where the network reaches their source, or copy that folder here"
+        ) from None
     return _ir_dataset(dataset_id.replace("/", "-"), pids, texts, titles, qids, qtexts, qrels,
                        {"format": "ir_datasets", "id": dataset_id})
 

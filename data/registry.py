@@ -7,15 +7,17 @@ A spec names a registered dataset and its options, as a mapping or as a command-
     load("beir:datasets/scifact", split="dev", embed_cache="~/.cache/divopt/embeddings")
 
 Built in (:data:`DATASETS`): ``synthetic`` (:func:`~divopt_rag.data.synthetic.synthetic_pools`),
-``toy``, ``wordnet`` (ARG: n_words), ``wordnet_glosses``, ``npz`` (ARG: path), and the corpus
-loaders whose ARG is their path: ``beir``, ``rgb``, ``mini_wikipedia`` (alias
+``toy``, ``wordnet`` (ARG: n_words), ``wordnet_glosses``, ``npz`` (ARG: path), ``ir_datasets``
+(ARG: an ir_datasets id such as ``beir/scifact/test``; :func:`~divopt_rag.data.load_ir_datasets`), and
+the corpus loaders whose ARG is their path: ``beir``, ``rgb``, ``mini_wikipedia`` (alias
 ``mini-wikipedia``), ``asqa``, ``qampari``, ``longbench``, ``arc_da``, ``openbookqa``, ``sciq``.
 
 A loader returns an :class:`~divopt_rag.data.EmbeddedDataset`, or a text
 :class:`~divopt_rag.data.Dataset` that ``load`` embeds with :func:`~divopt_rag.data.embed_dataset`,
 taking three options of its own: ``model`` (None: the offline all-MiniLM-L6-v2),
-``embed_cache`` (the embedding cache folder) and ``with_titles`` (prefix passage titles;
-the default is set per dataset). Then E and Q are made unit rows (:func:`unit_rows`).
+``embed_cache`` (the embedding cache folder; None, the default: the user's cache folder or
+``DIVOPT_RAG_CACHE_DIR``, :func:`~divopt_rag.data.embedding_cache.embedding_cache_dir`; False:
+no cache) and ``with_titles`` (prefix passage titles; the default is set per dataset). Then E and Q are made unit rows (:func:`unit_rows`).
 
 Adding a dataset: decorate its loader, ``@register_dataset("name", arg="path", paths=("path",))``,
 in a module that ``divopt_rag/data/__init__.py`` imports (the registration runs on import).
@@ -30,6 +32,7 @@ check (corrupt, truncated, reordered, foreign) is discarded with a
 """
 from __future__ import annotations
 
+import difflib
 import inspect
 import os
 import shutil
@@ -42,7 +45,7 @@ from .embed import embed_dataset, model_fingerprint
 from .embedded import EmbeddedDataset, unit_rows
 from .hashing import fingerprint, path_digest, stable_hash
 from .integrity import CacheIntegrityError, discarded
-from .loaders import load_beir, load_mini_wikipedia, load_npz, load_rgb
+from .loaders import load_beir, load_ir_datasets, load_mini_wikipedia, load_npz, load_rgb
 from .longbench import load_longbench
 from .qa import load_asqa, load_qampari
 from .science_qa import load_arc_da, load_openbookqa, load_sciq
@@ -115,6 +118,13 @@ def _usage() -> str:
     return ", ".join(f"{n}:{e.arg.upper()}" if e.arg else n for n, e in sorted(DATASETS.items()))
 
 
+def _unknown(name: str, spec: Any, tail: str = "") -> ValueError:
+    """The one-line error for an unknown dataset name, with the closest registered name or alias."""
+    close = difflib.get_close_matches(str(name), [*DATASETS, *_ALIASES], n=1, cutoff=0.6)
+    hint = f"did you mean {_ALIASES.get(close[0], close[0])!r}? " if close else ""
+    return ValueError(f"unknown dataset {spec!r}; {hint}expected one of {_usage()}{tail}")
+
+
 def parse_spec(spec: str | Mapping[str, Any]) -> dict[str, Any]:
     """A spec as a mapping with the registered ``name`` first: ``"NAME"``, ``"NAME:ARG"`` or a
     mapping with a ``name`` key. ValueError for an unknown name."""
@@ -123,8 +133,11 @@ def parse_spec(spec: str | Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"name": _ALIASES.get(name, name)}
         entry = DATASETS.get(out["name"])
         if sep:
-            if entry is None or entry.arg is None:
-                raise ValueError(f"unknown dataset {spec!r}; expected one of {_usage()}")
+            if entry is None:
+                raise _unknown(name, spec)
+            if entry.arg is None:
+                raise ValueError(f"dataset {out['name']!r} takes no argument after ':', got {spec!r}; "
+                                 f"expected one of {_usage()}")
             try:
                 out[entry.arg] = entry.arg_type(value)
             except ValueError:
@@ -134,7 +147,7 @@ def parse_spec(spec: str | Mapping[str, Any]) -> dict[str, Any]:
     else:
         raise ValueError(f"a dataset spec is a name, 'NAME:ARG' or a mapping with a 'name', got {spec!r}")
     if out["name"] not in DATASETS:
-        raise ValueError(f"unknown dataset {out['name']!r}; expected one of {_usage()} (or register_dataset)")
+        raise _unknown(out["name"], out["name"], " (or register_dataset)")
     return out
 
 
@@ -345,6 +358,8 @@ register_dataset("toy", pure=True)(toy_dataset)
 register_dataset("wordnet", arg="n_words", arg_type=int)(load_wordnet)  # keyed by its output: it reads the
 register_dataset("wordnet_glosses")(load_wordnet_glosses)              # system WordNet when no folder is named
 register_dataset("beir", arg="path", with_titles=True, paths=("path",))(load_beir)
+# keyed by its output (the collection as ir_datasets reads it from its cache, downloaded on first use)
+register_dataset("ir_datasets", arg="dataset_id", with_titles=True, aliases=("ir-datasets",))(load_ir_datasets)
 register_dataset("rgb", arg="path", paths=("path",))(load_rgb)
 register_dataset("mini_wikipedia", arg="path", aliases=("mini-wikipedia", "miniwiki"), paths=("path",))(_mini_wikipedia)
 register_dataset("asqa", arg="path", paths=("path",))(load_asqa)

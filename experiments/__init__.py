@@ -12,3 +12,6 @@
 * :mod:`~divopt_rag.experiments.rag`: the LLM pipeline (answers, generation, DF-RAG, evaluators);
 * ``notebooks/``: notebooks that read result files only.
 """
+from divopt_rag.models import __version__
+
+__all__ = ["__version__"]

@@ -14,6 +14,7 @@ Each fetches candidates with their vectors and calls :func:`select_candidates`, 
 method of :data:`divopt_rag.solvers.METHODS`. The stack-specific modules are imported on demand so
 this package needs neither stack.
 """
+from divopt_rag.models import __version__
 from .candidates import METADATA_KEYS, Picks, check_method_params, select_candidates
 
-__all__ = ["Picks", "select_candidates", "check_method_params", "METADATA_KEYS"]
+__all__ = ["__version__", "Picks", "select_candidates", "check_method_params", "METADATA_KEYS"]

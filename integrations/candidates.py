@@ -13,22 +13,24 @@ approximates it in its own way, see :data:`divopt_rag.solvers.METHODS`). ``theta
 
 Vectors are normalized here, whatever the store's metric, so inner-product, cosine and L2
 stores give the same picks for the same vectors.
+
+Importing this module (and the adapters) imports neither torch nor divopt's solvers: they load
+when an adapter is built (its method and parameters are checked against the registry of
+:mod:`divopt_rag.solvers`) or first selects, so an application that imports an adapter starts
+without paying for torch.
 """
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
-from divopt_rag.models import Instance
-from divopt_rag.models.validation import check_choice, check_scalar, check_theta
-from divopt_rag.solvers import DEFAULT_METHOD, METHODS, select
-from divopt_rag.solvers.selection import parameters
-
-__all__ = ["Picks", "select_candidates", "check_method_params", "check_argument_names", "pick_metadata", "ORDERS",
+__all__ = ["Picks", "select_candidates", "check_method_params", "check_argument_names", "check_trade_off", "pick_metadata",
+           "user_stacklevel", "trade_off_hints", "TRADE_OFF_ALIASES", "ORDERS",
            "METADATA_KEYS"]
 
 #: How chosen items are listed: as the method returns them, or by decreasing relevance.
@@ -75,6 +77,37 @@ def pick_metadata(picks: Picks, rank: int, row: int) -> dict[str, Any]:
     }
 
 
+#: Each stack's own name for ``theta`` (each, like ``theta``, 1 = pure relevance in its own MMR):
+#: LangChain's ``max_marginal_relevance_search(lambda_mult=)``, LlamaIndex's MMR query mode
+#: (``vector_store_kwargs={"mmr_threshold": ...}``), Haystack's diversity ranker
+#: (``lambda_threshold``). The one aliasing rule (docs/howto/integrations.md): an adapter accepts its
+#: own stack's name with the meaning that stack's own MMR gives it, and refuses the other stacks'
+#: names with a hint naming ``theta``.
+TRADE_OFF_ALIASES = {"langchain": "lambda_mult", "llamaindex": "mmr_threshold", "haystack": "lambda_threshold"}
+_STACK_NAMES = {"langchain": "LangChain", "llamaindex": "LlamaIndex", "haystack": "Haystack"}
+
+
+def trade_off_hints(stack: str) -> dict[str, str]:
+    """The hints an adapter of ``stack`` gives for the other stacks' names of ``theta``."""
+    own = f"{_STACK_NAMES[stack]}'s {TRADE_OFF_ALIASES[stack]}="
+    return {name: f"that is {_STACK_NAMES[other]}'s name; write theta= (or {own}): the same number, 1 = pure relevance"
+            for other, name in TRADE_OFF_ALIASES.items() if other != stack}
+
+
+#: modules whose frames a warning skips to point at the user's line (the stacks and divopt's adapters)
+_FRAMEWORKS = ("pydantic", "langchain_core", "llama_index", "haystack", "divopt_rag.integrations",
+               "haystack_integrations.components.rankers.divopt")
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for a warning raised by the caller of this function that names the first
+    line outside the RAG stacks and these adapters (the user's), however deep their validators run."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and (frame.f_globals.get("__name__") or "").startswith(_FRAMEWORKS):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def check_argument_names(
     given: Iterable[str], accepted: Iterable[str], owner: str, hints: Mapping[str, str] | None = None
 ) -> None:
@@ -94,13 +127,27 @@ def check_argument_names(
         raise ValueError(f"{owner} got an unknown argument {name!r}; {hint}")
 
 
-def check_method_params(method: str, params: Mapping[str, Any]) -> None:
+def check_method_params(method: str | None, params: Mapping[str, Any]) -> str:
     """``method`` must name a fast selector and ``params`` fit its declaration: the validator
     :func:`~divopt_rag.solvers.select` runs (:data:`~divopt_rag.solvers.selection.METHOD_PARAMS`),
     called when an adapter is built, so a typo or a bad value fails at construction, not at the
-    first query, with the same one-line message."""
+    first query, with the same one-line message. Returns the method's name (None:
+    :data:`~divopt_rag.solvers.DEFAULT_METHOD`)."""
+    from divopt_rag.models.validation import check_choice  # torch and the registry: when an adapter is built
+    from divopt_rag.solvers import DEFAULT_METHOD, METHODS
+    from divopt_rag.solvers.selection import parameters
+
+    method = DEFAULT_METHOD if method is None else method
     check_choice(method, "method", METHODS)
     parameters(method).validate(params)
+    return method
+
+
+def check_trade_off(theta: Any) -> float:
+    """``theta`` in [0, 1] (the validator every entry point runs), as a float."""
+    from divopt_rag.models.validation import check_theta
+
+    return check_theta(theta)
 
 
 def select_candidates(
@@ -108,7 +155,7 @@ def select_candidates(
     embeddings: Any,
     k: int,
     theta: float,
-    method: str = DEFAULT_METHOD,
+    method: str | None = None,
     order: Literal["selection", "relevance"] = "selection",
     **params: Any,
 ) -> Picks:
@@ -120,7 +167,8 @@ def select_candidates(
     embeddings : (n, d) array-like, one candidate per row, any nonzero norms; n may be 0.
     k : number to choose (fewer when there are fewer candidates, as in LangChain).
     theta : relevance-diversity trade-off in [0, 1], 1 = pure relevance.
-    method : any name in :data:`divopt_rag.solvers.METHODS` (default: ``DEFAULT_METHOD``).
+    method : any name in :data:`divopt_rag.solvers.METHODS` (None, the default:
+        :data:`~divopt_rag.solvers.DEFAULT_METHOD`).
     order : "selection" (as ``select`` returns them) or "relevance" (decreasing cosine).
     **params : the method's own parameters, passed to :func:`divopt_rag.solvers.select`.
 
@@ -129,9 +177,13 @@ def select_candidates(
     ValueError / TypeError naming the argument: a zero or non-finite vector, a dimension
     mismatch, ``theta`` outside [0, 1], an unknown method or parameter.
     """
-    theta = check_theta(theta)
+    from divopt_rag.models import Instance
+    from divopt_rag.models.validation import check_choice, check_scalar
+    from divopt_rag.solvers import select
+
+    theta = check_trade_off(theta)
     check_choice(order, "order", ORDERS)
-    check_method_params(method, params)
+    method = check_method_params(method, params)
     k = check_scalar(k, "k", int)
     q = np.asarray(query_embedding, dtype=np.float64)
     if q.ndim == 2 and q.shape[0] == 1:  # LangChain passes (1, d) as well as (d,)

@@ -13,7 +13,8 @@ chains (``retriever | format_docs | prompt | llm``) work as with ``store.as_retr
 Coming from ``store.as_retriever(search_type="mmr", search_kwargs={"k": 5, "fetch_k": 50,
 "lambda_mult": 0.3})``: write ``DivoptRetriever(vectorstore=store, k=5, fetch_k=50,
 lambda_mult=0.3, method="mmr")`` for the same documents, and change ``method`` for another
-selector. ``lambda_mult`` is accepted as the name of ``theta`` (1 = pure relevance).
+selector. ``lambda_mult`` is accepted as the name of ``theta`` (1 = pure relevance), with the
+meaning the store's own MMR gives it (Qdrant's below).
 
 Each returned document is a copy whose metadata keeps every key of the stored document and adds
 divopt's own: ``divopt_score`` (cosine similarity to the query), ``divopt_rank``,
@@ -52,8 +53,13 @@ passed on), falling back to ``similarity_search`` for stores that do not impleme
 store's order: langchain-chroma lists its MMR picks in the order its search returned them, so for
 a Chroma store the default ``order="auto"`` is ``"fetch"`` (``"selection"`` keeps pick order).
 Qdrant runs its own MMR on the server; ``method="mmr"`` picks what it picks, in its order, with
-Qdrant's ``diversity = 1 - theta`` (langchain-qdrant passes ``lambda_mult`` as Qdrant's
-``diversity``, so its ``lambda_mult`` is ``1 - theta`` here). Precomputed candidates (documents
+Qdrant's ``diversity = 1 - theta``. langchain-qdrant's ``QdrantVectorStore`` passes its
+``lambda_mult`` to Qdrant *as that diversity* (0 = pure relevance: the reverse of LangChain's
+meaning), so over such a store ``DivoptRetriever(lambda_mult=x)`` reads ``x`` as the store does,
+``theta = 1 - x``, and picks what ``store.max_marginal_relevance_search(lambda_mult=x)`` picks; a
+:class:`LambdaMultWarning` says so (write ``theta=`` to say it without one). This is the aliasing
+rule of every adapter (docs/howto/integrations.md): a stack's own name for the trade-off means
+what that stack's own MMR makes of it. Precomputed candidates (documents
 with their vectors, no store) are given as ``documents=`` and ``document_embeddings=``; the
 ``fetch_k`` most similar of them are the candidates.
 
@@ -83,16 +89,27 @@ from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
-from divopt_rag.models.validation import check_theta
-from divopt_rag.solvers import DEFAULT_METHOD
+from .candidates import (
+    Picks,
+    check_argument_names,
+    check_method_params,
+    check_trade_off,
+    pick_metadata,
+    select_candidates,
+    trade_off_hints,
+    user_stacklevel,
+)
 
-from .candidates import Picks, check_argument_names, check_method_params, pick_metadata, select_candidates
-
-__all__ = ["DivoptRetriever", "ReembeddingWarning", "maximal_marginal_relevance", "select_documents"]
+__all__ = ["DivoptRetriever", "ReembeddingWarning", "LambdaMultWarning", "maximal_marginal_relevance",
+           "select_documents"]
 
 
 class ReembeddingWarning(UserWarning):
     """A retriever embeds its candidates again on every query because it cannot read the store's vectors."""
+
+
+class LambdaMultWarning(UserWarning):
+    """``lambda_mult`` was read as the store's own MMR reads it, which is not LangChain's meaning."""
 
 
 def maximal_marginal_relevance(
@@ -124,7 +141,7 @@ def select_documents(
     embeddings: Any,
     k: int = 4,
     theta: float = 0.5,
-    method: str = DEFAULT_METHOD,
+    method: str | None = None,
     order: Literal["selection", "relevance"] = "selection",
     **params: Any,
 ) -> list[Document]:
@@ -167,6 +184,35 @@ def _store_kind(store: VectorStore | None) -> str | None:
         if kind is not None:
             return kind
     return None
+
+
+#: Stores whose own ``max_marginal_relevance_search`` hands ``lambda_mult`` to the server as the
+#: weight of diversity (Qdrant's ``Mmr(diversity=lambda_mult)``: 0 = pure relevance), the reverse of
+#: LangChain's meaning. The older ``langchain_qdrant.Qdrant`` runs LangChain's MMR and is not here.
+_INVERTED_LAMBDA_MULT = ("langchain_qdrant.qdrant.QdrantVectorStore",)
+
+
+def _inverts_lambda_mult(store: Any) -> bool:
+    return store is not None and any(f"{c.__module__}.{c.__qualname__}" in _INVERTED_LAMBDA_MULT
+                                     for c in type(store).__mro__)
+
+
+def _theta_of_lambda_mult(lambda_mult: Any, store: Any) -> float:
+    """``theta`` for a ``lambda_mult`` with the meaning the store's own MMR gives it (the aliasing
+    rule of docs/howto/integrations.md): ``theta = lambda_mult``, or ``1 - lambda_mult`` for a
+    store that passes it on as diversity, said once in a :class:`LambdaMultWarning`."""
+    value = check_trade_off(lambda_mult)
+    if not _inverts_lambda_mult(store):
+        return value
+    theta = 1.0 - value
+    warnings.warn(
+        f"{type(store).__name__}.max_marginal_relevance_search passes lambda_mult to Qdrant as its diversity "
+        f"(0 = pure relevance, the reverse of LangChain's lambda_mult), so DivoptRetriever reads "
+        f"lambda_mult={value:g} as that store does: theta={theta:g} (1 = pure relevance), the documents the store's "
+        f"own MMR returns; write theta={theta:g} to say so without this warning",
+        LambdaMultWarning, stacklevel=user_stacklevel(),
+    )
+    return theta
 
 
 def _ids(docs: list[Document], store: VectorStore) -> list[str]:
@@ -248,9 +294,12 @@ class DivoptRetriever(BaseRetriever):
     embedding : the model that embeds the query (default: ``vectorstore.embeddings``).
     k : documents returned; fewer when fewer candidates exist.
     fetch_k : candidates fetched per query (>= k).
-    method : any name in :data:`~divopt_rag.solvers.METHODS` (default ``DEFAULT_METHOD``).
+    method : any name in :data:`~divopt_rag.solvers.METHODS` (None, the default:
+        :data:`~divopt_rag.solvers.DEFAULT_METHOD`; the attribute holds the name once built).
     theta : relevance-diversity trade-off in [0, 1], 1 = pure relevance. LangChain's
-        ``lambda_mult`` is the same number and is accepted in its place (not both).
+        ``lambda_mult`` is accepted in its place (not both), meaning what the store's own MMR
+        makes of it: the same number, or ``1 - theta`` over langchain-qdrant's
+        ``QdrantVectorStore`` (module doc).
     method_params : the method's own parameters (checked when the retriever is built).
     search_kwargs : passed to the store's search (e.g. ``filter``); ``k``, ``fetch_k`` and
         ``lambda_mult`` are the retriever's own arguments and are refused here.
@@ -274,7 +323,7 @@ class DivoptRetriever(BaseRetriever):
     embedding: Embeddings | None = None
     k: int = Field(4, ge=1)
     fetch_k: int = Field(20, ge=1)
-    method: str = DEFAULT_METHOD
+    method: str | None = None
     theta: float = 0.5
     method_params: dict[str, Any] = Field(default_factory=dict)
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -292,7 +341,7 @@ class DivoptRetriever(BaseRetriever):
             if "theta" in data:
                 raise ValueError("give theta or lambda_mult, not both (lambda_mult is LangChain's name for theta)")
             data = {**data}
-            data["theta"] = data.pop("lambda_mult")
+            data["theta"] = _theta_of_lambda_mult(data.pop("lambda_mult"), data.get("vectorstore"))
         check_argument_names(data, cls.model_fields, "DivoptRetriever", _HINTS)
         for key in ("k", "fetch_k", "lambda_mult"):
             if key in (data.get("search_kwargs") or {}):
@@ -316,9 +365,9 @@ class DivoptRetriever(BaseRetriever):
             self.document_embeddings = E
         if self.fetch_k < self.k:
             raise ValueError(f"fetch_k must be >= k = {self.k}, got fetch_k = {self.fetch_k}")
-        self.theta = check_theta(self.theta)
+        self.theta = check_trade_off(self.theta)
         try:
-            check_method_params(self.method, self.method_params)
+            self.method = check_method_params(self.method, self.method_params)
         except TypeError as exc:  # pydantic reports ValueErrors as a ValidationError naming the model
             raise ValueError(str(exc)) from None
         if self.vectors == "store" and self.vectorstore is not None and not self._store_has_vectors():
@@ -332,8 +381,9 @@ class DivoptRetriever(BaseRetriever):
 
     @property
     def lambda_mult(self) -> float:
-        """LangChain's name for ``theta``."""
-        return self.theta
+        """The ``lambda_mult`` the store's own MMR takes for the same trade-off: ``theta``, or
+        ``1 - theta`` for langchain-qdrant's ``QdrantVectorStore`` (module doc)."""
+        return 1.0 - self.theta if _inverts_lambda_mult(self.vectorstore) else self.theta
 
     # --- where vectors come from (override candidate_vectors for other stores) ------------------
     def _query_model(self) -> Embeddings | None:
@@ -355,7 +405,7 @@ class DivoptRetriever(BaseRetriever):
                 f"query embeds its fetch_k = {self.fetch_k} candidates again ({self.fetch_k} embed_documents "
                 "texts per query); subclass DivoptRetriever and override stored_vectors(docs) to read them from the "
                 "store, or pass vectors='reembed' to accept the cost without this warning",
-                ReembeddingWarning, stacklevel=5,
+                ReembeddingWarning, stacklevel=user_stacklevel(),
             )
         return False
 
@@ -458,6 +508,7 @@ class DivoptRetriever(BaseRetriever):
 
 # names users bring from LangChain's own retrievers, and what to write instead
 _HINTS = {
+    **trade_off_hints("langchain"),
     "search_type": "DivoptRetriever always selects with method= (e.g. method='mmr' is LangChain's search_type='mmr')",
     "top_k": "the number of documents returned is k=",
     "top_n": "the number of documents returned is k=",

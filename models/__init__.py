@@ -9,6 +9,7 @@ runner need Pyomo, the fast selectors do not, so ``import divopt_rag.solvers`` w
 without Pyomo (e.g. a GPU box with torch only).
 """
 import importlib
+import importlib.metadata
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what static tools see; at run time each name is imported when first asked for
@@ -34,7 +35,13 @@ _HOMES = {
     "exact_hit": "ccbqp",
 }
 
+try:  # the installed distribution's version (pyproject.toml's), shared by every subpackage
+    __version__ = importlib.metadata.version("divopt-rag")
+except importlib.metadata.PackageNotFoundError:  # sources on the path without an install
+    __version__ = "0+unknown"
+
 __all__ = [
+    "__version__",
     "Instance",
     "ccbqp_objective",
     "relaxed_objective",

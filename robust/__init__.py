@@ -11,6 +11,7 @@
 * :mod:`~divopt_rag.robust.cutting_planes`: scenario generation for the k-sparse set, with a log;
 * :mod:`~divopt_rag.robust.records`: sweep-ready record functions and :data:`ROBUST_MODELS`.
 """
+from divopt_rag.models import __version__
 from .cutting_planes import CuttingPlaneOptions, CuttingPlaneResult, cutting_plane_ksparse
 from .models import (
     RobustModelInfo,
@@ -28,6 +29,7 @@ from .records import MODEL_PARAMETERS, ROBUST_MODELS, evaluate_selection
 from .sets import KSparse, NormBall, make_set, protect_top
 
 __all__ = [
+    "__version__",
     "NormBall", "KSparse", "make_set", "protect_top",
     "QUERY_SIMILARITIES", "WorstCaseRelevance", "worst_case_relevance", "similarity_upper_bounds",
     "worst_case_average_similarity", "average_similarity",

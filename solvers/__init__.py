@@ -8,12 +8,13 @@ on first use (they need Pyomo; the fast selectors do not), so ``import divopt_ra
 """
 import importlib
 
+from divopt_rag.models import __version__
 from .selection import (DEFAULT_METHOD, METHOD_NEEDS, METHOD_PARAMS, METHODS, Selection, get_selector, instance_methods,
                         register, select, unregister)
 from . import cross_encoder_baselines, dartboard, dartboard_ce, dpp, frank_wolfe, greedy  # noqa: F401  (register the selectors)
 from . import lazy_mmr, local_search, multistart, ws_multistart  # noqa: F401  (registers "mmr_lazy", "fw_ls", "fw_ms", "fw_ws_ms", "<greedy>_ls")
 
-__all__ = ["METHODS", "METHOD_NEEDS", "METHOD_PARAMS", "instance_methods", "DEFAULT_METHOD", "Selection", "select",
+__all__ = ["__version__", "METHODS", "METHOD_NEEDS", "METHOD_PARAMS", "instance_methods", "DEFAULT_METHOD", "Selection", "select",
            "register", "unregister", "get_selector", "Result", "solve", "solve_exact", "available_solvers"]
 
 #: The exact solve's names (each from its home; they need Pyomo, so they load on first use).

@@ -10,6 +10,13 @@ settings.register_profile("divopt", deadline=None, suppress_health_check=[Health
 settings.load_profile("divopt")
 
 
+@pytest.fixture(autouse=True)
+def _embedding_cache_per_test(tmp_path_factory, monkeypatch):
+    """Each test's default embedding cache is a fresh folder of its own (DIVOPT_RAG_CACHE_DIR), so
+    no test reads another's vectors and the suite writes nothing into the user's cache folder."""
+    monkeypatch.setenv("DIVOPT_RAG_CACHE_DIR", str(tmp_path_factory.mktemp("divopt-cache")))
+
+
 @pytest.fixture
 def small_instances():
     """(E, q) pairs: random and planted-duplicate pools, float64."""

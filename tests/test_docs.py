@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,19 +80,27 @@ def test_default_method_is_named_the_same_everywhere():
     from divopt_rag.integrations import select_candidates
     from divopt_rag.solvers import DEFAULT_METHOD, METHODS
 
-    assert inspect.signature(select_candidates).parameters["method"].default == DEFAULT_METHOD
-    for module, cls in [("langchain", "DivoptRetriever"), ("llamaindex", "DivoptPostprocessor")]:
-        try:
-            adapter = getattr(importlib.import_module(f"divopt_rag.integrations.{module}"), cls)
-        except ImportError:
-            continue
-        assert adapter.model_fields["method"].default == DEFAULT_METHOD
+    # the adapters take method=None for the default (so that importing them loads no solver) and
+    # hold its name once built
+    E, q = np.eye(4), np.ones(4)
+    assert inspect.signature(select_candidates).parameters["method"].default is None
+    assert select_candidates(q, E, 2, 0.5).method == DEFAULT_METHOD
+    built = []
     try:
-        from haystack_integrations.components.rankers.divopt.ranker import DivoptRanker
+        from divopt_rag.integrations.langchain import DivoptRetriever
+        from langchain_core.documents import Document
+        from helpers.langchain_fakes import HashEmbedding
     except ImportError:
         pass
     else:
-        assert inspect.signature(DivoptRanker.__init__).parameters["method"].default == DEFAULT_METHOD
+        built.append(DivoptRetriever(documents=[Document(page_content=str(i)) for i in range(4)],
+                                     document_embeddings=E, embedding=HashEmbedding()))
+    for module, cls in [("llamaindex", "DivoptPostprocessor"), ("haystack", "DivoptRanker")]:
+        try:
+            built.append(getattr(importlib.import_module(f"divopt_rag.integrations.{module}"), cls)())
+        except ImportError:
+            continue
+    assert built and all(adapter.method == DEFAULT_METHOD for adapter in built)
 
     q = r"[`'\"*]+"
     claims = [
@@ -114,3 +123,34 @@ def test_default_method_is_named_the_same_everywhere():
                 if m["m"] in METHODS and m["m"] != DEFAULT_METHOD:
                     wrong.append(f"{path.relative_to(ROOT)}: ...{flat[max(0, m.start() - 40):m.end() + 10]}...")
     assert not wrong, f"pages naming a default other than {DEFAULT_METHOD!r}:\n" + "\n".join(wrong)
+
+
+def _namespace_hook():
+    if MISSING:
+        pytest.skip(f"docs tools not installed ({', '.join(MISSING)})")
+    spec = importlib.util.spec_from_file_location("divopt_namespace_hook", ROOT / "docs" / "hooks" / "divopt_namespace.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    return hook
+
+
+def test_a_copy_of_docs_and_mkdocs_yml_finds_the_installed_package(tmp_path):
+    """Built from a copy of docs/ and mkdocs.yml (no pyproject.toml beside it), the API pages'
+    packages come from the installed divopt-rag: the folders the repository's mapping names."""
+    hook = _namespace_hook()
+    from_repo = hook._mapping(ROOT, ROOT / "docs")
+    from_copy = hook._mapping(tmp_path, ROOT / "docs")
+    assert from_copy and set(from_copy) <= set(from_repo)
+    assert {n: p.resolve() for n, p in from_copy.items()} == {n: from_repo[n].resolve() for n in from_copy}
+
+
+def test_with_neither_sources_nor_an_install_the_build_says_what_is_missing(tmp_path, monkeypatch):
+    hook = _namespace_hook()
+    from mkdocs.exceptions import PluginError
+
+    monkeypatch.setattr(hook, "find_spec", lambda name: None)
+    with pytest.raises(PluginError) as err:
+        hook._mapping(tmp_path, ROOT / "docs")
+    message = str(err.value)
+    assert "\n" not in message and "no pyproject.toml beside" in message and "pip install divopt-rag" in message
+    assert "divopt_rag.models" in message

@@ -167,7 +167,7 @@ def bench_exact(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--cache-dir", type=OutputPath("a folder", as_path=False),
                    default=os.path.join(os.path.expanduser("~"), ".cache", "divopt", "embeddings"),
-                   help="embedding cache (default ~/.cache/divopt/embeddings)")
+                   help="embedding cache (default: the user's cache folder, ~/.cache/divopt-rag/embeddings on Linux, or DIVOPT_RAG_CACHE_DIR)")
     p.add_argument("--out", type=OUTPUT, default=Path("results/exact"), help="output folder (results.parquet, results.csv)")
     p.add_argument("--log-dir", type=OutputPath("a folder", as_path=False), default=None,
                    help="directory for solver logs (default: none)")
@@ -212,19 +212,20 @@ def bench_quality(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mip-gap", type=Real(0.0), default=1e-7, help="relative MIP gap asked of the exact solver")
     p.add_argument("--cache-dir", type=OutputPath("a folder"), default=Path("results/cache"), help="embedding cache")
     # large pools
-    p.add_argument("--large-n", type=COUNT, default=100_000)
-    p.add_argument("--large-d", type=COUNT, default=384)
+    p.add_argument("--large-n", type=COUNT, default=100_000, help="rows of each synthetic pool of the large part")
+    p.add_argument("--large-d", type=COUNT, default=384, help="embedding dimension of the large and batch parts")
     add_list(p, "--large-k", item=COUNT, default=[10], help="selection sizes of the large part (default 10)")
-    p.add_argument("--large-queries", type=COUNT, default=2)
-    add_list(p, "--large-theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9])
+    p.add_argument("--large-queries", type=COUNT, default=2, help="query vectors (pools) of the large part")
+    add_list(p, "--large-theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9], help="thetas of the large part")
     add_list(p, "--large-methods", item=METHOD, default=None,
              help="methods timed on the large pools (default: every selector that runs on an Instance alone); "
                   "fw = the paper's Algorithm 1, the ratios are to it")
     p.add_argument("--repeats", type=COUNT, default=3, help="timed repeats per large-pool cell (median)")
     # batch
-    p.add_argument("--batch-n", type=COUNT, default=100_000)
-    p.add_argument("--batch-queries", type=COUNT, default=16)
-    add_list(p, "--batch-thetas", item=THETA, default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    p.add_argument("--batch-n", type=COUNT, default=100_000, help="rows of the pool of the batch part")
+    p.add_argument("--batch-queries", type=COUNT, default=16, help="queries solved in one batch")
+    add_list(p, "--batch-thetas", item=THETA, default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+             help="thetas solved in one batch")
     p.add_argument("--threads", type=THREADS, default=1,
                    help="torch intra-op threads (default 1: on a loaded 2-core machine small kernels are 10x slower "
                         "with 2; 0 = torch's choice)")
@@ -261,7 +262,7 @@ def certify(p: argparse.ArgumentParser) -> None:
                    help="sentence-transformers model of a text dataset: a local folder or a model in the local "
                         "Hugging Face cache (default: the offline all-MiniLM-L6-v2)")
     p.add_argument("--cache-dir", type=OutputPath("a folder", as_path=False), default=None,
-                   help="embedding cache directory")
+                   help="embedding cache (default: the user's cache folder, ~/.cache/divopt-rag/embeddings on Linux, or DIVOPT_RAG_CACHE_DIR)")
     p.add_argument("--n", type=COUNT, default=20, help="pool size: top-n passages by relevance per query")
     p.add_argument("--k", type=COUNT, default=5, help="selection size")
     add_list(p, "--theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9], help="theta grid")
@@ -380,7 +381,7 @@ def reproduce(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", type=ExistingPath("file"), help="external passage corpus (e.g. DPR psgs_w100.tsv) for the QA pools")
     p.add_argument("--set", action="append", default=[], type=KEY_VALUES, dest="overrides", metavar="NAME=V1,V2",
                    help="replace a grid axis or recipe parameter, e.g. k=25 or theta=0.3,0.7 (repeatable)")
-    p.add_argument("--cache-dir", type=OutputPath("a folder"), help="embedding cache (default ~/.cache/divopt/embeddings)")
+    p.add_argument("--cache-dir", type=OutputPath("a folder"), help="embedding cache (default: the user's cache folder, ~/.cache/divopt-rag/embeddings on Linux, or DIVOPT_RAG_CACHE_DIR)")
     p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--new-grid", action="store_true",
                    help="run another configuration in an output folder that holds one; its config.json and "

@@ -73,9 +73,36 @@ __all__ = [
 _ARGUMENT_PREFIX = re.compile(r"^argument ([^:]+): ")
 
 
+def shown_default(value: object) -> str:
+    """A default as ``--help`` shows it: lists space-separated as they are typed, None as "none"."""
+    if value is None:
+        return "none"
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value) or "none"
+    return str(value)
+
+
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Every flag's help ends with its default, unless its text already says it (issue 49): a
+    required flag, a positional or an on/off switch shows none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" in text.lower() or not action.option_strings or action.required
+                or action.default is argparse.SUPPRESS or action.nargs == 0):
+            return text
+        shown = shown_default(action.default).replace("%", "%%")
+        return f"{text} (default: {shown})" if text else f"default: {shown}"
+
+
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are ONE line on stderr (argparse prints the whole usage
-    block): ``PROG: --flag: message (see PROG --help)``, exit code 2."""
+    block): ``PROG: --flag: message (see PROG --help)``, exit code 2; its ``--help`` shows every
+    flag's default (:class:`DefaultsFormatter`)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         # argparse says "argument --k/-k: ..."; name the flag as the user typed it

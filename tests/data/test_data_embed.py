@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from divopt_rag.data import EmbeddingCache, embed, embed_queries, load_model
-from divopt_rag.data.embed import text_keys
+from divopt_rag.data.embedding_cache import text_keys
 
 
 class CountingEncoder:

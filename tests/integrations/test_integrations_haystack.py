@@ -238,7 +238,10 @@ def test_bad_configuration_is_one_clear_error(documents):
         ({"theta": 1.5}, ValueError, r"theta must lie in \[0, 1\]"),
         ({"top_k": 0}, ValueError, "top_k"),
         ({"method": "mmr", "method_params": {"max_iter": 3}}, TypeError, "mmr has no parameter 'max_iter'"),
-        ({"embeddings": "model"}, ValueError, "needs model="),
+        ({"embeddings": "model", "model": None}, ValueError, "needs model="),
+        ({"lambda_mult": 0.3}, ValueError, "unknown argument 'lambda_mult'; that is LangChain's name; write theta="),
+        ({"mmr_threshold": 0.3}, ValueError, "unknown argument 'mmr_threshold'; that is LlamaIndex's name"),
+        ({"top_kk": 3}, ValueError, "did you mean 'top_k'"),
         ({"order": "random"}, ValueError, "order"),
         ({"strategy": "fastest"}, ValueError, "strategy"),
         ({"strategy": "maximum_margin_relevance", "method": "fw"}, ValueError, "give method= or strategy=, not both"),
@@ -249,5 +252,5 @@ def test_bad_configuration_is_one_clear_error(documents):
         with pytest.raises(exc, match=msg):
             DivoptRanker(**kwargs)
     with pytest.raises(ValueError, match="pass model="):
-        DivoptRanker().run(query="x", documents=documents)
+        DivoptRanker(model=None).run(query="x", documents=documents)
     assert DivoptRanker().run(query="x", documents=[]) == {"documents": []}

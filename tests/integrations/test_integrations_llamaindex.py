@@ -50,7 +50,7 @@ def nodes_with_embeddings(seed=0, fetch_k=20, with_vectors=True):
 @pytest.mark.parametrize("theta", [0.3, 0.8])
 def test_postprocessor_picks_equal_select_on_the_same_vectors(method, theta):
     nodes, E, cos = nodes_with_embeddings()
-    post = DivoptPostprocessor(top_n=5, theta=theta, method=method)
+    post = DivoptPostprocessor(top_n=5, theta=theta, method=method, order="selection")
     out = post.postprocess_nodes(nodes, query_bundle=QueryBundle(QUERY, embedding=hash_embed(QUERY)))
     want = select(Instance(E, hash_embed(QUERY), k=5, theta=theta, normalize=True), method).indices
     assert [n.node.node_id for n in out] == [nodes[i].node.node_id for i in want]
@@ -68,7 +68,7 @@ def test_postprocessor_mmr_equals_langchain_mmr(theta):
     lc = pytest.importorskip("langchain_core.vectorstores.utils")
     nodes, E, _ = nodes_with_embeddings(seed=2, fetch_k=25)
     q = np.asarray(hash_embed(QUERY))
-    out = DivoptPostprocessor(top_n=6, theta=theta, method="mmr").postprocess_nodes(
+    out = DivoptPostprocessor(top_n=6, theta=theta, method="mmr", order="selection").postprocess_nodes(
         nodes, query_bundle=QueryBundle(QUERY, embedding=q.tolist()))
     assert [n.node.node_id for n in out] == [nodes[i].node.node_id for i in lc.maximal_marginal_relevance(q, list(E), theta, 6)]
 
@@ -98,7 +98,7 @@ def test_in_a_vector_store_index_pipeline():
     E = np.asarray([hash_embed(texts[int(i[1:])]) for i in ids])
     want = select(Instance(E, hash_embed(QUERY), k=5, theta=0.6, normalize=True), "dpp").indices
     for source in ({"index": index}, {"vector_store": index.vector_store}):
-        post = DivoptPostprocessor(top_n=5, theta=0.6, method="dpp", embed_model=model, **source)
+        post = DivoptPostprocessor(top_n=5, theta=0.6, method="dpp", embed_model=model, order="selection", **source)
         calls = model.calls
         out = post.postprocess_nodes(retrieved, query_str=QUERY)
         assert model.calls == calls  # vectors came from the store, not from re-embedding
@@ -151,7 +151,70 @@ def test_edge_cases_and_bad_configuration():
                         ({"top_n": 0}, "top_n"),
                         ({"thetaa": 0.2}, "unknown argument 'thetaa'; did you mean 'theta'"),
                         ({"top_k": 5}, "unknown argument 'top_k'; the number of nodes kept is top_n="),
-                        ({"lambda_mult": 0.3}, "write theta="),
+                        ({"lambda_mult": 0.3}, "that is LangChain's name; write theta="),
+                        ({"theta": 0.3, "mmr_threshold": 0.3}, "give theta or mmr_threshold, not both"),
                         ({"index": object()}, "index= must be a LlamaIndex vector index")]:
         with pytest.raises(ValidationError, match=msg):
             DivoptPostprocessor(**kwargs)
+
+
+# ---- LlamaIndex's conventions (issue 49, item 5) --------------------------------------------------
+@pytest.mark.parametrize("method", ["mmr", "dpp", None])
+def test_nodes_come_sorted_by_score_as_llamaindexs_rerankers_return_them(method):
+    """The default order: the chosen set by decreasing score (the cosine to the query), as
+    LlamaIndex's rerankers sort theirs; divopt_rank keeps the pick order."""
+    nodes, E, cos = nodes_with_embeddings(seed=1)
+    bundle = QueryBundle(QUERY, embedding=hash_embed(QUERY))
+    out = DivoptPostprocessor(top_n=6, theta=0.4, method=method).postprocess_nodes(nodes, query_bundle=bundle)
+    picked = DivoptPostprocessor(top_n=6, theta=0.4, method=method, order="selection").postprocess_nodes(
+        nodes, query_bundle=bundle)
+    scores = [n.score for n in out]
+    assert scores == sorted(scores, reverse=True)
+    assert sorted(n.node.node_id for n in out) == sorted(n.node.node_id for n in picked)
+    by_rank = sorted(out, key=lambda n: n.node.metadata["divopt_rank"])
+    assert [n.node.node_id for n in by_rank] == [n.node.node_id for n in picked]
+    cos_of = dict(zip([n.node.node_id for n in nodes], cos))  # the score: cosine to the query
+    np.testing.assert_allclose(scores, [cos_of[n.node.node_id] for n in out], atol=1e-9)
+
+
+@pytest.mark.parametrize("threshold", [0.2, 0.5, 0.8, 1.0])
+def test_mmr_threshold_means_what_llamaindexs_mmr_makes_of_it(threshold):
+    """LlamaIndex's mmr_threshold is accepted for theta with its meaning (1 = pure relevance). Its
+    MMR (get_top_k_mmr_embeddings) penalizes the similarity to the latest pick only, which for two
+    picks is the published MMR's penalty: the first two picks must agree."""
+    from llama_index.core.indices.query.embedding_utils import get_top_k_mmr_embeddings
+
+    nodes, E, _ = nodes_with_embeddings(seed=3, fetch_k=25)
+    q = hash_embed(QUERY)
+    post = DivoptPostprocessor(top_n=2, mmr_threshold=threshold, method="mmr", order="selection")
+    assert post.theta == threshold == post.mmr_threshold
+    ours = [n.node.node_id for n in post.postprocess_nodes(nodes, query_bundle=QueryBundle(QUERY, embedding=q))]
+    _, ids = get_top_k_mmr_embeddings(q, E.tolist(), similarity_top_k=2, embedding_ids=[n.node.node_id for n in nodes],
+                                      mmr_threshold=threshold)
+    assert ours == ids
+
+
+def test_async_postprocess_uses_the_models_async_api_and_equals_the_sync_one():
+    import asyncio
+
+    class AsyncCounting(HashEmbedding):
+        async_texts: int = 0
+        async_queries: int = 0
+
+        async def _aget_query_embedding(self, query):
+            self.async_queries += 1
+            return hash_embed(query)
+
+        async def _aget_text_embedding(self, text):
+            self.async_texts += 1
+            return hash_embed(text)
+
+    without, _, _ = nodes_with_embeddings(with_vectors=False)
+    for n in without:
+        n.node.excluded_embed_metadata_keys = list(n.node.metadata)
+    model = AsyncCounting()
+    post = DivoptPostprocessor(top_n=5, theta=0.3, method="mmr", embed_model=model)
+    got = asyncio.run(post.apostprocess_nodes(without, query_str=QUERY))
+    assert model.async_queries == 1 and model.async_texts == len(without) and model.calls == 0
+    want = post.postprocess_nodes(without, query_str=QUERY)
+    assert [(n.node.node_id, n.score) for n in got] == [(n.node.node_id, n.score) for n in want]

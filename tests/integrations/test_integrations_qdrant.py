@@ -93,3 +93,43 @@ def test_qdrant_vectors_are_the_stored_ones():
     want = np.asarray([hash_embed(d.page_content) for d in fetched])
     want /= np.linalg.norm(want, axis=1, keepdims=True)  # a cosine collection stores unit vectors
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+# ---- lambda_mult copied from QdrantVectorStore's own MMR (issue 49, item 2) -------------------
+@pytest.mark.parametrize("lambda_mult", [0.0, 0.3, 0.5, 0.8, 1.0])
+def test_lambda_mult_means_what_qdrants_own_mmr_makes_of_it(lambda_mult):
+    """langchain-qdrant's QdrantVectorStore hands lambda_mult to Qdrant as its diversity: the same
+    number given to DivoptRetriever over that store picks what the store's own MMR picks (theta =
+    1 - lambda_mult), and a LambdaMultWarning names the conversion."""
+    from divopt_rag.integrations.langchain import DivoptRetriever, LambdaMultWarning
+    from helpers.integration_fakes import QUERY
+
+    store, _ = qdrant_store(seed=2)
+    with pytest.warns(LambdaMultWarning, match=rf"theta={1 - lambda_mult:g} \(1 = pure relevance\)"):
+        r = DivoptRetriever(vectorstore=store, k=6, fetch_k=25, method="mmr", lambda_mult=lambda_mult)
+    assert r.theta == pytest.approx(1 - lambda_mult) and r.lambda_mult == pytest.approx(lambda_mult)
+    theirs = store.max_marginal_relevance_search(QUERY, k=6, fetch_k=25, lambda_mult=lambda_mult)
+    assert [d.metadata["_id"] for d in r.invoke(QUERY)] == [d.metadata["_id"] for d in theirs]
+
+
+def test_theta_and_stores_that_keep_langchains_meaning_warn_nothing():
+    import warnings
+
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from divopt_rag.integrations.langchain import DivoptRetriever
+    from helpers.integration_fakes import QUERY, corpus
+    from helpers.langchain_fakes import HashEmbedding
+
+    store, _ = qdrant_store(seed=2)
+    texts, meta = corpus(2)
+    memory = InMemoryVectorStore(HashEmbedding())
+    memory.add_texts(texts, metadatas=meta)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert DivoptRetriever(vectorstore=store, method="mmr", theta=0.3).theta == 0.3
+        r = DivoptRetriever(vectorstore=memory, k=6, fetch_k=25, method="mmr", lambda_mult=0.3)
+    # LangChain's own MMR (langchain-core's InMemoryVectorStore): lambda_mult is theta
+    assert r.theta == 0.3 and r.lambda_mult == 0.3
+    theirs = memory.max_marginal_relevance_search(QUERY, k=6, fetch_k=25, lambda_mult=0.3)
+    assert [d.id for d in r.invoke(QUERY)] == [d.id for d in theirs]

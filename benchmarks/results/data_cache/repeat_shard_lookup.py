@@ -15,7 +15,7 @@ import numpy as np
 
 import divopt_rag.data.bench_cache as b
 from divopt_rag.data import hashing
-from divopt_rag.data.embed import EmbeddingCache, text_keys
+from divopt_rag.data.embedding_cache import EmbeddingCache, text_keys
 
 n, d = 1_000_000, 1024
 work = Path(tempfile.mkdtemp())
