@@ -272,9 +272,7 @@ def main(args) -> int:
         with limits.naming("--dataset"):
             spec = dataset_spec(cfg)
         flag_checks.check_dataset(spec, "--dataset")
-    opts = run_options(args)
-    if opts.n_workers is None:  # in this process unless asked: the selectors' seconds stay comparable
-        opts = dataclasses.replace(opts, n_workers=0)
+    opts = run_options(args)  # n_workers None: in this process, as every command (RunOptions)
     res = run_certify(cfg, args.out, opts)
     df = res.table
     for note in res.notes:
@@ -290,4 +288,5 @@ def main(args) -> int:
         print("\nfull-scale certificates:")
         print(quality.format_table(summarize_full_scale(df)))
     rows = selector_rows(df)
+    print(f"wrote {res.path}")  # the last line: where the results are (issue 49)
     return consolidate.report_errors("divopt-rag certify", rows, len(rows), what="selector runs")
