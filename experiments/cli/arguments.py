@@ -86,7 +86,10 @@ def run_options(args: argparse.Namespace) -> RunOptions:
 def demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n", type=COUNT, default=20_000, help="pool size (default 20000)")
     p.add_argument("--d", type=COUNT, default=384, help="embedding dimension (default 384)")
-    p.add_argument("--k", type=COUNT, default=10, help="selection size (default 10)")
+    p.add_argument("--k", type=COUNT, default=10,
+                   help="selection size (default 10). The demo bounds its work: every selector runs while "
+                        "n k^2 <= 2e8 (e.g. n 20000 with k 100); above it only topk, fw, fw_ws and fw_topk run, "
+                        "and one printed line names the selectors skipped")
     p.add_argument("--theta", type=THETA, default=0.7, help="relevance-diversity trade-off in [0,1] (default 0.7)")
     p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--out", type=OUTPUT, default=Path("divopt-demo"), help="output folder (demo.parquet, demo.png, demo.svg)")
