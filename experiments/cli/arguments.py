@@ -202,7 +202,13 @@ def bench_quality(p: argparse.ArgumentParser) -> None:
     p.add_argument("--default-method", type=METHOD, default=None,
                    help="the method whose targets are checked (default: divopt_rag.solvers.DEFAULT_METHOD)")
     # small pools
-    p.add_argument("--queries", type=COUNT, default=25, help="WordNet query words (default 25)")
+    p.add_argument("--dataset", type=DATASET, default="wordnet_glosses",
+                   help="dataset of the small part: wordnet_glosses (seeded polysemous WordNet nouns, their senses "
+                        "as subtopics; --corpus-size, --exclude-seeds) or any dataset with qrels, "
+                        f"{DATASET_NAMES}; with qrels the run also writes OUT/quality_ir.csv and OUT/quality_ir.md "
+                        "(alpha-nDCG, nDCG and S-recall at --k per method and theta)")
+    p.add_argument("--queries", type=COUNT, default=25,
+                   help="query words of wordnet_glosses, the first N queries of another --dataset (default 25)")
     add_list(p, "--theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9], help="thetas of the small-pool set")
     p.add_argument("--pool", type=COUNT, default=100, help="pool size per query (default 100)")
     p.add_argument("--k", type=COUNT, default=10)
@@ -248,7 +254,13 @@ def check_bench_quality(args: argparse.Namespace) -> None:
     if "small" in args.parts:
         if args.k > args.pool:
             raise UsageError("--k", f"an integer <= --pool ({args.pool})", str(args.k))
-        if args.pool > args.corpus_size:
+        if args.dataset != "wordnet_glosses":
+            defaults = flag_defaults(bench_quality)
+            for flag in ("corpus_size", "exclude_seeds", "exclude_queries"):
+                if getattr(args, flag) != defaults[flag]:
+                    raise UsageError(f"--{flag.replace('_', '-')}", "--dataset wordnet_glosses (it sets the WordNet "
+                                     "corpus; another dataset is read as it is)", f"--dataset {args.dataset}")
+        elif args.pool > args.corpus_size:
             raise UsageError("--pool", f"an integer <= --corpus-size ({args.corpus_size})", str(args.pool))
     if "large" in args.parts:
         if max(args.large_k) > args.large_n:
