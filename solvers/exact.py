@@ -30,7 +30,8 @@ from divopt_rag.models.memory import format_bytes
 from divopt_rag.models.mip_ccbqp import FORMULATIONS, build_ccbqp
 from divopt_rag.models.mip_common import BuildTimeout
 from divopt_rag.models.mip_qcr import QCR_FORMULATIONS, build_ccbqp_qcr
-from divopt_rag.models.mip_sizing import ModelEstimate, estimate_ccbqp, memory_refusal, pyomo_seconds_per_unit
+from divopt_rag.models.mip_sizing import (ModelEstimate, ccbqp_counts, estimate_ccbqp, memory_refusal,
+                                          pyomo_seconds_per_unit)
 from divopt_rag.models.runner import solve
 from divopt_rag.models.solve_config import SolveConfig, Stopwatch
 from divopt_rag.models.solve_results import (ABS_GAP_TOL, OPTIMALITY_GAP, Result, SolveStatus, compose_message,
@@ -42,7 +43,7 @@ from divopt_rag.solvers.bnb.tree import memory_estimate as bnb_memory_estimate
 from divopt_rag.solvers.bounds import concave_bound
 from divopt_rag.solvers.selection import K1_RULE, most_relevant, select
 
-__all__ = ["solve_exact", "check_warm_start", "brute_force", "exact_optimum", "DEFAULT_FORMULATION"]
+__all__ = ["solve_exact", "check_warm_start", "brute_force", "exact_optimum", "licence_refusal", "DEFAULT_FORMULATION"]
 
 
 #: Formulation "auto" gives each solver: Gurobi's native (Gram) MIQP, SCIP's factored MIQP
@@ -139,7 +140,7 @@ def solve_exact(
             # Gurobi when its model fits the licence (fastest where it may run), judged on the size
             # before building it; the runner measures the built model again and catches Gurobi's own
             # refusal (second line of defence).
-            why = _gram_refusal("gurobi", instance, DEFAULT_FORMULATION["gurobi"])
+            why = licence_refusal("gurobi", instance.n, instance.theta)
             if why is None:
                 plan.append(("gurobi", DEFAULT_FORMULATION["gurobi"]))
             else:
@@ -165,7 +166,7 @@ def solve_exact(
                 warnings.warn(f"Gurobi skipped: {refused['gurobi']}; using divopt's branch-and-bound (bnb)",
                               RuntimeWarning, stacklevel=2)
             return _solve_bnb(instance, config, warm=warm, stopwatch=stopwatch, memory_limit=memory_limit)
-        why = _gram_refusal(s, instance, form)
+        why = licence_refusal(s, instance.n, instance.theta, form, rlt=rlt)
         if why is not None:  # the licence, known before an O(n^2) build (and the QCR SDP)
             if solver != "auto":
                 raise SolverRefused(s, why, f"use solver 'bnb' or 'scip' / 'highs' (available: {avail})")
@@ -275,14 +276,31 @@ def _memory_hint(instance: Instance, budget: tuple[int, str] | None) -> str:
             "or use a smaller pool (e.g. inst.top_n)")
 
 
-def _gram_refusal(solver: str, instance: Instance, formulation: str) -> str | None:
-    """The runner's licence rule (:func:`~divopt_rag.models.solver_limits.solver_refusal`) on the size of the
-    Gram-form MIQPs ("miqp", "qcr": n binaries, one row, quadratic when theta < 1), judged before
-    building them; other formulations are measured by the runner once built."""
-    if formulation not in ("miqp", "qcr"):
+def licence_refusal(solver: str, n: int, theta: float, formulation: str = "auto", *, rlt: bool = True) -> str | None:
+    """Why the MIP solver ``solver`` cannot take the exact CCBQP of ``n`` items at ``theta`` in
+    ``formulation`` ("auto": its :data:`DEFAULT_FORMULATION`), judged from sizes alone, before
+    anything is built: the runner's rule (:func:`~divopt_rag.models.solver_limits.solver_refusal`:
+    the size-limited Gurobi licence, HiGHS without MIQP) on the model's size. "miqp" / "qcr": n
+    binaries and one row, quadratic when theta < 1; "milp": its exact size
+    (:func:`~divopt_rag.models.mip_sizing.ccbqp_counts`: n + n(n-1)/2 variables, a row per
+    McCormick and RLT inequality); the low-rank forms: at least n binaries and one row (the rank
+    only adds). None when it can take it, and for engines without a licence ("bnb", "brute").
+    :func:`solve_exact` refuses an explicit solver by this rule; a command checks it before any work."""
+    if solver not in SOLVERS:
         return None
-    quadratic = instance.theta < 1
-    return solver_refusal(solver, ModelSize(instance.n, instance.n, 1, quadratic, quadratic))
+    form = DEFAULT_FORMULATION[solver] if formulation == "auto" else formulation
+    quadratic = theta < 1
+    if form == "milp":
+        c = ccbqp_counts(n, 1, theta, "milp", rlt=rlt)
+        size = ModelSize(c.n_vars, c.n_integer, c.n_constraints, False, False)
+    elif form in ("miqp", "qcr"):
+        size = ModelSize(n, n, 1, quadratic, quadratic)
+    elif form in ("miqp_lowrank", "qcr_lowrank"):
+        squares = quadratic or form == "qcr_lowrank"
+        size = ModelSize(n, n, 1, squares, squares)
+    else:
+        return None
+    return solver_refusal(solver, size)
 
 
 def _build(instance: Instance, formulation: str, rlt: bool, deadline: float | None = None):

@@ -9,7 +9,8 @@ restarts and perturbation. It
 
 1. runs "fw_ls" on the full pool: "fw_ws", then the 1-swap local search, whose last
    pass over the pool also gives u = E v at the result;
-2. restricts to a candidate sub-pool P of at most ``pool_size`` items: that set S, then
+2. restricts to a candidate sub-pool P of p = min(n, max(pool_size, 2k)) items (S and at
+   least k entrants, so any k <= n runs; ``pool_size`` is a floor): that set S, then
    alternately the best entrants by the swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j and
    the most relevant items (on a small pool, P is the whole pool);
 3. on P, runs FW from several starts (uniform k/n, seeded random mixes), the CCBQP greedy, the
@@ -85,6 +86,11 @@ def theta_continuation(
     return out
 
 
+def sub_pool_size(pool_size: int, k: int, n: int) -> int:
+    """fw_ms's sub-pool rows: min(n, max(pool_size, 2k)), the set and at least k entrants."""
+    return min(n, max(int(pool_size), 2 * int(k)))
+
+
 def _candidate_pool(inst: Instance, idx: torch.Tensor, u: torch.Tensor, pool_size: int) -> torch.Tensor:
     """S, then alternately the best entrants by swap score b_j = theta (k-1) c_j - 2 (1-theta) u_j
     (u = E v at S) and the most relevant items, up to pool_size."""
@@ -122,14 +128,15 @@ def fw_ms(
     (0 disables); greedy_starts : registered greedy selectors used as extra starts;
     perturb_rounds, perturb_strength : rounds and size (items swapped) of the perturbation
     phase (iterated local search) on the best set; two_swap : finish with best-improvement
-    2-swaps over the entrant shortlist; pool_size : size of the candidate sub-pool on which all
-    of this runs (the whole pool if n <= pool_size).
+    2-swaps over the entrant shortlist; pool_size : the least size of the candidate sub-pool on
+    which all of this runs. Rule: the sub-pool has p = min(n, max(pool_size, 2k)) rows (k + a
+    margin of at least k entrants beside the set S), so every k <= n runs; when p = n the
+    whole pool is searched.
     info: best_start (which start won, "+perturb"/"+2swap" if those improved it), starts
     (objective per start), pool, swaps, one_swap_optimal.
     """
     k, n = inst.k, inst.n
-    if pool_size < k:
-        raise ValueError(f"pool_size must be >= k = {k}, got {pool_size}")
+    pool_size = sub_pool_size(pool_size, k, n)
     if isinstance(greedy_starts, str) or not all(isinstance(g, str) for g in _iterable(greedy_starts)):
         raise TypeError(f"greedy_starts must be a sequence of selector names, got {greedy_starts!r}")
     fw_idx, total_iters, fw_info = fw_ws(inst, relax_penalty=relax_penalty, max_iter=max_iter, tol=tol)

@@ -26,7 +26,7 @@ CORE = [re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0].lower() for d in PYPROJECT["p
 
 #: every import name an extra brings (and what they pull in), hidden from the core's subprocess
 HIDDEN = sorted({*EXTRAS, "transformers", "clarabel", "scs", "faiss", "chromadb", "qdrant_client",
-                 "langchain_community", "langchain_chroma", "llama_index", "sentence_transformers", "numba",
+                 "langchain_community", "langchain_chroma", "llama_index", "sentence_transformers",
                  "ipykernel", "mkdocs", "torchmetrics", "hypothesis"})
 
 HIDE = f"""

@@ -171,9 +171,18 @@ def _alpha_dcg(ranking: Sequence[frozenset], alpha: float, k: int) -> float:
     return dcg
 
 
+#: the deepest cutoff TREC's ndeval evaluates (pyndeval asserts ``cutoff <= 20``); a deeper
+#: alpha-nDCG@k or S-recall@k comes from divopt's own transcription, never an error
+NDEVAL_CUTOFF_MAX = 20
+
+
 def _ndeval(measure: Any, ranked_ids: Sequence[Any], sets: Mapping[str, frozenset], k: int) -> float | None:
     """``measure@k`` through ir_measures' pyndeval provider (TREC's ndeval), or None where pyndeval
-    is not installed (the core install; ``pip install "divopt-rag[ir]"`` brings it)."""
+    is not installed (the core install; ``pip install "divopt-rag[ir]"`` brings it) or where ``k``
+    is deeper than ndeval evaluates (``NDEVAL_CUTOFF_MAX``): the caller's own transcription then
+    gives the number."""
+    if k > NDEVAL_CUTOFF_MAX:
+        return None
     try:
         import pyndeval  # noqa: F401  (ir_measures' provider of alpha_nDCG and StRecall)
     except ImportError:
@@ -198,7 +207,8 @@ def alpha_ndcg(
     the exact ideal is NP-hard) over every passage listed in ``subtopics``. NaN if no passage
     covers any subtopic.
 
-    Computed by ir_measures' pyndeval provider where it is installed (``[ir]``). divopt's own
+    Computed by ir_measures' pyndeval provider where it is installed (``[ir]``) and ``k`` is at
+    most ``NDEVAL_CUTOFF_MAX`` (20, the deepest cutoff ndeval evaluates). divopt's own
     transcription below stays for the core install, which has no ndeval (a compiled extra), and
     gives the same number: its greedy ideal takes one passage at a time and breaks a tie between
     equal marginal gains toward the larger passage id (string order), ndeval's rule, so the value

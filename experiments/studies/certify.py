@@ -54,7 +54,7 @@ from divopt_rag.models.solve_config import DEFAULT_TIME_LIMIT
 from divopt_rag.models.validation import check_scalar, check_theta
 from divopt_rag.solvers import instance_methods
 
-__all__ = ["CertifyConfig", "CertifySpec", "dataset_spec", "run_certify", "summarize", "summarize_full_scale",
+__all__ = ["CertifyConfig", "CertifySpec", "check_exact_solver", "dataset_spec", "run_certify", "summarize", "summarize_full_scale",
            "main", "NOT_SELECTORS"]
 
 #: Rows of a certify table that are not fast selectors (left out of the selector summary).
@@ -174,6 +174,7 @@ class CertifySpec(SweepSpec):
         if unknown:
             raise ValueError(f"--methods {unknown}: certify adds the exact solve (and --full-scale) itself; "
                              f"name fast selectors only")
+        check_exact_solver(self.certify)
         super().check()
 
     def finish(self, table: pd.DataFrame, out: Path) -> pd.DataFrame:
@@ -186,6 +187,26 @@ class CertifySpec(SweepSpec):
         table["pool_optimum"] = [pool.get((q, k, t), float("nan")) if f else float("nan")
                                  for q, k, t, f in zip(table["query_id"], table["k"], table["theta"], full)]
         return table
+
+
+def check_exact_solver(cfg: CertifyConfig) -> None:
+    """The exact rows' solver must take the top-n pool's model at every theta: a refusal known
+    from sizes alone (the size-limited Gurobi licence, HiGHS without MIQP:
+    :func:`divopt_rag.solvers.exact.licence_refusal`, the rule ``solve_exact`` applies) is a
+    :class:`~divopt_rag.experiments.engine.limits.UsageError` naming ``--solver``, before any work."""
+    from divopt_rag.models.domains import SOLVERS
+
+    selectors = instance_methods() if cfg.methods is None else list(cfg.methods)
+    if cfg.solver not in SOLVERS or not selectors or cfg.k == 1:  # no exact row, or no MIP solver
+        return
+    from divopt_rag.solvers.exact import licence_refusal  # loads Pyomo, as the exact rows will
+
+    for theta in cfg.thetas:
+        why = licence_refusal(cfg.solver, cfg.n, theta)
+        if why is not None:
+            raise limits.UsageError("--solver", f"a solver that takes the exact model of the top-{cfg.n} pool",
+                                    repr(cfg.solver), f"at theta {theta:g}: {why}; use --solver auto or bnb, "
+                                    f"or a smaller --n")
 
 
 def run_certify(cfg: CertifyConfig, out: str | Path, options: RunOptions | None = None, **fields: Any) -> RunResult:
@@ -262,8 +283,10 @@ def config_from_args(args) -> CertifyConfig:
 
 
 def main(args) -> int:
-    """Bad input raises (the CLI entry point prints one line, exit code 2); selectors that
-    failed on some rows give exit code 1 with their most frequent reasons on stderr."""
+    """Bad input raises (the CLI entry point prints one line, exit code 2), an exact solver that
+    cannot take the pool's model included (:func:`check_exact_solver`); any row that failed (a
+    selector, the exact solve, a full-scale certificate) gives exit code 1 with the most frequent
+    reasons on stderr."""
     check_model(args.model)
     cfg = config_from_args(args)
     if cfg.methods:
@@ -272,9 +295,7 @@ def main(args) -> int:
         with limits.naming("--dataset"):
             spec = dataset_spec(cfg)
         flag_checks.check_dataset(spec, "--dataset")
-    opts = run_options(args)
-    if opts.n_workers is None:  # in this process unless asked: the selectors' seconds stay comparable
-        opts = dataclasses.replace(opts, n_workers=0)
+    opts = run_options(args)  # n_workers None: in this process, as every command (RunOptions)
     res = run_certify(cfg, args.out, opts)
     df = res.table
     for note in res.notes:
@@ -289,5 +310,6 @@ def main(args) -> int:
     if (df["method"] == "full_scale").any():
         print("\nfull-scale certificates:")
         print(quality.format_table(summarize_full_scale(df)))
-    rows = selector_rows(df)
-    return consolidate.report_errors("divopt-rag certify", rows, len(rows), what="selector runs")
+    print(f"wrote {res.path}")  # the last line: where the results are (issue 49)
+    # every row counts: a failed exact solve leaves its selectors' gaps unknown (NaN), never a clean table
+    return consolidate.report_errors("divopt-rag certify", df, len(df), what="runs")

@@ -8,7 +8,7 @@ import torch
 from helpers.pools import planted_duplicates, random_unit, unit_query
 from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.solvers import select
-from divopt_rag.solvers.multistart import fw_ms, theta_continuation
+from divopt_rag.solvers.multistart import theta_continuation
 from helpers.swaps import brute_best_swap
 
 
@@ -48,8 +48,17 @@ def test_fw_ms_subpool_path_is_one_swap_optimal_on_full_pool():
     assert ms.info["pool"] == 12
     assert ms.objective >= select(inst, "fw_ls").objective - 1e-12
     assert brute_best_swap(inst, ms.indices) <= 1e-9 * 12
-    with pytest.raises(ValueError, match="pool_size"):
-        fw_ms(inst, pool_size=3)
+
+
+@pytest.mark.parametrize("n, k, pool_size, rows", [(60, 4, 3, 8), (80, 25, 30, 50), (40, 25, 30, 40), (30, 30, 300, 30)])
+def test_fw_ms_takes_any_k_up_to_n_by_the_pool_rule(n, k, pool_size, rows):
+    # the sub-pool has min(n, max(pool_size, 2k)) rows (once refused: "pool_size must be >= k")
+    inst = Instance(random_unit(n, 6, n + k), unit_query(6, k), k=k, theta=0.45)
+    ms = select(inst, "fw_ms", pool_size=pool_size, perturb_rounds=2)
+    assert len(set(ms.indices.tolist())) == k
+    assert ms.info["pool"] == (n if rows == n else rows)
+    assert ms.objective >= select(inst, "fw_ls").objective - 1e-12
+    assert brute_best_swap(inst, ms.indices) <= 1e-9 * 12  # the independent check: no improving swap
 
 
 def test_theta_continuation_ends_at_topk_for_theta_one():

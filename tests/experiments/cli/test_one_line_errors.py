@@ -181,7 +181,10 @@ def test_an_unwritable_out_is_refused_before_any_work(command, unwritable, capsy
     module_name, _, outputs = cli.COMMANDS[command]
     module = importlib.import_module(module_name)
     monkeypatch.setattr(module, "main", lambda args: pytest.fail("the command ran before --out was checked"))
-    extra = {("plot",): ["gaps", "--input", __file__], ("reproduce",): ["ccbqp-latency"]}.get(command, [])
+    sample = str(Path(__file__).resolve().parents[2] / "helpers" / "fixtures" / "library_sample")
+    extra = {("plot",): ["gaps", "--input", __file__], ("reproduce",): ["ccbqp-latency"],
+             ("lib", "fetch"): [__file__], ("lib", "score"): ["--library", sample, "--submission", __file__],
+             ("lib", "leaderboard"): ["--library", sample], ("lib", "release"): ["--library", sample]}.get(command, [])
     for dest, kind in outputs.items():
         target = unwritable / ("divopt-f2-out" + (".csv" if kind == "file" else ""))
         _bad([*command, *extra, "--" + dest.replace("_", "-"), str(target)], capsys,
@@ -296,4 +299,4 @@ def test_certify_reports_failed_selectors(tmp_path, capsys, monkeypatch):
     rc = cli.main(["certify", "--queries", "1", "--corpus-size", "60", "--dim", "6", "--n", "6", "--k", "2",
                    "--theta", "0.5", "--methods", "topk", "mmr", "--out", str(tmp_path / "c"), "--no-progress"])
     err = capsys.readouterr().err
-    assert rc == 1 and "divopt-rag certify: 1 of 2 selector runs failed" in err and "broken selector" in err
+    assert rc == 1 and "divopt-rag certify: 1 of 3 runs failed" in err and "broken selector" in err

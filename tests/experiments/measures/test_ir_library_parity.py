@@ -47,3 +47,50 @@ def test_the_core_installs_transcription_equals_ndeval(k, multi, monkeypatch):
             m.setitem(sys.modules, "pyndeval", None)  # as in the core install: no provider
             own = metrics.alpha_ndcg(ranked, subs, k), metrics.subtopic_recall(ranked, subs, k)
         assert own == pytest.approx(lib, abs=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# deeper than ndeval evaluates (issue 48, item 1): a self-sized robust set of 60 passages is
+# scored at k = 60, where pyndeval asserts "ndeval only supports cutoffs up to 20"
+# --------------------------------------------------------------------------------------------
+def _distinct_truth(ranked, labelled):
+    """alpha-nDCG@len(ranked) by hand when every labelled passage has a subtopic of its own: no
+    label repeats, so a gain is 1 at a labelled rank and 0 elsewhere, and the ideal ranks the m
+    labelled passages first (float64, any alpha)."""
+    import math
+
+    dcg = sum(1 / math.log2(r + 2) for r, d in enumerate(ranked) if d in labelled)
+    idcg = sum(1 / math.log2(r + 2) for r in range(min(len(ranked), len(labelled))))
+    return dcg / idcg
+
+
+@pytest.mark.parametrize("k", [21, 40, 60])
+def test_alpha_ndcg_beyond_ndevals_cutoff_is_divopts_own_never_an_error(k, monkeypatch):
+    assert metrics.NDEVAL_CUTOFF_MAX == 20  # pyndeval's own assertion, named once
+    rng = random.Random(k)
+    docs = [f"d{i}" for i in range(60)]
+    labelled = set(rng.sample(docs, 35))
+    subs = {d: f"s{i}" for i, d in enumerate(sorted(labelled))}
+    ranked = rng.sample(docs, k)
+    value = metrics.alpha_ndcg(ranked, subs, k)
+    assert value == pytest.approx(_distinct_truth(ranked, labelled), abs=1e-12)
+    assert metrics.subtopic_recall(ranked, subs, k) == pytest.approx(len(labelled & set(ranked)) / len(labelled))
+    with monkeypatch.context() as m:  # the same number the core install (no pyndeval) gives
+        m.setitem(sys.modules, "pyndeval", None)
+        assert metrics.alpha_ndcg(ranked, subs, k) == value
+
+
+def test_a_robust_rows_whole_set_measures_with_pyndeval_installed():
+    """The measures of a whole self-sized set (no cutoff: k = its size, here 60) are computed, as
+    in the sweep of issue 48 item 1, where 4 of 8 runs raised ndeval's AssertionError."""
+    import numpy as np
+
+    from divopt_rag.models import Instance
+
+    rng = np.random.default_rng(0)
+    E = rng.normal(size=(60, 8))
+    inst = Instance(E=E / np.linalg.norm(E, axis=1, keepdims=True), q=rng.normal(size=8), k=60, theta=0.5, normalize=True,
+                    ids=[f"p{i}" for i in range(60)])
+    subs = {f"p{i}": i % 7 for i in range(60)}
+    out = metrics.selection_metrics(inst, list(range(60)), subtopics=subs)
+    assert out["s_recall"] == 1.0 and 0 < out["alpha_ndcg"] <= 1 + 1e-12

@@ -124,6 +124,7 @@ def test_cli_runs_every_selector_and_full_scale(tmp_path, capsys):
         assert full.objective.iloc[0] >= full.pool_optimum.iloc[0] - 1e-9
     text = capsys.readouterr().out
     assert "mean_gap" in text and "certified_fraction" in text
+    assert text.strip().splitlines()[-1] == f"wrote {out / 'results.parquet'}"  # where the output went, last
 
 
 def test_bad_input_names_the_problem(tmp_path):
@@ -140,3 +141,42 @@ def test_bad_input_names_the_problem(tmp_path):
     with pytest.raises(ValueError, match="needs a path"):
         C.run_certify(C.CertifyConfig(**{**CFG, "dataset": "beir"}), tmp_path / "x", progress=False)
     assert not (tmp_path / "x" / "parts").exists() or not list((tmp_path / "x" / "parts").iterdir())
+
+
+# --------------------------------------------------------------------------------------------
+# a failed exact solve is never hidden (issue 48, item 2)
+# --------------------------------------------------------------------------------------------
+PIP_LICENCE = {"max_vars": 2000, "max_constraints": 2000, "max_quadratic_vars": 200}
+
+
+def test_a_licence_that_cannot_take_the_pool_is_exit_2_before_any_work(tmp_path, capsys, monkeypatch):
+    """The command of the issue: Gurobi's size-limited licence refuses the 400-binary MIQP, which
+    is known from n alone; it used to exit 0 with a clean table (unproven 0, hit rate NaN)."""
+    from divopt_rag.experiments.cli.main import main
+    from divopt_rag.models import solver_limits
+
+    monkeypatch.setattr(solver_limits, "gurobi_size_limits", lambda: PIP_LICENCE)  # whatever this machine has
+    out = tmp_path / "c"
+    rc = main(["certify", "--n", "400", "--k", "10", "--theta", "0.5", "--queries", "1", "--corpus-size", "1000",
+               "--dim", "8", "--solver", "gurobi", "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert "--solver" in err[0] and "400 variables > 200" in err[0]
+    assert not (out / "parts").exists() or not list((out / "parts").iterdir())  # no work was done
+    # at theta = 1 the model is linear, 400 binaries fit, and the same rule lets it through
+    assert C.check_exact_solver(C.CertifyConfig(**{**CFG, "n": 400, "k": 10, "corpus_size": 1000,
+                                                   "thetas": (1.0,), "solver": "gurobi"})) is None
+
+
+def test_an_exact_solve_that_fails_during_the_run_is_exit_1_with_its_reason(tmp_path, capsys, monkeypatch):
+    from divopt_rag.experiments.cli.main import main
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the solver process died (injected)")
+
+    monkeypatch.setattr(X, "exact_optimum", broken)
+    rc = main(["certify", "--queries", "1", "--corpus-size", "60", "--dim", "8", "--n", "8", "--k", "3",
+               "--theta", "0.5", "--methods", "mmr", "--out", str(tmp_path / "c"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "1 of 2 runs failed" in err and "the solver process died (injected)" in err

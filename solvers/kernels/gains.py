@@ -1,0 +1,65 @@
+"""u = G[:, S] 1, f(S), the swap terms and one swap applied, over a pool's Gram matrix G (float64).
+
+``one`` is 1 - theta; ``lin`` is theta (k-1) c. The terms are those of
+:func:`divopt_rag.models.ccbqp.swap_terms` with ||e_j||^2 = G_jj, written per row so that a kernel
+reads them in O(1): b_j = lin_j - one (2 u_j + G_jj - 1) (row j entering), a_i = -lin_i + one
+(2 u_i - G_ii - 1) (member i leaving), Delta(i, j) = b_j + a_i + 2 one G_ij.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .jit import kernel
+
+__all__ = ["fill_u", "set_f", "apply_swap", "enter_term", "leave_term"]
+
+
+@kernel("void(float64[:, ::1], int64[::1], float64[::1])")
+def fill_u(G, S, u):
+    """u = G[:, S] 1 (G symmetric: the sum of the members' rows), in place."""
+    p = G.shape[0]
+    for j in range(p):
+        u[j] = 0.0
+    for s in range(S.shape[0]):
+        row = G[S[s]]
+        for j in range(p):
+            u[j] += row[j]
+
+
+@kernel("float64(float64[:, ::1], float64[::1], float64, int64[::1])")
+def set_f(G, lin, one, S):
+    """f(S) = sum_S lin + one (|S| - sum_{S x S} G), summed in float64."""
+    k = S.shape[0]
+    ls = 0.0
+    gs = 0.0
+    for a in range(k):
+        ls += lin[S[a]]
+        row = G[S[a]]
+        for b in range(k):
+            gs += row[S[b]]
+    return ls + one * (k - gs)
+
+
+@kernel("float64(float64[:, ::1], float64[::1], float64, float64[::1], int64)")
+def enter_term(G, lin, one, u, j):
+    """b_j: the part of a swap's gain that depends on the entering row j only."""
+    return lin[j] - one * (2.0 * u[j] + G[j, j] - 1.0)
+
+
+@kernel("float64(float64[:, ::1], float64[::1], float64, float64[::1], int64)")
+def leave_term(G, lin, one, u, i):
+    """a_i: the part of a swap's gain that depends on the leaving member i only."""
+    return -lin[i] + one * (2.0 * u[i] - G[i, i] - 1.0)
+
+
+@kernel("void(float64[:, ::1], int64[::1], float64[::1], boolean[::1], int64, int64)")
+def apply_swap(G, S, u, inS, pos, j):
+    """Member S[pos] leaves, row j enters: S, the membership mask and u updated in O(p)."""
+    i = S[pos]
+    ri = G[i]
+    rj = G[j]
+    for t in range(G.shape[0]):
+        u[t] += rj[t] - ri[t]
+    inS[i] = False
+    inS[j] = True
+    S[pos] = j

@@ -1,0 +1,334 @@
+"""The moves of divopt's default search, as compiled kernels over a pool's Gram matrix.
+
+Each kernel works in place on a set S (k positions in the pool), its membership mask ``inS`` and
+u = G[:, S] 1 (:func:`~.gains.fill_u`), which stay consistent after every move (u in O(p) per
+swap, :func:`~.gains.apply_swap`). Scratch arrays are allocated once per call, never per move.
+Ties go to the first candidate in scan order (lowest row, then lowest member position), so a
+kernel is deterministic given its inputs and RNG state.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .gains import apply_swap, enter_term, fill_u, leave_term, set_f
+from .jit import kernel
+from .rng import below
+
+__all__ = ["greedy", "fill_columns", "swap_column", "best_swap", "local_search", "tabu_walk", "two_swap", "perturb", "random_set"]
+
+_G = "float64[:, ::1], float64[::1], float64"  # G, lin, one
+_SET = "int64[::1], float64[::1], boolean[::1]"  # S, u, inS
+
+
+@kernel(f"void({_G}, {_SET})")
+def greedy(G, lin, one, S, u, inS):
+    """The CCBQP greedy into S (its length is k): each step adds the row of largest marginal gain
+    lin_j + one (1 - G_jj - 2 u_j); u and inS are reset first."""
+    p = G.shape[0]
+    for j in range(p):
+        u[j] = 0.0
+        inS[j] = False
+    for t in range(S.shape[0]):
+        best, arg = -np.inf, -1
+        for j in range(p):
+            if not inS[j]:
+                g = lin[j] + one * (1.0 - G[j, j] - 2.0 * u[j])
+                if g > best:
+                    best, arg = g, j
+        S[t] = arg
+        inS[arg] = True
+        row = G[arg]
+        for j in range(p):
+            u[j] += row[j]
+
+
+@kernel("void(float64[:, ::1], int64[::1], float64[:, ::1])")
+def fill_columns(G, S, GS):
+    """GS = G[:, S] (p, k): the members' columns, contiguous per row, read by every swap scan."""
+    for j in range(G.shape[0]):
+        row = G[j]
+        for q in range(S.shape[0]):
+            GS[j, q] = row[S[q]]
+
+
+@kernel("void(float64[:, ::1], float64[:, ::1], int64, int64)")
+def swap_column(G, GS, pos, j):
+    """GS[:, pos] = G[:, j] after row j entered at position pos (G symmetric: row j)."""
+    row = G[j]
+    for t in range(G.shape[0]):
+        GS[t, pos] = row[t]
+
+
+@kernel(f"float64({_G}, {_SET}, float64[:, ::1], float64[::1], float64[::1], int64[::1], int64[::1], int64, float64, "
+        "int64[::1])")
+def best_swap(G, lin, one, S, u, inS, GS, diag, a, until_in, until_out, step, aspire, out):
+    """The best 1-swap of S: returns its gain and writes (member position, entering row) to out.
+    GS = G[:, S] (:func:`fill_columns`), diag = the diagonal of G. A row j with until_in[j] > step may not enter, a member
+    i with until_out[i] > step may not leave, unless the swap gains more than ``aspire`` (tabu
+    with aspiration; all zeros: none barred). ``a``: scratch (2k,). Returns -inf with
+    out = (-1, -1) when every swap is barred."""
+    k = S.shape[0]
+    p = G.shape[0]
+    two = 2.0 * one
+    barred_any = False
+    a_max = -np.inf
+    for q in range(k):
+        i = S[q]
+        a[q] = -lin[i] + one * (2.0 * u[i] - diag[i] - 1.0)  # leave_term, with G_ii from diag
+        a_max = max(a_max, a[q])
+        if until_out[S[q]] > step:
+            a[k + q] = -np.inf
+            barred_any = True
+        else:
+            a[k + q] = a[q]
+    # candidate list by the gain bound Delta(i, j) <= b_j + max_i a_i + 2 one max|G|
+    # (|G_ij| <= max_l G_ll): the row of largest b_j first, then only rows whose bound beats the best
+    g_max = 0.0
+    j0, b0 = -1, -np.inf
+    for j in range(p):
+        g_max = max(g_max, diag[j])
+        if not inS[j]:
+            bj = lin[j] - one * (2.0 * u[j] + diag[j] - 1.0)  # enter_term, with G_jj from diag
+            if bj > b0:
+                j0, b0 = j, bj
+    slack = a_max + two * g_max
+    best = -np.inf
+    out[0] = -1
+    out[1] = -1
+    for t in range(-1, p):
+        j = j0 if t < 0 else t
+        if j < 0 or inS[j] or (t >= 0 and j == j0):
+            continue
+        bj = lin[j] - one * (2.0 * u[j] + diag[j] - 1.0)
+        if bj + slack <= best:
+            continue
+        row = GS[j]
+        m = -np.inf  # the best swap with any member (branch-free max)
+        for q in range(k):
+            m = max(m, a[q] + two * row[q])
+        if bj + m <= best:
+            continue
+        if not bj + m > aspire:  # not allowed by aspiration: the tabu rules apply
+            if until_in[j] > step:
+                continue
+            if barred_any:  # the best swap with an allowed member
+                m = -np.inf
+                for q in range(k):
+                    m = max(m, a[k + q] + two * row[q])
+                if bj + m <= best:
+                    continue
+                for q in range(k):
+                    if a[k + q] + two * row[q] == m:
+                        best, out[0], out[1] = bj + m, q, j
+                        break
+                continue
+        for q in range(k):
+            if a[q] + two * row[q] == m:
+                best, out[0], out[1] = bj + m, q, j
+                break
+    return best
+
+
+@kernel(f"int64({_G}, {_SET}, float64, int64)", uses=(best_swap, apply_swap, fill_columns, swap_column))
+def local_search(G, lin, one, S, u, inS, tol, max_moves):
+    """Best-improvement 1-swaps while one gains more than tol (at most ``max_moves``); returns the
+    moves made."""
+    k = S.shape[0]
+    p = G.shape[0]
+    a = np.empty(2 * k)
+    GS = np.empty((p, k))
+    fill_columns(G, S, GS)
+    diag = np.empty(p)
+    for j in range(p):
+        diag[j] = G[j, j]
+    free = np.zeros(p, dtype=np.int64)
+    out = np.empty(2, dtype=np.int64)
+    moves = 0
+    while moves < max_moves:
+        g = best_swap(G, lin, one, S, u, inS, GS, diag, a, free, free, 0, np.inf, out)
+        if not g > tol:
+            break
+        apply_swap(G, S, u, inS, out[0], out[1])
+        swap_column(G, GS, out[0], out[1])
+        moves += 1
+    return moves
+
+
+@kernel(f"float64({_G}, {_SET}, int64, int64, int64, float64, int64[::1])",
+        uses=(best_swap, apply_swap, set_f, fill_columns, swap_column))
+def tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
+    """A 1-swap tabu walk of ``iters`` steps from S: each step takes the best allowed swap, gaining
+    or not; a row that left may not re-enter for ``tenure_in`` steps, a row that entered may not
+    leave for ``tenure_out`` steps, unless the swap beats the best f seen by more than tol. The
+    best set seen is written to ``best`` (k,) and its f returned; S, u, inS end at the last step."""
+    k = S.shape[0]
+    p = G.shape[0]
+    a = np.empty(2 * k)
+    GS = np.empty((p, k))
+    fill_columns(G, S, GS)
+    diag = np.empty(p)
+    for j in range(p):
+        diag[j] = G[j, j]
+    until_in = np.zeros(p, dtype=np.int64)
+    until_out = np.zeros(p, dtype=np.int64)
+    out = np.empty(2, dtype=np.int64)
+    f = set_f(G, lin, one, S)
+    f_best = f
+    for q in range(k):
+        best[q] = S[q]
+    for step in range(1, iters + 1):
+        g = best_swap(G, lin, one, S, u, inS, GS, diag, a, until_in, until_out, step, f_best - f + tol, out)
+        if out[0] < 0:
+            break
+        i = S[out[0]]
+        j = out[1]
+        apply_swap(G, S, u, inS, out[0], j)
+        swap_column(G, GS, out[0], j)
+        until_in[i] = step + tenure_in + 1
+        until_out[j] = step + tenure_out + 1
+        f += g
+        if f > f_best + tol:
+            f_best = f
+            for q in range(k):
+                best[q] = S[q]
+    return f_best
+
+
+@kernel(f"int64({_G}, {_SET}, int64, int64, float64, int64)",
+        uses=(enter_term, leave_term, apply_swap, local_search))
+def two_swap(G, lin, one, S, u, inS, entrants, members, tol, max_moves):
+    """Best-improvement 2-swaps (remove S[q1], S[q2], add j1, j2), each followed by the 1-swap
+    local search, while one gains more than tol (at most ``max_moves``). Pairs range over the
+    ``entrants`` rows of largest best 1-swap gain and the ``members`` members of largest a_i
+    (cheapest removal). The gain of a 2-swap is
+    D(q1, j1) + D(q2, j2) - 2 one (G_j1j2 + G_i1i2 - G_j1i2 - G_j2i1). Returns the 2-swaps made."""
+    k = S.shape[0]
+    p = G.shape[0]
+    m = min(entrants, p - k)
+    r = min(members, k)
+    if m < 2 or r < 2:
+        return 0
+    two = 2.0 * one
+    a = np.empty(k)
+    J = np.empty(m, dtype=np.int64)
+    Jv = np.empty(m)
+    Q = np.empty(r, dtype=np.int64)
+    Qv = np.empty(r)
+    D = np.empty((m, r))
+    H = np.empty((m, r))  # G[j_x, i_y]
+    GJ = np.empty((m, m))
+    GQ = np.empty((r, r))
+    made = 0
+    while made < max_moves:
+        for q in range(k):
+            a[q] = leave_term(G, lin, one, u, S[q])
+        # the m entrants of largest best 1-swap gain (insertion into a sorted buffer; ties: lower row)
+        cnt = 0
+        for j in range(p):
+            if inS[j]:
+                continue
+            bj = enter_term(G, lin, one, u, j)
+            v = -np.inf
+            for q in range(k):
+                g = bj + a[q] + two * G[j, S[q]]
+                if g > v:
+                    v = g
+            if cnt < m or v > Jv[m - 1]:
+                t = cnt if cnt < m else m - 1
+                while t > 0 and Jv[t - 1] < v:
+                    if t < m:
+                        Jv[t] = Jv[t - 1]
+                        J[t] = J[t - 1]
+                    t -= 1
+                Jv[t] = v
+                J[t] = j
+                if cnt < m:
+                    cnt += 1
+        # the r members of largest a (cheapest removal)
+        cr = 0
+        for q in range(k):
+            v = a[q]
+            if cr < r or v > Qv[r - 1]:
+                t = cr if cr < r else r - 1
+                while t > 0 and Qv[t - 1] < v:
+                    if t < r:
+                        Qv[t] = Qv[t - 1]
+                        Q[t] = Q[t - 1]
+                    t -= 1
+                Qv[t] = v
+                Q[t] = q
+                if cr < r:
+                    cr += 1
+        for x in range(m):
+            bj = enter_term(G, lin, one, u, J[x])
+            for y in range(r):
+                H[x, y] = G[J[x], S[Q[y]]]
+                D[x, y] = bj + a[Q[y]] + two * H[x, y]
+            for x2 in range(m):
+                GJ[x, x2] = G[J[x], J[x2]]
+        for y in range(r):
+            for y2 in range(r):
+                GQ[y, y2] = G[S[Q[y]], S[Q[y2]]]
+        best = -np.inf
+        bx1 = bx2 = by1 = by2 = -1
+        for x1 in range(m):
+            for x2 in range(x1 + 1, m):  # (j1, j2) and (j2, j1) with the members swapped: one 2-swap
+                gjj = GJ[x1, x2]
+                for y1 in range(r):
+                    d1 = D[x1, y1] - two * gjj + two * H[x2, y1]
+                    for y2 in range(r):
+                        if y2 == y1:
+                            continue
+                        g = d1 + D[x2, y2] - two * (GQ[y1, y2] - H[x1, y2])
+                        if g > best:
+                            best = g
+                            bx1, bx2, by1, by2 = x1, x2, y1, y2
+        if not best > tol:
+            break
+        p1 = Q[by1]
+        p2 = Q[by2]
+        apply_swap(G, S, u, inS, p1, J[bx1])
+        apply_swap(G, S, u, inS, p2, J[bx2])
+        local_search(G, lin, one, S, u, inS, tol, 100 * k + 100)
+        made += 1
+    return made
+
+
+@kernel(f"void({_G}, {_SET}, int64, int64, uint64[::1])", uses=(enter_term, apply_swap, below))
+def perturb(G, lin, one, S, u, inS, strength, entrants, state):
+    """A perturbation: ``strength`` times, a random member leaves and a random row among the
+    ``entrants`` of largest b_j (outside S) enters; draws from the RNG state passed in."""
+    k = S.shape[0]
+    p = G.shape[0]
+    m = min(entrants, p - k)
+    if m < 1:
+        return
+    b = np.empty(p)
+    for _ in range(strength):
+        for j in range(p):
+            b[j] = -np.inf if inS[j] else enter_term(G, lin, one, u, j)
+        order = np.argsort(-b, kind="mergesort")
+        apply_swap(G, S, u, inS, below(state, k), order[below(state, m)])
+
+
+@kernel("void(int64, int64[::1], int64[::1], uint64[::1])", uses=(below,))
+def random_set(p, S, scratch, state):
+    """A uniform random k-subset of range(p) into S (k = len(S)): a partial Fisher-Yates shuffle
+    of ``scratch`` (p,), drawn from the RNG state passed in."""
+    for j in range(p):
+        scratch[j] = j
+    for t in range(S.shape[0]):
+        r = t + below(state, p - t)
+        tmp = scratch[t]
+        scratch[t] = scratch[r]
+        scratch[r] = tmp
+        S[t] = scratch[t]
+
+
+def start(G: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(u, inS) of the set S on G: the state the move kernels keep (host helper)."""
+    u = np.empty(G.shape[0])
+    fill_u(G, S, u)
+    inS = np.zeros(G.shape[0], dtype=np.bool_)
+    inS[S] = True
+    return u, inS
