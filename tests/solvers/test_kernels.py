@@ -63,13 +63,17 @@ def test_best_swap_is_the_brute_force_best(theta):
     gain_of = {(qq, j): f_brute(E, q, k, th, T) - f0 for qq, j, T in swaps(G.shape[0], S)}
     out = np.empty(2, dtype=np.int64)
     free = np.zeros(G.shape[0], dtype=np.int64)
-    g = moves.best_swap(G, lin, one, S, u, inS, np.empty(k), free, free, 0, np.inf, out)
+    GS = np.empty((G.shape[0], k))
+    moves.fill_columns(G, S, GS)
+    np.testing.assert_array_equal(GS, G[:, S])
+    diag = np.ascontiguousarray(np.diag(G))
+    g = moves.best_swap(G, lin, one, S, u, inS, GS, diag, np.empty(2 * k), free, free, 0, np.inf, out)
     assert g == pytest.approx(max(gain_of.values()), abs=1e-10)
     assert gain_of[(int(out[0]), int(out[1]))] == pytest.approx(g, abs=1e-10)
     # a barred row may not enter unless it beats the aspiration level
     until = free.copy()
     until[out[1]] = 5
-    g2 = moves.best_swap(G, lin, one, S, u, inS, np.empty(k), until, free, 1, np.inf, out)
+    g2 = moves.best_swap(G, lin, one, S, u, inS, GS, diag, np.empty(2 * k), until, free, 1, np.inf, out)
     assert g2 == pytest.approx(max(v for (qq, j), v in gain_of.items() if until[j] == 0), abs=1e-10)
 
 
