@@ -27,6 +27,7 @@ from divopt_rag.experiments.cli.flag_types import (COUNT, CPUS, DATASET, DATASET
                                                    MODULE, OUTPUT, SECONDS, SEED, SOLVER_THREADS, THETA, THREADS,
                                                    WORKERS, Choice, ExistingPath, Integer, KeyValues, Name, OutputPath,
                                                    Real, Text, _paths_split, add_list)
+from divopt_rag.experiments.cli.library_flags import LIBRARY_FLAGS
 from divopt_rag.experiments.engine.limits import BASE_BYTES, UsageError, check_memory
 from divopt_rag.experiments.engine.options import RunOptions
 
@@ -428,6 +429,7 @@ COMMAND_FLAGS: dict[tuple[str, ...], tuple[Callable[[argparse.ArgumentParser], N
     ("sweep",): (sweep, check_sweep),
     ("plot",): (plot, None),
     ("reproduce",): (reproduce, check_reproduce),
+    **LIBRARY_FLAGS,
 }
 
 
