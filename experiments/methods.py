@@ -112,7 +112,7 @@ def exact(inst: Instance, *, solver: str = "auto", time_limit: float | None = DE
     from divopt_rag.solvers.exact import exact_optimum, solve_exact
 
     warm = None if warm_start is None else select(inst, warm_start).indices
-    if mip_gap is None and threads is None:
+    if solver == "brute" or (mip_gap is None and threads is None):  # enumeration has no gap or threads
         r = exact_optimum(inst, solver, time_limit=time_limit, warm_start=warm)
     else:
         r = solve_exact(inst, solver, time_limit=time_limit, mip_gap=mip_gap, warm_start=warm, threads=threads)

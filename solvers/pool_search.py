@@ -44,6 +44,10 @@ __all__ = ["PoolState", "Certificate", "pool_search", "choose_pool", "gram", "st
            "extend", "polish"]
 
 
+#: Tabu walks in a row that do not improve the best set, after which a search starts no more walks.
+WALK_PATIENCE = 5
+
+
 @dataclass
 class Certificate:
     """One certificate: the best 1-swap gain over the whole pool, its improving entrants (rows of
@@ -159,9 +163,16 @@ def repool(st: PoolState, cert: Certificate) -> np.ndarray:
     rows); G recomputed. Returns the set's positions in the new pool."""
     rows = st.rows
     b_S = swap_terms(st.lin_all, cert.u, st.theta)[0]
-    st.P = _interleave([rows, cert.entrants, cert.near], [b_S, st.b_mean, st.c], st.pool_size)
+    P = _interleave([rows, cert.entrants, cert.near], [b_S, st.b_mean, st.c], st.pool_size)
     st.lap("shortlist")
-    gram(st)
+    # the rows both pools hold keep their block of G; only the new rows' products are computed
+    pos = np.full(st.E.shape[0], -1, dtype=np.int64)
+    pos[st.P] = np.arange(st.P.size)
+    old = pos[P] >= 0
+    kept, new = P[old], P[~old]
+    G_old = st.G[np.ix_(pos[kept], pos[kept])]
+    st.P, st.G = kept, np.ascontiguousarray(G_old)
+    gram(st, new) if new.size else gram(st, np.empty(0, dtype=np.int64))
     st.S = _positions(st.P, rows)
     return st.S.copy()
 
@@ -172,7 +183,7 @@ def gram(st: PoolState, new: np.ndarray | None = None) -> None:
     if new is None:
         EP = st.E[st.P]
         st.G = _mm(EP, EP.T).astype(np.float64)
-    else:
+    elif new.size:
         p, m = st.P.size, new.size
         EN = st.E[new]
         G = np.empty((p + m, p + m))
@@ -182,7 +193,7 @@ def gram(st: PoolState, new: np.ndarray | None = None) -> None:
         G[p:, p:] = _mm(EN, EN.T)
         st.G, st.P = G, np.concatenate([st.P, new])
     st.lin = np.ascontiguousarray(st.lin_all[st.P])
-    check_pool(st.G, st.lin, st.theta)
+    check_pool(st.G, st.lin, st.theta, finite=False)  # G: products of the rows checked in pool_search
     st.lap("gram")
 
 
@@ -236,6 +247,7 @@ def search(st: PoolState, optima: list[np.ndarray]) -> None:
             distinct.append(optima[i])
     if cfg.tabu_iters > 0:
         best = np.empty(k, dtype=np.int64)
+        idle = 0
         for S0 in distinct[: cfg.tabu_walks]:
             S = S0.copy()
             u, inS = set_state(st.G, S)
@@ -243,8 +255,11 @@ def search(st: PoolState, optima: list[np.ndarray]) -> None:
                             cfg.tabu_tenure_out, st.tol, best)
             T = best.copy()
             fT = _ls(st, T)[2]
+            idle += 1
             if fT > st.f + st.tol:
-                st.S, st.f, st.phase = T, fT, "+tabu"
+                st.S, st.f, st.phase, idle = T, fT, "+tabu", 0
+            if idle >= WALK_PATIENCE:  # restarts stop when they no longer improve
+                break
         st.lap("tabu")
     if cfg.two_swap:
         S = st.S.copy()

@@ -38,6 +38,7 @@ from typing import Any, Callable, ClassVar, Sequence
 import pandas as pd
 
 from divopt_rag.data import EmbeddedDataset, load as load_dataset
+from divopt_rag.data.names import checked_name
 from divopt_rag.experiments.engine import executor
 from divopt_rag.experiments.engine.backends import import_plugins
 from divopt_rag.experiments.engine.limits import check_dataset_memory
@@ -279,7 +280,7 @@ def _select_queries(data: EmbeddedDataset, queries: Any) -> list[tuple[int, str]
 
 def _data_folder(data: EmbeddedDataset, out: Path) -> Path:
     """The folder the pool's workers memory-map: the dataset's cache under ``OUT/data``."""
-    folder = out / "data" / data.key
+    folder = out / "data" / checked_name(data.key, "dataset key", f"dataset {data.name!r}", hexadecimal=True)
     if not (folder / "meta.json").exists():
         data.save(folder)
     return folder

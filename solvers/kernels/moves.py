@@ -42,28 +42,44 @@ def greedy(G, lin, one, S, u, inS):
             u[j] += row[j]
 
 
-@kernel("void(float64[:, ::1], int64[::1], float64[:, ::1])")
-def fill_columns(G, S, GS):
-    """GS = G[:, S] (p, k): the members' columns, contiguous per row, read by every swap scan."""
+@kernel("void(float64[:, ::1], int64[::1], float64[:, ::1], float64[::1])")
+def fill_columns(G, S, GS, top):
+    """GS = G[:, S] (p, k), the members' columns, contiguous per row, and top = the row maxima of GS
+    (the gain bound of :func:`best_swap`)."""
     for j in range(G.shape[0]):
         row = G[j]
+        m = -np.inf
         for q in range(S.shape[0]):
             GS[j, q] = row[S[q]]
+            m = max(m, GS[j, q])
+        top[j] = m
 
 
-@kernel("void(float64[:, ::1], float64[:, ::1], int64, int64)")
-def swap_column(G, GS, pos, j):
-    """GS[:, pos] = G[:, j] after row j entered at position pos (G symmetric: row j)."""
+@kernel("void(float64[:, ::1], float64[:, ::1], float64[::1], int64, int64)")
+def swap_column(G, GS, top, pos, j):
+    """GS[:, pos] = G[:, j] after row j entered at position pos (G symmetric: row j), and the row
+    maxima ``top`` kept (a row's maximum is recomputed, O(k), only where the leaving entry was it)."""
     row = G[j]
+    k = GS.shape[1]
     for t in range(G.shape[0]):
-        GS[t, pos] = row[t]
+        old = GS[t, pos]
+        new = row[t]
+        GS[t, pos] = new
+        if new >= top[t]:
+            top[t] = new
+        elif old == top[t]:
+            m = -np.inf
+            for q in range(k):
+                m = max(m, GS[t, q])
+            top[t] = m
 
 
-@kernel(f"float64({_G}, {_SET}, float64[:, ::1], float64[::1], float64[::1], int64[::1], int64[::1], int64, float64, "
-        "int64[::1])")
-def best_swap(G, lin, one, S, u, inS, GS, diag, a, until_in, until_out, step, aspire, out):
+@kernel(f"float64({_G}, {_SET}, float64[:, ::1], float64[::1], float64[::1], float64[::1], int64[::1], int64[::1], "
+        "int64, float64, int64[::1])")
+def best_swap(G, lin, one, S, u, inS, GS, top, diag, a, until_in, until_out, step, aspire, out):
     """The best 1-swap of S: returns its gain and writes (member position, entering row) to out.
-    GS = G[:, S] (:func:`fill_columns`), diag = the diagonal of G. A row j with until_in[j] > step may not enter, a member
+    GS = G[:, S] with its row maxima ``top`` (:func:`fill_columns`), diag = the diagonal of G.
+    A row j with until_in[j] > step may not enter, a member
     i with until_out[i] > step may not leave, unless the swap gains more than ``aspire`` (tabu
     with aspiration; all zeros: none barred). ``a``: scratch (2k,). Returns -inf with
     out = (-1, -1) when every swap is barred."""
@@ -81,17 +97,14 @@ def best_swap(G, lin, one, S, u, inS, GS, diag, a, until_in, until_out, step, as
             barred_any = True
         else:
             a[k + q] = a[q]
-    # candidate list by the gain bound Delta(i, j) <= b_j + max_i a_i + 2 one max|G|
-    # (|G_ij| <= max_l G_ll): the row of largest b_j first, then only rows whose bound beats the best
-    g_max = 0.0
+    # candidate list by the gain bound Delta(i, j) <= b_j + max_i a_i + 2 one max_i G_ij (the row
+    # maxima ``top``): the row of largest b_j first, then only rows whose bound beats the best
     j0, b0 = -1, -np.inf
     for j in range(p):
-        g_max = max(g_max, diag[j])
         if not inS[j]:
             bj = lin[j] - one * (2.0 * u[j] + diag[j] - 1.0)  # enter_term, with G_jj from diag
             if bj > b0:
                 j0, b0 = j, bj
-    slack = a_max + two * g_max
     best = -np.inf
     out[0] = -1
     out[1] = -1
@@ -100,7 +113,7 @@ def best_swap(G, lin, one, S, u, inS, GS, diag, a, until_in, until_out, step, as
         if j < 0 or inS[j] or (t >= 0 and j == j0):
             continue
         bj = lin[j] - one * (2.0 * u[j] + diag[j] - 1.0)
-        if bj + slack <= best:
+        if bj + a_max + two * top[j] <= best:
             continue
         row = GS[j]
         m = -np.inf  # the best swap with any member (branch-free max)
@@ -137,7 +150,8 @@ def local_search(G, lin, one, S, u, inS, tol, max_moves):
     p = G.shape[0]
     a = np.empty(2 * k)
     GS = np.empty((p, k))
-    fill_columns(G, S, GS)
+    top = np.empty(p)
+    fill_columns(G, S, GS, top)
     diag = np.empty(p)
     for j in range(p):
         diag[j] = G[j, j]
@@ -145,11 +159,11 @@ def local_search(G, lin, one, S, u, inS, tol, max_moves):
     out = np.empty(2, dtype=np.int64)
     moves = 0
     while moves < max_moves:
-        g = best_swap(G, lin, one, S, u, inS, GS, diag, a, free, free, 0, np.inf, out)
+        g = best_swap(G, lin, one, S, u, inS, GS, top, diag, a, free, free, 0, np.inf, out)
         if not g > tol:
             break
         apply_swap(G, S, u, inS, out[0], out[1])
-        swap_column(G, GS, out[0], out[1])
+        swap_column(G, GS, top, out[0], out[1])
         moves += 1
     return moves
 
@@ -165,7 +179,8 @@ def tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     p = G.shape[0]
     a = np.empty(2 * k)
     GS = np.empty((p, k))
-    fill_columns(G, S, GS)
+    top = np.empty(p)
+    fill_columns(G, S, GS, top)
     diag = np.empty(p)
     for j in range(p):
         diag[j] = G[j, j]
@@ -177,13 +192,13 @@ def tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     for q in range(k):
         best[q] = S[q]
     for step in range(1, iters + 1):
-        g = best_swap(G, lin, one, S, u, inS, GS, diag, a, until_in, until_out, step, f_best - f + tol, out)
+        g = best_swap(G, lin, one, S, u, inS, GS, top, diag, a, until_in, until_out, step, f_best - f + tol, out)
         if out[0] < 0:
             break
         i = S[out[0]]
         j = out[1]
         apply_swap(G, S, u, inS, out[0], j)
-        swap_column(G, GS, out[0], j)
+        swap_column(G, GS, top, out[0], j)
         until_in[i] = step + tenure_in + 1
         until_out[j] = step + tenure_out + 1
         f += g

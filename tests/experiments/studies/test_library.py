@@ -188,3 +188,20 @@ def test_dictd_reader(tmp_path):
     (tmp_path / "bad.dict.dz").write_bytes(gzip.compress(text))
     with pytest.raises(ValueError, match="bad.index:1"):
         load_dictd(tmp_path / "bad")
+
+
+def test_finalize_fills_from_submissions_with_a_valid_bound(lib, tmp_path):
+    from divopt_rag.experiments.studies.library_solve import finalize
+
+    iid = "toy-n14-k3-t05-q02"
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    (lib / "instances" / iid / "solution.json").unlink()
+    res = tmp_path / "res"
+    res.mkdir()
+    (res / "m.csv").write_text(f"instance_id,indices\n{iid},0 1 2\n")
+    finalize(lib, res, log=lambda s: None)
+    sol = load_instance(lib, iid).solution
+    assert sol["best_set"] == [0, 1, 2] and sol["bound"] >= opt - 1e-9
+    assert sol["status"] == ("optimal" if sol["bound"] - sol["f"] <= 1e-9 * 6 else "open")
+    assert verify_library(lib) == []
