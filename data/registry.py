@@ -46,7 +46,7 @@ from .dataset_names import BUILTIN_DATASETS, usage
 from .embedded import EmbeddedDataset, unit_rows
 from .hashing import fingerprint, path_digest, stable_hash
 from .integrity import CacheIntegrityError, discarded
-from .loaders import load_beir, load_ir_datasets, load_mini_wikipedia, load_npz, load_rgb
+from .loaders import load_beir, load_ir_datasets, load_mini_wikipedia, load_npz, load_rgb, npz_memory
 from .longbench import load_longbench
 from .qa import load_asqa, load_qampari
 from .science_qa import load_arc_da, load_openbookqa, load_sciq
@@ -363,7 +363,7 @@ def _synthetic_memory(o: Mapping[str, Any]) -> float | None:
 
 
 register_dataset("synthetic", pure=True, embedded=True, memory=_synthetic_memory)(synthetic_pools)
-register_dataset("npz", arg="path", paths=("path", "qrels"), embedded=True)(load_npz)
+register_dataset("npz", arg="path", paths=("path", "qrels"), embedded=True, memory=npz_memory)(load_npz)
 register_dataset("toy", pure=True)(toy_dataset)
 register_dataset("wordnet", arg="n_words", arg_type=int)(load_wordnet)  # keyed by its output: it reads the
 register_dataset("wordnet_glosses")(load_wordnet_glosses)              # system WordNet when no folder is named

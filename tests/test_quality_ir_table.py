@@ -92,3 +92,21 @@ def test_bench_quality_refuses_wordnet_flags_with_another_dataset(capsys, tmp_pa
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--corpus-size: expected --dataset wordnet_glosses" in err[0]
     assert not (tmp_path / "o").exists()
+
+
+def test_bench_quality_exits_1_when_a_small_row_failed(tmp_path, capsys, monkeypatch):
+    from divopt_rag.experiments.cli.main import main
+    from divopt_rag.experiments.studies import runs, sweep
+
+    real = runs.execute_run
+
+    def exact_fails(data, task, *a, **kw):
+        if task.method == "exact":
+            raise RuntimeError("no exact solve")
+        return real(data, task, *a, **kw)
+
+    monkeypatch.setattr(sweep, "execute_run", exact_fails)
+    rc = main(["bench", "quality", "--parts", "small", "--dataset", "synthetic", "--queries", "1", "--pool", "8",
+               "--k", "2", "--theta", "0.5", "--methods", "topk", "--out", str(tmp_path / "q"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "divopt-rag bench quality (small): 1 of 2 runs failed" in err and "no exact solve" in err

@@ -83,8 +83,9 @@ def check_dataset_memory(spec: Any, flag: str) -> None:
     with naming(flag):
         need = registry.estimate_memory(spec)
         if need is not None:
-            name = registry.parse_spec(spec)["name"]
-            check_memory(BASE_BYTES + need, f"dataset {name!r}", flag, "use smaller sizes")
+            parsed = registry.parse_spec(spec)
+            name, path = parsed["name"], parsed.get("path")
+            check_memory(BASE_BYTES + need, f"dataset {name!r}" + (f" ({path})" if path else ""), flag, "use smaller sizes")
 
 
 # =============================================================================================
