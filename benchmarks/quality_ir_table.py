@@ -24,66 +24,23 @@ from pathlib import Path
 
 import pandas as pd
 
-MEASURES = ("alpha_ndcg", "ndcg", "s_recall")
-LABELS = {"alpha_ndcg": "α-nDCG", "ndcg": "nDCG", "s_recall": "S-recall"}
-EXACT = "exact"
+from divopt_rag.experiments.measures.ir_table import MEASURES, markdown as _markdown, short as _short, tidy
+
 MARKER = "quality-ir"
 
 
-def tidy(results: pd.DataFrame) -> pd.DataFrame:
-    """Mean of each measure per (method, theta) over the queries (rows with an error left out)."""
-    ok = results[results["status"].eq("ok")] if "status" in results else results
-    ks = sorted(ok["k"].unique())
-    if len(ks) != 1:  # a summary never averages over a setting that varies
-        raise ValueError(f"the run holds several k ({ks}): give one run per k")
-    k = int(ks[0])
-    cols = {m: f"{m}@{k}" for m in MEASURES}
-    missing = [c for c in cols.values() if c not in ok]
-    if missing:
-        raise ValueError(f"the run has no {', '.join(missing)} columns: its dataset carries no qrels or subtopic labels")
-    rows = []
-    for (method, theta), g in ok.groupby(["method", "theta"], sort=True):
-        for m, col in cols.items():
-            values = g[col].dropna()
-            rows.append({"method": method, "theta": float(theta), "measure": m, "cutoff": k,
-                         "mean": float(values.mean()) if len(values) else float("nan"), "queries": int(len(values))})
-    return pd.DataFrame(rows)
-
-
-def _order(methods: list[str], readme: Path | None) -> list[str]:
-    listed: list[str] = []
-    if readme is not None and readme.exists():
-        block = re.search(r"<!-- table:quality -->\n(.*?)<!-- /table:quality -->", readme.read_text(encoding="utf-8"), re.S)
-        if block:
-            listed = re.findall(r"^\|\s*\**([a-z_0-9]+)\**", block.group(1), re.M)
-    first = [EXACT] if EXACT in methods else []
-    if listed:  # the README's methods only (the run's CSV has every method)
-        return first + [m for m in listed if m in methods and m != EXACT]
-    return first + sorted(set(methods) - {EXACT})
+def _order(readme: Path | None) -> list[str] | None:
+    """The methods of the README's table:quality block, in its order (None: no such block)."""
+    if readme is None or not readme.exists():
+        return None
+    block = re.search(r"<!-- table:quality -->\n(.*?)<!-- /table:quality -->", readme.read_text(encoding="utf-8"), re.S)
+    return re.findall(r"^\|\s*\**([a-z_0-9]+)\**", block.group(1), re.M) if block else None
 
 
 def markdown(table: pd.DataFrame, readme: Path | None = None) -> str:
-    """Rows: methods; columns: theta; a cell: alpha-nDCG / nDCG / S-recall at the run's cutoff."""
-    k = int(table["cutoff"].iloc[0])
-    thetas = sorted(table["theta"].unique())
-    wide = table.pivot_table(index=["method", "theta"], columns="measure", values="mean")
-    head = ["method", *(f"θ={t:g}".replace("0.", ".") for t in thetas)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for method in _order(sorted(table["method"].unique()), readme):
-        name = "certified optimum" if method == EXACT else method
-        cells = []
-        for t in thetas:
-            row = wide.loc[(method, t)] if (method, t) in wide.index else None
-            cells.append("–" if row is None else "/".join(_short(row[m]) for m in MEASURES))
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    legend = " / ".join(f"{LABELS[m]}@{k}" for m in MEASURES)
-    return f"Cells: {legend}, mean over the queries.\n\n" + "\n".join(lines)
-
-
-def _short(value: float) -> str:
-    """0.16 as .16 (a table of 13 rows x 4 thetas x 3 measures has to fit the README)."""
-    text = f"{value:.2f}"
-    return text[1:] if text.startswith("0.") else text
+    """The table (:func:`divopt_rag.experiments.measures.ir_table.markdown`) with the methods of
+    ``readme``'s quality table, in its order, so the two tables read side by side."""
+    return _markdown(table, _order(readme))
 
 
 def write_readme(readme: Path, text: str) -> None:

@@ -3,15 +3,16 @@
 Not part of the package. The pool of one call is the top ``--n`` (default 1000) rows, by relevance
 c = E q, of ``--corpus`` WordNet noun glosses embedded with the offline all-MiniLM-L6-v2
 (``divopt_rag.data.load_wordnet_glosses`` + ``embed_dataset``, cached under ``--cache-dir``); the
-queries are the corpus's query words. Per (query, theta) it times ``select(inst)`` (the default)
-and ``select(inst, "mmr")`` in the same process, alternately (default, MMR / MMR, default per
-repeat), on ``--threads`` torch threads, and records wall and process-CPU seconds of each, the
+queries are the corpus's query words. Per (query, theta) it times ``select(inst)`` (the default),
+``select(inst, "mmr")`` and LangChain's ``maximal_marginal_relevance`` (langchain_core, on the
+same rows as a numpy array, lambda_mult = theta) in the same process, in rotating order per repeat,
+on ``--threads`` torch threads (BLAS and numba threads 1), and records wall and process-CPU seconds of each, the
 default's set and objective, MMR's objective, and the default's info (phase, passes, stage
 seconds). Writes ``rag_call.csv`` (one row per call), ``rag_call_summary.csv`` (median ms per
-theta and the median of the per-instance ratio default / MMR) and ``rag_call.json`` (command,
+theta, the medians of the per-instance ratios default / MMR and default / LangChain) and ``rag_call.json`` (command,
 load average, machine, device).
 
-    python benchmarks/rag_call.py --out benchmarks/results/rag_call/run1 --threads 1
+    python benchmarks/rag_call.py --out benchmarks/results/speed/rag_call --threads 1
     python benchmarks/rag_call.py --device cuda --out ...          # the GPU check
     PYTHONPATH=<shim of another checkout> python benchmarks/rag_call.py ...   # a before/after run
 
@@ -26,6 +27,9 @@ import os
 import platform
 import time
 from pathlib import Path
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # one thread everywhere (torch's is set by --threads)
 
 import numpy as np
 
@@ -69,6 +73,11 @@ def main() -> None:
     from divopt_rag.models.kernels import synchronize
     from divopt_rag.solvers import select
 
+    try:
+        from langchain_core.vectorstores.utils import maximal_marginal_relevance as lc_mmr
+    except ImportError:  # the comparison is skipped without langchain_core
+        lc_mmr = None
+
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -88,25 +97,33 @@ def main() -> None:
         E = E_t.index_select(0, top).to(device=dev, dtype=dtype).contiguous()
         for th in thetas:
             inst = Instance(E, q.to(dev), k=args.k, theta=th, normalize=dtype != torch.float32)
-            if warm:  # first call of the process: library and BLAS warm-up, outside the timings
-                select(inst), select(inst, "mmr")
+            E_np, q_np = E.cpu().numpy(), q.numpy()
+            run = {"default": lambda: select(inst), "mmr": lambda: select(inst, "mmr")}
+            if lc_mmr is not None:
+                run["langchain"] = lambda: lc_mmr(q_np, E_np, lambda_mult=th, k=args.k)
+            if warm:  # first call of the process: library, kernel cache and BLAS warm-up, outside the timings
+                for fn in run.values():
+                    fn()
                 warm = False
-            times = {"default": [], "mmr": []}
+            times = {m: [] for m in run}
+            names = list(run)
             for r in range(args.repeats):
-                for m in (("default", "mmr") if r % 2 == 0 else ("mmr", "default")):
+                for m in names[r % len(names):] + names[: r % len(names)]:
                     synchronize(dev)
                     wall, cpu = time.perf_counter(), time.process_time()
-                    sel = select(inst) if m == "default" else select(inst, "mmr")
+                    sel = run[m]()
                     synchronize(dev)
                     times[m].append((time.perf_counter() - wall, time.process_time() - cpu))
                     if m == "default":
                         d_sel = sel
-                    else:
+                    elif m == "mmr":
                         m_sel = sel
             med = {m: np.median(np.array(v), axis=0) for m, v in times.items()}
+            lc = med.get("langchain", (np.nan, np.nan))
             rows.append(dict(word=word, theta=th, n=args.n, k=args.k, default_ms=1e3 * med["default"][0],
-                             mmr_ms=1e3 * med["mmr"][0], default_cpu_ms=1e3 * med["default"][1],
-                             mmr_cpu_ms=1e3 * med["mmr"][1], default_objective=d_sel.objective,
+                             mmr_ms=1e3 * med["mmr"][0], langchain_ms=1e3 * lc[0], default_cpu_ms=1e3 * med["default"][1],
+                             mmr_cpu_ms=1e3 * med["mmr"][1], langchain_cpu_ms=1e3 * lc[1],
+                             default_objective=d_sel.objective,
                              mmr_objective=m_sel.objective, indices=" ".join(map(str, sorted(d_sel.indices.tolist()))),
                              phase=d_sel.info.get("phase"), passes=d_sel.info.get("passes"),
                              guided=d_sel.info.get("guided"),
@@ -114,14 +131,15 @@ def main() -> None:
         print(f"{qi + 1}/{len(words)} {word} load {os.getloadavg()[0]:.1f}", flush=True)
     df = pd.DataFrame(rows)
     df["ratio"] = df.default_ms / df.mmr_ms
+    df["lc_ratio"] = df.default_ms / df.langchain_ms
     df["cpu_ratio"] = df.default_cpu_ms / df.mmr_cpu_ms
     df.to_csv(out / "rag_call.csv", index=False)
-    summary = df.groupby("theta").agg(default_ms=("default_ms", "median"), mmr_ms=("mmr_ms", "median"),
-                                      ratio=("ratio", "median"), default_cpu_ms=("default_cpu_ms", "median"),
-                                      mmr_cpu_ms=("mmr_cpu_ms", "median"), cpu_ratio=("cpu_ratio", "median"),
-                                      calls=("word", "size"))
-    summary.loc["all"] = [df.default_ms.median(), df.mmr_ms.median(), df.ratio.median(), df.default_cpu_ms.median(),
-                          df.mmr_cpu_ms.median(), df.cpu_ratio.median(), len(df)]
+    agg = dict(default_ms=("default_ms", "median"), mmr_ms=("mmr_ms", "median"), langchain_ms=("langchain_ms", "median"),
+               ratio=("ratio", "median"), lc_ratio=("lc_ratio", "median"), default_cpu_ms=("default_cpu_ms", "median"),
+               mmr_cpu_ms=("mmr_cpu_ms", "median"), langchain_cpu_ms=("langchain_cpu_ms", "median"),
+               cpu_ratio=("cpu_ratio", "median"), calls=("word", "size"))
+    summary = df.groupby("theta").agg(**agg)
+    summary.loc["all"] = [df[col].median() if how == "median" else len(df) for col, how in agg.values()]
     summary.to_csv(out / "rag_call_summary.csv")
     env.update(finished_utc=time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), load_average_end=os.getloadavg())
     (out / "rag_call.json").write_text(json.dumps(env, indent=1))

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .dataset import Dataset, Judged
+from .files import read_regular
 from .integrity import CacheIntegrityError, load_npy, read_manifest, save_npy, verify, write_manifest
 from .atomic import atomic_write
 
@@ -169,9 +170,14 @@ class EmbeddedDataset(Judged):
                 raise CacheIntegrityError(folder / MANIFEST, f"does not list {name}")
         verify(folder, manifest)
         try:
-            meta = json.loads((folder / "meta.json").read_bytes())
+            meta = json.loads(read_regular(folder / "meta.json"))
         except ValueError as exc:
             raise CacheIntegrityError(folder / "meta.json", f"not JSON ({exc})") from None
+        # the key may name the dataset's folder (a sweep's OUT/data/<key>, checked there): the one
+        # the manifest records (and, with ``key``, the one asked for), nothing else
+        if not isinstance(meta, dict) or meta.get("key") != manifest.get("key"):
+            raise CacheIntegrityError(folder / "meta.json", f"records key {meta.get('key') if isinstance(meta, dict) else None!r}, "
+                                      f"its manifest {manifest.get('key')!r}")
         pools = None
         if "pools.npz" in manifest["files"]:
             pools = _load_pools(folder / "pools.npz")

@@ -33,6 +33,8 @@ from typing import Any, Mapping
 import numpy as np
 import xxhash
 
+from .files import open_regular
+
 __all__ = ["Hasher", "fingerprint", "file_digest", "path_digest", "stable_hash", "DIGEST", "RACY_SECONDS"]
 
 #: Name of the checksum recorded in manifests (the algorithm of :func:`file_digest`).
@@ -60,7 +62,7 @@ def _hash_file(path: str) -> str:
     h = xxhash.xxh3_128()
     buf = bytearray(_BLOCK)
     view = memoryview(buf)
-    with open(path, "rb", buffering=0) as fh:
+    with open_regular(path, buffering=0) as fh:  # never blocks on a FIFO
         while n := fh.readinto(buf):
             h.update(view[:n])
     return h.hexdigest()

@@ -43,7 +43,9 @@ import xxhash
 
 from .atomic import atomic_write
 from .dataset import DataFormatError
+from .files import open_regular, read_regular
 from .hashing import DIGEST, file_digest
+from .names import UnsafeName, checked_name
 
 __all__ = [
     "CacheIntegrityError",
@@ -111,7 +113,7 @@ def read_manifest(path: str | os.PathLike, **expected: Any) -> dict:
     not a manifest, or a field differs from ``expected`` (e.g. ``key=...``: a foreign entry)."""
     path = Path(path)
     try:
-        manifest = json.loads(path.read_bytes())
+        manifest = json.loads(read_regular(path))
     except FileNotFoundError:
         raise CacheIntegrityError(path, "missing: the cache entry is incomplete or was written without checksums") from None
     except (OSError, ValueError) as exc:
@@ -131,7 +133,11 @@ def verify(folder: str | os.PathLike, manifest: Mapping[str, Any], names: list[s
     folder = Path(folder)
     files = manifest["files"]
     for name in files if names is None else names:
-        path = folder / name
+        # a name the manifest lists is joined to the folder: one file name, never a path
+        try:
+            path = folder / checked_name(name, "file name", "its manifest")
+        except UnsafeName as exc:
+            raise CacheIntegrityError(folder, str(exc)) from None
         want = files.get(name)
         if not isinstance(want, dict):
             raise CacheIntegrityError(path, "not listed in the manifest")
@@ -141,7 +147,11 @@ def verify(folder: str | os.PathLike, manifest: Mapping[str, Any], names: list[s
             raise CacheIntegrityError(path, "missing (the manifest lists it)") from None
         if size != want.get("size"):
             raise CacheIntegrityError(path, f"{size} bytes, the manifest records {want.get('size')} (truncated or replaced)")
-        if file_digest(path) != want.get(DIGEST):
+        try:
+            digest = file_digest(path)
+        except OSError as exc:  # a FIFO or a folder in its place (never waited on), or unreadable
+            raise CacheIntegrityError(path, f"cannot be read ({exc})") from None
+        if digest != want.get(DIGEST):
             raise CacheIntegrityError(path, f"content differs from the manifest's {DIGEST} checksum "
                                       f"(corrupted, reordered or replaced)")
 
@@ -150,7 +160,7 @@ def load_npy(path: str | os.PathLike, mmap: bool = False) -> np.ndarray:
     """``np.load`` of a ``.npy`` array (read-only memory map when ``mmap``), never unpickling;
     :class:`CacheIntegrityError` naming the file when it is not a readable array."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             if fh.read(6) != b"\x93NUMPY":
                 raise CacheIntegrityError(path, "not a .npy array (no numpy header)")
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)

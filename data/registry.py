@@ -42,10 +42,11 @@ from typing import Any, Callable, Mapping
 
 from .dataset import Dataset
 from .embed import embed_dataset, model_fingerprint
+from .dataset_names import BUILTIN_DATASETS, usage
 from .embedded import EmbeddedDataset, unit_rows
 from .hashing import fingerprint, path_digest, stable_hash
 from .integrity import CacheIntegrityError, discarded
-from .loaders import load_beir, load_ir_datasets, load_mini_wikipedia, load_npz, load_rgb
+from .loaders import load_beir, load_ir_datasets, load_mini_wikipedia, load_npz, load_rgb, npz_memory
 from .longbench import load_longbench
 from .qa import load_asqa, load_qampari
 from .science_qa import load_arc_da, load_openbookqa, load_sciq
@@ -53,7 +54,7 @@ from .synthetic import synthetic_pools, toy_dataset
 from .wordnet import load_wordnet, load_wordnet_glosses
 
 __all__ = ["DATASETS", "DatasetEntry", "register_dataset", "load", "dataset_key", "parse_spec", "KEY_RECIPE",
-           "estimate_memory"]
+           "estimate_memory", "dataset_usage"]
 
 _EMBED_OPTIONS = ("model", "embed_cache", "with_titles")
 #: Version of the key recipe (:func:`dataset_key`); a new recipe gives every dataset a new key.
@@ -114,8 +115,17 @@ def register_dataset(name: str, *, arg: str | None = None, arg_type: Callable[[s
     return deco
 
 
-def _usage() -> str:
-    return ", ".join(f"{n}:{e.arg.upper()}" if e.arg else n for n, e in sorted(DATASETS.items()))
+def dataset_usage() -> str:
+    """Every registered dataset as a spec is written, ``NAME`` or ``NAME:ARG``, with its aliases:
+    the one list that ``--help`` and the errors of an unknown name both show (issue 49)."""
+    return usage((n, e.arg, _aliases_of(n)) for n, e in DATASETS.items())
+
+
+def _aliases_of(name: str) -> tuple[str, ...]:
+    return tuple(sorted(a for a, n in _ALIASES.items() if n == name))
+
+
+_usage = dataset_usage
 
 
 def _unknown(name: str, spec: Any, tail: str = "") -> ValueError:
@@ -353,7 +363,7 @@ def _synthetic_memory(o: Mapping[str, Any]) -> float | None:
 
 
 register_dataset("synthetic", pure=True, embedded=True, memory=_synthetic_memory)(synthetic_pools)
-register_dataset("npz", arg="path", paths=("path", "qrels"), embedded=True)(load_npz)
+register_dataset("npz", arg="path", paths=("path", "qrels"), embedded=True, memory=npz_memory)(load_npz)
 register_dataset("toy", pure=True)(toy_dataset)
 register_dataset("wordnet", arg="n_words", arg_type=int)(load_wordnet)  # keyed by its output: it reads the
 register_dataset("wordnet_glosses")(load_wordnet_glosses)              # system WordNet when no folder is named
@@ -368,3 +378,8 @@ register_dataset("longbench", arg="path", paths=("path",))(load_longbench)
 register_dataset("arc_da", arg="path", paths=("path",))(load_arc_da)
 register_dataset("openbookqa", arg="path", paths=("path",))(load_openbookqa)
 register_dataset("sciq", arg="path", paths=("path",))(load_sciq)
+
+# the table --help reads (dataset_names.py, standard library only) is this module's registrations
+for _name, (_arg, _aliases) in BUILTIN_DATASETS.items():
+    if _name not in DATASETS or DATASETS[_name].arg != _arg or _aliases_of(_name) != tuple(sorted(_aliases)):
+        raise RuntimeError(f"data/dataset_names.py disagrees with the registration of dataset {_name!r}")

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-import torch
 
 __all__ = ["CrossEncoderScorer", "cross_encoder_scorer", "load_cross_encoder"]
 
@@ -44,6 +43,8 @@ class CrossEncoderScorer:
         self._cache: dict[tuple[str, str], float] | None = {} if cache else None
 
     def _predict(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        import torch  # here, not at import: ``import divopt_rag.data`` loads no torch
+
         out = self.model.predict(pairs, batch_size=self.batch_size, show_progress_bar=self.progress,
                                  activation_fn=torch.nn.Identity(), convert_to_numpy=True)
         return np.asarray(out, dtype=np.float64).reshape(len(pairs), -1)[:, 0]

@@ -35,6 +35,7 @@ from divopt_rag.robust import ROBUST_MODELS
 from divopt_rag.robust.parameters import ROBUST_PARAMS
 from divopt_rag.solvers import DEFAULT_METHOD, METHODS, select
 from divopt_rag.solvers.selection import METHOD_PARAMS
+from divopt_rag.models.names import did_you_mean
 
 __all__ = [
     "INSTANCE_PARAMS",
@@ -107,7 +108,7 @@ def exact(inst: Instance, *, solver: str = "auto", time_limit: float | None = DE
     from divopt_rag.solvers.exact import exact_optimum, solve_exact
 
     warm = None if warm_start is None else select(inst, warm_start).indices
-    if mip_gap is None and threads is None:
+    if solver == "brute" or (mip_gap is None and threads is None):  # enumeration has no gap or threads
         r = exact_optimum(inst, solver, time_limit=time_limit, warm_start=warm)
     else:
         r = solve_exact(inst, solver, time_limit=time_limit, mip_gap=mip_gap, warm_start=warm, threads=threads)
@@ -144,7 +145,8 @@ def check_selectors(names: list[str]) -> None:
     """ValueError naming every name that is not a fast selector of :data:`divopt_rag.solvers.METHODS`."""
     unknown = [m for m in names if m not in METHODS]
     if unknown:
-        raise ValueError(f"unknown methods {unknown}; expected some of {sorted(METHODS)}")
+        hints = "".join(did_you_mean(m, METHODS) for m in unknown[:1])
+        raise ValueError(f"unknown methods {unknown}; {hints}expected some of {sorted(METHODS)}")
 
 
 def available_methods() -> list[str]:
@@ -160,7 +162,8 @@ def resolve_method(name: str) -> tuple[str, Callable]:
         return "robust", ROBUST_MODELS[name]
     if name in _EXTRA_METHODS:
         return "extra", _EXTRA_METHODS[name]
-    raise ValueError(f"unknown method {name!r}; expected one of {available_methods()}")
+    raise ValueError(f"unknown method {name!r}; {did_you_mean(name, available_methods())}expected one of "
+                     f"{available_methods()}")
 
 
 def method_parameters(method: str) -> Declaration:

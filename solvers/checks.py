@@ -41,6 +41,7 @@ from divopt_rag.models import Instance
 from divopt_rag.models.parameters import InvalidParameterError, shown
 
 from .selection import METHOD_NEEDS, METHOD_PARAMS, METHODS, get_selector, select
+from divopt_rag.models.names import did_you_mean
 
 __all__ = ["CHECKS", "check_selector", "parametrize_with_checks", "selector_inputs", "devices"]
 
@@ -251,7 +252,7 @@ def check_selector(name: str) -> None:
     """Run every check of :data:`CHECKS` on the registered selector ``name``; AssertionError
     naming the selector and what failed."""
     if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; expected one of {sorted(METHODS)}")
+        raise ValueError(f"unknown method {name!r}; {did_you_mean(name, METHODS)}expected one of {sorted(METHODS)}")
     for check in CHECKS:
         check(name)
 

@@ -144,7 +144,17 @@ def local_search(
 
 
 def _search_on(inst, P, R, idx, f, swaps, max_swaps, tol, trace, lin, two):
-    """Best-improvement swaps with entrants restricted to the rows P (S = P[:k] at the start)."""
+    """Best-improvement swaps with entrants restricted to the rows P (S = P[:k] at the start).
+
+    The best swap is found without forming every gain: with wmax_r >= max_p w_{P_r, S_p} (kept as
+    a running maximum, refreshed when it has grown loose), bound_r = b_r + max_p a_p + 2 (1-theta)
+    wmax_r is at least every gain of row r (the same float operations on larger operands:
+    rounding is monotone, so the bound holds in floating point too). The row of largest bound is
+    evaluated first; its best gain is a threshold, and only the rows whose bound reaches it are
+    evaluated exactly, in position order, so the argmax (first in row-major order) is that of
+    the full (k+m) x k table. u on P is kept in float64 and updated per swap (the float32 W
+    entries sum exactly there). Cost per swap: O(m) plus O(k) per row evaluated, not O(m k).
+    """
     k = inst.k
     EP = gather_rows(inst.E, P)
     WP = EP @ R.T  # w_{P_r, S_p}; rows 0..k-1 of P are S in position order
@@ -152,17 +162,30 @@ def _search_on(inst, P, R, idx, f, swaps, max_swaps, tol, trace, lin, two):
     inS = torch.zeros(P.numel(), dtype=torch.bool, device=P.device)
     inS[:k] = True
     rowS = torch.arange(k, device=P.device)  # row of P that holds S[p]
+    uP = WP.sum(1, dtype=torch.float64)  # u on P
+    wmax = WP.max(1).values
+    loose = max(64, P.numel() // 16)  # rows evaluated past which wmax is recomputed exactly
     moved = False
     while True:
         if swaps >= max_swaps:
             return idx, f, swaps, moved, True
-        uP = WP.sum(1)  # exact u on P (recomputed, so rounding never accumulates)
         b, a = swap_terms(linP, uP, inst.theta)
-        D = b[:, None] + a[rowS][None, :] + two * WP
-        D[inS] = -torch.inf
+        b.masked_fill_(inS, -torch.inf)  # S's rows are not entrants
+        aS = a[rowS]
+        bound = (b + aS.max()) + two * wmax  # >= every gain (b_r + a_p) + 2 (1-theta) w_rp of row r
+        r0 = int(torch.argmax(bound))
+        if float(bound[r0]) <= tol:
+            break
+        thr = ((b[r0] + aS) + two * WP[r0]).max()
+        cand = torch.nonzero(bound >= thr).flatten()  # ascending: every row that can reach the best
+        if cand.numel() > loose:
+            wmax = WP.max(1).values
+            bound = (b + aS.max()) + two * wmax
+            cand = torch.nonzero(bound >= thr).flatten()
+        D = (b[cand, None] + aS[None, :]) + two * WP.index_select(0, cand)  # Delta = b_j + a_i + 2 (1-theta) w_ij
         flat = int(torch.argmax(D))
-        r, p = divmod(flat, k)
-        if float(D[r, p]) <= tol:
+        r, p = int(cand[flat // k]), flat % k
+        if float(D.view(-1)[flat]) <= tol:
             break
         new_idx = idx.clone()
         new_idx[p] = P[r]
@@ -176,7 +199,10 @@ def _search_on(inst, P, R, idx, f, swaps, max_swaps, tol, trace, lin, two):
         trace.append(f)
         swaps += 1
         moved = True
-        WP[:, p] = EP @ EP[r]
+        col = EP @ EP[r]
+        uP += col.to(torch.float64) - WP[:, p].to(torch.float64)
+        WP[:, p] = col
+        wmax = torch.maximum(wmax, col)
     return idx, f, swaps, moved, False
 
 

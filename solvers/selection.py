@@ -14,6 +14,7 @@ from divopt_rag.models import Instance, ccbqp_objective
 from divopt_rag.models.kernels import synchronize
 from divopt_rag.models.parameters import Declaration, declare, declare_dataclass
 from divopt_rag.models.validation import check_indices
+from divopt_rag.models.names import did_you_mean
 
 __all__ = ["Selection", "select", "register", "unregister", "parameters", "METHODS", "METHOD_NEEDS", "METHOD_PARAMS",
            "instance_methods", "get_selector", "DEFAULT_METHOD", "most_relevant", "K1_RULE", "RELEVANCE_TIE_TOL"]
@@ -134,7 +135,7 @@ def instance_methods() -> list[str]:
 
 def get_selector(method: str) -> Selector:
     if not isinstance(method, str) or method not in _REGISTRY:
-        raise ValueError(f"unknown method {method!r}; expected one of {sorted(_REGISTRY)}")
+        raise ValueError(f"unknown method {method!r}; {did_you_mean(method, _REGISTRY)}expected one of {sorted(_REGISTRY)}")
     return _REGISTRY[method]
 
 

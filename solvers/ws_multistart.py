@@ -62,6 +62,15 @@ the answer is certified 1-swap optimal over the whole pool. From "fw_ms": a cand
 instead of full-pool FW and full-pool local search, restarts batched, no MMR/gMMR starts, tabu
 walks from the start optima instead of perturbation rounds, 2-swaps over a bounded member set.
 
+**Where it runs.** On a CPU (:func:`use_kernels`) every problem runs the same steps on the host,
+one at a time, in the compiled kernels of :mod:`divopt_rag.solvers.kernels`, staged by
+:mod:`divopt_rag.solvers.pool_search` (pool -> starts -> search -> certify -> polish over one
+state; same pools, certificates and polish, so the same guarantee). Its starts are top-k, the
+greedy and ``n_random`` seeded random sets (the FW knobs ``max_iter``, ``fw_gap``,
+``relax_penalty`` and ``continuation_steps`` serve the lockstep search only) and its tabu walks
+take 2000 / k steps within [50, 200] unless ``tabu_iters`` is given (tuned on the development
+RAG calls: docs/howto/performance.md). On a GPU the lockstep tensor search below runs.
+
 One entry point does the work: :func:`ws_multistart_batch` runs B problems (queries x thetas)
 on one pool; the selector (:func:`fw_ws_ms`, one problem) and :func:`ws_multistart_sweep`
 (queries x thetas) call it. The passes become GEMMs (one read of the pool per round for all open
@@ -74,7 +83,7 @@ still run in the next one's time).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -90,16 +99,63 @@ from .frank_wolfe import random_point
 from .gram_moves import ils, tabu, two_swap
 from .gram_search import GramSearch, SearchSets
 from .local_search import ls_tolerance
+from .pool_search import pool_search
 from .swap_certificate import SwapCertificate, go_dense, swap_certificates
 from .ws_config import WsMultistartConfig, config_with
 from .selection import register
 
-__all__ = ["fw_ws_ms", "ws_multistart_batch", "ws_multistart_sweep", "BatchSelection", "CHUNK_BYTES"]
+__all__ = ["fw_ws_ms", "ws_multistart_batch", "ws_multistart_sweep", "BatchSelection", "CHUNK_BYTES", "use_kernels"]
 
 #: Bytes of Gram matrices searched at once in a batch on a CPU (on a GPU every problem of a pool
 #: size is one chunk): enough problems per chunk to share each step's kernels, few enough that
 #: their matrices stay near the cache (docs/howto/performance.md, "Why the default's knobs ...").
 CHUNK_BYTES = 16 << 20
+
+
+def use_kernels(inst: Instance, batch: int) -> bool:
+    """Where the candidate pool's search runs on the host kernels (:mod:`divopt_rag.solvers.pool_search`)
+    rather than as lockstep tensor work (:class:`~divopt_rag.solvers.gram_search.GramSearch`).
+
+    The rule: on a CPU always (float32 or float64 rows), whatever the batch: one problem at a time
+    in compiled loops beats the lockstep search's many small tensor operations at every size
+    measured (benchmarks/results/speed: the RAG call, k = 10 on 1000 rows). On a GPU the lockstep
+    search stays: the host kernels there are unmeasured (no GPU in the session that built them),
+    so no measurement says they win, for small batches or large."""
+    return inst.device.type == "cpu" and inst.E.dtype in (torch.float32, torch.float64) and batch >= 1
+
+
+def _kernel_batch(inst: Instance, C: torch.Tensor, th: np.ndarray, cfg: WsMultistartConfig) -> BatchSelection:
+    """:func:`ws_multistart_batch` on the host kernels: each problem by :func:`pool_search`."""
+    E = inst.E.contiguous().numpy()
+    Cn = C.double().numpy()
+    tol = ls_tolerance(inst)
+    k, B = inst.k, th.size
+    out = np.empty((B, k), dtype=np.int64)
+    info, seconds = [], {}
+    for b in range(B):
+        st = pool_search(E, Cn[b], k, float(th[b]), tol, cfg)
+        idx = st.rows
+        # a set: reported by decreasing relevance, ties to the lower index
+        idx = np.sort(idx)
+        out[b] = idx[np.argsort(-Cn[b][idx], kind="stable")]
+        for key, v in st.seconds.items():
+            seconds[key] = seconds.get(key, 0.0) + v
+        info.append({
+            "best_start": st.names[st.best_start],
+            "starts": dict(zip(st.names, (float(v) for v in st.f_starts))),
+            "phase": st.phase,
+            "passes": st.passes,
+            "pool": int(st.P.size),
+            "guided": st.guided,
+            "one_swap_optimal": bool(st.whole or st.optimal),
+            "compared": None if st.cert is None or st.whole else int(st.cert.compared),
+            "perturb_rounds": st.rounds,
+        })
+    idx = torch.from_numpy(out)
+    v = inst.E.index_select(0, idx.reshape(-1)).reshape(B, k, -1).double().sum(1)
+    th_t = torch.as_tensor(th, dtype=torch.float64)
+    objs = set_value(th_t * (k - 1) * C.double().gather(1, idx).sum(1), torch.linalg.vecdot(v, v), th_t, k)
+    return BatchSelection(out, objs.numpy(), th, info, seconds)
 
 
 @dataclass
@@ -451,7 +507,8 @@ def ws_multistart_batch(inst: Instance, relevance: Any, thetas: Any, config: WsM
     (:func:`fw_ws_ms`) is this with B = 1. Returns a :class:`BatchSelection`.
     """
     n, k = inst.n, inst.k
-    cfg = config_with(config, params).for_k(k)
+    given = config_with(config, params)
+    cfg = given.for_k(k)
     p, pg = cfg.pool_size, cfg.guided_pool_size
     C = torch.as_tensor(relevance)
     if C.ndim != 2 or C.shape[1] != n:
@@ -460,6 +517,10 @@ def ws_multistart_batch(inst: Instance, relevance: Any, thetas: Any, config: WsM
     if th.shape != (C.shape[0],):
         raise ValueError(f"thetas must have shape ({C.shape[0]},) (one per relevance row), got {th.shape}")
     C = C.to(device=inst.device, dtype=inst.acc_dtype)
+    if use_kernels(inst, th.size):
+        if given.tabu_iters is None:  # walks cost less on the host: 2000 / k steps within [50, 200] (tuned)
+            cfg = replace(cfg, tabu_iters=min(200, max(50, 2000 // k)))
+        return _kernel_batch(inst, C, th, cfg)
     problems = [_Problem(inst._derived(relevance=C[b], theta=float(th[b]))) for b in range(th.size)]
     B = th.size
     tol = ls_tolerance(inst)

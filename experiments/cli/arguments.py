@@ -23,10 +23,11 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable
 
-from divopt_rag.experiments.cli.flag_types import (COUNT, CPUS, DATASET, EXACT_SOLVER, KEY_VALUES, METHOD, MODEL,
+from divopt_rag.experiments.cli.flag_types import (COUNT, CPUS, DATASET, DATASET_NAMES, EXACT_SOLVER, KEY_VALUES, METHOD, MODEL,
                                                    MODULE, OUTPUT, SECONDS, SEED, SOLVER_THREADS, THETA, THREADS,
                                                    WORKERS, Choice, ExistingPath, Integer, KeyValues, Name, OutputPath,
                                                    Real, Text, _paths_split, add_list)
+from divopt_rag.experiments.cli.library_flags import LIBRARY_FLAGS
 from divopt_rag.experiments.engine.limits import BASE_BYTES, UsageError, check_memory
 from divopt_rag.experiments.engine.options import RunOptions
 
@@ -36,13 +37,15 @@ __all__ = ["add_run_arguments", "run_options", "COMMAND_FLAGS", "flag_defaults",
 # =============================================================================================
 # Flags every run command shares (the executor's)
 # =============================================================================================
-def add_run_arguments(parser: argparse.ArgumentParser, *, parallel: bool = False, default_workers: str = "CPU count") -> None:
+def add_run_arguments(parser: argparse.ArgumentParser, *, parallel: bool = False) -> None:
     """The executor's flags: ``--new-grid``, ``--retry-errors``, ``--no-progress`` and, for specs
     that run on pools (``parallel``), ``--backend``, ``--n-workers``, ``--address``, ``--chunk-size``."""
     if parallel:
         parser.add_argument("--backend", type=Choice(("local", "ray")), default="local", help="local | ray (default local)")
         parser.add_argument("--n-workers", type=WORKERS, default=None,
-                            help=f"workers (default: {default_workers}; 0 = in this process)")
+                            help=f"worker processes (local) or a local Ray's CPUs (ray); default: none, the same "
+                                 f"in every command: in this process with --backend local, this machine's "
+                                 f"{CPUS} CPUs with --backend ray; 0 = in this process")
         parser.add_argument("--address", type=Text("a Ray cluster address (host:port or ray://host:port)",
                                                    bad=("",), pattern=r"^\S+$"),
                             help="Ray cluster address (with --backend ray), e.g. ray://host:10001; it must "
@@ -61,6 +64,8 @@ def _check_run_arguments(args: argparse.Namespace) -> None:
         raise UsageError("--address", "--backend ray (a Ray address is used by the Ray backend only)",
                          f"--backend {args.backend}")
     workers = getattr(args, "n_workers", None)
+    if workers == 0 and getattr(args, "backend", None) == "ray":
+        raise UsageError("--n-workers", "an integer >= 1 with --backend ray (its CPUs; none: this machine's)", "0")
     if workers is not None and workers > CPUS and not getattr(args, "address", None):
         # processes (or a local Ray's CPUs) beyond this machine's only oversubscribe it
         raise UsageError("--n-workers", f"at most this machine's {CPUS} CPUs (more with --backend ray --address "
@@ -82,10 +87,13 @@ def run_options(args: argparse.Namespace) -> RunOptions:
 def demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n", type=COUNT, default=20_000, help="pool size (default 20000)")
     p.add_argument("--d", type=COUNT, default=384, help="embedding dimension (default 384)")
-    p.add_argument("--k", type=COUNT, default=10, help="selection size (default 10)")
+    p.add_argument("--k", type=COUNT, default=10,
+                   help="selection size (default 10). The demo bounds its work: every selector runs while "
+                        "n k^2 <= 2e8 (e.g. n 20000 with k 100); above it only topk, fw, fw_ws and fw_topk run, "
+                        "and one printed line names the selectors skipped")
     p.add_argument("--theta", type=THETA, default=0.7, help="relevance-diversity trade-off in [0,1] (default 0.7)")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--out", type=OUTPUT, default=Path("divopt-demo"), help="output folder (default ./divopt-demo)")
+    p.add_argument("--out", type=OUTPUT, default=Path("divopt-demo"), help="output folder (demo.parquet, demo.png, demo.svg)")
     p.add_argument("--no-plot", action="store_true", help="skip the plot")
 
 
@@ -123,7 +131,8 @@ def bench_latency(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=THREADS, default=None,
                    help=f"torch intra-op threads, at most this machine's {CPUS} CPUs (default or 0: torch's choice)")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--out", type=OUTPUT, default=Path("results/latency"))
+    p.add_argument("--out", type=OUTPUT, default=Path("results/latency"),
+                   help="output folder (latency.csv, latency.json, results.parquet)")
     add_run_arguments(p)
 
 
@@ -194,7 +203,13 @@ def bench_quality(p: argparse.ArgumentParser) -> None:
     p.add_argument("--default-method", type=METHOD, default=None,
                    help="the method whose targets are checked (default: divopt_rag.solvers.DEFAULT_METHOD)")
     # small pools
-    p.add_argument("--queries", type=COUNT, default=25, help="WordNet query words (default 25)")
+    p.add_argument("--dataset", type=DATASET, default="wordnet_glosses",
+                   help="dataset of the small part: wordnet_glosses (seeded polysemous WordNet nouns, their senses "
+                        "as subtopics; --corpus-size, --exclude-seeds) or any dataset with qrels, "
+                        f"{DATASET_NAMES}; with qrels the run also writes OUT/quality_ir.csv and OUT/quality_ir.md "
+                        "(alpha-nDCG, nDCG and S-recall at --k per method and theta)")
+    p.add_argument("--queries", type=COUNT, default=25,
+                   help="query words of wordnet_glosses, the first N queries of another --dataset (default 25)")
     add_list(p, "--theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9], help="thetas of the small-pool set")
     p.add_argument("--pool", type=COUNT, default=100, help="pool size per query (default 100)")
     p.add_argument("--k", type=COUNT, default=10)
@@ -230,7 +245,9 @@ def bench_quality(p: argparse.ArgumentParser) -> None:
                    help="torch intra-op threads (default 1: on a loaded 2-core machine small kernels are 10x slower "
                         "with 2; 0 = torch's choice)")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--out", type=OUTPUT, default=Path("results/quality"))
+    p.add_argument("--out", type=OUTPUT, default=Path("results/quality"),
+                   help="output folder (quality.json; each part's results.parquet and results.csv in a folder of "
+                        "its own)")
     add_run_arguments(p)
 
 
@@ -238,7 +255,13 @@ def check_bench_quality(args: argparse.Namespace) -> None:
     if "small" in args.parts:
         if args.k > args.pool:
             raise UsageError("--k", f"an integer <= --pool ({args.pool})", str(args.k))
-        if args.pool > args.corpus_size:
+        if args.dataset != "wordnet_glosses":
+            defaults = flag_defaults(bench_quality)
+            for flag in ("corpus_size", "exclude_seeds", "exclude_queries"):
+                if getattr(args, flag) != defaults[flag]:
+                    raise UsageError(f"--{flag.replace('_', '-')}", "--dataset wordnet_glosses (it sets the WordNet "
+                                     "corpus; another dataset is read as it is)", f"--dataset {args.dataset}")
+        elif args.pool > args.corpus_size:
             raise UsageError("--pool", f"an integer <= --corpus-size ({args.corpus_size})", str(args.pool))
     if "large" in args.parts:
         if max(args.large_k) > args.large_n:
@@ -256,8 +279,7 @@ def check_bench_quality(args: argparse.Namespace) -> None:
 
 def certify(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", type=DATASET, default="synthetic",
-                   help="synthetic (--corpus-size, --dim) or a divopt_rag.data dataset NAME[:ARG]: toy | wordnet[:N_WORDS] "
-                        "| beir:PATH | mini-wikipedia:PATH | rgb:PATH | npz:PATH")
+                   help=f"synthetic (--corpus-size, --dim) or a divopt_rag.data dataset: {DATASET_NAMES}")
     p.add_argument("--model", type=MODEL, default=None,
                    help="sentence-transformers model of a text dataset: a local folder or a model in the local "
                         "Hugging Face cache (default: the offline all-MiniLM-L6-v2)")
@@ -284,7 +306,7 @@ def certify(p: argparse.ArgumentParser) -> None:
                    help="also compute the Dartboard score with this sigma")
     p.add_argument("--out", type=OUTPUT, default=Path("results/certify"),
                    help="output folder (results.parquet; resumable)")
-    add_run_arguments(p, parallel=True, default_workers="0, in this process")
+    add_run_arguments(p, parallel=True)
 
 
 def check_certify(args: argparse.Namespace) -> None:
@@ -309,8 +331,8 @@ def sweep(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--config", type=ExistingPath("file", "an existing sweep config file (.json, .toml, .yaml)"),
                    help="sweep config (.json, .toml, or .yaml); flags below override it")
-    p.add_argument("--out", type=OUTPUT, default=Path("results/sweep"), help="output folder (default results/sweep)")
-    p.add_argument("--dataset", type=DATASET, help="dataset NAME or NAME:ARG (default synthetic)")
+    p.add_argument("--out", type=OUTPUT, default=Path("results/sweep"), help="output folder (results.parquet; resumable: OUT/parts)")
+    p.add_argument("--dataset", type=DATASET, help=f"dataset NAME or NAME:ARG: {DATASET_NAMES} (default synthetic)")
     p.add_argument("--dataset-opt", action="append", default=[], metavar="NAME=VALUE", type=KeyValues(many=False),
                    help="dataset option, e.g. n=400 (repeatable)")
     add_list(p, "--methods", item=METHOD, help="methods (fast selectors, robust models, registered extras)")
@@ -363,7 +385,8 @@ def reproduce(p: argparse.ArgumentParser) -> None:
     p.add_argument("recipe", nargs="?", type=Name("a recipe name (see --list)", bad=("nosuch",)),
                    help="recipe name (see --list)")
     p.add_argument("--list", action="store_true", help="list the recipes: paper, table, what each needs")
-    p.add_argument("--out", type=OUTPUT, help="output folder (default results/reproduce/<recipe>)")
+    p.add_argument("--out", type=OUTPUT, help="output folder (results.parquet; resumable) (default: "
+                                              "results/reproduce/RECIPE, in the current folder)")
     p.add_argument("--data-dir", type=Path, default=Path("datasets"),
                    help="where the datasets are, in divopt_rag.data.download.fetch's layout (default datasets/)")
     p.add_argument("--limit", type=COUNT, help="first N queries of each dataset (a quick run)")
@@ -406,6 +429,7 @@ COMMAND_FLAGS: dict[tuple[str, ...], tuple[Callable[[argparse.ArgumentParser], N
     ("sweep",): (sweep, check_sweep),
     ("plot",): (plot, None),
     ("reproduce",): (reproduce, check_reproduce),
+    **LIBRARY_FLAGS,
 }
 
 

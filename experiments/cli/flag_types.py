@@ -23,10 +23,12 @@ the domains the types take (theta's range, the upper end of a count, the exact e
 from __future__ import annotations
 
 import argparse
+import copy
 import decimal
 import math
 import os
 import re
+import textwrap
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -61,6 +63,7 @@ __all__ = [
     "METHOD",
     "MODULE",
     "DATASET",
+    "DATASET_NAMES",
     "MODEL",
     "KEY_VALUES",
     "EXACT_SOLVER",
@@ -82,17 +85,56 @@ def shown_default(value: object) -> str:
     return str(value)
 
 
+#: In a flag's help, replaced by every registered dataset (``divopt_rag.data.registry.dataset_usage``)
+#: when ``--help`` is formatted, so that help and errors name datasets alike and a parser built
+#: to parse imports no data module.
+DATASET_NAMES = "{registered datasets}"
+
+
+def builtin_dataset_usage() -> str:
+    """The built-in datasets as ``--help`` lists them: :mod:`divopt_rag.data.dataset_names`, read
+    from its file without running ``divopt_rag/data/__init__.py`` (which loads numpy), so that
+    ``--help`` stays fast; the registry checks that table against its registrations on import and
+    its errors format the same list with the same function."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("divopt_rag.data")  # imports the namespace divopt_rag, not data
+    folder = next(iter(spec.submodule_search_locations or ())) if spec else None
+    if folder is None:
+        return "see divopt_rag.data.DATASETS"
+    file_spec = importlib.util.spec_from_file_location("_divopt_dataset_names", os.path.join(folder, "dataset_names.py"))
+    module = importlib.util.module_from_spec(file_spec)
+    file_spec.loader.exec_module(module)
+    return module.usage((n, arg, aliases) for n, (arg, aliases) in module.BUILTIN_DATASETS.items())
+
+
 class DefaultsFormatter(argparse.HelpFormatter):
     """Every flag's help ends with its default, unless its text already says it (issue 49): a
     required flag, a positional or an on/off switch shows none."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
+        if DATASET_NAMES in text:  # the registry's table, as its errors list it
+            text = text.replace(DATASET_NAMES, builtin_dataset_usage())
         if ("default" in text.lower() or not action.option_strings or action.required
                 or action.default is argparse.SUPPRESS or action.nargs == 0):
             return text
         shown = shown_default(action.default).replace("%", "%%")
+        if isinstance(action.default, Path) and not action.default.is_absolute():
+            shown += ", in the current folder"
         return f"{text} (default: {shown})" if text else f"default: {shown}"
+
+    def _format_action(self, action: argparse.Action) -> str:
+        # argparse prints no help line for a flag without help text: give it one, its default
+        if action.help is None and action.option_strings and not action.required and action.nargs != 0:
+            action = copy.copy(action)
+            action.help = ""
+            action.help = self._get_help_string(action)
+        return super()._format_action(action)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        # argparse's wrap breaks at hyphens ("mini-" / "wikipedia", "--corpus-" / "size"): not here
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
 class Parser(argparse.ArgumentParser):
@@ -251,7 +293,10 @@ class Choice(ValueType):
 
     def convert(self, text: str) -> str:
         if text not in self.choices:
-            self.refuse(text)
+            from divopt_rag.models.names import did_you_mean
+
+            hint = did_you_mean(text, self.choices)
+            raise argparse.ArgumentTypeError(f"{hint}expected {self.expected}, got {text!r}")
         return text
 
 
@@ -458,7 +503,7 @@ METHOD = Name("a method name", "method names", bad=("nosuch",))
 MODULE = Name("a Python module name (a.b.c)", "Python module names", bad=("no.such.divopt_plugin",),
               pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 #: A dataset as NAME or NAME:ARG (checked against the registry by the command).
-DATASET = Text("a dataset NAME or NAME:ARG (toy, wordnet[:N_WORDS], beir:PATH, npz:PATH, ...)",
+DATASET = Text("a dataset NAME or NAME:ARG (--help lists the registered ones)",
                bad=("nosuch", "beir:/nonexistent/divopt-missing"))
 #: An embedding model: a local folder, the default alias or a name in the local Hugging Face cache.
 MODEL = Text("a local sentence-transformers folder or a model in the local Hugging Face cache",

@@ -39,6 +39,7 @@ import sys
 import warnings
 
 from divopt_rag.experiments.cli import arguments, flag_checks, flag_types
+from divopt_rag.experiments.cli.library_flags import LIBRARY_COMMANDS
 
 # command path -> (module, one-line help, output arguments: dest -> "dir" | "file"); the flags
 # and the checks across flags are arguments.COMMAND_FLAGS[path]
@@ -55,6 +56,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str, dict[str, str]]] = {
     ("plot",): ("divopt_rag.experiments.plots.figures", "plots from parquet results", {"out": "dir"}),
     ("reproduce",): ("divopt_rag.experiments.reproduce.cli", "reproduce a seed paper's headline table (--list)",
                      {"out": "dir", "cache_dir": "dir"}),
+    **LIBRARY_COMMANDS,
 }
 
 #: Exit codes: success, failed runs / a bug, bad input (argparse's own code), Ctrl-C.

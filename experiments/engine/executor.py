@@ -132,7 +132,7 @@ def run(spec: RunSpec, out: str | os.PathLike, options: RunOptions | None = None
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; expected one of {list(BACKENDS)}")
     n_workers = check_scalar(n_workers, "n_workers", int, min_val=0, allow_none=True)
-    if backend == "local" and n_workers == 0:
+    if backend == "local" and not n_workers:  # None or 0: in this process (one default, every command)
         backend = "inline"
     if backend not in spec.backends:
         raise ValueError(f"{spec.command} runs on the {'/'.join(spec.backends)} backend, not {backend!r}")

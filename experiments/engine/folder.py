@@ -19,6 +19,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Collection, Mapping, Sequence
 
+from divopt_rag.data.files import read_regular
+from divopt_rag.data.names import UnsafeName, checked_name
 from divopt_rag.experiments.engine import store
 from divopt_rag.experiments.engine.plan import RunSpec, Task
 
@@ -48,10 +50,13 @@ def read_config(out: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        old = json.loads(path.read_text())
-        str(old["run_id"])
+        old = json.loads(read_regular(path))
+        # the run id names the files kept beside (config.<run_id>.json): a hash, never a path
+        checked_name(old["run_id"], "run_id", path, hexadecimal=True, length=store.RUN_ID_LENGTH)
         return old
-    except (ValueError, KeyError, TypeError) as exc:
+    except UnsafeName as exc:
+        raise ValueError(f"not a divopt-rag run config: {exc}; use another output folder") from None
+    except (ValueError, KeyError, TypeError, OSError) as exc:
         raise ValueError(f"{path}: not a divopt-rag run config ({exc}); use another output folder") from None
 
 
@@ -81,7 +86,8 @@ def check_folder(out: str | os.PathLike, spec: RunSpec, new_grid: bool = False) 
 
 def keep_previous(out: Path, old_id: str) -> None:
     """Keep the previous configuration's files beside, as ``config.<old_id>.json`` and
-    ``results.<old_id>.parquet``."""
+    ``results.<old_id>.parquet`` (``old_id`` is checked again: it names files in ``out``)."""
+    checked_name(old_id, "run_id", out / "config.json", hexadecimal=True, length=store.RUN_ID_LENGTH)
     for name, kept in (("config.json", f"config.{old_id}.json"), ("results.parquet", f"results.{old_id}.parquet")):
         if (out / name).exists():
             os.replace(out / name, out / kept)

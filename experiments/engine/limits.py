@@ -5,7 +5,7 @@
   the exact solvers' refusals use) is refused before anything is allocated; ``DIVOPT_MEMORY_LIMIT``
   lowers the limit (tests, shared machines).
 * **Config files** (:func:`config_tree_problem`, :func:`yaml_loader`): bytes, nesting and values
-  bounded before a config is used; no YAML aliases.
+  bounded before a config is used; no YAML aliases, no key given twice.
 * **Refusals** (:class:`UsageError`, :func:`naming`): one line naming where the bad value came
   from (a flag, a config entry), what was expected and what was received.
 
@@ -83,8 +83,9 @@ def check_dataset_memory(spec: Any, flag: str) -> None:
     with naming(flag):
         need = registry.estimate_memory(spec)
         if need is not None:
-            name = registry.parse_spec(spec)["name"]
-            check_memory(BASE_BYTES + need, f"dataset {name!r}", flag, "use smaller sizes")
+            parsed = registry.parse_spec(spec)
+            name, path = parsed["name"], parsed.get("path")
+            check_memory(BASE_BYTES + need, f"dataset {name!r}" + (f" ({path})" if path else ""), flag, "use smaller sizes")
 
 
 # =============================================================================================
@@ -122,7 +123,8 @@ def config_tree_problem(obj: Any) -> str | None:
 def yaml_loader() -> type:
     """PyYAML's safe loader without aliases: ``*name`` refers to an anchored node, and a few
     lines of them expand to billions of values (the "billion laughs"); a sweep config never
-    needs one, so it is refused where it appears (a ``yaml.YAMLError`` with its line)."""
+    needs one, so it is refused where it appears (a ``yaml.YAMLError`` with its line). A key
+    given twice in one mapping is refused the same way (PyYAML keeps the last silently)."""
     import yaml
 
     class NoAliasLoader(yaml.SafeLoader):
@@ -133,5 +135,21 @@ def yaml_loader() -> type:
                                                               f"allowed in a config (write the value out)",
                                                   event.start_mark)
             return super().compose_node(parent, index)
+
+        def construct_mapping(self, node, deep=False):  # noqa: ANN001 - PyYAML's signature
+            # a key given twice (two ``grid:``) would silently keep the second: refused at its line
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[Any, Any] = {}
+                for key_node, _ in node.value:
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        first = seen.setdefault(key, key_node.start_mark)
+                    except TypeError:  # an unhashable key: PyYAML's own error follows
+                        continue
+                    if first is not key_node.start_mark:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key!r} (first given at line {first.line + 1}): "
+                                        f"each key once", key_node.start_mark)
+            return super().construct_mapping(node, deep=deep)
 
     return NoAliasLoader

@@ -21,8 +21,11 @@ class RunOptions:
     """The options of one run (checked by :func:`~divopt_rag.experiments.engine.executor.run`).
 
     backend : "inline" (this process, plan order), "local" (``n_workers`` spawned processes;
-        ``n_workers=0`` runs inline) or "ray" (``address`` of a trusted cluster, else a local Ray
-        on 127.0.0.1); None: the spec's first. chunk_size : tasks per worker call (None: about 4
+        ``n_workers`` None or 0, the default, runs inline) or "ray" (``address`` of a trusted
+        cluster, else a local Ray on 127.0.0.1 with ``n_workers`` CPUs, None: this machine's CPU
+        count); None: the spec's first. One default for every command (issue 49): in this process,
+        where small runs are fastest (docs/benchmarks.md, "Throughput") and a selector's seconds are
+        not shared with other workers. chunk_size : tasks per worker call (None: about 4
         calls per worker, at most 16 tasks). progress : show a progress bar. retry_errors : run
         the error parts again. new_grid : accept a configuration other than the one the folder
         holds (:func:`~divopt_rag.experiments.engine.folder.check_folder`).

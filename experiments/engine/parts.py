@@ -29,8 +29,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from divopt_rag.data import integrity
+from divopt_rag.data.files import read_regular
+from divopt_rag.data.names import is_hex_name
 from divopt_rag.experiments.engine import store
-from divopt_rag.experiments.engine.plan import Task
+from divopt_rag.experiments.engine.plan import KEY_LENGTH, Task
 
 __all__ = ["PartError", "PartWarning", "KEY_METADATA", "part_paths", "write_part", "read_part", "part_from_bytes", "finished_keys",
            "reject", "verified_keys"]
@@ -102,7 +104,7 @@ def _verified_table(data: bytes, key: str, path: Any, columns: list[str] | None 
 
 def _read_bytes(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        return read_regular(path)  # a FIFO or a folder in its place is refused, never waited on
     except OSError as exc:
         raise PartError(f"part file {path}: cannot be read ({type(exc).__name__}: {exc})") from None
 
@@ -137,6 +139,8 @@ def finished_keys(parts: str | os.PathLike, include_errors: bool = True) -> set[
         if p.name.startswith("."):
             continue
         key, _, rest = p.name.partition(".")
+        if not is_hex_name(key, KEY_LENGTH):  # a run key is a hash; any other name is not a part
+            continue
         if rest == "parquet" or (include_errors and rest == "error.parquet"):
             done.add(key)
     return done

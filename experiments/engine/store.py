@@ -51,11 +51,13 @@ __all__ = [
     "OutputLocked",
     "LOCK_NAME",
     "run_id",
+    "RUN_ID_LENGTH",
     "safe_name",
     "inside",
 ]
 
-_RUN_ID_LENGTH = 12
+#: Hex digits of a run id (:func:`run_id`); a run id read back from a file must have as many.
+RUN_ID_LENGTH = 12
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,7 +208,7 @@ def run_id(config: Mapping[str, Any], exclude: Iterable[str] = ()) -> str:
     values that JSON cannot hold are written as ``str``). ``exclude``: keys that do not change
     the rows (output paths, caches)."""
     drop = set(exclude)
-    return stable_hash({k: v for k, v in config.items() if k not in drop}, _RUN_ID_LENGTH)
+    return stable_hash({k: v for k, v in config.items() if k not in drop}, RUN_ID_LENGTH)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_@.+=,-]+")

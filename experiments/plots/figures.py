@@ -484,4 +484,5 @@ def main(args) -> int:
         written += save_figure(fig, args.out, name)
     for w in written:
         print(w)
+    print(f"wrote {len(written)} files in {args.out}")
     return 0

@@ -21,6 +21,7 @@ from . import ccbqp, dartboard, dfrag, mio, vrsd
 from .published import missing, published
 from .runner import ReproduceResult, format_table, paper_table, print_report, run_recipe
 from .spec import DataNeed, MissingData, Needs, Options, Recipe, ReproduceError
+from divopt_rag.models.names import did_you_mean
 
 __all__ = ["RECIPES", "get_recipe", "run_recipe", "Options", "Recipe", "Needs", "DataNeed", "ReproduceError",
            "MissingData", "ReproduceResult", "published", "missing", "paper_table", "format_table", "print_report"]
@@ -41,5 +42,6 @@ RECIPES: dict[str, Recipe] = {
 def get_recipe(name: str) -> Recipe:
     """The recipe called ``name``; ReproduceError naming the recipes otherwise."""
     if name not in RECIPES:
-        raise ReproduceError(f"unknown recipe {name!r}; expected one of {', '.join(RECIPES)} (divopt-rag reproduce --list)")
+        raise ReproduceError(f"unknown recipe {name!r}; {did_you_mean(name, RECIPES)}expected one of "
+                             f"{', '.join(RECIPES)} (divopt-rag reproduce --list)")
     return RECIPES[name]

@@ -63,4 +63,5 @@ def main(args) -> int:
         print(f"divopt-rag reproduce {args.recipe}: {exc}", file=sys.stderr)
         return 2
     print_report(recipe, result)
+    print(f"wrote {result.out / 'results.parquet'}, table.parquet and table.csv in {result.out}")
     return 1 if result.n_errors else 0

@@ -90,7 +90,10 @@ class ExactBenchSpec(RunSpec):
         installed = available_solvers() + ["bnb"]  # divopt's own branch-and-bound needs no licence
         unknown = sorted({s for s, _ in self.engines} - set(installed))
         if unknown:
-            raise ValueError(f"--solvers {unknown} not installed; available: {installed}")
+            from divopt_rag.models.names import did_you_mean
+
+            hint = did_you_mean(unknown[0], installed)
+            raise ValueError(f"--solvers {unknown} not installed; {hint}available: {installed}")
         known = sorted({"auto", "qcr_dnn", *FORMULATIONS, *QCR_FORMULATIONS})
         bad = sorted({f for _, f in self.engines} - set(known))
         if bad:

@@ -51,12 +51,12 @@ import torch
 from divopt_rag.data import load as load_dataset, load_wordnet_glosses, stable_hash
 from divopt_rag.experiments.cli import flag_checks
 from divopt_rag.experiments.cli.arguments import run_options
-from divopt_rag.experiments.engine import executor, store
+from divopt_rag.experiments.engine import consolidate, executor, limits, store
 from divopt_rag.experiments.engine.backends import worker_threads
 from divopt_rag.experiments.engine.plan import Plan, RunResult, RunSpec, Task, make_task
-from divopt_rag.experiments.measures import quality, tables
+from divopt_rag.experiments.measures import ir_table, quality, tables
 from divopt_rag.experiments.methods import check_selectors
-from divopt_rag.experiments.studies.certify import CertifyConfig, CertifySpec, selector_rows
+from divopt_rag.experiments.studies.certify import CertifyConfig, CertifySpec, dataset_spec, selector_rows
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import exact_hit, objective_scale
 from divopt_rag.models.kernels import synchronize
@@ -85,7 +85,13 @@ def small_queries(args) -> list[str] | None:
 
 
 def small_config(args, methods: list[str]) -> CertifyConfig:
-    """The certify configuration of the small part."""
+    """The certify configuration of the small part: the WordNet glosses set (``--dataset
+    wordnet_glosses``, the default) or ``--dataset`` as it is, its first ``--queries`` queries."""
+    if getattr(args, "dataset", "wordnet_glosses") != "wordnet_glosses":
+        return CertifyConfig(dataset=args.dataset, n=args.pool, k=args.k, thetas=tuple(args.theta),
+                             methods=tuple(methods), solver=args.solver, time_limit=args.time_limit,
+                             queries=args.queries, seed=args.seed, mip_gap=args.mip_gap, threads=args.exact_threads,
+                             cache_dir=str(args.cache_dir))
     dataset = {"name": "wordnet_glosses", "n_queries": args.queries, "corpus_size": args.corpus_size,
                "seed": args.seed, "embed_cache": str(args.cache_dir)}
     return CertifyConfig(dataset=dataset, n=args.pool, k=args.k, thetas=tuple(args.theta), methods=tuple(methods),
@@ -297,6 +303,21 @@ def environment() -> dict[str, Any]:
                 load_average=os.getloadavg() if hasattr(os, "getloadavg") else None)
 
 
+def _write_ir_table(df: pd.DataFrame, out: Path, report: dict) -> None:
+    """The IR measures beside the objective (issue 49, item 6): ``OUT/quality_ir.csv`` and
+    ``OUT/quality_ir.md`` (:mod:`divopt_rag.experiments.measures.ir_table`) when the small part's
+    dataset has qrels; a note otherwise."""
+    if not ir_table.has_ir_columns(df):
+        print("note: the small part's dataset has no qrels: no IR table (quality_ir.csv)")
+        return
+    table = ir_table.tidy(df)
+    text = ir_table.markdown(table)
+    store.write_csv(table, out / "quality_ir.csv")
+    store.write_text(text + "\n", out / "quality_ir.md")
+    report["small_ir"] = table.to_dict(orient="records")
+    print(text)
+
+
 # ---- entry point -----------------------------------------------------------------------------
 def main(args) -> int:
     """Run the command with ``--threads`` intra-op threads (0 or unset: as they are), restored when it
@@ -316,7 +337,12 @@ def _main(args) -> int:
     # part must not cost the first part's run
     specs: dict[str, RunSpec] = {}
     if "small" in args.parts:
-        specs["small"] = CertifySpec.of(small_config(args, methods))
+        config = small_config(args, methods)
+        if config.dataset != "wordnet_glosses" and not isinstance(config.dataset, dict):
+            with limits.naming("--dataset"):
+                spec = dataset_spec(config)
+            flag_checks.check_dataset(spec, "--dataset")
+        specs["small"] = CertifySpec.of(config)
     if "large" in args.parts:
         specs["large"] = LargeSpec(n=args.large_n, d=args.large_d, ks=list(args.large_k), thetas=list(args.large_theta),
                                    queries=args.large_queries, methods=large_methods, repeats=args.repeats,
@@ -330,10 +356,13 @@ def _main(args) -> int:
     report: dict = {"args": {k: str(v) for k, v in vars(args).items() if not k.startswith("_")},
                     "environment": environment(), "runs": {}}
     targets: dict = {}
+    rc = 0
     if "small" in specs:
         res = executor.run(specs["small"], out / "small", opts)
         _write_tables(res)
         df = res.table
+        # a failed row (an exact solve included) leaves gaps unknown: exit 1 with its reasons, as certify
+        rc = consolidate.report_errors("divopt-rag bench quality (small)", df, len(df), what="runs")
         summ = summarize(df)
         store.write_csv(summ, out / "quality_summary.csv")
         report["runs"]["small"] = res.run_id
@@ -341,6 +370,7 @@ def _main(args) -> int:
         exact = df[df.method == "exact"]
         report["small_exact_status"] = exact["exact_status"].value_counts().to_dict()
         print(quality.format_table(summ))
+        _write_ir_table(df, out, report)
         proven = selector_rows(df)
         proven = proven[proven["proven_optimal"].astype("boolean").fillna(False).astype(bool) & (proven.method == dm)]
         if len(proven):  # the issue's targets are stated over the whole set (every theta)
@@ -372,5 +402,6 @@ def _main(args) -> int:
     report["targets"] = targets
     store.write_text(json.dumps(report, indent=1, default=str), out / "quality.json")
     print("targets:", json.dumps(targets, indent=1))
-    print(f"wrote {out}/quality.json and results.parquet / results.csv in {', '.join(args.parts)}")
-    return 0
+    ir = " and quality_ir.csv / quality_ir.md" if (out / "quality_ir.csv").exists() and "small" in specs else ""
+    print(f"wrote {out}/quality.json{ir}, and results.parquet / results.csv in {', '.join(args.parts)}")
+    return rc

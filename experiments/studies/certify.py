@@ -295,9 +295,7 @@ def main(args) -> int:
         with limits.naming("--dataset"):
             spec = dataset_spec(cfg)
         flag_checks.check_dataset(spec, "--dataset")
-    opts = run_options(args)
-    if opts.n_workers is None:  # in this process unless asked: the selectors' seconds stay comparable
-        opts = dataclasses.replace(opts, n_workers=0)
+    opts = run_options(args)  # n_workers None: in this process, as every command (RunOptions)
     res = run_certify(cfg, args.out, opts)
     df = res.table
     for note in res.notes:
@@ -312,5 +310,6 @@ def main(args) -> int:
     if (df["method"] == "full_scale").any():
         print("\nfull-scale certificates:")
         print(quality.format_table(summarize_full_scale(df)))
+    print(f"wrote {res.path}")  # the last line: where the results are (issue 49)
     # every row counts: a failed exact solve leaves its selectors' gaps unknown (NaN), never a clean table
     return consolidate.report_errors("divopt-rag certify", df, len(df), what="runs")

@@ -35,7 +35,7 @@ from divopt_rag.models import Instance, normalized_gap
 from divopt_rag.models.extras import require
 from divopt_rag.solvers import instance_methods, select
 
-__all__ = ["demo_figure", "main", "plot_demo", "random_set_reference", "run_demo"]
+__all__ = ["DEMO_WORK_MAX", "LIGHT", "demo_figure", "demo_methods", "main", "plot_demo", "random_set_reference", "run_demo"]
 
 
 
@@ -48,10 +48,33 @@ def _is_variant(method: str) -> bool:
     return method not in _PUBLISHED
 
 
+#: The demo bounds its own work (issue 46): a selector outside :data:`LIGHT` runs only where
+#: n k^2 <= DEMO_WORK_MAX. Their cost grows about as n k^2 (greedy re-scoring k times over the
+#: pool, local-search swaps that each read the n x k swap table): at n = 2000, k = 1000 (n k^2 =
+#: 2e9) the slowest took 25 to over 60 s each (benchmarks/results/speed/large_k_baseline.md), so
+#: 2e8 (n = 20000 with k = 100, or n = 2000 with k = 316) keeps each to seconds.
+DEMO_WORK_MAX = 2 * 10**8
+#: Selectors whose cost is about linear in k (one sort, or FW's iterations over the pool): they
+#: run at every size (n = 5000, k = 4000, d = 16: each well under a second).
+LIGHT = frozenset({"topk", "fw", "fw_ws", "fw_topk"})
 
 
-def run_demo(n: int = 20_000, d: int = 384, k: int = 10, theta: float = 0.7, seed: int = 0) -> pd.DataFrame:
+def demo_methods(n: int, k: int, work_max: int = DEMO_WORK_MAX) -> tuple[list[str], list[str]]:
+    """(run, skipped): the selectors the demo runs at n, k by its size rule, and those it skips."""
+    run, skipped = [], []
+    for method in instance_methods():
+        (run if method in LIGHT or n * k * k <= work_max else skipped).append(method)
+    return run, skipped
+
+
+
+
+def run_demo(n: int = 20_000, d: int = 384, k: int = 10, theta: float = 0.7, seed: int = 0,
+             work_max: int = DEMO_WORK_MAX) -> pd.DataFrame:
     """One tidy row per method on the synthetic pool (same instance for every method).
+
+    Every selector runs while n k^2 <= ``work_max`` (:data:`DEMO_WORK_MAX`); above it only the
+    :data:`LIGHT` ones, and one printed line names those skipped.
 
     ``clusters`` counts the distinct clusters among the k picks; ``relevant_clusters`` those of
     the ``relevant_planted`` clusters the query was built from; ``random_ilad`` and
@@ -69,7 +92,11 @@ def run_demo(n: int = 20_000, d: int = 384, k: int = 10, theta: float = 0.7, see
     random_ilad, random_relevance = random_set_reference(E, q)
     run_id = store.run_id(dict(n=n, d=d, k=k, theta=theta, seed=seed))
     rows = []
-    for method in tqdm(instance_methods(), desc="selectors", leave=False):  # those needing texts are skipped
+    methods, skipped = demo_methods(n, k, work_max)
+    if skipped:
+        print(f"demo: skipped {', '.join(skipped)}: n k^2 = {n * k * k:.3g} > {work_max:.3g}, the demo's bound "
+              f"(each runs with divopt_rag.solvers.select(instance, method))", flush=True)
+    for method in tqdm(methods, desc="selectors", leave=False):  # those needing texts are skipped
         sel = select(inst, method)
         picked = set(labels[sel.indices].tolist())
         rows.append(

@@ -98,12 +98,27 @@ class ConfigError(DataFormatError):
     the line when the parser knows it), like every malformed input file of divopt."""
 
 
+class _DuplicateKey(Exception):
+    """A JSON object gives one key twice (``json`` keeps the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
 def _parse_config(path: Path, text: str) -> Any:
     """JSON, TOML or YAML text -> Python objects; :class:`ConfigError` with file and line."""
     suffix = path.suffix.lower()
     if suffix == ".json":
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_unique_keys)
+        except _DuplicateKey as exc:
+            raise ConfigError(path, None, None, f"invalid JSON: duplicate key {exc.args[0]!r}: each key once") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(path, exc.lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
     if suffix == ".toml":
@@ -223,8 +238,10 @@ class SweepConfig:
         A file that does not parse, or holds a bad key or value, raises :class:`ConfigError`
         naming the file (and the line, for parse errors)."""
         path = Path(path)
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(f"sweep config file not found: {path}")
+        if not path.is_file():  # a FIFO would block the read: only regular files are read
+            raise ConfigError(path, None, None, "not a regular file")
         if path.stat().st_size > CONFIG_MAX_BYTES:  # bounded before it is read
             raise ConfigError(path, None, None, f"is larger than {CONFIG_MAX_BYTES // 2**20} MiB (a sweep config is "
                                                 f"a few lines)")

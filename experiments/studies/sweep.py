@@ -38,6 +38,7 @@ from typing import Any, Callable, ClassVar, Sequence
 import pandas as pd
 
 from divopt_rag.data import EmbeddedDataset, load as load_dataset
+from divopt_rag.data.names import checked_name
 from divopt_rag.experiments.engine import executor
 from divopt_rag.experiments.engine.backends import import_plugins
 from divopt_rag.experiments.engine.limits import check_dataset_memory
@@ -279,7 +280,7 @@ def _select_queries(data: EmbeddedDataset, queries: Any) -> list[tuple[int, str]
 
 def _data_folder(data: EmbeddedDataset, out: Path) -> Path:
     """The folder the pool's workers memory-map: the dataset's cache under ``OUT/data``."""
-    folder = out / "data" / data.key
+    folder = out / "data" / checked_name(data.key, "dataset key", f"dataset {data.name!r}", hexadecimal=True)
     if not (folder / "meta.json").exists():
         data.save(folder)
     return folder
@@ -348,9 +349,9 @@ def run_sweep(config: SweepConfig, out_dir: str | Path, options: RunOptions | No
     options : the run's :class:`~divopt_rag.experiments.engine.options.RunOptions` (``fields``: the
         same as keywords, replacing those of ``options``), of which:
     backend : "local" (the default: a process pool of ``n_workers`` spawned processes;
-        ``n_workers=0`` runs in this process) or "ray" (``address`` of an existing cluster, else a
-        local ``ray.init(num_cpus=n_workers)`` bound to 127.0.0.1; an already initialized Ray is
-        used as it is).
+        ``n_workers`` None or 0, the default, runs in this process) or "ray" (``address`` of an
+        existing cluster, else a local ``ray.init(num_cpus=n_workers)`` bound to 127.0.0.1, None:
+        this machine's CPU count; an already initialized Ray is used as it is).
     chunk_size : runs per task (default: about 4 tasks per worker, at most 16 runs).
     retry_errors : run again the runs whose part is an error row.
     new_grid : accept a configuration different from the one ``out_dir`` holds, keeping the

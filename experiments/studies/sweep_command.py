@@ -158,6 +158,7 @@ def main(args) -> int:
         print(f"{len(res.table)} rows of {res.n_runs} runs in {res.path}")
         if args.adaptive_metric and len(res.table):
             _adaptive(res.table, args)
+        _wrote(res.path, args)
         return report_errors("divopt-rag sweep", res.table, res.n_runs)
     print(axes_summary(config))
     res = run_sweep(config, args.out, run_options(args))
@@ -171,7 +172,15 @@ def main(args) -> int:
         print(quality.format_table(summary))
     if args.adaptive_metric and not summary.empty:
         _adaptive(res.table, args)
+    _wrote(res.path, args)
     return report_errors("divopt-rag sweep", res.table, res.n_runs)
+
+
+def _wrote(path, args) -> None:
+    """The last line of a run: the files it wrote (issue 49: where the output went)."""
+    extra = [args.out / name for name in ("adaptive.parquet", "adaptive_policies.parquet")
+             if args.adaptive_metric and (args.out / name).exists()]
+    print(f"wrote {', '.join(str(p) for p in (path, *extra))}")
 
 
 def _adaptive(table: pd.DataFrame, args) -> None:

@@ -22,9 +22,10 @@ def check_array(name: str, x: object, dtype: type, ndim: int, *, finite: bool = 
     return x
 
 
-def check_pool(G: object, lin: object, theta: float) -> tuple[np.ndarray, np.ndarray, float]:
-    """(G, lin, one = 1 - theta) checked: G (p, p) float64 C order, lin (p,) float64, theta in [0, 1]."""
-    G = check_array("G", G, np.float64, 2)
+def check_pool(G: object, lin: object, theta: float, *, finite: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
+    """(G, lin, one = 1 - theta) checked: G (p, p) float64 C order, lin (p,) float64, theta in [0, 1].
+    ``finite=False`` skips G's O(p^2) scan where G is the product of rows already checked finite."""
+    G = check_array("G", G, np.float64, 2, finite=finite)
     lin = check_array("lin", lin, np.float64, 1)
     if G.shape[0] != G.shape[1] or lin.shape[0] != G.shape[0]:
         raise ValueError(f"G must be (p, p) and lin (p,), got G {G.shape} and lin {lin.shape}")

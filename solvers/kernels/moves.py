@@ -14,7 +14,7 @@ from .gains import apply_swap, enter_term, fill_u, leave_term, set_f
 from .jit import kernel
 from .rng import below
 
-__all__ = ["greedy", "best_swap", "local_search", "tabu_walk", "two_swap", "perturb", "random_set"]
+__all__ = ["greedy", "fill_columns", "swap_column", "best_swap", "local_search", "tabu_walk", "two_swap", "perturb", "random_set"]
 
 _G = "float64[:, ::1], float64[::1], float64"  # G, lin, one
 _SET = "int64[::1], float64[::1], boolean[::1]"  # S, u, inS
@@ -42,58 +42,134 @@ def greedy(G, lin, one, S, u, inS):
             u[j] += row[j]
 
 
-@kernel(f"float64({_G}, {_SET}, float64[::1], int64[::1], int64[::1], int64, float64, int64[::1])",
-        uses=(enter_term, leave_term))
-def best_swap(G, lin, one, S, u, inS, a, until_in, until_out, step, aspire, out):
+@kernel("void(float64[:, ::1], int64[::1], float64[:, ::1], float64[::1])")
+def fill_columns(G, S, GS, top):
+    """GS = G[:, S] (p, k), the members' columns, contiguous per row, and top = the row maxima of GS
+    (the gain bound of :func:`best_swap`)."""
+    for j in range(G.shape[0]):
+        row = G[j]
+        m = -np.inf
+        for q in range(S.shape[0]):
+            GS[j, q] = row[S[q]]
+            m = max(m, GS[j, q])
+        top[j] = m
+
+
+@kernel("void(float64[:, ::1], float64[:, ::1], float64[::1], int64, int64)")
+def swap_column(G, GS, top, pos, j):
+    """GS[:, pos] = G[:, j] after row j entered at position pos (G symmetric: row j), and the row
+    maxima ``top`` kept (a row's maximum is recomputed, O(k), only where the leaving entry was it)."""
+    row = G[j]
+    k = GS.shape[1]
+    for t in range(G.shape[0]):
+        old = GS[t, pos]
+        new = row[t]
+        GS[t, pos] = new
+        if new >= top[t]:
+            top[t] = new
+        elif old == top[t]:
+            m = -np.inf
+            for q in range(k):
+                m = max(m, GS[t, q])
+            top[t] = m
+
+
+@kernel(f"float64({_G}, {_SET}, float64[:, ::1], float64[::1], float64[::1], float64[::1], int64[::1], int64[::1], "
+        "int64, float64, int64[::1])")
+def best_swap(G, lin, one, S, u, inS, GS, top, diag, a, until_in, until_out, step, aspire, out):
     """The best 1-swap of S: returns its gain and writes (member position, entering row) to out.
-    A row j with until_in[j] > step may not enter, a member i with until_out[i] > step may not
-    leave, unless the swap gains more than ``aspire`` (tabu with aspiration; all zeros: none
-    barred). ``a``: scratch (k,). Returns -inf with out = (-1, -1) when every swap is barred."""
+    GS = G[:, S] with its row maxima ``top`` (:func:`fill_columns`), diag = the diagonal of G.
+    A row j with until_in[j] > step may not enter, a member
+    i with until_out[i] > step may not leave, unless the swap gains more than ``aspire`` (tabu
+    with aspiration; all zeros: none barred). ``a``: scratch (2k,). Returns -inf with
+    out = (-1, -1) when every swap is barred."""
     k = S.shape[0]
+    p = G.shape[0]
     two = 2.0 * one
+    barred_any = False
+    a_max = -np.inf
     for q in range(k):
-        a[q] = leave_term(G, lin, one, u, S[q])
+        i = S[q]
+        a[q] = -lin[i] + one * (2.0 * u[i] - diag[i] - 1.0)  # leave_term, with G_ii from diag
+        a_max = max(a_max, a[q])
+        if until_out[S[q]] > step:
+            a[k + q] = -np.inf
+            barred_any = True
+        else:
+            a[k + q] = a[q]
+    # candidate list by the gain bound Delta(i, j) <= b_j + max_i a_i + 2 one max_i G_ij (the row
+    # maxima ``top``): the row of largest b_j first, then only rows whose bound beats the best
+    j0, b0 = -1, -np.inf
+    for j in range(p):
+        if not inS[j]:
+            bj = lin[j] - one * (2.0 * u[j] + diag[j] - 1.0)  # enter_term, with G_jj from diag
+            if bj > b0:
+                j0, b0 = j, bj
     best = -np.inf
     out[0] = -1
     out[1] = -1
-    for j in range(G.shape[0]):
-        if inS[j]:
+    for t in range(-1, p):
+        j = j0 if t < 0 else t
+        if j < 0 or inS[j] or (t >= 0 and j == j0):
             continue
-        bj = enter_term(G, lin, one, u, j)
-        row = G[j]
-        barred_j = until_in[j] > step
+        bj = lin[j] - one * (2.0 * u[j] + diag[j] - 1.0)
+        if bj + a_max + two * top[j] <= best:
+            continue
+        row = GS[j]
+        m = -np.inf  # the best swap with any member (branch-free max)
         for q in range(k):
-            g = bj + a[q] + two * row[S[q]]
-            if g > best:
-                if (barred_j or until_out[S[q]] > step) and not g > aspire:
+            m = max(m, a[q] + two * row[q])
+        if bj + m <= best:
+            continue
+        if not bj + m > aspire:  # not allowed by aspiration: the tabu rules apply
+            if until_in[j] > step:
+                continue
+            if barred_any:  # the best swap with an allowed member
+                m = -np.inf
+                for q in range(k):
+                    m = max(m, a[k + q] + two * row[q])
+                if bj + m <= best:
                     continue
-                best = g
-                out[0] = q
-                out[1] = j
+                for q in range(k):
+                    if a[k + q] + two * row[q] == m:
+                        best, out[0], out[1] = bj + m, q, j
+                        break
+                continue
+        for q in range(k):
+            if a[q] + two * row[q] == m:
+                best, out[0], out[1] = bj + m, q, j
+                break
     return best
 
 
-@kernel(f"int64({_G}, {_SET}, float64, int64)", uses=(best_swap, apply_swap))
+@kernel(f"int64({_G}, {_SET}, float64, int64)", uses=(best_swap, apply_swap, fill_columns, swap_column))
 def local_search(G, lin, one, S, u, inS, tol, max_moves):
     """Best-improvement 1-swaps while one gains more than tol (at most ``max_moves``); returns the
     moves made."""
     k = S.shape[0]
     p = G.shape[0]
-    a = np.empty(k)
+    a = np.empty(2 * k)
+    GS = np.empty((p, k))
+    top = np.empty(p)
+    fill_columns(G, S, GS, top)
+    diag = np.empty(p)
+    for j in range(p):
+        diag[j] = G[j, j]
     free = np.zeros(p, dtype=np.int64)
     out = np.empty(2, dtype=np.int64)
     moves = 0
     while moves < max_moves:
-        g = best_swap(G, lin, one, S, u, inS, a, free, free, 0, np.inf, out)
+        g = best_swap(G, lin, one, S, u, inS, GS, top, diag, a, free, free, 0, np.inf, out)
         if not g > tol:
             break
         apply_swap(G, S, u, inS, out[0], out[1])
+        swap_column(G, GS, top, out[0], out[1])
         moves += 1
     return moves
 
 
 @kernel(f"float64({_G}, {_SET}, int64, int64, int64, float64, int64[::1])",
-        uses=(best_swap, apply_swap, set_f))
+        uses=(best_swap, apply_swap, set_f, fill_columns, swap_column))
 def tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     """A 1-swap tabu walk of ``iters`` steps from S: each step takes the best allowed swap, gaining
     or not; a row that left may not re-enter for ``tenure_in`` steps, a row that entered may not
@@ -101,7 +177,13 @@ def tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     best set seen is written to ``best`` (k,) and its f returned; S, u, inS end at the last step."""
     k = S.shape[0]
     p = G.shape[0]
-    a = np.empty(k)
+    a = np.empty(2 * k)
+    GS = np.empty((p, k))
+    top = np.empty(p)
+    fill_columns(G, S, GS, top)
+    diag = np.empty(p)
+    for j in range(p):
+        diag[j] = G[j, j]
     until_in = np.zeros(p, dtype=np.int64)
     until_out = np.zeros(p, dtype=np.int64)
     out = np.empty(2, dtype=np.int64)
@@ -110,12 +192,13 @@ def tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     for q in range(k):
         best[q] = S[q]
     for step in range(1, iters + 1):
-        g = best_swap(G, lin, one, S, u, inS, a, until_in, until_out, step, f_best - f + tol, out)
+        g = best_swap(G, lin, one, S, u, inS, GS, top, diag, a, until_in, until_out, step, f_best - f + tol, out)
         if out[0] < 0:
             break
         i = S[out[0]]
         j = out[1]
         apply_swap(G, S, u, inS, out[0], j)
+        swap_column(G, GS, top, out[0], j)
         until_in[i] = step + tenure_in + 1
         until_out[j] = step + tenure_out + 1
         f += g

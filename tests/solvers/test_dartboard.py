@@ -162,3 +162,42 @@ def test_reference_gain_and_score_forms_agree_where_float64_resolves_the_score()
                     assert int(np.argmax(s)) == G[m], (name, sigma, m)
                     checked += 1
     assert checked > 20
+
+
+@pytest.mark.parametrize("sigma", (0.05, PAPER_SIGMA, 0.3))
+@pytest.mark.parametrize("name, E, q", [
+    ("random", random_unit(260, 12, 4), unit_query(12, 4)),
+    ("dups", planted_duplicates(40, 6, 16, 5), unit_query(16, 5)),
+])
+def test_dartboard_at_k_above_the_paper_triage_equals_the_transcription(sigma, name, E, q):
+    """k > 100 (triage raised to k; at k = K the order of all picks) and a wider triage: the lazy
+    greedy picks what the transcription's re-scoring of every candidate picks."""
+    for k, triage in ((130, None), (240, None), (60, 240)):
+        inst = Instance(E, q, k=k, theta=0.5)
+        got = select(inst, "dartboard", sigma=sigma, triage=triage).indices.tolist()
+        assert got == paper.dartboard_cosine(E, q, k, sigma, K=triage or k), f"{name} k={k} triage={triage}"
+
+
+def test_dartboard_minmax_at_large_k_equals_the_transcription():
+    E, q = random_unit(400, 10, 6), unit_query(10, 6)
+    ext = np.random.default_rng(1).random(400)
+    for k in (40, 120):  # triage max(4k, 100) = 160 and 400 (= n)
+        inst = Instance(E, q, relevance=ext, k=k, theta=0.5)
+        assert select(inst, "dartboard_minmax").indices.tolist() == ref_minmax(E, q, ext, k, 0.1, min(400, 4 * k))
+
+
+def test_lazy_greedy_equals_the_paper_greedy_with_duplicates_and_impossible_targets():
+    """Exact duplicates (gains tie, then add nothing) and log P = -inf pairs (the hybrid's
+    log(1 - D) at D = 1): the lazy greedy and the transcription agree pick for pick, to k = K."""
+    from divopt_rag.solvers.dartboard import greedy_dartboard
+
+    rng = np.random.default_rng(3)
+    for trial in range(4):
+        base = random_unit(30, 6, trial)
+        F = np.vstack([base, base[:10], -base[:8]])  # duplicates and antipodes
+        lq = -rng.random(len(F)) * 5
+        with np.errstate(divide="ignore"):
+            lp = np.log1p(-paper.cosine_distance(F, F))
+        K = len(F)
+        got, _ = greedy_dartboard(torch.from_numpy(lq), torch.from_numpy(lp), K)
+        assert got == paper.greedy(lq, lp, K), f"trial {trial}"

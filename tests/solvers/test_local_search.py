@@ -322,3 +322,39 @@ def test_certificate_near_rows_are_the_compared_rows_of_highest_gain():
     assert swap_certificate(probs[0], torch.as_tensor(sets[0]), tol).near.numel() == 0  # not asked for
     with pytest.raises(ValueError, match="near must be an int >= 0"):
         swap_certificate(probs[0], torch.as_tensor(sets[0]), tol, near=-1)
+
+
+def brute_best_improvement(inst, S, tol):
+    """Best-improvement 1-swap search transcribed: every swap (position p out, j in) scored by
+    f(S - S_p + j) - f(S) evaluated from scratch, the best applied while it gains more than tol."""
+    S = [int(i) for i in S]
+    trace = [ccbqp_objective(inst, S)]
+    while True:
+        best, move = -np.inf, None
+        for p, j in itertools.product(range(len(S)), range(inst.n)):
+            if j in S:
+                continue
+            T = S.copy()
+            T[p] = j
+            gain = ccbqp_objective(inst, T) - trace[-1]
+            if gain > best:
+                best, move = gain, T
+        if best <= tol:
+            return S, trace
+        S = move
+        trace.append(ccbqp_objective(inst, S))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("k", [3, 9, 20])
+def test_ls_takes_the_brute_force_best_swap_at_every_step(seed, k):
+    """The search without the full gain table (row bounds) makes the transcription's moves, one
+    by one, from a poor start (the k least relevant rows), at small and large k."""
+    E, q = random_unit(40, 7, seed), unit_query(7, seed)
+    for theta in (0.2, 0.6):
+        inst = Instance(E, q, k=k, theta=theta)
+        start = np.argsort(inst.relevance.numpy())[:k]
+        res = local_search(inst, start, tol=1e-9)
+        S, trace = brute_best_improvement(inst, start, 1e-9)
+        assert res.indices.tolist() == S and res.swaps == len(trace) - 1
+        assert np.allclose(res.trace, trace, rtol=0, atol=1e-9)

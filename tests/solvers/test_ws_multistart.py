@@ -342,3 +342,23 @@ def test_host_syncs_per_call_are_fixed_whatever_n():
 #: Host syncs of one call of the default on the paths above (measured: about 35 at theta 0.9, under
 #: 200 at theta 0.3 with every phase; on a GPU each costs a round trip of ~10-50 us).
 SYNC_BUDGET = 300
+
+
+@pytest.mark.parametrize("theta", [0.2, 0.6])
+def test_lockstep_search_still_certified_and_the_kernels_match_it(theta, monkeypatch):
+    """On a CPU the default runs on the host kernels (use_kernels); the lockstep tensor search (the
+    GPU's) is forced here: both end 1-swap optimal over the whole pool (brute force), and the
+    kernels' f is not below the lockstep search's on most pools (a second solver as the truth)."""
+    from divopt_rag.solvers import ws_multistart
+
+    below = 0
+    for s in range(3):
+        inst = Instance(planted_duplicates(30, 6, 8, s), unit_query(8, s), k=5, theta=theta)
+        fast = select(inst, "fw_ws_ms", pool_size=20)
+        with monkeypatch.context() as m:
+            m.setattr(ws_multistart, "use_kernels", lambda inst, batch: False)
+            slow = select(inst, "fw_ws_ms", pool_size=20)
+        for sel in (fast, slow):
+            assert sel.info["one_swap_optimal"] and brute_best_swap(inst, sel.indices) <= 1e-9 * 20
+        below += fast.objective < slow.objective - 1e-9
+    assert below <= 1

@@ -181,7 +181,10 @@ def test_an_unwritable_out_is_refused_before_any_work(command, unwritable, capsy
     module_name, _, outputs = cli.COMMANDS[command]
     module = importlib.import_module(module_name)
     monkeypatch.setattr(module, "main", lambda args: pytest.fail("the command ran before --out was checked"))
-    extra = {("plot",): ["gaps", "--input", __file__], ("reproduce",): ["ccbqp-latency"]}.get(command, [])
+    sample = str(Path(__file__).resolve().parents[2] / "helpers" / "fixtures" / "library_sample")
+    extra = {("plot",): ["gaps", "--input", __file__], ("reproduce",): ["ccbqp-latency"],
+             ("lib", "fetch"): [__file__], ("lib", "score"): ["--library", sample, "--submission", __file__],
+             ("lib", "leaderboard"): ["--library", sample], ("lib", "release"): ["--library", sample]}.get(command, [])
     for dest, kind in outputs.items():
         target = unwritable / ("divopt-f2-out" + (".csv" if kind == "file" else ""))
         _bad([*command, *extra, "--" + dest.replace("_", "-"), str(target)], capsys,

@@ -108,6 +108,7 @@ def test_cli_reads_files_only(tmp_path, capsys):
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert names == sorted(f"{n}.{e}" for n in ("gaps", "pareto_recall_vs_ilad", "robust_sparsity_penalty")
                            for e in ("png", "svg"))
+    assert capsys.readouterr().out.strip().splitlines()[-1] == f"wrote 6 files in {tmp_path / 'out'}"
     assert main(["plot", "gaps", "-i", str(tmp_path / "nope.parquet"), "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err.splitlines() == [
         f"divopt-rag plot: --input: expected an existing result file or folder, got '{tmp_path / 'nope.parquet'}' "

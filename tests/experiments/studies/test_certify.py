@@ -124,6 +124,7 @@ def test_cli_runs_every_selector_and_full_scale(tmp_path, capsys):
         assert full.objective.iloc[0] >= full.pool_optimum.iloc[0] - 1e-9
     text = capsys.readouterr().out
     assert "mean_gap" in text and "certified_fraction" in text
+    assert text.strip().splitlines()[-1] == f"wrote {out / 'results.parquet'}"  # where the output went, last
 
 
 def test_bad_input_names_the_problem(tmp_path):

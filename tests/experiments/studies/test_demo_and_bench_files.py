@@ -184,3 +184,34 @@ def test_bench_quality_large_and_batch_parts_tiny(tmp_path):
     batch = next(b for b in meta["batch"] if b["method"] == "batched_default")
     assert batch["single_method"] == "fw_ws_ms" and batch["same_sets"] == 4
     assert {"time<=3x_fw(per cell)", "f>=every_other_method", "batched_default>=10x_singles"} <= set(meta["targets"])
+
+
+def test_demo_bounds_its_work_by_the_size_rule():
+    """Every selector at the default size; above n k^2 = DEMO_WORK_MAX only the light ones
+    (issue 46: n = 5000, k = 4000 used to run every selector for minutes)."""
+    from divopt_rag.experiments.studies.demo import DEMO_WORK_MAX, LIGHT, demo_methods
+
+    run, skipped = demo_methods(20_000, 10)
+    assert run == instance_methods() and skipped == []
+    run, skipped = demo_methods(5000, 4000)
+    assert set(run) == LIGHT and sorted(run + skipped) == instance_methods()
+    assert demo_methods(2000, 316)[1] == [] and 2000 * 316**2 <= DEMO_WORK_MAX < 2000 * 317**2
+
+
+def test_demo_above_the_bound_runs_the_light_selectors_and_prints_one_line(capsys):
+    from divopt_rag.experiments.studies.demo import LIGHT, run_demo
+
+    df = run_demo(n=300, d=8, k=3, theta=0.6, seed=1, work_max=0)
+    assert set(df["method"]) == LIGHT
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("demo: skipped")]
+    assert len(lines) == 1 and all(m in lines[0] for m in instance_methods() if m not in LIGHT)
+    assert "n k^2 = 2.7e+03 > 0" in lines[0]
+
+
+def test_demo_help_states_the_rule_the_code_applies():
+    from divopt_rag.experiments.cli import main as cli
+    from divopt_rag.experiments.studies.demo import DEMO_WORK_MAX, LIGHT
+
+    text = " ".join(cli.build_parser(("demo",)).format_help().split())
+    assert f"n k^2 <= {DEMO_WORK_MAX:.0e}".replace("e+0", "e") in text
+    assert all(m in text for m in LIGHT)

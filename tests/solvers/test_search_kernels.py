@@ -63,13 +63,18 @@ def test_best_swap_is_the_brute_force_best(theta):
     gain_of = {(qq, j): f_brute(E, q, k, th, T) - f0 for qq, j, T in swaps(G.shape[0], S)}
     out = np.empty(2, dtype=np.int64)
     free = np.zeros(G.shape[0], dtype=np.int64)
-    g = moves.best_swap(G, lin, one, S, u, inS, np.empty(k), free, free, 0, np.inf, out)
+    GS, top = np.empty((G.shape[0], k)), np.empty(G.shape[0])
+    moves.fill_columns(G, S, GS, top)
+    np.testing.assert_array_equal(GS, G[:, S])
+    np.testing.assert_array_equal(top, G[:, S].max(1))
+    diag = np.ascontiguousarray(np.diag(G))
+    g = moves.best_swap(G, lin, one, S, u, inS, GS, top, diag, np.empty(2 * k), free, free, 0, np.inf, out)
     assert g == pytest.approx(max(gain_of.values()), abs=1e-10)
     assert gain_of[(int(out[0]), int(out[1]))] == pytest.approx(g, abs=1e-10)
     # a barred row may not enter unless it beats the aspiration level
     until = free.copy()
     until[out[1]] = 5
-    g2 = moves.best_swap(G, lin, one, S, u, inS, np.empty(k), until, free, 1, np.inf, out)
+    g2 = moves.best_swap(G, lin, one, S, u, inS, GS, top, diag, np.empty(2 * k), until, free, 1, np.inf, out)
     assert g2 == pytest.approx(max(v for (qq, j), v in gain_of.items() if until[j] == 0), abs=1e-10)
 
 
@@ -103,6 +108,18 @@ def test_local_search_ends_1swap_optimal(seed):
     assert all(f_brute(E, q, k, th, T) <= f1 + 1e-10 for _, _, T in swaps(G.shape[0], S))
     np.testing.assert_allclose(u, G[:, S].sum(1), atol=1e-10)
     assert sorted(np.flatnonzero(inS)) == sorted(S)
+
+
+def test_swap_column_keeps_the_row_maxima():
+    E, q, c, G, lin, one, k, th = pool(seed=5)
+    S = np.array([0, 1, 2, 3, 4], dtype=np.int64)
+    GS, top = np.empty((G.shape[0], k)), np.empty(G.shape[0])
+    moves.fill_columns(G, S, GS, top)
+    for pos, j in ((0, 10), (3, 11), (0, 12), (2, 0)):
+        S[pos] = j
+        moves.swap_column(G, GS, top, pos, j)
+        np.testing.assert_array_equal(GS, G[:, S])
+        np.testing.assert_array_equal(top, G[:, S].max(1))
 
 
 def test_tabu_walk_reports_its_best_set():

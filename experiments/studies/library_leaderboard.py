@@ -1,0 +1,138 @@
+"""The library's leaderboard (issue 50, item 4): every registered self-contained method, and any
+outside submission, scored by :mod:`~divopt_rag.experiments.studies.library_score`, per family x theta.
+
+Each method's picks are written as an ordinary submission (``RESULTS/<method>.csv``:
+``instance_id,indices,seconds``) and scored exactly as an outside one is; a method already in
+RESULTS is read back (resumable). The page lists, per method, the exact-hit rate on the proven
+instances, the mean and worst normalized gap (to the optimum, or to the proven bound on open
+instances) and the median seconds per instance.
+"""
+from __future__ import annotations
+
+import csv
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from divopt_rag.experiments.studies.library_format import instance_ids, load_instance, read_json
+from divopt_rag.experiments.studies.library_score import read_submission, score_rows, summarize
+
+__all__ = ["leaderboard_methods", "run_method", "run_leaderboard", "render"]
+
+
+def leaderboard_methods() -> list[str]:
+    """Every registered method that needs nothing beyond the instance (no cross-encoder)."""
+    from divopt_rag.solvers.selection import METHOD_NEEDS, METHODS
+
+    return [m for m in METHODS if m not in METHOD_NEEDS]
+
+
+def run_method(root: Path, method: str, ids: list[str], path: Path, log: Callable[[str], None] = print) -> Path:
+    """Run ``method`` on ``ids`` and write its submission CSV to ``path`` (rows appended as they
+    finish; a partial file is resumed)."""
+    from divopt_rag.solvers.selection import select
+
+    done = set()
+    if path.exists():
+        done = {s.instance_id for s in read_submission(path)}
+    new = not path.exists()
+    with open(path, "a", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        if new:
+            w.writerow(["instance_id", "indices", "seconds"])
+        t_all = time.perf_counter()
+        for iid in ids:
+            if iid in done:
+                continue
+            I = load_instance(root, iid).to_instance()
+            t0 = time.perf_counter()
+            sel = select(I, method)
+            secs = time.perf_counter() - t0
+            w.writerow([iid, " ".join(str(int(i)) for i in sel.indices), f"{secs:.6f}"])
+            fh.flush()
+        log(f"{method}: {len(ids) - len(done)} instances in {time.perf_counter() - t_all:.0f}s")
+    return path
+
+
+def _fmt(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def render(root: Path, boards: dict[str, list], outside: set[str], command: str, seconds: float) -> str:
+    m = read_json(root / "manifest.json")
+    n_ids = {r.instance_id for rows in boards.values() for r in rows}
+    lines = [
+        "# Leaderboard of the CCBQP instance library",
+        "",
+        f"Written by `{command}` on {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from "
+        f"{m['name']} {m['version']} ({m['n_instances']} instances: {m['counts'].get('optimal', 0)} optimal, "
+        f"{m['counts'].get('open', 0)} open; {len(n_ids)} scored here); machine: 2-core x86_64 VM, shared "
+        f"with other jobs (times are wall clock under that load: compare them within this page only); "
+        f"the run took {seconds / 60:.0f} min. Do not edit by hand.",
+        "",
+        "- **hit rate**: share of the proven (status `optimal`) instances where the method's f is within "
+        "1e-9 k(k-1) of the optimum;",
+        "- **mean / worst gap**: (optimum - f) / (k(k-1)) on proven instances, (proven bound - f) / (k(k-1)) on "
+        "open ones (an upper estimate of the true gap there);",
+        "- **time**: median seconds per instance (outside baselines: as their submission reports it).",
+        "- outside baselines (scored through `divopt-rag lib score` from their CSV): " +
+        (", ".join(f"`{o}`" for o in sorted(outside)) or "none") + ".",
+        "",
+        "## All instances",
+        "",
+        "| method | rows | refused | hit rate | mean gap | worst gap | median s |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    order = sorted(boards, key=lambda k: (-(summarize(boards[k], ())[0]["exact_hit_rate"] or 0),
+                                          summarize(boards[k], ())[0]["mean_gap"] or 0))
+    for name in order:
+        s = summarize(boards[name], ())[0]
+        tag = f"{name} (outside)" if name in outside else name
+        lines.append(f"| {tag} | {s['rows']} | {s['refused']} | {_fmt(s['exact_hit_rate'], '.3f')} | "
+                     f"{_fmt(s['mean_gap'], '.2e')} | {_fmt(s['worst_gap'], '.2e')} | {_fmt(s['median_seconds'], '.3g')} |")
+    lines += ["", "## Per family x theta", "",
+              "Each cell: hit rate / mean gap / worst gap / median s.", ""]
+    groups = sorted({(r.family, r.theta) for rows in boards.values() for r in rows if r.family is not None})
+    head = "| method | " + " | ".join(f"{f} θ={t:g}" for f, t in groups) + " |"
+    lines += [head, "|---|" + "---|" * len(groups)]
+    for name in order:
+        cells = {(s["family"], s["theta"]): s for s in summarize(boards[name], ("family", "theta"))}
+        row = []
+        for g in groups:
+            s = cells.get(g)
+            row.append("-" if s is None else f"{_fmt(s['exact_hit_rate'], '.2f')} / {_fmt(s['mean_gap'], '.1e')} / "
+                                             f"{_fmt(s['worst_gap'], '.1e')} / {_fmt(s['median_seconds'], '.2g')}")
+        lines.append(f"| {name} | " + " | ".join(row) + " |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def run_leaderboard(root, *, methods=None, submissions: dict[str, str] | None = None, max_n: int = 10_000,
+                    results="results/lib-leaderboard", out="docs/leaderboard.md", log=print) -> Path:
+    from divopt_rag.experiments.studies.library_score import write_scores
+
+    t0 = time.perf_counter()
+    root, results, out = Path(root), Path(results), Path(out)
+    results.mkdir(parents=True, exist_ok=True)
+    man = read_json(root / "manifest.json")["instances"]
+    ids = [i for i in instance_ids(root) if man[i]["n"] <= max_n]
+    known = leaderboard_methods()
+    methods = list(methods) if methods else known
+    bad = [m for m in methods if m not in known]
+    if bad:
+        raise ValueError(f"--methods: expected self-contained registered methods ({', '.join(known)}), got {bad}")
+    boards: dict[str, list] = {}
+    for m in methods:
+        path = run_method(root, m, ids, results / f"{m}.csv", log)
+        boards[m] = score_rows(root, read_submission(path))
+        write_scores(boards[m], results / m)
+    for name, path in (submissions or {}).items():
+        rows = [s for s in read_submission(path) if s.instance_id in set(ids)]
+        boards[name] = score_rows(root, rows)
+        write_scores(boards[name], results / name)
+    cmd = f"divopt-rag lib leaderboard --max-n {max_n}" + "".join(f" --submission {k}=..." for k in (submissions or {}))
+    text = render(root, boards, set(submissions or {}), cmd, time.perf_counter() - t0)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return out

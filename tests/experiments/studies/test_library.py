@@ -1,0 +1,224 @@
+"""The instance library (issue 50): the format round trip, hashes, the scorer against brute force,
+per-row refusals, verify catching a flipped byte, release/fetch, the CLI's bad input."""
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from divopt_rag.data.dictd import decode_b64, load_dictd, read_dictd_index
+from divopt_rag.experiments.cli.main import main as cli
+from divopt_rag.experiments.studies.library_build import solution_record, write_instances, write_manifest
+from divopt_rag.experiments.studies.library_corpora import LICENCES, Corpus
+from divopt_rag.experiments.studies.library_format import OPTIMAL, file_hash, instance_ids, load_instance, write_json
+from divopt_rag.experiments.studies.library_release import build_release, fetch_release
+from divopt_rag.experiments.studies.library_score import (Submission, read_submission, score_callable, score_rows,
+                                                          verify_library)
+
+SAMPLE = Path(__file__).resolve().parents[2] / "helpers" / "fixtures" / "library_sample"
+
+
+def _brute(E, q, k, theta):
+    """Independent truth: every k-set, f in float64 written out pair by pair."""
+    E, q = E.astype(np.float64), q.astype(np.float64)
+    best, best_f = None, -np.inf
+    for S in itertools.combinations(range(E.shape[0]), k):
+        rel = sum(float(E[i] @ q) for i in S)
+        red = sum(float(E[i] @ E[j]) for i in S for j in S if i != j)
+        f = theta * (k - 1) * rel - (1 - theta) * red
+        if f > best_f:
+            best, best_f = list(S), f
+    return best, best_f
+
+
+def make_library(root: Path, n_pool: int = 14, d: int = 6, seed: int = 0) -> list[str]:
+    """A tiny library: one synthetic corpus, pools of 9 and 14 rows, every optimum by enumeration."""
+    rng = np.random.default_rng(seed)
+    E = rng.standard_normal((n_pool, d)).astype(np.float32)
+    E[5] = E[4] + 0.01  # a near-duplicate
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    Q = rng.standard_normal((3, d)).astype(np.float32)
+    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    corpus = Corpus("toy", [f"t{i}" for i in range(n_pool)], [f"text {i}" for i in range(n_pool)], ["a", "b", "c"],
+                    ["qa", "qb", "qc"], {"generator": "tests"})
+    specs = [{"n": n, "k": k, "theta": t, "query": j} for n, k, t, j in
+             [(9, 3, 0.3, 0), (9, 4, 0.7, 1), (n_pool, 3, 0.5, 2), (n_pool, 2, 0.9, 0)]]
+    ids = write_instances(root, corpus, E, Q, specs, LICENCES["cone"])
+    for iid in ids:
+        inst = load_instance(root, iid)
+        S, f = _brute(inst.E, inst.q, inst.k, inst.theta)
+        write_json(root / "instances" / iid / "solution.json",
+                   solution_record(inst, S, f, status=OPTIMAL, bound_source="enumeration", solver="brute",
+                                   tolerance="exact", seconds=0.0))
+    write_manifest(root)
+    return ids
+
+
+@pytest.fixture
+def lib(tmp_path):
+    root = tmp_path / "lib"
+    make_library(root)
+    return root
+
+
+def test_round_trip_and_f_against_brute_force(lib):
+    ids = instance_ids(lib)
+    assert len(ids) == 4
+    for iid in ids:
+        inst = load_instance(lib, iid)
+        card = json.loads((lib / "instances" / iid / "card.json").read_text())
+        assert inst.n == card["n"] and inst.k == card["k"] and inst.E.dtype == np.float64
+        assert all(file_hash(lib / rel) == h for rel, h in card["files"].items())
+        S, f = _brute(inst.E, inst.q, inst.k, inst.theta)
+        assert inst.solution["f"] == pytest.approx(f, abs=1e-12)
+        from divopt_rag.models import ccbqp_objective  # divopt's own f on the same rows
+        assert ccbqp_objective(inst.to_instance(), S) == pytest.approx(f, abs=1e-5)
+    assert verify_library(lib) == []
+
+
+def test_scorer_matches_brute_force(lib):
+    rows, truth = [], {}
+    rng = np.random.default_rng(1)
+    for r, iid in enumerate(instance_ids(lib), 1):
+        inst = load_instance(lib, iid)
+        S = rng.choice(inst.n, size=inst.k, replace=False)
+        X = inst.E[S]
+        f = inst.theta * (inst.k - 1) * (X @ inst.q).sum() - (1 - inst.theta) * sum(
+            X[a] @ X[b] for a in range(inst.k) for b in range(inst.k) if a != b)
+        truth[iid] = (f, inst.solution["f"], inst.k)
+        rows.append(Submission(r, iid, list(S)))
+    for s in score_rows(lib, rows):
+        f, opt, k = truth[s.instance_id]
+        assert s.feasible and s.f == pytest.approx(f, abs=1e-12)
+        assert s.gap == pytest.approx(max(0.0, (opt - f) / (k * (k - 1))), abs=1e-12)
+    best = score_callable(lib, lambda inst: _brute(inst.E, inst.q, inst.k, inst.theta)[0])
+    assert all(s.exact_hit and s.gap == 0 for s in best)
+
+
+def test_refusals_are_per_row_and_named(lib, tmp_path):
+    a, b, c = "toy-n9-k3-t03-q00", "toy-n9-k4-t07-q01", "toy-n14-k3-t05-q02"
+    sub = tmp_path / "sub.csv"
+    sub.write_text("instance_id,indices\n"
+                   f"{a},0 1\n"           # wrong k (3)
+                   f"{b},0 0 1 2\n"       # duplicates
+                   f"{a},0 1 99\n"        # out of range (and a's second row)
+                   "nosuch,0 1 2\n"
+                   f"{c},0 1 x\n", encoding="utf-8")
+    out = {s.row: s for s in score_rows(lib, read_submission(sub))}
+    assert "wrong k" in out[2].reason and "expected 3" in out[2].reason
+    assert "duplicates" in out[3].reason
+    assert "twice" in out[4].reason
+    assert "unknown instance 'nosuch'" in out[5].reason
+    assert "index 'x' is not an integer" in out[6].reason
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps([{"instance_id": a, "indices": [0, 1, 99]}, {"instance_id": b, "indices": [0, 1, 2, 3]}]))
+    rows = {s.instance_id: s for s in score_rows(lib, read_submission(good))}
+    assert "out of range: [99]" in rows[a].reason and rows[b].feasible
+
+
+def test_verify_detects_a_flipped_byte(lib):
+    rows = lib / "pools" / "toy" / "rows.npy"
+    data = bytearray(rows.read_bytes())
+    data[-3] ^= 0x01
+    rows.write_bytes(bytes(data))
+    problems = verify_library(lib)
+    assert any("pools/toy/rows.npy: hash" in p for p in problems)
+
+
+def test_verify_detects_a_wrong_f(lib):
+    iid = instance_ids(lib)[0]
+    path = lib / "instances" / iid / "solution.json"
+    sol = json.loads(path.read_text())
+    sol["f"] += 1e-3
+    path.write_text(json.dumps(sol))
+    write_manifest(lib)  # the hashes agree again: only f is wrong
+    assert any(f"{iid}: stored f" in p for p in verify_library(lib))
+
+
+def test_release_fetch_round_trip(lib, tmp_path):
+    archive, size = build_release(lib, tmp_path / "dist")
+    assert archive.name == "divopt-ccbqp-lib-0.1.0.tar.gz" and size > 0
+    got = fetch_release("file://" + str(archive), tmp_path / "fetched")
+    assert verify_library(got) == [] and instance_ids(got) == instance_ids(lib)
+    assert (got / "CHANGELOG.md").exists() and (got / "LICENCES.md").exists()
+
+
+def test_cli(lib, tmp_path, capsys):
+    sub = tmp_path / "s.csv"
+    iid = "toy-n9-k3-t03-q00"
+    sub.write_text(f"instance_id,indices\n{iid},0 1 2\n{iid}x,0 1 2\n")
+    assert cli(["lib", "score", "--library", str(lib), "--submission", str(sub), "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "row 3" in out and "unknown instance" in out and (tmp_path / "o" / "scores.csv").exists()
+    assert cli(["lib", "verify", "--library", str(lib)]) == 0
+    assert cli(["lib", "list", "--library", str(lib), "--status", "optimal"]) == 0
+    assert cli(["lib", "verify", "--library", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--library" in err
+    assert cli(["lib", "fetch", "http://example.org/x.tar.gz", "--library", str(tmp_path / "f")]) == 2
+    assert cli(["lib", "score", "--library", str(lib), "--submission", str(tmp_path / "missing.csv")]) == 2
+
+
+def test_sample_fixture_verifies_and_shell_reader_agrees(tmp_path):
+    assert verify_library(SAMPLE) == []
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not installed")
+    script = Path(__file__).resolve().parents[3] / "docs" / "library_reader.sh"
+    for iid in instance_ids(SAMPLE):
+        out = subprocess.run(["bash", str(script), str(SAMPLE), iid], capture_output=True, text=True, check=True).stdout
+        stored, recomputed = (float(v) for v in out.split()[-2:])
+        assert recomputed == pytest.approx(stored, abs=1e-5 * max(1.0, abs(stored)))
+
+
+def test_dictd_reader(tmp_path):
+    assert decode_b64("BgB") == 1 * 64 * 64 + 32 * 64 + 1
+    text = b"alpha\n  the first letter\nbeta\n  the second\n"
+    (tmp_path / "t.index").write_text("00-database-url\tA\tA\nalpha\tA\tZ\nbeta\tZ\tS\n")
+    import gzip
+    (tmp_path / "t.dict.dz").write_bytes(gzip.compress(text))
+    assert [r[0] for r in read_dictd_index(tmp_path / "t.index")] == ["00-database-url", "alpha", "beta"]
+    entries = load_dictd(tmp_path / "t")
+    assert [(e.headword, e.text) for e in entries] == [("alpha", "the first letter"), ("beta", "the second")]
+    (tmp_path / "bad.index").write_text("alpha\tA!\tZ\n")
+    (tmp_path / "bad.dict.dz").write_bytes(gzip.compress(text))
+    with pytest.raises(ValueError, match="bad.index:1"):
+        load_dictd(tmp_path / "bad")
+
+
+def test_finalize_fills_from_submissions_with_a_valid_bound(lib, tmp_path):
+    from divopt_rag.experiments.studies.library_solve import finalize
+
+    iid = "toy-n14-k3-t05-q02"
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    (lib / "instances" / iid / "solution.json").unlink()
+    res = tmp_path / "res"
+    res.mkdir()
+    (res / "m.csv").write_text(f"instance_id,indices\n{iid},0 1 2\n")
+    finalize(lib, res, log=lambda s: None)
+    sol = load_instance(lib, iid).solution
+    assert sol["best_set"] == [0, 1, 2] and sol["bound"] >= opt - 1e-9
+    assert sol["status"] == ("optimal" if sol["bound"] - sol["f"] <= 1e-9 * 6 else "open")
+    assert verify_library(lib) == []
+
+
+def test_leaderboard_page_from_methods_and_an_outside_submission(lib, tmp_path):
+    from divopt_rag.experiments.studies.library_leaderboard import run_leaderboard
+    from helpers.library_baselines import write_submission
+
+    sub = write_submission(lib, "rrls", tmp_path / "rrls.csv")
+    page = run_leaderboard(lib, methods=["topk", "fw"], submissions={"rrls": str(sub)}, results=tmp_path / "res",
+                           out=tmp_path / "lb.md", log=lambda s: None)
+    text = page.read_text()
+    assert "| rrls (outside) | 4 | 0 |" in text and "| topk | 4 | 0 |" in text and "toy θ=0.5" in text
+    # its hit rate is the share of its sets that enumeration says are optimal
+    hits = 0
+    for row in read_submission(sub):
+        inst = load_instance(lib, row.instance_id)
+        hits += abs(inst.f([int(i) for i in row.indices]) - _brute(inst.E, inst.q, inst.k, inst.theta)[1]) <= 1e-9
+    assert f"| rrls (outside) | 4 | 0 | {hits / 4:.3f} |" in text
