@@ -61,6 +61,7 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=60.0, help="exact solve's limit in seconds (default 60)")
     ap.add_argument("--exact-solver", default="auto", help="certify_full_scale's exact_solver (default auto)")
     ap.add_argument("--out", default="benchmarks/results/library/fullscale_1e5", help="output stem (.csv, .md)")
+    ap.add_argument("--resume", action="store_true", help="keep OUT.csv's rows and skip the cells they cover")
     args = ap.parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]
     if args.n < args.k or args.queries < 1 or not variants or any(v not in ("fw", "dual", "none") for v in variants):
@@ -74,6 +75,9 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     rows: list[dict] = []
+    if args.resume and os.path.exists(args.out + ".csv"):
+        rows = pd.read_csv(args.out + ".csv").to_dict("records")
+    done = {(int(r["seed"]), int(r["query"]), float(r["theta"]), r["variant"]) for r in rows}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     for seed in [int(s) for s in args.seeds.split(",")]:
         E, q, _ = narrow_cone(args.n, args.d, seed=seed)
@@ -83,6 +87,8 @@ def main(argv=None) -> int:
             for th in args.thetas:
                 inst = Instance(Et, Q[qi], k=args.k, theta=th)
                 for var in variants:
+                    if (seed, qi, float(th), var) in done:
+                        continue
                     _wait_quiet()
                     cert = certify_full_scale(inst, relaxation=var, time_limit=args.time_limit,
                                               exact_solver=args.exact_solver)

@@ -69,7 +69,11 @@ def _params(method: str, inst) -> dict:
     E = inst.E.double().numpy()
     cos_q = inst.relevance.double().numpy()
     out = {"query_scores": -11.6 + 23.0 * (cos_q + 1) / 2}
-    if method != "knn_cc":
+    import inspect
+
+    from divopt_rag.solvers import METHODS
+
+    if "pair_scores" in inspect.signature(METHODS[method].__wrapped__).parameters:
         out["pair_scores"] = -11.6 + 23.0 * (np.clip(E @ E.T, -1, 1) + 1) / 2
     return out
 

@@ -455,7 +455,7 @@ def brute_force(inst: Instance, max_sets: int = 3_000_000, return_all: bool = Fa
 
 
 def exact_optimum(inst: Instance, solver: str = "auto", time_limit: float | None = None,
-                  warm_start: Any = None, brute_max_sets: int = 200_000) -> Result:
+                  warm_start: Any = None, brute_max_sets: int = 200_000, mip_gap: float | None = None) -> Result:
     """Exact CCBQP optimum: "brute" (enumeration), a MIP solver name, or "auto".
 
     "auto" enumerates when C(n, k) <= ``brute_max_sets`` (the Result has solver "brute", status
@@ -463,7 +463,8 @@ def exact_optimum(inst: Instance, solver: str = "auto", time_limit: float | None
     time limit honestly: then ``proven_optimal`` is False, ``bound`` is the solver's best bound
     (None if it has none) and ``objective`` is None when no incumbent was found.
     ``seconds`` covers the whole call, model building included (the runner's own time is kept
-    in ``info["solve_seconds"]``).
+    in ``info["solve_seconds"]``). ``mip_gap``: the relative gap at which a MIP solver may stop
+    and report "optimal" (None: the solver's default, e.g. Gurobi's 1e-4; bnb's 1e-6).
     """
     t0 = time.perf_counter()
     if inst.k == 1:
@@ -472,7 +473,7 @@ def exact_optimum(inst: Instance, solver: str = "auto", time_limit: float | None
         idx, val = brute_force(inst, max_sets=max(brute_max_sets, 3_000_000) if solver == "brute" else brute_max_sets)
         return Result(indices=np.sort(idx), objective=val, bound=val, gap=0.0, status=SolveStatus.OPTIMAL,
                       seconds=time.perf_counter() - t0, solver="brute")
-    r = solve_exact(inst, solver=solver, time_limit=time_limit, warm_start=warm_start)
+    r = solve_exact(inst, solver=solver, time_limit=time_limit, warm_start=warm_start, mip_gap=mip_gap)
     r.info["solve_seconds"] = r.seconds
     r.seconds = time.perf_counter() - t0
     return r

@@ -7,7 +7,7 @@ run offline.
 
 * **Repeatable**: requests use ``temperature`` 0 and a ``seed`` by default.
 * **Cached**: with ``cache=PATH`` each reply is stored in a SQLite file keyed by the sha256 of
-  the request (model, messages, temperature, max_tokens, seed); a repeated prompt is answered
+  the endpoint and the request (model, messages, temperature, max_tokens, seed); a repeated prompt is answered
   from the file without a request. SQLite's own locking makes one cache file safe to share
   between concurrent runs.
 * **Retried**: HTTP 429/5xx answers and unreachable endpoints are retried ``retries`` times with
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import contextlib
 import json
 import math
 import os
@@ -42,7 +43,7 @@ import sqlite3
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Mapping
 
 from divopt_rag.models.validation import check_nonnegative, check_scalar
 
@@ -61,6 +62,10 @@ DEFAULT_MAX_RESPONSE_BYTES = 16 * 2**20
 #: Seconds a TCP connect may take within the call's budget (a black-holed address does not use
 #: the whole budget, so the retries still get their turn).
 DEFAULT_CONNECT_TIMEOUT = 10.0
+
+
+#: The sampling temperature an OpenAI-compatible API accepts.
+TEMPERATURE_RANGE = (0.0, 2.0)
 
 
 class LLMError(RuntimeError):
@@ -283,6 +288,10 @@ class OpenAIChat:
         if not math.isfinite(self.timeout) or not math.isfinite(self.connect_timeout):
             raise ValueError(f"timeout and connect_timeout must be finite, got {timeout!r}, {connect_timeout!r}")
         self.max_response_bytes = check_scalar(max_response_bytes, "max_response_bytes", int, min_val=1)
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or \
+                not (TEMPERATURE_RANGE[0] <= float(temperature) <= TEMPERATURE_RANGE[1]):  # nan fails too
+            raise ValueError(f"temperature must be a number in [{TEMPERATURE_RANGE[0]:g}, {TEMPERATURE_RANGE[1]:g}] "
+                             f"(OpenAI's range), got {temperature!r}")
         self.temperature = float(temperature)
         self.seed = seed
         self.retries = retries
@@ -315,21 +324,44 @@ class OpenAIChat:
         return cls(base_url, model, **options)
 
     # --- cache ---------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _cache(self) -> Iterator[sqlite3.Connection]:
+        """The reply cache, opened; any failure (a corrupt file, a folder or a FIFO in its place,
+        no permission) is an :class:`LLMError` naming the path."""
+        path = self.cache_path
+        try:
+            if path.exists() and not path.is_file():
+                raise LLMError(f"LLM reply cache {path}: is not a file (a folder or a device); pass another cache path")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(path, timeout=30)
+            try:
+                with db:
+                    db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, content TEXT, created REAL)")
+                    yield db
+            finally:
+                db.close()
+        except (sqlite3.Error, OSError) as exc:
+            raise LLMError(f"LLM reply cache {path}: cannot be used ({type(exc).__name__}: {exc}); remove it or pass "
+                           f"another cache path") from None
+
     def _cache_get(self, key: str) -> str | None:
-        if self.cache_path is None or not self.cache_path.exists():
+        if self.cache_path is None or not self.cache_path.exists() and self.cache_path.parent.is_dir():
             return None
-        with sqlite3.connect(self.cache_path, timeout=30) as db:
-            db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, content TEXT, created REAL)")
+        with self._cache() as db:
             row = db.execute("SELECT content FROM replies WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def _cache_put(self, key: str, content: str) -> None:
         if self.cache_path is None:
             return
-        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-        with sqlite3.connect(self.cache_path, timeout=30) as db:
-            db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, content TEXT, created REAL)")
+        with self._cache() as db:
             db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?)", (key, content, time.time()))
+
+    def cache_key(self, payload: Mapping[str, Any]) -> str:
+        """The reply cache's key of a request: sha256 of everything that shapes the reply, the
+        endpoint (``url``) and the request body (model, messages, temperature, max_tokens, seed),
+        as canonical JSON. Another server, model or setting is another key."""
+        return hashlib.sha256(json.dumps({"endpoint": self.url, "request": payload}, sort_keys=True).encode()).hexdigest()
 
     # --- requests ------------------------------------------------------------------------------
     def _attempt(self, data: bytes, headers: dict[str, str], deadline: float) -> tuple[int, bytes, dict[str, str]]:
@@ -411,6 +443,9 @@ class OpenAIChat:
                 return json.loads(body)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise LLMError(f"LLM endpoint {self.url} returned invalid JSON (HTTP {status}): {exc}") from exc
+            except RecursionError:  # nested deeper than the interpreter parses: not a chat completion
+                raise LLMError(f"LLM endpoint {self.url} returned JSON nested too deeply to parse (HTTP {status}, "
+                               f"{len(body)} bytes); expected a chat completion") from None
         if error is not None and self.clock() < deadline:
             raise error  # every retry used, each failing fast
         last = f"; last attempt: {error}" if error is not None else ""
@@ -426,7 +461,7 @@ class OpenAIChat:
         }
         if self.seed is not None:
             payload["seed"] = int(self.seed)
-        key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        key = self.cache_key(payload)
         cached = self._cache_get(key)
         if cached is not None:
             return cached

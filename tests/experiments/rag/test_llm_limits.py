@@ -250,9 +250,9 @@ def test_cache_hits_need_no_budget(chat_server, tmp_path):
     CHAT.replies = [(200, chat_reply("cached"))]
     chat = OpenAIChat(chat_server, "m", cache=tmp_path / "c.sqlite", timeout=5)
     assert chat.complete(MSG) == "cached"
-    # a dead endpoint and a 1 ms budget: the same request (the key is model + messages +
-    # settings) is answered from the file without a request
-    again = OpenAIChat("http://127.0.0.1:9/v1", "m", cache=tmp_path / "c.sqlite", timeout=0.001)
+    # no reply queued and a 1 ms budget: the same request (the key is endpoint + model +
+    # messages + settings, issue 48 item 8) is answered from the file without a request
+    again = OpenAIChat(chat_server, "m", cache=tmp_path / "c.sqlite", timeout=0.001)
     assert again.complete(MSG) == "cached" and again.requests_sent == 0
 
 
