@@ -141,16 +141,24 @@ def choose_pool(st: PoolState) -> None:
         st.b_mean = swap_terms(st.lin_all, _mv(st.E, v).astype(np.float64), st.theta)[0] if st.guided else st.c
         st.passes += int(st.guided)
         p = min(cfg.guided_pool_size, n) if st.guided else cfg.pool_size
-        st.P = _interleave([], [st.b_mean, st.c], p) if st.guided else np.argsort(-st.c, kind="stable")[:p]
+        st.P = _interleave([], [st.b_mean, st.c], p) if st.guided else _top(st.c, p)
         st.whole = st.P.size >= n
     st.pool_size = st.P.size
     st.lap("shortlist")
     gram(st)
 
 
+def _top(x: np.ndarray, p: int) -> np.ndarray:
+    """The p rows of largest x, best first (ties to the lower row): O(n) selection, then a sort of p."""
+    if p >= x.size:
+        return np.argsort(-x, kind="stable")
+    part = np.argpartition(-x, p - 1)[:p]
+    return part[np.lexsort((part, -x[part]))]
+
+
 def _interleave(head: list, scores: list, p: int) -> np.ndarray:
     """The rows of ``head`` (in order), then the best rows by each score in turn, p distinct rows."""
-    lists = [np.argsort(-x, kind="stable")[:p] for x in scores]
+    lists = [_top(x, p) for x in scores]
     tail = np.stack(lists, 1).reshape(-1)
     both = np.concatenate([np.asarray(h, dtype=np.int64) for h in head] + [tail]) if head else tail
     _, first = np.unique(both, return_index=True)
@@ -302,7 +310,9 @@ def certify(st: PoolState, rows: np.ndarray | None = None, tol: float | None = N
     b[S] = -np.inf
     J = np.flatnonzero(b + (a.max() + 2.0 * one) > -tol)  # (within tol of 0: the polish's rows)
     if J.size:
-        gains = (b[J][:, None] + a[None, :]) + 2.0 * one * _mm(E[J], ES.T).astype(np.float64)
+        # many kept rows (small k, low theta): one product over the pool in storage order beats a gather
+        W = _mm(E, ES.T)[J] if 4 * J.size > E.shape[0] else _mm(E[J], ES.T)
+        gains = (b[J][:, None] + a[None, :]) + 2.0 * one * W.astype(np.float64)
         g = gains.max(1)
     else:
         g = np.empty(0)
@@ -399,9 +409,9 @@ def pool_search(E: np.ndarray, c: np.ndarray, k: int, theta: float, tol: float, 
             st.optimal = st.cert.best_gain <= st.tol
             if st.passes >= cfg.max_passes:
                 break
-            # a failed certificate, or a rugged first pool: the pool around the set holds the rows
+            # a failed certificate, or a rugged guided first pool: the pool around the set holds the rows
             # its neighbours need; searched again from the set (max_phases searches in all)
-            if phases < cfg.max_phases and (not st.optimal or (st.rugged and phases == 1)):
+            if phases < cfg.max_phases and (not st.optimal or (st.guided and st.rugged and phases == 1)):
                 phases += 1
                 f0 = st.f
                 first = repool(st, st.cert)

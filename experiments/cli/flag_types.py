@@ -32,7 +32,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from divopt_rag.models.domains import COUNT_MAX, EXACT_SOLVERS, SEED_MAX, THETA_RANGE
+from divopt_rag.models.domains import COUNT_MAX, EXACT_SOLVERS, SEED_MAX, THETA_RANGE, THREADS_MAX
 
 __all__ = [
     "Parser",
@@ -481,7 +481,7 @@ EPILOG = ("Flags that take several values take them as separate words or comma-s
 #: Counts (sizes, numbers of queries, repeats): integers in [1, COUNT_MAX].
 COUNT = Integer(min=1, max=COUNT_MAX)
 #: This machine's CPUs: the most threads or local worker processes that do not oversubscribe it.
-CPUS = max(1, os.cpu_count() or 1)
+CPUS = THREADS_MAX
 #: Intra-op threads (0: torch's choice): at most this machine's CPUs (``--threads 100000`` crashed torch).
 THREADS = Integer(min=0, max=CPUS)
 #: A solver's threads: 1 to this machine's CPUs.
