@@ -75,14 +75,14 @@ def leaderboard(p: argparse.ArgumentParser) -> None:
     p.add_argument("--score-only", action="store_true",
                    help="run no method: score the submissions already in --results")
     p.add_argument("--out", type=OutputPath("a file to write"), default=Path("docs/leaderboard.md"),
-                   help="the page to write")
+                   help="output folder and file name of the page to write")
     p.add_argument("--results", type=OUTPUT, default=Path("results/lib-leaderboard"),
                    help="per-method scores (resumable: a method already scored is read back)")
 
 
 def release(p: argparse.ArgumentParser) -> None:
     _library(p)
-    p.add_argument("--out", type=OUTPUT, default=Path("dist"), help="folder of the archive")
+    p.add_argument("--out", type=OUTPUT, default=Path("dist"), help="output folder of the archive")
     p.add_argument("--max-mb", type=Real(0.0, min_open=True), default=100.0,
                    help="refuse to write an archive larger than this many MB")
 
