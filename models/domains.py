@@ -8,8 +8,10 @@ the command line reads it without loading numpy or torch.
 """
 from __future__ import annotations
 
-__all__ = ["THETA_RANGE", "ROWS_MAX", "COUNT_MAX", "ITERATIONS_MAX", "SEED_MAX", "SOLVERS", "EXACT_SOLVERS",
-           "RUNS_MAX", "EXACT_N_MAX", "REPEATS_MAX", "CORPUS_MAX"]
+import os
+
+__all__ = ["THETA_RANGE", "ROWS_MAX", "COUNT_MAX", "ITERATIONS_MAX", "SEED_MAX", "THREADS_MAX", "SOLVERS",
+           "EXACT_SOLVERS", "RUNS_MAX", "EXACT_N_MAX", "REPEATS_MAX", "CORPUS_MAX"]
 
 #: The relevance-diversity trade-off theta: [0, 1], 1 = pure relevance (every method's theta).
 THETA_RANGE = (0.0, 1.0)
@@ -24,6 +26,10 @@ COUNT_MAX = ROWS_MAX
 ITERATIONS_MAX = 1_000_000
 #: Upper end of a seed: the range every generator takes (numpy, torch, Python).
 SEED_MAX = 2**32 - 1
+#: Upper end of a thread count (a MIP solver's ``threads``, torch's intra-op threads, local
+#: workers): this machine's CPUs, the most that do not oversubscribe it (``threads=100000`` hung
+#: HiGHS creating them, and Gurobi refused 10**6 with its own error). The lower end is 1.
+THREADS_MAX = max(1, os.cpu_count() or 1)
 #: The MIP solvers the model runner drives, in the order ``"auto"`` tries them.
 SOLVERS = ("gurobi", "scip", "highs")
 #: The exact engines of an exact CCBQP optimum (the ``exact`` method, ``--solver``): enumeration,

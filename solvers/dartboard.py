@@ -117,7 +117,7 @@ def _log_gains(q_logp: np.ndarray, rows: np.ndarray, cover: np.ndarray) -> np.nd
 
 
 #: Candidates whose gains a lazy step re-evaluates at once (doubled while the step is undecided).
-LAZY_BATCH = 16
+LAZY_BATCH = 4
 
 
 def greedy_dartboard(q_logp: torch.Tensor, pair_logp: torch.Tensor, k: int) -> tuple[list[int], float]:

@@ -216,3 +216,15 @@ def test_the_rooms_keep_their_rules(rule):
                     module.startswith("divopt_rag.") and source.startswith(experiments):
                 problems.append(f"{where}:{line}: imports {source}")
     assert not problems, "\n".join(problems)
+
+
+def test_test_files_have_unique_basenames():
+    # tests/ has no __init__.py files (pytest's rootdir-relative import), so two test modules
+    # with one basename in two rooms stop collection of the whole suite.
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(ROOT)} and {path.relative_to(ROOT)}")
+        seen.setdefault(path.name, path)
+    assert not clashes, "test files sharing a basename: " + "; ".join(clashes)

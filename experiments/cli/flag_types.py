@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from divopt_rag.models.domains import (CORPUS_MAX, COUNT_MAX, EXACT_N_MAX, EXACT_SOLVERS, REPEATS_MAX, SEED_MAX,
-                                      THETA_RANGE)
+                                      THETA_RANGE, THREADS_MAX)
 
 __all__ = [
     "Parser",
@@ -488,7 +488,7 @@ REPEATS = Integer(min=1, max=REPEATS_MAX)
 #: WordNet glosses embedded: 1 to CORPUS_MAX (WordNet's synsets).
 CORPUS = Integer(min=1, max=CORPUS_MAX)
 #: This machine's CPUs: the most threads or local worker processes that do not oversubscribe it.
-CPUS = max(1, os.cpu_count() or 1)
+CPUS = THREADS_MAX
 #: Intra-op threads (0: torch's choice): at most this machine's CPUs (``--threads 100000`` crashed torch).
 THREADS = Integer(min=0, max=CPUS)
 #: A solver's threads: 1 to this machine's CPUs.

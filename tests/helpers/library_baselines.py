@@ -38,10 +38,11 @@ def f_value(E: np.ndarray, q: np.ndarray, k: int, theta: float, S) -> float:
 
 def random_restart_ls(E, q, k, theta, *, restarts: int = 5, seed: int = 0, max_passes: int = 50) -> np.ndarray:
     """Best of ``restarts`` 1-swap local searches from random k-sets. A swap i -> j changes f by
-    theta (k-1)(c_j - c_i) - 2 (1-theta)(u_j - u_i - w_ij), u = E (sum of the set's rows)."""
+    theta (k-1)(c_j - c_i) - 2 (1-theta)(u_j - w_ij - u_i + |e_i|^2), u = E (sum of the set's rows)."""
     rng = np.random.default_rng(seed)
     n = E.shape[0]
     c = E @ q
+    sq = (E * E).sum(1)
     best, best_f = None, -np.inf
     for _ in range(restarts):
         S = rng.choice(n, size=k, replace=False)
@@ -53,7 +54,7 @@ def random_restart_ls(E, q, k, theta, *, restarts: int = 5, seed: int = 0, max_p
             for pos in rng.permutation(k):
                 i = S[pos]
                 w = E @ E[i]
-                gain = theta * (k - 1) * (c - c[i]) - 2 * (1 - theta) * (u - u[i] - w)
+                gain = theta * (k - 1) * (c - c[i]) - 2 * (1 - theta) * (u - w - u[i] + sq[i])
                 gain[inside] = -np.inf
                 j = int(np.argmax(gain))
                 if gain[j] > 1e-12:

@@ -205,3 +205,20 @@ def test_finalize_fills_from_submissions_with_a_valid_bound(lib, tmp_path):
     assert sol["best_set"] == [0, 1, 2] and sol["bound"] >= opt - 1e-9
     assert sol["status"] == ("optimal" if sol["bound"] - sol["f"] <= 1e-9 * 6 else "open")
     assert verify_library(lib) == []
+
+
+def test_leaderboard_page_from_methods_and_an_outside_submission(lib, tmp_path):
+    from divopt_rag.experiments.studies.library_leaderboard import run_leaderboard
+    from helpers.library_baselines import write_submission
+
+    sub = write_submission(lib, "rrls", tmp_path / "rrls.csv")
+    page = run_leaderboard(lib, methods=["topk", "fw"], submissions={"rrls": str(sub)}, results=tmp_path / "res",
+                           out=tmp_path / "lb.md", log=lambda s: None)
+    text = page.read_text()
+    assert "| rrls (outside) | 4 | 0 |" in text and "| topk | 4 | 0 |" in text and "toy θ=0.5" in text
+    # its hit rate is the share of its sets that enumeration says are optimal
+    hits = 0
+    for row in read_submission(sub):
+        inst = load_instance(lib, row.instance_id)
+        hits += abs(inst.f([int(i) for i in row.indices]) - _brute(inst.E, inst.q, inst.k, inst.theta)[1]) <= 1e-9
+    assert f"| rrls (outside) | 4 | 0 | {hits / 4:.3f} |" in text
