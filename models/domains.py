@@ -38,8 +38,8 @@ EXACT_SOLVERS = ("brute", *SOLVERS, "bnb")
 #: Upper end of the runs of one sweep (its grid counted before it is expanded): a grid of 3e7 runs
 #: planned for minutes at 786 MiB before anything was written; a million runs plan in seconds.
 RUNS_MAX = 1_000_000
-#: Upper end of a pool certified by an exact solver (``bench exact --n``, ``bench quality --pool``,
-#: ``certify --n``): its n x n float64 similarity alone is 800 MB at 10^4, far past what any of the
+#: Upper end of a pool certified by an exact solver (``bench exact --n``, ``bench quality --pool``):
+#: its n x n float64 similarity alone is 800 MB at 10^4, far past what any of the
 #: exact engines proves in hours.
 EXACT_N_MAX = 10_000
 #: Upper end of timed repeats per cell (``bench latency --repeats``): the median of a thousand is
