@@ -133,7 +133,7 @@ def _kernel_batch(inst: Instance, C: torch.Tensor, th: np.ndarray, cfg: WsMultis
     out = np.empty((B, k), dtype=np.int64)
     info, seconds = [], {}
     for b in range(B):
-        st = pool_search(E, Cn[b], k, float(th[b]), tol, cfg)
+        st = pool_search(E, Cn[b], k, float(th[b]), tol, cfg, finite_checked=True)  # the Instance checked E
         idx = st.rows
         # a set: reported by decreasing relevance, ties to the lower index
         idx = np.sort(idx)
