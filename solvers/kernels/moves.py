@@ -209,8 +209,27 @@ def tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     return f_best
 
 
+@kernel("int64(float64[::1], int64[::1], int64, float64, int64)")
+def keep_largest(vals, idx, cnt, v, i):
+    """Insert (v, i) into the first ``cnt`` entries of the descending buffer ``vals`` / ``idx`` of
+    capacity m = len(vals), dropping the smallest when full; equal values keep the earlier entry
+    first. Returns the new count, min(cnt + 1, m)."""
+    m = vals.shape[0]
+    if cnt == m and not v > vals[m - 1]:
+        return cnt
+    t = cnt if cnt < m else m - 1
+    while t > 0 and vals[t - 1] < v:
+        if t < m:
+            vals[t] = vals[t - 1]
+            idx[t] = idx[t - 1]
+        t -= 1
+    vals[t] = v
+    idx[t] = i
+    return cnt + 1 if cnt < m else cnt
+
+
 @kernel(f"int64({_G}, {_SET}, int64, int64, float64, int64)",
-        uses=(enter_term, leave_term, apply_swap, local_search))
+        uses=(enter_term, leave_term, apply_swap, local_search, keep_largest))
 def two_swap(G, lin, one, S, u, inS, entrants, members, tol, max_moves):
     """Best-improvement 2-swaps (remove S[q1], S[q2], add j1, j2), each followed by the 1-swap
     local search, while one gains more than tol (at most ``max_moves``). Pairs range over the
@@ -248,32 +267,11 @@ def two_swap(G, lin, one, S, u, inS, entrants, members, tol, max_moves):
                 g = bj + a[q] + two * G[j, S[q]]
                 if g > v:
                     v = g
-            if cnt < m or v > Jv[m - 1]:
-                t = cnt if cnt < m else m - 1
-                while t > 0 and Jv[t - 1] < v:
-                    if t < m:
-                        Jv[t] = Jv[t - 1]
-                        J[t] = J[t - 1]
-                    t -= 1
-                Jv[t] = v
-                J[t] = j
-                if cnt < m:
-                    cnt += 1
+            cnt = keep_largest(Jv, J, cnt, v, j)
         # the r members of largest a (cheapest removal)
         cr = 0
         for q in range(k):
-            v = a[q]
-            if cr < r or v > Qv[r - 1]:
-                t = cr if cr < r else r - 1
-                while t > 0 and Qv[t - 1] < v:
-                    if t < r:
-                        Qv[t] = Qv[t - 1]
-                        Q[t] = Q[t - 1]
-                    t -= 1
-                Qv[t] = v
-                Q[t] = q
-                if cr < r:
-                    cr += 1
+            cr = keep_largest(Qv, Q, cr, a[q], q)
         for x in range(m):
             bj = enter_term(G, lin, one, u, J[x])
             for y in range(r):
