@@ -23,7 +23,9 @@ __all__ = ["GRID_N", "GRID_K", "GRID_THETA", "LIBRARY_NAME", "VERSION", "plan", 
 
 LIBRARY_NAME = "divopt-ccbqp-lib"
 VERSION = "0.1.0"
-GRID_N, GRID_K, GRID_THETA = (100, 300, 1000, 10_000), (5, 10, 25, 50), (0.3, 0.5, 0.7, 0.9)
+GRID_N = (100, 300, 1000, 10_000)
+GRID_K = (5, 10, 25, 50)
+GRID_THETA = (0.3, 0.5, 0.7, 0.9)
 EXTRA_N = (100, 300)
 
 

@@ -37,7 +37,8 @@ __all__ = ["FORMAT", "OBJECTIVE", "LibraryInstance", "objective", "normalized_ga
            "write_json", "load_instance", "instance_ids", "check_library", "OPTIMAL", "OPEN"]
 
 FORMAT = 1
-OPTIMAL, OPEN = "optimal", "open"
+OPTIMAL = "optimal"
+OPEN = "open"
 OBJECTIVE = ("f(S) = theta*(k-1)*sum_{i in S} c_i - (1-theta)*sum_{i!=j in S} e_i.e_j, c = E q; E, q float32 "
              "files widened to float64; gap = (bound - f) / (k*(k-1))")
 
