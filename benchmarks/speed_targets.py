@@ -457,6 +457,57 @@ def quality_compare(args) -> None:
     print(json.dumps(summary, indent=1, default=str))
 
 
+# ---- 5. the README quality table's instances: the default's f against their proven optima -------------
+def readme_quality(args) -> None:
+    """The default on the 100 instances of the README quality table (WordNet, top-100 of 3000 glosses,
+    seed 11, words of seeds 0-3 left out, k = 10), f against the optimum a landed run proved
+    (``--proved``: its results.csv, e.g. ir_09e558b's branch-and-bound rows). The pools are rebuilt
+    here (dense top-100 by c = E q); the rebuild is checked by the landed run's own default picks."""
+    import pandas as pd
+
+    torch = _setup_torch()
+    from divopt_rag.data import load_wordnet_glosses
+    from divopt_rag.data.embed import embed_dataset
+    from divopt_rag.experiments.studies.bench_quality import tuning_words
+    from divopt_rag.models import Instance
+
+    env = _env({"code": _code_commit(), "proved": args.proved})
+    ref = pd.read_csv(args.proved)
+    opt = ref[ref.method == "fw_ws_ms"].set_index(["query_id", "theta"])
+    held = tuning_words(25, [0, 1, 2, 3])
+    ds = load_wordnet_glosses(27, 3000, seed=11)
+    E, Q = embed_dataset(ds, None, None, show_progress=False)
+    E, Q = np.asarray(E, dtype=np.float32), np.asarray(Q, dtype=np.float32)
+    pids = np.asarray(ds.passage_ids)
+    rows = []
+    for qi, word in enumerate(ds.query_ids):
+        if word in held:
+            continue
+        top = np.argsort(-(E @ Q[qi]).astype(np.float64), kind="stable")[:100]
+        for th in THETAS:
+            inst = Instance(torch.from_numpy(np.ascontiguousarray(E[top])), torch.from_numpy(Q[qi]), k=10, theta=th)
+            sel, wall, cpu = _timed_select(inst, None)
+            r = opt.loc[(word, th)]
+            picked = sorted(pids[top][sel.indices].tolist())
+            ref_picked = sorted(str(r.selected).replace("[", " ").replace("]", " ").replace("'", " ").split())
+            gap = (float(r.optimum) - float(sel.objective)) / (10 * 9)
+            rows.append(dict(query=word, theta=th, objective=float(sel.objective), optimum=float(r.optimum),
+                             proven=bool(r.proven_optimal), gap=gap, hit=gap <= 1e-9,
+                             same_set_as_landed_default=picked == ref_picked,
+                             landed_default_objective=float(r.objective), cpu_s=cpu))
+    df = pd.DataFrame(rows)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "readme_quality.csv", index=False)
+    s = df.groupby("theta").agg(instances=("hit", "size"), hit=("hit", "mean"), mean_gap=("gap", "mean"),
+                                proven=("proven", "mean"), same_set=("same_set_as_landed_default", "mean"))
+    s.to_csv(out / "readme_quality_summary.csv")
+    env["targets"] = {"hit_1.00_every_theta": bool((s.hit == 1).all()), "instances": len(df),
+                      "hit_by_theta": s.hit.to_dict()}
+    _finish(env, out, "readme_quality.json")
+    print(s.to_string())
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -515,6 +566,10 @@ def main() -> None:
     c.add_argument("--out", required=True)
     c.add_argument("--tol", type=float, default=1e-9, help="relative tolerance for new >= old")
     c.set_defaults(fn=quality_compare)
+    c = sub.add_parser("readme-quality", help="the default on the README quality table's instances vs proven optima")
+    c.add_argument("--proved", default="benchmarks/results/quality/ir_09e558b/small/results.csv")
+    c.add_argument("--out", required=True)
+    c.set_defaults(fn=readme_quality)
     args = p.parse_args()
     args.fn(args)
 

@@ -20,7 +20,6 @@ Two methods are built in here, so that every command runs them as rows of its gr
 from __future__ import annotations
 
 import math
-import os
 import time
 from typing import Any, Callable, Mapping
 
@@ -28,7 +27,7 @@ import numpy as np
 
 from divopt_rag.experiments.method_result import MethodResult, robust_result, scalar_items
 from divopt_rag.models import Instance, ccbqp_objective
-from divopt_rag.models.domains import EXACT_SOLVERS, ITERATIONS_MAX, ROWS_MAX
+from divopt_rag.models.domains import EXACT_SOLVERS, ITERATIONS_MAX, ROWS_MAX, THREADS_MAX
 from divopt_rag.models.parameters import Declaration, Interval, Options, Text, declare
 from divopt_rag.models.solve_config import DEFAULT_TIME_LIMIT
 from divopt_rag.models.validation import check_indices
@@ -48,7 +47,6 @@ __all__ = [
     "validate",
     "accepted_parameters",
     "required_parameters",
-    "THREADS_MAX",
     "run_method",
     "check_selectors",
     "exact",
@@ -64,8 +62,6 @@ _COLUMNS: dict[str, tuple[str, ...]] = {}
 _EXTRA_PARAMS: dict[str, Declaration] = {}
 #: The exact engine a method row may name: "auto" or one of the exact engines.
 _EXACT_SOLVER = Options(("auto", *EXACT_SOLVERS))
-#: Threads of one solve: at most this machine's CPUs (more only oversubscribes them).
-THREADS_MAX = max(1, os.cpu_count() or 1)
 
 
 def register_method(name: str, *, columns: tuple[str, ...] = (), params: Mapping[str, Any] | None = None) -> Callable:

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from .kernels import accumulation_dtype, matvec
-from .validation import check_embeddings, check_k, check_theta, check_vector
+from .validation import check_bool, check_embeddings, check_indices, check_k, check_theta, check_vector
 
 __all__ = ["Instance"]
 
@@ -59,6 +59,7 @@ class Instance:
         normalize: bool = False,
         ids: Any = None,
     ) -> None:
+        normalize = check_bool(normalize, "normalize")
         E_t = check_embeddings(E, "E", normalize=normalize)
         n, d = E_t.shape
         acc = accumulation_dtype(E_t.dtype)
@@ -139,7 +140,7 @@ class Instance:
 
         Row ``r`` of the result is row ``indices[r]`` of this instance; ``ids`` follow the rows.
         """
-        rows = np.asarray(indices, dtype=np.int64)
+        rows = check_indices(indices, self.n, "indices", unique=False)
         idx = torch.as_tensor(rows, device=self.device)
         return self._derived(
             E=self.E.index_select(0, idx).contiguous(),

@@ -46,7 +46,8 @@ from .solve_results import (
     compose_message,
     relative_gap,
 )
-from .solver_limits import PYOMO_NAME, ModelSize, SolverRefused, available_solvers, model_size, solver_refusal
+from .solver_limits import (PYOMO_NAME, ModelSize, SolverRefused, available_solvers, model_size, process_streams_kept,
+                            solver_refusal)
 from .domains import SOLVERS
 from .validation import check_choice, check_indices
 
@@ -389,7 +390,8 @@ def solve(
     last_exc: Exception | None = None
     for s in cands:
         try:
-            r = _run_one(model, info, s, cfg, warm_idx, stopwatch, entered)
+            with process_streams_kept():  # one Pyomo solve at a time in the process, its streams kept
+                r = _run_one(model, info, s, cfg, warm_idx, stopwatch, entered)
         except _LicenseRefused as exc:
             if solver != "auto":
                 raise SolverRefused(

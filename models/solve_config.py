@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .validation import check_nonnegative
+from .domains import THREADS_MAX
+from .validation import check_nonnegative, check_scalar
 
 __all__ = ["SolveConfig", "Stopwatch", "Clock", "DEFAULT_TIME_LIMIT"]
 
@@ -40,7 +41,8 @@ class SolveConfig:
         the time went.
     mip_gap : relative gap at which the solver may stop (status "gap_limit" if above
         :data:`~divopt_rag.models.solve_results.OPTIMALITY_GAP`).
-    threads : solver threads (None: the solver's default).
+    threads : solver threads, an int in [1, :data:`~divopt_rag.models.domains.THREADS_MAX`] (this
+        machine's CPUs; None: the solver's default).
     log_path : file receiving the solver log.
     options : raw solver options, passed through.
     """
@@ -56,6 +58,12 @@ class SolveConfig:
             object.__setattr__(self, "time_limit", check_nonnegative(self.time_limit, "time_limit"))
         if self.mip_gap is not None:
             object.__setattr__(self, "mip_gap", check_nonnegative(self.mip_gap, "mip_gap"))
+        if self.threads is not None:
+            threads = check_scalar(self.threads, "threads", int)
+            if not 1 <= threads <= THREADS_MAX:
+                raise ValueError(f"threads must be an integer in [1, {THREADS_MAX}] (1 to this machine's CPUs, "
+                                 f"divopt_rag.models.domains.THREADS_MAX), got {threads}")
+            object.__setattr__(self, "threads", threads)
 
     def updated(self, **settings: Any) -> "SolveConfig":
         """A copy with the settings that are not None replaced."""

@@ -14,8 +14,12 @@ What is installed and what the licence allows are facts of the machine, probed o
 """
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, NamedTuple
+import os
+import sys
+import threading
+from typing import Any, Iterator, NamedTuple
 
 import pyomo.environ as pe
 from pyomo.contrib.solver.common.factory import SolverFactory
@@ -26,7 +30,7 @@ from pyomo.core.expr.visitor import polynomial_degree
 from .domains import SOLVERS
 
 __all__ = ["PYOMO_NAME", "SolverRefused", "ModelTooLarge", "ModelSize", "available_solvers",
-           "gurobi_size_limits", "model_size", "solver_refusal", "model_objective"]
+           "gurobi_size_limits", "model_size", "solver_refusal", "model_objective", "PYOMO_LOCK", "process_streams_kept"]
 
 #: Pyomo's name of each solver's interface (``pyomo.contrib.solver``).
 PYOMO_NAME = {"gurobi": "gurobi_persistent", "scip": "scip_direct", "highs": "highs"}
@@ -47,6 +51,49 @@ class ModelTooLarge(SolverRefused, MemoryError):
     what to do instead. A :class:`SolverRefused` (a ValueError) and a MemoryError."""
 
 
+#: One Pyomo solver call at a time in this process. Pyomo's interfaces capture the solvers' output
+#: process-wide: they swap ``sys.stdout`` / ``sys.stderr`` and (HiGHS) the file descriptors 1 and
+#: 2, and check on exit that nobody else swapped them, so two threads solving at once raised
+#: "Captured output ... does not match sys.stdout" (Gurobi) or hung in "Deadlock closing
+#: capture_output" (HiGHS) and left the process's output on pipes (issue 48, item 3). Every solve
+#: of the runner, and every probe of a solver, holds this lock: concurrent threads queue (the
+#: wait counts against each call's wall-clock ``time_limit``) and get the answers they would get
+#: one after another. Reentrant, so a probe inside a solve does not deadlock.
+PYOMO_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def process_streams_kept() -> Iterator[None]:
+    """Hold :data:`PYOMO_LOCK`; on the way out, ``sys.stdout`` / ``sys.stderr`` and the file
+    descriptors 1 and 2 are what they were on entry, whatever the block did or raised (a solver
+    interface that fails inside its output capture can leave them redirected)."""
+    with PYOMO_LOCK:
+        streams = sys.stdout, sys.stderr
+        saved: dict[int, tuple[int, tuple[int, int]]] = {}
+        for fd in (1, 2):
+            try:
+                st = os.fstat(fd)
+                saved[fd] = (os.dup(fd), (st.st_dev, st.st_ino))
+            except OSError:  # closed on entry: nothing to restore
+                pass
+        try:
+            yield
+        finally:
+            for fd, (copy, ident) in saved.items():
+                try:
+                    try:
+                        st = os.fstat(fd)
+                        same = (st.st_dev, st.st_ino) == ident
+                    except OSError:
+                        same = False
+                    if not same:
+                        os.dup2(copy, fd)
+                finally:
+                    os.close(copy)
+            if (sys.stdout, sys.stderr) != streams:
+                sys.stdout, sys.stderr = streams
+
+
 # Pyomo's Gurobi interfaces share one gurobipy Env with a client count that can go negative
 # (and log a warning, then reopen the Env) when short-lived solver objects are collected; one
 # long-lived client keeps the Env open for the whole process.
@@ -55,6 +102,11 @@ _KEEPALIVE: dict[str, Any] = {}
 
 @functools.lru_cache(maxsize=None)
 def _is_available(name: str) -> bool:
+    with process_streams_kept():
+        return _probe(name)
+
+
+def _probe(name: str) -> bool:
     try:
         opt = SolverFactory(PYOMO_NAME[name])
         if name == "gurobi":

@@ -19,6 +19,7 @@ from .domains import THETA_RANGE
 
 __all__ = [
     "as_tensor",
+    "check_bool",
     "check_embeddings",
     "check_vector",
     "check_k",
@@ -157,6 +158,7 @@ def check_embeddings(E: Any, name: str = "E", normalize: bool = False) -> torch.
     ValueError naming the problem: wrong number of dimensions, empty pool, non-finite values
     (with the first offending row), zero rows when normalizing, rows not of unit norm.
     """
+    normalize = check_bool(normalize, "normalize")
     t = as_tensor(E, name)
     if t.ndim != 2:
         raise ValueError(f"{name} must be 2-D of shape (n, d), got {t.ndim}-D shape {tuple(t.shape)}")
@@ -239,6 +241,7 @@ def check_theta(theta: Any, name: str = "theta") -> float:
     """theta is the relevance-diversity trade-off in :data:`~divopt_rag.models.domains.THETA_RANGE`
     = [0, 1] (1 = pure relevance)."""
     lo, hi = THETA_RANGE
+    _refuse_bool_and_text(theta, name, f"a number in [{lo:g}, {hi:g}]")
     try:
         th = float(theta)
     except (TypeError, ValueError) as exc:
@@ -248,7 +251,23 @@ def check_theta(theta: Any, name: str = "theta") -> float:
     return th
 
 
+def _refuse_bool_and_text(value: Any, name: str, expected: str) -> None:
+    """A bool is not a number (``True`` ran as a 1 s time limit) and neither is a string (``"0.5"``
+    is what a caller forgot to parse): TypeError naming the argument."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise ScalarTypeError(f"{name} must be {expected}, got {type(value).__name__} {value!r}")
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """True or False (numpy's bools too), never a truthy stand-in: ``normalize="no"`` counted as
+    true. TypeError naming the argument otherwise."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ScalarTypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
 def check_nonnegative(value: Any, name: str, allow_zero: bool = True) -> float:
+    _refuse_bool_and_text(value, name, "a number")
     try:
         v = float(value)
     except (TypeError, ValueError) as exc:
@@ -260,9 +279,9 @@ def check_nonnegative(value: Any, name: str, allow_zero: bool = True) -> float:
 
 
 def check_indices(indices: Any, n: int, name: str = "indices", size: int | None = None,
-                  size_what: str = "") -> np.ndarray:
+                  size_what: str = "", *, unique: bool = True) -> np.ndarray:
     """A selection: unique integer indices in [0, n), optionally of a given size (``size_what``
-    names it in the message, e.g. " (k)")."""
+    names it in the message, e.g. " (k)"); ``unique=False`` lets an index repeat."""
     idx = np.asarray(indices.cpu() if isinstance(indices, torch.Tensor) else indices)
     if idx.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {idx.shape}")
@@ -274,6 +293,8 @@ def check_indices(indices: Any, n: int, name: str = "indices", size: int | None 
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         bad = idx[(idx < 0) | (idx >= n)][0]
         raise ValueError(f"{name} must lie in [0, {n}), got {int(bad)}")
+    if not unique:
+        return idx
     uniq, counts = np.unique(idx, return_counts=True)
     if uniq.size != idx.size:
         raise ValueError(f"{name} must be unique, got duplicates (e.g. {int(uniq[counts > 1][0])})")

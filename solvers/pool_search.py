@@ -44,8 +44,9 @@ __all__ = ["PoolState", "Certificate", "pool_search", "choose_pool", "gram", "st
            "extend", "polish"]
 
 
-#: Tabu walks in a row that do not improve the best set, after which a search starts no more walks.
-WALK_PATIENCE = 5
+#: Tabu walks in a row that do not improve the best set, after which a search starts no more walks
+#: (5 lost 2 more of speedbench's 512 development calls than running every walk: off).
+WALK_PATIENCE = 1000
 
 
 @dataclass
@@ -132,7 +133,7 @@ def choose_pool(st: PoolState) -> None:
         # does (rank correlation >= guide_correlation on a seeded sample of guide_sample rows, as
         # candidate_pools.relevance_misleads); else the pool interleaves both, with
         # guided_pool_size rows
-        sample = np.sort(np.random.default_rng(cfg.seed).permutation(n)[: cfg.guide_sample])
+        sample = np.sort(np.random.default_rng(cfg.seed).choice(n, min(n, cfg.guide_sample), replace=False))
         v = (st.E[sample].mean(0, dtype=np.float64) * k).astype(st.E.dtype)
         u = _mv(st.E[sample], v).astype(np.float64)
         b = swap_terms(st.lin_all[sample], u, st.theta)[0]
@@ -141,16 +142,24 @@ def choose_pool(st: PoolState) -> None:
         st.b_mean = swap_terms(st.lin_all, _mv(st.E, v).astype(np.float64), st.theta)[0] if st.guided else st.c
         st.passes += int(st.guided)
         p = min(cfg.guided_pool_size, n) if st.guided else cfg.pool_size
-        st.P = _interleave([], [st.b_mean, st.c], p) if st.guided else np.argsort(-st.c, kind="stable")[:p]
+        st.P = _interleave([], [st.b_mean, st.c], p) if st.guided else _top(st.c, p)
         st.whole = st.P.size >= n
     st.pool_size = st.P.size
     st.lap("shortlist")
     gram(st)
 
 
+def _top(x: np.ndarray, p: int) -> np.ndarray:
+    """The p rows of largest x, best first (ties to the lower row): O(n) selection, then a sort of p."""
+    if p >= x.size:
+        return np.argsort(-x, kind="stable")
+    part = np.argpartition(-x, p - 1)[:p]
+    return part[np.lexsort((part, -x[part]))]
+
+
 def _interleave(head: list, scores: list, p: int) -> np.ndarray:
     """The rows of ``head`` (in order), then the best rows by each score in turn, p distinct rows."""
-    lists = [np.argsort(-x, kind="stable")[:p] for x in scores]
+    lists = [_top(x, p) for x in scores]
     tail = np.stack(lists, 1).reshape(-1)
     both = np.concatenate([np.asarray(h, dtype=np.int64) for h in head] + [tail]) if head else tail
     _, first = np.unique(both, return_index=True)
@@ -302,11 +311,13 @@ def certify(st: PoolState, rows: np.ndarray | None = None, tol: float | None = N
     b[S] = -np.inf
     J = np.flatnonzero(b + (a.max() + 2.0 * one) > -tol)  # (within tol of 0: the polish's rows)
     if J.size:
-        gains = (b[J][:, None] + a[None, :]) + 2.0 * one * _mm(E[J], ES.T).astype(np.float64)
+        # many kept rows (small k, low theta): one product over the pool in storage order beats a gather
+        W = _mm(E, ES.T)[J] if 4 * J.size > E.shape[0] else _mm(E[J], ES.T)
+        gains = (b[J][:, None] + a[None, :]) + 2.0 * one * W.astype(np.float64)
         g = gains.max(1)
     else:
         g = np.empty(0)
-    order = np.argsort(-g, kind="stable")
+    order = _top(g, max(cfg.near_rows, cfg.certificate_entrants, 1))  # best first, O(|J|) selection
     best = float(g[order[0]]) if g.size else -np.inf
     imp = order[g[order] > tol][: cfg.certificate_entrants]
     cert = Certificate(best, J[imp], J[order[: cfg.near_rows]], int(J.size), u)
@@ -378,14 +389,16 @@ def polish(st: PoolState) -> bool:
     return False
 
 
-def pool_search(E: np.ndarray, c: np.ndarray, k: int, theta: float, tol: float, cfg) -> PoolState:
+def pool_search(E: np.ndarray, c: np.ndarray, k: int, theta: float, tol: float, cfg, *,
+                finite_checked: bool = False) -> PoolState:
     """"fw_ws_ms" on one problem on the host (module docstring): returns the final state; its set
     is ``state.rows``. E (n, d) float32 or float64 C order, c (n,) relevance; ``cfg`` the knobs
-    at k (WsMultistartConfig.for_k)."""
+    at k (WsMultistartConfig.for_k). ``finite_checked``: E's values were already checked finite
+    (an Instance's rows are), so the O(n d) scan is skipped (at 10^6 rows it costs seconds)."""
     E = np.ascontiguousarray(E)
     if E.dtype not in (np.float32, np.float64):
         raise ValueError(f"E must be float32 or float64, got {E.dtype}")
-    check_array("E", E, E.dtype, 2)
+    check_array("E", E, E.dtype, 2, finite=not finite_checked)
     c = check_array("c", np.ascontiguousarray(c, dtype=np.float64), np.float64, 1)
     st = PoolState(E, c, int(k), float(theta), float(tol), cfg)
     choose_pool(st)
@@ -399,9 +412,9 @@ def pool_search(E: np.ndarray, c: np.ndarray, k: int, theta: float, tol: float, 
             st.optimal = st.cert.best_gain <= st.tol
             if st.passes >= cfg.max_passes:
                 break
-            # a failed certificate, or a rugged first pool: the pool around the set holds the rows
+            # a failed certificate, or a rugged guided first pool: the pool around the set holds the rows
             # its neighbours need; searched again from the set (max_phases searches in all)
-            if phases < cfg.max_phases and (not st.optimal or (st.rugged and phases == 1)):
+            if phases < cfg.max_phases and (not st.optimal or (st.guided and st.rugged and phases == 1)):
                 phases += 1
                 f0 = st.f
                 first = repool(st, st.cert)

@@ -23,9 +23,9 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable
 
-from divopt_rag.experiments.cli.flag_types import (COUNT, CPUS, DATASET, DATASET_NAMES, EXACT_SOLVER, KEY_VALUES, METHOD, MODEL,
-                                                   MODULE, OUTPUT, SECONDS, SEED, SOLVER_THREADS, THETA, THREADS,
-                                                   WORKERS, Choice, ExistingPath, Integer, KeyValues, Name, OutputPath,
+from divopt_rag.experiments.cli.flag_types import (CORPUS, COUNT, CPUS, DATASET, DATASET_NAMES, EXACT_N, EXACT_SOLVER,
+                                                   KEY_VALUES, METHOD, MODEL, MODULE, OUTPUT, REPEATS, SECONDS, SEED,
+                                                   SOLVER_THREADS, THETA, THREADS, WORKERS, Choice, ExistingPath, Integer, KeyValues, Name, OutputPath,
                                                    Real, Text, _paths_split, add_list)
 from divopt_rag.experiments.cli.library_flags import LIBRARY_FLAGS
 from divopt_rag.experiments.engine.limits import BASE_BYTES, UsageError, check_memory
@@ -120,7 +120,7 @@ def bench_latency(p: argparse.ArgumentParser) -> None:
              help="selectors (default: every selector that runs on an Instance alone)")
     p.add_argument("--default-method", type=METHOD, default=None,
                    help="the method whose targets are checked (default: DEFAULT_METHOD)")
-    p.add_argument("--repeats", type=COUNT, default=2, help="timed repeats per cell; the median is reported (default 2)")
+    p.add_argument("--repeats", type=REPEATS, default=2, help="timed repeats per cell; the median is reported (default 2)")
     p.add_argument("--dtype", type=Choice(("float32", "float16", "bfloat16")), default="float32",
                    help="float32 | float16 | bfloat16 (default float32)")
     p.add_argument("--device", type=Text("a torch device: auto, cpu, cuda, cuda:N or mps", bad=("nosuch", "cuda:x"),
@@ -154,7 +154,7 @@ def check_bench_latency(args: argparse.Namespace) -> None:
 
 
 def bench_exact(p: argparse.ArgumentParser) -> None:
-    add_list(p, "--n", item=Integer(min=2), default=[50, 100], help="pool sizes (top-n of relevance; default 50 100)")
+    add_list(p, "--n", item=EXACT_N, default=[50, 100], help="pool sizes (top-n of relevance; default 50 100)")
     add_list(p, "--k", item=COUNT, default=[10], help="selection sizes (default 10; pairs with k >= n are skipped)")
     add_list(p, "--theta", item=THETA, default=[0.5, 0.9], help="relevance-diversity trade-offs (default 0.5 0.9)")
     p.add_argument("--full", action="store_true", help="the full grid n={50,100,200}, k={5,10,20}, theta={.3,.5,.7,.9}")
@@ -211,9 +211,9 @@ def bench_quality(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", type=COUNT, default=25,
                    help="query words of wordnet_glosses, the first N queries of another --dataset (default 25)")
     add_list(p, "--theta", item=THETA, default=[0.3, 0.5, 0.7, 0.9], help="thetas of the small-pool set")
-    p.add_argument("--pool", type=COUNT, default=100, help="pool size per query (default 100)")
+    p.add_argument("--pool", type=EXACT_N, default=100, help="pool size per query, each certified exactly (default 100)")
     p.add_argument("--k", type=COUNT, default=10)
-    p.add_argument("--corpus-size", type=COUNT, default=3000, help="WordNet glosses embedded (default 3000)")
+    p.add_argument("--corpus-size", type=CORPUS, default=3000, help="WordNet glosses embedded (default 3000)")
     add_list(p, "--exclude-seeds", item=SEED, default=[], empty="no held-out seeds",
              help="held-out evaluation: leave out every query word that these seeds draw (--exclude-queries words "
                   "each), e.g. the seeds a method was tuned on (default none)")
@@ -235,7 +235,7 @@ def bench_quality(p: argparse.ArgumentParser) -> None:
     add_list(p, "--large-methods", item=METHOD, default=None,
              help="methods timed on the large pools (default: every selector that runs on an Instance alone); "
                   "fw = the paper's Algorithm 1, the ratios are to it")
-    p.add_argument("--repeats", type=COUNT, default=3, help="timed repeats per large-pool cell (median)")
+    p.add_argument("--repeats", type=REPEATS, default=3, help="timed repeats per large-pool cell (median)")
     # batch
     p.add_argument("--batch-n", type=COUNT, default=100_000, help="rows of the pool of the batch part")
     p.add_argument("--batch-queries", type=COUNT, default=16, help="queries solved in one batch")

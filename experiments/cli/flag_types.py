@@ -32,7 +32,8 @@ import textwrap
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from divopt_rag.models.domains import COUNT_MAX, EXACT_SOLVERS, SEED_MAX, THETA_RANGE
+from divopt_rag.models.domains import (CORPUS_MAX, COUNT_MAX, EXACT_N_MAX, EXACT_SOLVERS, REPEATS_MAX, SEED_MAX,
+                                      THETA_RANGE, THREADS_MAX)
 
 __all__ = [
     "Parser",
@@ -480,8 +481,14 @@ EPILOG = ("Flags that take several values take them as separate words or comma-s
 
 #: Counts (sizes, numbers of queries, repeats): integers in [1, COUNT_MAX].
 COUNT = Integer(min=1, max=COUNT_MAX)
+#: A pool an exact solver certifies (bench exact --n, bench quality --pool): 2 to EXACT_N_MAX.
+EXACT_N = Integer(min=2, max=EXACT_N_MAX)
+#: Timed repeats per cell: 1 to REPEATS_MAX.
+REPEATS = Integer(min=1, max=REPEATS_MAX)
+#: WordNet glosses embedded: 1 to CORPUS_MAX (WordNet's synsets).
+CORPUS = Integer(min=1, max=CORPUS_MAX)
 #: This machine's CPUs: the most threads or local worker processes that do not oversubscribe it.
-CPUS = max(1, os.cpu_count() or 1)
+CPUS = THREADS_MAX
 #: Intra-op threads (0: torch's choice): at most this machine's CPUs (``--threads 100000`` crashed torch).
 THREADS = Integer(min=0, max=CPUS)
 #: A solver's threads: 1 to this machine's CPUs.

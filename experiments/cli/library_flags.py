@@ -72,15 +72,17 @@ def leaderboard(p: argparse.ArgumentParser) -> None:
                    help="an outside baseline NAME=FILE, scored as lib score does; repeat the flag for several "
                         "(default: none)")
     p.add_argument("--max-n", type=COUNT, default=10_000, help="only instances with n <= this")
+    p.add_argument("--score-only", action="store_true",
+                   help="run no method: score the submissions already in --results")
     p.add_argument("--out", type=OutputPath("a file to write"), default=Path("docs/leaderboard.md"),
-                   help="the page to write")
+                   help="output folder and file name of the page to write")
     p.add_argument("--results", type=OUTPUT, default=Path("results/lib-leaderboard"),
                    help="per-method scores (resumable: a method already scored is read back)")
 
 
 def release(p: argparse.ArgumentParser) -> None:
     _library(p)
-    p.add_argument("--out", type=OUTPUT, default=Path("dist"), help="folder of the archive")
+    p.add_argument("--out", type=OUTPUT, default=Path("dist"), help="output folder of the archive")
     p.add_argument("--max-mb", type=Real(0.0, min_open=True), default=100.0,
                    help="refuse to write an archive larger than this many MB")
 

@@ -66,6 +66,10 @@ def check_folder(out: str | os.PathLike, spec: RunSpec, new_grid: bool = False) 
     previous run id is returned (the caller keeps its files beside). A folder of another command
     is always refused. None when the folder is new or holds this very configuration."""
     out = Path(out)
+    table = out / "results.parquet"  # written after every run: a folder there is found now, not then
+    if (table.exists() or table.is_symlink()) and not table.is_file():
+        raise ValueError(f"{table}: is not a file (a folder, a FIFO or a broken link) where the run writes its table; "
+                         f"remove it or use another output folder")
     old = read_config(out)
     if old is None:
         return None

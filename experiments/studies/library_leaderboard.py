@@ -62,6 +62,7 @@ def _fmt(v, spec: str) -> str:
 def render(root: Path, boards: dict[str, list], outside: set[str], command: str, seconds: float) -> str:
     m = read_json(root / "manifest.json")
     n_ids = {r.instance_id for rows in boards.values() for r in rows}
+    partial = sorted(k for k, rows in boards.items() if len(rows) < len(n_ids))
     lines = [
         "# Leaderboard of the CCBQP instance library",
         "",
@@ -71,6 +72,9 @@ def render(root: Path, boards: dict[str, list], outside: set[str], command: str,
         f"with other jobs (times are wall clock under that load: compare them within this page only); "
         f"the run took {seconds / 60:.0f} min. Do not edit by hand.",
         "",
+        *([f"Methods that did not reach every instance in the time the run had (their rows column says how many "
+           f"they did; their rates are over those rows only): {', '.join(f'`{p}`' for p in partial)}.", ""]
+          if partial else []),
         "- **hit rate**: share of the proven (status `optimal`) instances where the method's f is within "
         "1e-9 k(k-1) of the optimum;",
         "- **mean / worst gap**: (optimum - f) / (k(k-1)) on proven instances, (proven bound - f) / (k(k-1)) on "
@@ -109,7 +113,8 @@ def render(root: Path, boards: dict[str, list], outside: set[str], command: str,
 
 
 def run_leaderboard(root, *, methods=None, submissions: dict[str, str] | None = None, max_n: int = 10_000,
-                    results="results/lib-leaderboard", out="docs/leaderboard.md", log=print) -> Path:
+                    results="results/lib-leaderboard", out="docs/leaderboard.md", log=print,
+                    score_only: bool = False) -> Path:
     from divopt_rag.experiments.studies.library_score import write_scores
 
     t0 = time.perf_counter()
@@ -124,14 +129,18 @@ def run_leaderboard(root, *, methods=None, submissions: dict[str, str] | None = 
         raise ValueError(f"--methods: expected self-contained registered methods ({', '.join(known)}), got {bad}")
     boards: dict[str, list] = {}
     for m in methods:
-        path = run_method(root, m, ids, results / f"{m}.csv", log)
-        boards[m] = score_rows(root, read_submission(path))
+        path = results / f"{m}.csv"
+        if not score_only:
+            run_method(root, m, ids, path, log)
+        elif not path.exists():
+            continue
+        boards[m] = score_rows(root, [s for s in read_submission(path) if s.instance_id in set(ids)])
         write_scores(boards[m], results / m)
     for name, path in (submissions or {}).items():
         rows = [s for s in read_submission(path) if s.instance_id in set(ids)]
         boards[name] = score_rows(root, rows)
         write_scores(boards[name], results / name)
-    cmd = f"divopt-rag lib leaderboard --max-n {max_n}" + "".join(f" --submission {k}=..." for k in (submissions or {}))
+    cmd = f"divopt-rag lib leaderboard --max-n {max_n}" + (" --score-only" if score_only else "") + "".join(f" --submission {k}=..." for k in (submissions or {}))
     text = render(root, boards, set(submissions or {}), cmd, time.perf_counter() - t0)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")

@@ -54,6 +54,7 @@ def build_release(root: str | Path, out: str | Path, *, max_mb: float = 100.0) -
         size = tmp_path.stat().st_size
         if size > max_mb * 1e6:
             raise ValueError(f"--max-mb: expected an archive <= {max_mb} MB, got {size / 1e6:.1f} MB")
+        tmp_path.chmod(0o644)  # a release is for others to read (the temporary was private)
         tmp_path.replace(target)
     finally:
         tmp_path.unlink(missing_ok=True)

@@ -30,6 +30,7 @@ import dataclasses
 import difflib
 import itertools
 import json
+import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,7 @@ from divopt_rag.data import EmbeddedDataset, load as load_dataset
 from divopt_rag.data.names import checked_name
 from divopt_rag.experiments.engine import executor
 from divopt_rag.experiments.engine.backends import import_plugins
-from divopt_rag.experiments.engine.limits import check_dataset_memory
+from divopt_rag.experiments.engine.limits import UsageError, check_dataset_memory
 from divopt_rag.experiments.engine.options import RunOptions
 from divopt_rag.experiments.engine.plan import Plan, RunResult, RunSpec, Task, make_task, run_key, canonical_params
 from divopt_rag.experiments.measures import quality
@@ -51,7 +52,7 @@ from divopt_rag.experiments.rag.evaluator import make_evaluator
 from divopt_rag.experiments.studies import runs
 from divopt_rag.experiments.studies.grid import SweepConfig, derive_seed, metric_cutoffs, project_params
 from divopt_rag.experiments.studies.runs import QueryPools, execute_run
-from divopt_rag.models.domains import ROWS_MAX, THETA_RANGE
+from divopt_rag.models.domains import ROWS_MAX, RUNS_MAX, THETA_RANGE
 from divopt_rag.models.parameters import Declaration, Interval, Param
 from divopt_rag.robust.records import TEN_SECOND_POOL, TEN_SECOND_POOL_SOURCE
 
@@ -198,6 +199,37 @@ def check_pool_sizes(tasks: Sequence[Task], data: EmbeddedDataset) -> None:
                              f"(dataset {data.name!r}: {n} rows{'' if pool is None else f', pool = {pool}'})")
 
 
+def grid_runs(config: SweepConfig, accepts: Callable[[str, str], bool]) -> int:
+    """Runs per query of ``config``'s grid, counted from its axes' lengths without expanding it
+    (an upper bound of what :func:`expand_grid` makes: the runs an unread parameter would only
+    repeat are counted too)."""
+    common_inst = {p: v for p, v in config.grid.items() if p in INSTANCE_PARAMS}
+    common_method = {p: v for p, v in config.grid.items() if p not in INSTANCE_PARAMS}
+    total = 0
+    for method, own in config.methods.items():
+        axes = dict(common_inst)
+        axes.update({p: v for p, v in common_method.items() if accepts(method, p)})
+        axes.update(own)
+        total += math.prod(len(v) for v in axes.values())
+    return total
+
+
+def check_grid_size(config: SweepConfig, accepts: Callable[[str, str], bool], n_queries: int | None = None) -> None:
+    """Refuse, before it is expanded, a grid of more than :data:`~divopt_rag.models.domains.RUNS_MAX`
+    runs (``n_queries`` queries times :func:`grid_runs`; by default the queries the config names,
+    1 when it takes all: the dataset's count is checked again once it is loaded), naming the count
+    and the bound (a grid of 3e7 runs was still planning after 45 s at 786 MiB)."""
+    if n_queries is None:
+        q = config.queries
+        n_queries = q if isinstance(q, int) else 1 if q is None else len(q)
+    per_query = grid_runs(config, accepts)
+    runs = per_query * max(1, int(n_queries))
+    if runs > RUNS_MAX:
+        raise UsageError("grid", f"at most {RUNS_MAX:,} runs (RUNS_MAX) in one sweep",
+                         f"{runs:,} runs ({per_query:,} per query x {max(1, int(n_queries)):,} queries)",
+                         "split the grid into several sweeps or give fewer values")
+
+
 def expand_grid(config: SweepConfig, queries: Sequence[tuple[int, str]], accepts: Callable[[str, str], bool], *,
                 dataset: str = "", data_key: str = "", config_hash: str = "") -> list[Task]:
     """The tasks of ``config`` on ``queries`` ((position in the dataset, query id) pairs),
@@ -251,6 +283,7 @@ def axes_summary(config: SweepConfig, accepts: Callable[[str, str], bool] | None
     """One line saying which grid axes apply to which method and how many runs each has per
     query, e.g. ``axes (runs per query): mmr: k, theta (2); robust_l2: rho_vec, rho_div,
     sparsity_penalty (3); k is only the ranking metrics' cutoff of robust_l2 (it sizes its own set)``."""
+    check_grid_size(config, accepts or method_accepts)  # before it is expanded
     tasks = expand_grid(config, [(0, "")], accepts or method_accepts)
     parts, self_sized = [], []
     for method in config.methods:
@@ -307,6 +340,7 @@ class SweepSpec(RunSpec):
         import_plugins(self.sweep.plugins)
         for m in self.sweep.methods:  # names first: a typo is reported as such
             resolve_method(m)
+        check_grid_size(self.sweep, method_accepts)  # counted before anything is expanded
         check_parameters(self.sweep)
         check_parameter_values(self.sweep)
         check_k_within_pool(self.sweep)
@@ -320,6 +354,7 @@ class SweepSpec(RunSpec):
     def plan(self, out: Path) -> Plan:
         data = self.load(out)
         queries = _select_queries(data, self.sweep.queries)
+        check_grid_size(self.sweep, method_accepts, len(queries))
         tasks = expand_grid(self.sweep, queries, method_accepts, dataset=data.name, data_key=data.key,
                             config_hash=self.config_hash)
         check_pool_sizes(tasks, data)

@@ -3,6 +3,7 @@ import warnings
 
 import numpy as np
 import pytest
+from helpers.solvers_here import gurobi_is_size_limited, installed_solvers
 
 import divopt_rag.models.runner as runner
 from divopt_rag.models import Instance, domains, solver_limits
@@ -10,13 +11,26 @@ from divopt_rag.models.mip_knapsack import build_topk
 from divopt_rag.solvers import SolveConfig, available_solvers, solve, solve_exact
 
 SOLVERS = available_solvers()
-LIMITED = "gurobi" in SOLVERS and solver_limits.gurobi_size_limits() is not None
+# found without divopt (helpers.solvers_here): a broken licence detection fails the test below,
+# never skips the licence tests
+LIMITED = gurobi_is_size_limited()
 needs_limited = pytest.mark.skipif(not LIMITED, reason="needs gurobipy with the size-limited license")
 
 
 def test_available_solvers_are_known_and_ordered():
     assert set(SOLVERS) <= set(domains.SOLVERS)
     assert SOLVERS == [s for s in domains.SOLVERS if s in SOLVERS]
+
+
+def test_the_detection_every_skip_condition_reads_is_the_machines():
+    """The skip conditions of the solver tests read divopt's detection (``available_solvers``) or
+    the independent one of ``helpers.solvers_here``; the two must agree, so a detection that
+    wrongly finds no solver, or no licence limit, fails here instead of skipping those tests."""
+    assert SOLVERS == list(installed_solvers())
+    limits = solver_limits.gurobi_size_limits()
+    assert (limits is not None) == gurobi_is_size_limited()
+    if limits is not None:
+        assert limits == {"max_vars": 2000, "max_constraints": 2000, "max_quadratic_vars": 200}
 
 
 def test_unknown_solver_names_the_alternatives():

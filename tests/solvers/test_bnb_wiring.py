@@ -12,8 +12,9 @@ import warnings
 import numpy as np
 import pytest
 from helpers.fake_clock import FakeClock
+from helpers.solvers_here import gurobi_is_size_limited
 
-from divopt_rag.models import Instance, solver_limits
+from divopt_rag.models import Instance
 from divopt_rag.models.solve_config import Stopwatch
 from divopt_rag.models.solver_limits import SolverRefused, available_solvers
 from divopt_rag.solvers import exact
@@ -21,7 +22,8 @@ from divopt_rag.solvers.bnb import branch_and_bound
 from divopt_rag.solvers.certificates import certify_full_scale
 from divopt_rag.solvers.exact import solve_exact
 
-LIMITED = "gurobi" in available_solvers() and solver_limits.gurobi_size_limits() is not None
+# found without divopt (helpers.solvers_here), as every licence test does
+LIMITED = gurobi_is_size_limited()
 
 
 def _instance(n, k, theta, seed, d=5):

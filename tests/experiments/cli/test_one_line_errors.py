@@ -299,4 +299,5 @@ def test_certify_reports_failed_selectors(tmp_path, capsys, monkeypatch):
     rc = cli.main(["certify", "--queries", "1", "--corpus-size", "60", "--dim", "6", "--n", "6", "--k", "2",
                    "--theta", "0.5", "--methods", "topk", "mmr", "--out", str(tmp_path / "c"), "--no-progress"])
     err = capsys.readouterr().err
+    # every row counts (the exact rows too, issue 48 item 2): 2 selector rows and the exact row
     assert rc == 1 and "divopt-rag certify: 1 of 3 runs failed" in err and "broken selector" in err
