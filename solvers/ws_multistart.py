@@ -68,7 +68,7 @@ one at a time, in the compiled kernels of :mod:`divopt_rag.solvers.kernels`, sta
 state; same pools, certificates and polish, so the same guarantee). Its starts are top-k, the
 greedy and ``n_random`` seeded random sets (the FW knobs ``max_iter``, ``fw_gap``,
 ``relax_penalty`` and ``continuation_steps`` serve the lockstep search only) and its tabu walks
-take 2000 / k steps within [100, 200] unless ``tabu_iters`` is given (tuned on the development
+take 3000 / k steps within [100, 300] unless ``tabu_iters`` is given (tuned on the development
 RAG calls: docs/howto/performance.md). On a GPU the lockstep tensor search below runs.
 
 One entry point does the work: :func:`ws_multistart_batch` runs B problems (queries x thetas)
@@ -518,8 +518,8 @@ def ws_multistart_batch(inst: Instance, relevance: Any, thetas: Any, config: WsM
         raise ValueError(f"thetas must have shape ({C.shape[0]},) (one per relevance row), got {th.shape}")
     C = C.to(device=inst.device, dtype=inst.acc_dtype)
     if use_kernels(inst, th.size):
-        if given.tabu_iters is None:  # walks cost less on the host: 2000 / k steps within [100, 200] (tuned)
-            cfg = replace(cfg, tabu_iters=min(200, max(100, 2000 // k)))
+        if given.tabu_iters is None:  # walks cost less on the host: 3000 / k steps within [100, 300] (tuned)
+            cfg = replace(cfg, tabu_iters=min(300, max(100, 3000 // k)))
         return _kernel_batch(inst, C, th, cfg)
     problems = [_Problem(inst._derived(relevance=C[b], theta=float(th[b]))) for b in range(th.size)]
     B = th.size

@@ -336,12 +336,13 @@ def _main(args) -> int:
     # every part's spec is built and checked before the first one runs: a bad flag of the last
     # part must not cost the first part's run
     specs: dict[str, RunSpec] = {}
+    config = small_config(args, methods)
+    # --dataset is checked whichever parts run: a bad name is a bad flag even where it is unused
+    if config.dataset != "wordnet_glosses" and not isinstance(config.dataset, dict):
+        with limits.naming("--dataset"):
+            spec = dataset_spec(config)
+        flag_checks.check_dataset(spec, "--dataset")
     if "small" in args.parts:
-        config = small_config(args, methods)
-        if config.dataset != "wordnet_glosses" and not isinstance(config.dataset, dict):
-            with limits.naming("--dataset"):
-                spec = dataset_spec(config)
-            flag_checks.check_dataset(spec, "--dataset")
         specs["small"] = CertifySpec.of(config)
     if "large" in args.parts:
         specs["large"] = LargeSpec(n=args.large_n, d=args.large_d, ks=list(args.large_k), thetas=list(args.large_theta),
