@@ -190,17 +190,17 @@ def _fake_corpus(n_queries, extra, seed, cache_dir):
 
 
 def test_bench_exact_caps_n_to_the_pool_and_says_so(tmp_path, monkeypatch, capsys):
-    """``bench exact --n 20000`` on the 2,002-item WordNet pool recorded n = 20000."""
+    """``bench exact --n 5000`` (within EXACT_N_MAX) on a smaller pool runs on the whole pool and records both sizes."""
     monkeypatch.setattr(bench, "load_corpus", _fake_corpus)
     p = argparse.ArgumentParser()
     arguments.bench_exact(p)
-    args = p.parse_args(["--n", "8", "20000", "--k", "3", "--theta", "0.5", "--queries", "1", "--solvers", "bnb",
+    args = p.parse_args(["--n", "8", "5000", "--k", "3", "--theta", "0.5", "--queries", "1", "--solvers", "bnb",
                          "--out", str(tmp_path / "b"), "--no-progress"])
     assert bench.main(args) == 0
     out = capsys.readouterr().out
-    assert "note: --n 20000: larger than the 12 passages of the pool, capped: runs at n = 12" in out
+    assert "note: --n 5000: larger than the 12 passages of the pool, capped: runs at n = 12" in out
     df = pd.read_parquet(tmp_path / "b" / "results.parquet")
-    assert sorted(zip(df["n"], df["n_requested"])) == [(8, 8), (12, 20000)]
+    assert sorted(zip(df["n"], df["n_requested"])) == [(8, 8), (12, 5000)]
     P, Q, _, _ = _fake_corpus(1, 0, 0, None)
     full = Instance(P, Q[0], k=3, theta=0.5)
     best = max(ccbqp_objective(full, list(s)) for s in itertools.combinations(range(12), 3))

@@ -127,7 +127,7 @@ def test_unknown_command_exits_with_usage(capsys):
     assert main(["nope"]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "divopt-rag: COMMAND: invalid choice: 'nope' (choose from 'demo', 'bench', 'certify', 'sweep', 'plot', "
-        "'reproduce') (see divopt-rag --help)"]
+        "'reproduce', 'lib') (see divopt-rag --help)"]
 
 
 def test_bench_quality_small_rows_match_brute_force(tmp_path, monkeypatch):
