@@ -1,5 +1,29 @@
+import os
+
 import pytest
 from hypothesis import HealthCheck, settings
+
+#: the thread pools one xdist worker may use: with ``-n 2`` on two cores, a worker on more threads
+#: only fights the other for them (torch's intra-op pool, OpenMP, MKL and OpenBLAS)
+_ONE_THREAD = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def pytest_configure(config):
+    """With ``-n N`` (the README's command), the controller hands each worker one thread of each
+    pool, through the environment the workers start with (read when numpy and torch load).
+    A value the user set is kept, and a run without ``-n`` is left as it was."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        for name in _ONE_THREAD:
+            os.environ.setdefault(name, "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests marked ``ray`` start local Ray clusters (GCS, raylet, agents: a dozen processes
+    each) and one of them counts every process of its session: under ``-n 2`` they run on one
+    worker, one cluster at a time (``--dist loadgroup``, pyproject's addopts)."""
+    for item in items:
+        if item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.xdist_group("ray"))
 
 from helpers.pools import planted_duplicates, random_unit, unit_query
 

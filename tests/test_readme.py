@@ -60,7 +60,7 @@ def _ci_extract(marker: str) -> str:
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("awk") is None, reason="needs bash and awk")
 def test_ci_reads_the_install_and_test_commands():
     assert _ci_extract("install") == 'pip install -e ".[dev]" -c constraints-cpu.txt'
-    assert _ci_extract("test") == "python -m pytest -q"
+    assert _ci_extract("test") == "python -m pytest -q -n 2"
 
 
 def test_headline_tables_are_marked_for_replacement():
