@@ -23,6 +23,25 @@ restarts and perturbation. It
 
 Step 3's cost does not grow with n, so on large
 pools "fw_ms" costs "fw_ls" plus a constant. Deterministic for a given seed.
+
+**Where it runs.** Steps 1 and 4 (the passes over the full pool) and the FW starts stay on the
+pool's device. Step 3's search runs where
+:func:`divopt_rag.solvers.ws_multistart.use_kernels` says (one rule for "fw_ms" and the default
+method, for a batch of one problem here):
+
+* on a CPU (float32 or float64 rows), always on the host kernels: G = E_P E_P^T in float64 and
+  the compiled loops of :mod:`divopt_rag.solvers.kernels` (the greedy and the 1-swap local search
+  of :mod:`~divopt_rag.solvers.kernels.moves`; MMR, gMMR, the perturbation rounds and the 2-swaps
+  of :mod:`~divopt_rag.solvers.kernels.ms_moves`). Measured on benchmarks/large_k.py's instance
+  (n = 2000, d = 64, theta = 0.5, one thread, docs/howto/performance.md): 5x faster than the
+  lockstep search at k = 10, 22x at k = 100, and 1.2 s at k = 1000, where the lockstep search ran
+  past 60 s. Same starts, same seeded draws, same moves in the same order: the sets differ only
+  where float32 rounding in the lockstep search breaks a near-tie the other way (on 160 seeded
+  small instances, f equal on all: tests/solvers/test_ms_kernels.py tallies 12 of them);
+* on a GPU, the lockstep tensor search (:class:`~divopt_rag.solvers.gram_search.GramSearch`,
+  :mod:`~divopt_rag.solvers.gram_moves`) stays. Unmeasured: no GPU was lent to the session that
+  moved the CPU search, so no measurement says the host kernels win there, for one problem or
+  for large batches; the rule changes in ``use_kernels`` once one does.
 """
 from __future__ import annotations
 
