@@ -39,6 +39,10 @@ def build(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rgb", type=ExistingPath("file", "RGB's en_fact.json (JSON lines)"), default=None,
                    help="RGB en_fact.json (default: the git mirror of github.com/chen700564/RGB)")
     p.add_argument("--solve", action="store_true", help="run the proving campaign (resumable) after building")
+    p.add_argument("--solutions", type=ExistingPath("file", "a solutions file (JSON lines, library_solutions)"),
+                   default=None, help="proven values to attach where the content hashes match (default: the file "
+                                      "committed with divopt-rag, experiments/studies/library_data/solutions.jsonl)")
+    p.add_argument("--no-solutions", action="store_true", help="attach no proven values (solve everything anew)")
 
 
 def list_(p: argparse.ArgumentParser) -> None:

@@ -14,7 +14,9 @@ def _build(args) -> int:
 
     lib = Path(args.library).expanduser()
     cache = Path(args.cache) if args.cache else lib.parent / "library-cache"
-    ids = build_library(lib, cache, corpora=tuple(args.corpora), rgb_path=args.rgb)
+    solutions = None if getattr(args, "no_solutions", False) else (getattr(args, "solutions", None) or "committed")
+    ids = build_library(lib, cache, corpora=tuple(args.corpora), rgb_path=args.rgb, solutions=solutions,
+                        log=lambda s: print(s, flush=True))
     print(f"{len(ids)} instances in {lib}")
     if args.solve:
         from divopt_rag.experiments.studies.library_solve import campaign
