@@ -63,7 +63,7 @@ from .greedy import TIE_EPS
 from .gram_moves import draws, ils, two_swap as two_swap_search
 from .gram_search import GramSearch
 from .kernels import moves, ms_moves
-from .kernels.checks import check_pool, check_set
+from .kernels.checks import check_array, check_pool, check_set
 from .kernels.moves import start as set_state
 from .local_search import local_search, ls_tolerance
 from .selection import METHODS, get_selector, register
@@ -164,7 +164,8 @@ def fw_ms(
     margin of at least k entrants beside the set S), so every k <= n runs; when p = n the
     whole pool is searched.
     info: best_start (which start won, "+perturb"/"+2swap" if those improved it), starts
-    (objective per start), pool, swaps, one_swap_optimal.
+    (objective per start), pool, swaps, one_swap_optimal, search (where the sub-pool search ran:
+    "host kernels" or "lockstep", module docstring).
     """
     k, n = inst.k, inst.n
     pool_size = sub_pool_size(pool_size, k, n)
@@ -199,6 +200,7 @@ def fw_ms(
         "swaps": final_swaps,
         "one_swap_optimal": optimal,
         "fw_converged": fw_info["converged"],
+        "search": "host kernels" if use_kernels(sub, 1) else "lockstep",
     }
     return idx, total_iters + final_swaps, info
 
@@ -247,7 +249,7 @@ def _search_subpool_host(sub, start_sub, n_random, continuation_steps, greedy_st
     k, p, th = sub.k, sub.n, sub.theta
     E = sub.E.detach().to("cpu", torch.float64)
     G = torch.mm(E, E.T).numpy()
-    c = np.ascontiguousarray(sub.relevance.detach().to("cpu", torch.float64).numpy())
+    c = check_array("c", np.ascontiguousarray(sub.relevance.detach().to("cpu", torch.float64).numpy()), np.float64, 1)
     G, lin, one = check_pool(G, np.ascontiguousarray(linear_term(c, th, k)), th, finite=False)  # rows checked
     ltol = ls_tolerance(sub)
     starts: dict[str, tuple[float, np.ndarray]] = {}

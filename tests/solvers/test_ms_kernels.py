@@ -189,5 +189,12 @@ def test_fw_ms_host_search_is_never_below_the_lockstep_search(monkeypatch):
         host = select(inst, "fw_ms", seed=seed, pool_size=pool_size, perturb_rounds=20)
         monkeypatch.setattr(multistart, "use_kernels", lambda i, b: False)
         lock = select(inst, "fw_ms", seed=seed, pool_size=pool_size, perturb_rounds=20)
+        assert (host.info["search"], lock.info["search"]) == ("host kernels", "lockstep")
         assert host.objective >= lock.objective - ls_tolerance(inst), seed
         assert best_swap_brute(inst, np.array(host.indices))[0] <= ls_tolerance(inst)
+
+
+def test_fw_ms_searches_on_the_host_kernels_on_a_cpu():
+    assert select(_instance(1), "fw_ms").info["search"] == "host kernels"
+    half = _instance(1)
+    assert select(Instance(half.E.half(), half.q.half(), k=half.k, theta=half.theta), "fw_ms").info["search"] == "lockstep"
