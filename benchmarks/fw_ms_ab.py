@@ -14,6 +14,13 @@ over every member forms an (48, 48, k, k) float32 tensor (9 GB), which this shar
 hold; benchmarks/results/speed/large_k.md recorded it past 60 s before that stage.
 
     python benchmarks/fw_ms_ab.py --out benchmarks/results/speed --repeats 3
+    python benchmarks/fw_ms_ab.py --out benchmarks/results/speed --tally 160   # f new vs old only
+
+``--tally N``: instead of the timing cells, N seeded small instances (n in 30..400 rows of
+dimension 4..16 around a query at three spreads, k in 2..39, theta in 0.1..0.9, float32 and
+float64 rows; instance s seeds fw_ms with s), the first 60 % searched whole (the default
+``pool_size``), the rest on a 50-row sub-pool; counts new > old, equal within the search's
+tolerance, new < old (``large_k_fwms_tally.{csv,md}``).
 """
 from __future__ import annotations
 
@@ -37,7 +44,10 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--old-max-k", type=int, default=100, help="largest k at which the old path runs")
     ap.add_argument("--name", default="large_k_fwms_ab")
+    ap.add_argument("--tally", type=int, default=0, help="N seeded small instances: f new vs old, no timing")
     args = ap.parse_args(argv)
+    if args.tally:
+        return _tally(args)
     import numpy as np
     import torch
 
@@ -102,6 +112,69 @@ def main(argv=None) -> int:
                      f"{fmt(r.get('old/new wall'), '.1f') or '-'} | {fmt(r.get('old/new cpu'), '.1f') or '-'} | "
                      f"{fmt(r['new_f'] - r['old_f'], '.2e') if old else '-'} |")
     (args.out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+def _small(seed: int):
+    import numpy as np
+
+    from divopt_rag.models import Instance
+
+    r = np.random.default_rng(1000 + seed)
+    n = int(r.choice([30, 60, 120, 250, 400]))
+    d = int(r.choice([4, 8, 16]))
+    k = int(r.integers(2, min(40, n // 2)))
+    th = float(r.choice([0.1, 0.3, 0.5, 0.7, 0.9]))
+    q = r.standard_normal(d)
+    q /= np.linalg.norm(q)
+    E = r.standard_normal((n, d)) * float(r.choice([0.3, 1.0, 3.0])) + q
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    dt = np.float32 if seed % 2 else np.float64
+    return Instance(E.astype(dt), q.astype(dt), k=k, theta=th)
+
+
+def _tally(args) -> int:
+    import csv
+
+    import torch
+
+    torch.set_num_threads(1)
+    from divopt_rag.solvers import multistart, select
+    from divopt_rag.solvers.local_search import ls_tolerance
+
+    rows, whole = [], int(0.6 * args.tally)
+    for s in range(args.tally):
+        inst = _small(s)
+        kw = {} if s < whole else {"pool_size": 50}
+        out = {}
+        for tag, new in (("new", True), ("old", False)):
+            multistart.use_kernels = (lambda i, b, new=new: new)
+            t0 = time.perf_counter()
+            sel = select(inst, "fw_ms", seed=s, **kw)
+            out[tag] = (sel.objective, time.perf_counter() - t0, sel.info["pool"])
+        tol = ls_tolerance(inst)
+        diff = out["new"][0] - out["old"][0]
+        rows.append({"seed": s, "n": inst.n, "k": inst.k, "theta": inst.theta, "dtype": str(inst.E.dtype),
+                     "pool": out["new"][2], "f_new": out["new"][0], "f_old": out["old"][0],
+                     "verdict": "higher" if diff > tol else "lower" if diff < -tol else "equal",
+                     "new_s": out["new"][1], "old_s": out["old"][1]})
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "large_k_fwms_tally.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    count = {v: sum(r["verdict"] == v for r in rows) for v in ("higher", "equal", "lower")}
+    lines = ["# fw_ms: f of the host-kernel search (new) vs the lockstep search (old) on seeded small instances", "",
+             f"Command: `python {' '.join(sys.argv)}`; instances: the docstring of benchmarks/fw_ms_ab.py "
+             f"({whole} searched whole, {args.tally - whole} on a 50-row sub-pool).", "",
+             f"new > old: {count['higher']}; equal within the search tolerance (1e-6 k(k-1) float32, 1e-9 k(k-1) "
+             f"float64): {count['equal']}; new < old: {count['lower']} (of {args.tally}). Total time new "
+             f"{sum(r['new_s'] for r in rows):.1f} s, old {sum(r['old_s'] for r in rows):.1f} s (one thread, load "
+             f"{os.getloadavg()[0]:.1f} at the end).", ""]
+    lines += [f"- seed {r['seed']}: n {r['n']} k {r['k']} theta {r['theta']} {r['dtype']}: new - old "
+              f"{r['f_new'] - r['f_old']:.3g}" for r in rows if r["verdict"] != "equal"]
+    (args.out / "large_k_fwms_tally.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
     return 0
 
 
