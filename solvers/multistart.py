@@ -36,8 +36,9 @@ method, for a batch of one problem here):
   (n = 2000, d = 64, theta = 0.5, one thread, docs/howto/performance.md): 5x faster than the
   lockstep search at k = 10, 22x at k = 100, and 1.2 s at k = 1000, where the lockstep search ran
   past 60 s. Same starts, same seeded draws, same moves in the same order: the sets differ only
-  where float32 rounding in the lockstep search breaks a near-tie the other way (on 160 seeded
-  small instances, f equal on all: tests/solvers/test_ms_kernels.py tallies 12 of them);
+  where float32 rounding in the lockstep search breaks a near-tie the other way (f equal on all
+  160 seeded small instances of benchmarks/results/speed/large_k_fwms_tally.md; the tests check
+  12 of their own, tests/solvers/test_ms_kernels.py);
 * on a GPU, the lockstep tensor search (:class:`~divopt_rag.solvers.gram_search.GramSearch`,
   :mod:`~divopt_rag.solvers.gram_moves`) stays. Unmeasured: no GPU was lent to the session that
   moved the CPU search, so no measurement says the host kernels win there, for one problem or
