@@ -44,7 +44,7 @@ from .gram_moves import ils, two_swap as two_swap_search
 from .gram_search import GramSearch
 from .local_search import local_search, ls_tolerance
 from .selection import METHODS, get_selector, register
-from .ws_config import WsMultistartConfig
+from .ws_config import TWO_SWAP_ENTRANTS, TWO_SWAP_MOVES, WsMultistartConfig
 
 #: The search choices "fw_ms" shares with the default method (perturbation entrants, 2-swaps).
 _SHARED = WsMultistartConfig()
@@ -214,8 +214,8 @@ def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts,
         if float(res.f[0]) > best_obj + gs.tol:
             best_name, best_obj, best = f"{best_name}+perturb", float(res.f[0]), res
     if two_swap:
-        res = two_swap_search(gs, best, entrants=_SHARED.two_swap_entrants, max_out=None,
-                              max_moves=_SHARED.two_swap_moves)
+        res = two_swap_search(gs, best, entrants=TWO_SWAP_ENTRANTS, max_out=None,
+                              max_moves=TWO_SWAP_MOVES)
         if float(res.f[0]) > best_obj + gs.tol:
             best_name, best_obj, best = f"{best_name}+2swap", float(res.f[0]), res
     best_idx = best.S[0]
