@@ -68,7 +68,7 @@ from .kernels.checks import check_array, check_pool, check_set
 from .kernels.moves import start as set_state
 from .local_search import local_search, ls_tolerance
 from .selection import METHODS, get_selector, register
-from .ws_config import WsMultistartConfig
+from .ws_config import TWO_SWAP_ENTRANTS, TWO_SWAP_MOVES, WsMultistartConfig
 from .ws_multistart import use_kernels
 
 #: The search choices "fw_ms" shares with the default method (perturbation entrants, 2-swaps).
@@ -294,7 +294,7 @@ def _search_subpool_host(sub, start_sub, n_random, continuation_steps, greedy_st
     if two_swap and k >= 2 and p - k >= 2:
         S = best.copy()
         u, inS = set_state(G, S)
-        ms_moves.two_swaps(G, lin, one, S, u, inS, _SHARED.two_swap_entrants, k, ltol, _SHARED.two_swap_moves,
+        ms_moves.two_swaps(G, lin, one, S, u, inS, TWO_SWAP_ENTRANTS, k, ltol, TWO_SWAP_MOVES,
                            LS_MOVES)
         if f_of(S) > best_obj + ltol:
             best_name, best_obj, best = f"{best_name}+2swap", f_of(S), S
@@ -332,8 +332,8 @@ def _search_subpool_lockstep(sub, start_sub, n_random, continuation_steps, greed
         if float(res.f[0]) > best_obj + gs.tol:
             best_name, best_obj, best = f"{best_name}+perturb", float(res.f[0]), res
     if two_swap:
-        res = two_swap_search(gs, best, entrants=_SHARED.two_swap_entrants, max_out=None,
-                              max_moves=_SHARED.two_swap_moves)
+        res = two_swap_search(gs, best, entrants=TWO_SWAP_ENTRANTS, max_out=None,
+                              max_moves=TWO_SWAP_MOVES)
         if float(res.f[0]) > best_obj + gs.tol:
             best_name, best_obj, best = f"{best_name}+2swap", float(res.f[0]), res
     best_idx = best.S[0]

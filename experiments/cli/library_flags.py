@@ -76,6 +76,7 @@ def leaderboard(p: argparse.ArgumentParser) -> None:
                    help="an outside baseline NAME=FILE, scored as lib score does; repeat the flag for several "
                         "(default: none)")
     p.add_argument("--max-n", type=COUNT, default=10_000, help="only instances with n <= this")
+    p.add_argument("--min-n", type=COUNT, default=1, help="only instances with n >= this")
     p.add_argument("--score-only", action="store_true",
                    help="run no method: score the submissions already in --results")
     p.add_argument("--out", type=OutputPath("a file to write"), default=Path("docs/leaderboard.md"),

@@ -287,3 +287,20 @@ def test_verify_names_a_solution_for_other_content(lib):
     path.write_text(json.dumps(sol))
     write_manifest(lib)
     assert any(p.startswith(f"{iid}: the solution names content xxh3:0000000000000000") for p in verify_library(lib))
+
+
+def test_second_solver_agrees_with_enumeration_and_flags_a_wrong_optimum(lib):
+    """verify_one: bnb re-solves a claimed (Gurobi) optimum; the enumeration optimum is agreed with,
+    a worse set labelled optimal is a disagreement (bnb finds the better set)."""
+    from divopt_rag.experiments.studies.library_solve import AGREE, DISAGREE, verify_one
+
+    iid = "toy-n14-k3-t05-q02"
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    good = {"status": OPTIMAL, "best_set": S, "f": inst.f(S), "solver": "gurobi"}
+    v = verify_one(inst, good, time_limit=60)
+    assert v["solver"] == "bnb" and v["verdict"] == AGREE and v["f"] == pytest.approx(opt, abs=1e-9)
+    worse = next(list(T) for T in itertools.combinations(range(inst.n), inst.k) if inst.f(T) < opt - 1e-3)
+    v = verify_one(inst, {"status": OPTIMAL, "best_set": worse, "f": inst.f(worse), "solver": "gurobi"}, time_limit=60)
+    assert v["verdict"] == DISAGREE and v["f"] == pytest.approx(opt, abs=1e-9)
+    assert verify_one(inst, {**good, "status": "open"}) is None
