@@ -352,6 +352,7 @@ class Declaration:
     owner: str
     params: Mapping[str, Param] = field(default_factory=dict)
     open: bool = False
+    retired: Mapping[str, str] = field(default_factory=dict)  # a former parameter -> what it became
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
@@ -375,6 +376,8 @@ class Declaration:
         valid = sorted(self.params)
         close = difflib.get_close_matches(name, valid, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
+        if name in self.retired:
+            hint = f" (no longer a parameter: {self.retired[name]})"
         return f"{self.owner} has no parameter {name!r}{hint}; its parameters: {valid}"
 
     def check_value(self, name: str, value: Any) -> Any:
@@ -468,7 +471,9 @@ def declare(owner: str, fn: Callable | None, spec: Mapping[str, Any] | None = No
 def declare_dataclass(owner: str, cls: type) -> Declaration:
     """The declaration of a config dataclass whose fields are a method's parameters: the
     constraints in its ``_parameter_constraints`` (field name -> constraints, as scikit-learn's
-    estimators), the defaults its fields'. TypeError for a field without constraints."""
+    estimators), the defaults its fields', and the former parameters its optional
+    ``_retired_knobs`` names (name -> what it became, said by the error that refuses it).
+    TypeError for a field without constraints."""
     constraints = getattr(cls, "_parameter_constraints", None)
     if not isinstance(constraints, Mapping):
         raise TypeError(f"{cls.__name__} has no _parameter_constraints mapping")
@@ -483,4 +488,5 @@ def declare_dataclass(owner: str, cls: type) -> Declaration:
     extra = sorted(set(constraints) - set(names))
     if extra:
         raise TypeError(f"{owner}: _parameter_constraints names {extra[0]!r}, which is not a field of {cls.__name__}")
-    return Declaration(owner, params)
+    retired = dict(getattr(cls, "_retired_knobs", {}))
+    return Declaration(owner, params, retired={n: why for n, why in retired.items() if n not in params})

@@ -23,6 +23,26 @@ restarts and perturbation. It
 
 Step 3's cost does not grow with n, so on large
 pools "fw_ms" costs "fw_ls" plus a constant. Deterministic for a given seed.
+
+**Where it runs.** Steps 1 and 4 (the passes over the full pool) and the FW starts stay on the
+pool's device. Step 3's search runs where
+:func:`divopt_rag.solvers.ws_multistart.use_kernels` says (one rule for "fw_ms" and the default
+method, for a batch of one problem here):
+
+* on a CPU (float32 or float64 rows), always on the host kernels: G = E_P E_P^T in float64 and
+  the compiled loops of :mod:`divopt_rag.solvers.kernels` (the greedy and the 1-swap local search
+  of :mod:`~divopt_rag.solvers.kernels.moves`; MMR, gMMR, the perturbation rounds and the 2-swaps
+  of :mod:`~divopt_rag.solvers.kernels.ms_moves`). Measured on benchmarks/large_k.py's instance
+  (n = 2000, d = 64, theta = 0.5, one thread, docs/howto/performance.md): 5x faster than the
+  lockstep search at k = 10, 22x at k = 100, and 1.2 s at k = 1000, where the lockstep search ran
+  past 60 s. Same starts, same seeded draws, same moves in the same order: the sets differ only
+  where float32 rounding in the lockstep search breaks a near-tie the other way (f equal on all
+  160 seeded small instances of benchmarks/results/speed/large_k_fwms_tally.md; the tests check
+  12 of their own, tests/solvers/test_ms_kernels.py);
+* on a GPU, the lockstep tensor search (:class:`~divopt_rag.solvers.gram_search.GramSearch`,
+  :mod:`~divopt_rag.solvers.gram_moves`) stays. Unmeasured: no GPU was lent to the session that
+  moved the CPU search, so no measurement says the host kernels win there, for one problem or
+  for large batches; the rule changes in ``use_kernels`` once one does.
 """
 from __future__ import annotations
 
@@ -40,16 +60,28 @@ from divopt_rag.models.validation import check_theta
 
 from .candidate_pools import interleave
 from .frank_wolfe import fw_ws
-from .gram_moves import ils, two_swap as two_swap_search
+from .greedy import TIE_EPS
+from .gram_moves import draws, ils, two_swap as two_swap_search
 from .gram_search import GramSearch
+from .kernels import moves, ms_moves
+from .kernels.checks import check_array, check_pool, check_set
+from .kernels.moves import start as set_state
 from .local_search import local_search, ls_tolerance
 from .selection import METHODS, get_selector, register
-from .ws_config import WsMultistartConfig
+from .ws_config import TWO_SWAP_ENTRANTS, TWO_SWAP_MOVES, WsMultistartConfig
+from .ws_multistart import use_kernels
 
 #: The search choices "fw_ms" shares with the default method (perturbation entrants, 2-swaps).
 _SHARED = WsMultistartConfig()
 
 __all__ = ["fw_ms", "theta_continuation"]
+
+#: 1-swap moves of one local search on the sub-pool at most (the lockstep search's 1000 steps).
+LS_MOVES = 1000
+#: The greedy starts that the host search computes on the sub-pool's Gram matrix (the same picks
+#: as the registered selectors, ties within float64 rounding to the lowest index); any other
+#: name in ``greedy_starts`` runs its selector.
+_HOST_GREEDY = {"mmr": ms_moves.mmr_greedy, "gmmr": ms_moves.gmmr_greedy}
 
 
 def _indicator(inst: Instance, idx: torch.Tensor) -> torch.Tensor:
@@ -133,7 +165,8 @@ def fw_ms(
     margin of at least k entrants beside the set S), so every k <= n runs; when p = n the
     whole pool is searched.
     info: best_start (which start won, "+perturb"/"+2swap" if those improved it), starts
-    (objective per start), pool, swaps, one_swap_optimal.
+    (objective per start), pool, swaps, one_swap_optimal, search (where the sub-pool search ran:
+    "host kernels" or "lockstep", module docstring).
     """
     k, n = inst.k, inst.n
     pool_size = sub_pool_size(pool_size, k, n)
@@ -168,6 +201,7 @@ def fw_ms(
         "swaps": final_swaps,
         "one_swap_optimal": optimal,
         "fw_converged": fw_info["converged"],
+        "search": "host kernels" if use_kernels(sub, 1) else "lockstep",
     }
     return idx, total_iters + final_swaps, info
 
@@ -179,9 +213,99 @@ def _iterable(value: Any) -> Any:
         return [None]  # not iterable: refused by the caller's check
 
 
-def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts, perturb_rounds, perturb_strength,
-                    two_swap, relax_penalty, max_iter, tol, seed):
-    """All starts, the perturbation phase and 2-swaps on the (small) sub-pool; returns the best."""
+def _fw_starts(sub, n_random, continuation_steps, relax_penalty, max_iter, tol, seed):
+    """The FW starts on the sub-pool (uniform, ``n_random`` seeded random points, the end of the
+    theta path): [(name, k-set)], and the FW iterations they took."""
+    out, total_iters = [], 0
+    inits: list[tuple[str, Any, int | None]] = [("uniform", "uniform", None)] if n_random >= 0 else []
+    inits += [(f"random{r}", "random", seed + r) for r in range(n_random)]
+    for name, init, s in inits:
+        idx, it, _ = fw_ws(sub, relax_penalty=relax_penalty, init=init, seed=s, max_iter=max_iter, tol=tol)
+        total_iters += it
+        out.append((name, idx))
+    if continuation_steps > 0 and sub.theta < 1.0:
+        path = np.linspace(1.0, sub.theta, continuation_steps + 1)[1:]
+        path_sets = theta_continuation(sub, path, relax_penalty=relax_penalty, max_iter=max_iter, polish=False)
+        out.append(("continuation", path_sets[-1]))
+    return out, total_iters
+
+
+def _search_subpool(sub, *args):
+    """All starts, the perturbation phase and 2-swaps on the (small) sub-pool; returns the best.
+    Where it runs: :func:`divopt_rag.solvers.ws_multistart.use_kernels` (one problem), the rule
+    the default method follows too: on a CPU the host kernels (:func:`_search_subpool_host`),
+    elsewhere the lockstep tensor search on the pool's device (:func:`_search_subpool_lockstep`)."""
+    if use_kernels(sub, 1):
+        return _search_subpool_host(sub, *args)
+    return _search_subpool_lockstep(sub, *args)
+
+
+def _search_subpool_host(sub, start_sub, n_random, continuation_steps, greedy_starts, perturb_rounds,
+                         perturb_strength, two_swap, relax_penalty, max_iter, tol, seed):
+    """:func:`_search_subpool_lockstep`'s steps in the compiled kernels of
+    :mod:`divopt_rag.solvers.kernels` over G = E_P E_P^T in float64 (:mod:`.kernels.moves`: the
+    greedy and the 1-swap local search; :mod:`.kernels.ms_moves`: MMR, gMMR, the perturbation
+    rounds with the same seeded draws, 2-swaps over every member). The FW starts stay FW on the
+    sub-pool's rows."""
+    k, p, th = sub.k, sub.n, sub.theta
+    E = sub.E.detach().to("cpu", torch.float64)
+    G = torch.mm(E, E.T).numpy()
+    c = check_array("c", np.ascontiguousarray(sub.relevance.detach().to("cpu", torch.float64).numpy()), np.float64, 1)
+    G, lin, one = check_pool(G, np.ascontiguousarray(linear_term(c, th, k)), th, finite=False)  # rows checked
+    ltol = ls_tolerance(sub)
+    starts: dict[str, tuple[float, np.ndarray]] = {}
+
+    def f_of(S: np.ndarray) -> float:
+        return float(moves.set_f(G, lin, one, S))
+
+    def consider(name: str, idx: Any) -> None:
+        S = check_set(np.array(torch.as_tensor(idx).cpu().numpy(), dtype=np.int64).reshape(-1), p, k)
+        u, inS = set_state(G, S)
+        moves.local_search(G, lin, one, S, u, inS, ltol, LS_MOVES)
+        starts[name] = (f_of(S), S)
+
+    consider("fw_ls", start_sub)
+    S = np.empty(k, dtype=np.int64)
+    moves.greedy(G, lin, one, S, np.empty(p), np.empty(p, dtype=np.bool_))
+    consider("greedy", S)
+    for name in greedy_starts:
+        if name in _HOST_GREEDY:
+            S = np.empty(k, dtype=np.int64)
+            _HOST_GREEDY[name](G, c, float(th), TIE_EPS, S)
+            consider(name, S)
+        elif name in METHODS:
+            consider(name, get_selector(name)(sub)[0])
+    fw, total_iters = _fw_starts(sub, n_random, continuation_steps, relax_penalty, max_iter, tol, seed)
+    for name, idx in fw:
+        consider(name, idx)
+    best_name = max(starts, key=lambda s: starts[s][0])  # the first best start wins ties
+    best_obj, best = starts[best_name]
+    m = min(p - k, _SHARED.for_k(k).perturb_entrants)
+    if perturb_rounds > 0 and m >= 1:
+        strength = max(1, min(int(perturb_strength), k, m))
+        out, into = draws(seed, perturb_rounds, 1, k, m, strength, "cpu")
+        out_pos, into_rank = ms_moves.check_draws(np.ascontiguousarray(out[:, 0].numpy(), dtype=np.int64),
+                                                  np.ascontiguousarray(into[:, 0].numpy(), dtype=np.int64), k, m)
+        S = best.copy()
+        u, inS = set_state(G, S)
+        ms_moves.perturb_rounds(G, lin, one, S, u, inS, out_pos, into_rank, ltol, LS_MOVES)
+        if f_of(S) > best_obj + ltol:
+            best_name, best_obj, best = f"{best_name}+perturb", f_of(S), S
+    if two_swap and k >= 2 and p - k >= 2:
+        S = best.copy()
+        u, inS = set_state(G, S)
+        ms_moves.two_swaps(G, lin, one, S, u, inS, TWO_SWAP_ENTRANTS, k, ltol, TWO_SWAP_MOVES,
+                           LS_MOVES)
+        if f_of(S) > best_obj + ltol:
+            best_name, best_obj, best = f"{best_name}+2swap", f_of(S), S
+    idx = torch.as_tensor(best, device=sub.device)
+    return best_name, idx, {s: v for s, (v, _) in starts.items()}, total_iters
+
+
+def _search_subpool_lockstep(sub, start_sub, n_random, continuation_steps, greedy_starts, perturb_rounds,
+                             perturb_strength, two_swap, relax_penalty, max_iter, tol, seed):
+    """All starts, the perturbation phase and 2-swaps on the sub-pool, as lockstep tensor work
+    (:class:`~divopt_rag.solvers.gram_search.GramSearch`) on the pool's device."""
     gs = GramSearch.from_instance(sub, ls_tolerance(sub))
     total_iters = 0
     starts: dict[str, tuple[float, Any]] = {}
@@ -195,16 +319,10 @@ def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts,
     for name in greedy_starts:  # the greedy baselines, when registered, are cheap and diverse starts
         if name in METHODS:
             consider(name, get_selector(name)(sub)[0])
-    inits: list[tuple[str, Any, int | None]] = [("uniform", "uniform", None)] if n_random >= 0 else []
-    inits += [(f"random{r}", "random", seed + r) for r in range(n_random)]
-    for name, init, s in inits:
-        idx, it, _ = fw_ws(sub, relax_penalty=relax_penalty, init=init, seed=s, max_iter=max_iter, tol=tol)
-        total_iters += it
+    fw, iters = _fw_starts(sub, n_random, continuation_steps, relax_penalty, max_iter, tol, seed)
+    total_iters += iters
+    for name, idx in fw:
         consider(name, idx)
-    if continuation_steps > 0 and sub.theta < 1.0:
-        path = np.linspace(1.0, sub.theta, continuation_steps + 1)[1:]
-        path_sets = theta_continuation(sub, path, relax_penalty=relax_penalty, max_iter=max_iter, polish=False)
-        consider("continuation", path_sets[-1])
     # the first best start wins ties (dicts keep insertion order), so the choice is deterministic
     best_name = max(starts, key=lambda s: starts[s][0])
     best_obj, best = starts[best_name]
@@ -214,8 +332,8 @@ def _search_subpool(sub, start_sub, n_random, continuation_steps, greedy_starts,
         if float(res.f[0]) > best_obj + gs.tol:
             best_name, best_obj, best = f"{best_name}+perturb", float(res.f[0]), res
     if two_swap:
-        res = two_swap_search(gs, best, entrants=_SHARED.two_swap_entrants, max_out=None,
-                              max_moves=_SHARED.two_swap_moves)
+        res = two_swap_search(gs, best, entrants=TWO_SWAP_ENTRANTS, max_out=None,
+                              max_moves=TWO_SWAP_MOVES)
         if float(res.f[0]) > best_obj + gs.tol:
             best_name, best_obj, best = f"{best_name}+2swap", float(res.f[0]), res
     best_idx = best.S[0]

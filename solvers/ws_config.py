@@ -1,7 +1,13 @@
-"""The knobs of divopt's default method "fw_ws_ms", each with its value and why: :class:`WsMultistartConfig`.
+"""The knobs of divopt's default method "fw_ws_ms" (:class:`WsMultistartConfig`) and every value derived from them.
 
 The search that uses them is :mod:`divopt_rag.solvers.ws_multistart` (its module docstring numbers
-the steps the knobs below refer to).
+the steps referred to below) and, on a CPU, :mod:`divopt_rag.solvers.pool_search`. A researcher
+turns the twelve knobs of :class:`WsMultistartConfig`; every other value the search reads is
+either a rule in k (and the knobs) or a module constant below, each stated with its reason in
+:class:`WsSettings`. :meth:`WsMultistartConfig.for_k` resolves the knobs at one k into a
+:class:`WsSettings`, the one object the search reads. Values marked "tuned" were chosen on the
+development pools only; the measurements behind them are in docs/howto/performance.md ("Why
+the default's knobs have their values").
 """
 from __future__ import annotations
 
@@ -11,19 +17,69 @@ from typing import Any, ClassVar
 from divopt_rag.models.domains import ITERATIONS_MAX, ROWS_MAX
 from divopt_rag.models.parameters import SEED, Declaration, Interval, declare_dataclass
 
-__all__ = ["WsMultistartConfig", "config_with", "declaration"]
+__all__ = ["WsMultistartConfig", "WsSettings", "config_with", "declaration", "GUIDE_SAMPLE", "GUIDE_CORRELATION",
+           "CONTINUATION_STEPS", "FW_GAP", "PERTURB_STRENGTH", "PATIENCE", "TWO_SWAP_ENTRANTS", "TWO_SWAP_OUT",
+           "TWO_SWAP_MOVES", "TABU_TENURE_IN", "TABU_TENURE_OUT", "MAX_PASSES", "NEAR_ROWS", "DENSE_SAMPLE",
+           "POLISH_GAP"]
+
+# The constants of the search (each one's reason: WsSettings' docstring).
+GUIDE_SAMPLE = 4096
+GUIDE_CORRELATION = 0.8
+CONTINUATION_STEPS = 4
+FW_GAP = 1e-6
+PERTURB_STRENGTH = 4
+PATIENCE = 10
+TWO_SWAP_ENTRANTS = 48
+TWO_SWAP_OUT = 16
+TWO_SWAP_MOVES = 50
+TABU_TENURE_IN = 8
+TABU_TENURE_OUT = 4
+MAX_PASSES = 50
+NEAR_ROWS = 100
+DENSE_SAMPLE = 1024
+POLISH_GAP = 1e-9
+
+#: The knobs that were public before issue 46 (item 3), each with what it became: an error that
+#: names one of them says so.
+_RETIRED = {
+    "guide_sample": f"a constant: GUIDE_SAMPLE = {GUIDE_SAMPLE}",
+    "guide_correlation": f"a constant: GUIDE_CORRELATION = {GUIDE_CORRELATION}",
+    "continuation_steps": f"a constant: CONTINUATION_STEPS = {CONTINUATION_STEPS}",
+    "fw_gap": f"a constant: FW_GAP = {FW_GAP}",
+    "perturb_batch": "derived: max(1, min(8, round(80 / k)))",
+    "perturb_strength": f"a constant: PERTURB_STRENGTH = {PERTURB_STRENGTH}",
+    "perturb_entrants": "derived: 3k + 20",
+    "patience": f"a constant: PATIENCE = {PATIENCE}",
+    "two_swap_entrants": f"a constant: TWO_SWAP_ENTRANTS = {TWO_SWAP_ENTRANTS}",
+    "two_swap_out": f"a constant: TWO_SWAP_OUT = {TWO_SWAP_OUT}",
+    "two_swap_moves": f"a constant: TWO_SWAP_MOVES = {TWO_SWAP_MOVES}",
+    "tabu_tenure_in": f"a constant: TABU_TENURE_IN = {TABU_TENURE_IN}",
+    "tabu_tenure_out": f"a constant: TABU_TENURE_OUT = {TABU_TENURE_OUT}",
+    "max_passes": f"a constant: MAX_PASSES = {MAX_PASSES}",
+    "near_rows": f"a constant: NEAR_ROWS = {NEAR_ROWS}",
+    "dense_sample": f"a constant: DENSE_SAMPLE = {DENSE_SAMPLE}",
+    "certificate_entrants": "derived: max(16, k)",
+    "extend_rows": "derived: max(32, k)",
+    "polish_gap": f"a constant: POLISH_GAP = {POLISH_GAP}",
+}
 
 
 @dataclass(frozen=True)
 class WsMultistartConfig:
-    """The knobs of "fw_ws_ms", divopt's default method: each one's value and why, in one place.
+    """The twelve knobs of "fw_ws_ms", divopt's default method: the ones a researcher turns.
 
     ``select(inst, "fw_ws_ms", **knobs)``, :func:`ws_multistart_batch` and
-    :func:`ws_multistart_sweep` take any of them by name (the last two also a whole config).
-    Knobs left at None follow k (:meth:`for_k`). "Tuned" values were chosen on the development
-    pools (seeds 0-3, never on a pool that is reported); their tallies are in
-    docs/howto/performance.md ("Why the default's knobs have their values"). The step numbers
-    refer to the module docstring.
+    :func:`ws_multistart_sweep` take any of them by name (the last two also a whole config);
+    any other name is an error of one line that names the knobs (and, for a value that was a
+    knob once, what it became). Knobs left at None follow k (:meth:`for_k`). The step numbers
+    refer to the module docstring of :mod:`divopt_rag.solvers.ws_multistart`.
+
+    Why these twelve: they size the work (the pools, the starts, the FW steps, the tabu walks,
+    the phases), switch a stage on or off (2-swaps, perturbation rounds, polish), set the
+    relaxation the FW starts climb (as "fw" and "fw_ms" take it), or seed the run. Everything
+    else is a cap that is not reached in practice, a tolerance tied to the precision, a
+    sample size set by its statistical error, or a count that was tuned once and measured flat
+    around its value (:class:`WsSettings` gives each its rule).
 
     Candidate pools (step 1)
     ------------------------
@@ -33,178 +89,82 @@ class WsMultistartConfig:
         of n rows or more is the whole pool (searched whole, no certificate pass).
     guided_pool_size : int or None, default=None
         Rows of P where relevance misleads (``info["guided"]``). None: max(800, 3k) (tuned: the
-        sets that beat 300-row pools held rows outside them), or ``pool_size`` when only that is
+        sets that beat smaller pools held rows outside them), or ``pool_size`` when only that is
         given.
-    guide_sample : int, default=4096
-        Rows of the seeded sample on which "k times the mean row" (the v of the paper's start
-        x0 = (k/n) 1) and the rank test below are estimated, so that choosing P needs no pass.
-    guide_correlation : float, default=0.8
-        Relevance guides when the rank correlation between c and the swap score b_j at the mean
-        row is at least this on the sample; below it P interleaves the best rows by b_j (one pass).
     max_phases : int, default=3
         Searches on P and on pools rebuilt around the set, before the last phase extends the pool
-        at each failed certificate.
+        at each failed certificate (fewer: faster, lower f on some problems; tuned).
 
     Starts (step 2)
     ---------------
     n_random : int, default=4
-        Seeded random Frank-Wolfe starts, as "fw_ms".
-    continuation_steps : int, default=4
-        Steps of the theta path 1 -> theta (top-k is optimal at 1): FW from the top-k vertex at
-        each theta strictly between (continuation_steps - 1 starts, run in lockstep with the
-        other FW starts); 0 or 1 disables.
-    relax_penalty : float, default=2.0
-        lambda of the relaxation the FW starts climb: 2 is the smallest that is tight (DESIGN.md).
+        Seeded random starts, as "fw_ms" (Frank-Wolfe from random points in the lockstep search,
+        random sets on the host).
     max_iter : int, default=10
-        FW iterations per start: a start only seeds the local search (tuned: after the local
-        search, 5 and 400 iterations gave the same sets on the development pools).
-    fw_gap : float, default=1e-6
-        A FW start stops at this normalized gap, gap / (k (k-1)) (the default of every FW in divopt).
+        FW iterations per start (lockstep search): a start only seeds the local search (tuned:
+        more iterations gave the same sets after it).
+    relax_penalty : float, default=2.0
+        lambda of the relaxation the FW starts climb (lockstep search): 2 is the smallest that is
+        tight (DESIGN.md).
 
-    Perturbation (step 2)
-    ---------------------
-    perturb_batch : int or None, default=None
-        Perturbed sets per round. None: max(1, min(8, round(80 / k))), so that a round's local
-        searches cost about the same at every k.
-    perturb_strength : int, default=4
-        Members swapped out by one perturbation, as "fw_ms".
-    perturb_entrants : int or None, default=None
-        A perturbation draws its entrants among this many best rows by b_j at the set. None:
-        3k + 20, as "fw_ms".
-    patience : int, default=10
-        Rounds in a row without a gain that stop the perturbation.
-    perturb_rounds : int, default=0
-        Cap on perturbation rounds ("fw_ms" runs 100); 0 (the default) disables: the tabu walks
-        below found better sets on more development pools in less time (tuned).
-
-    2-swaps (step 2)
-    ----------------
-    two_swap : bool, default=True
-        Best-improvement 2-swaps on the best set, as "fw_ms".
-    two_swap_entrants : int, default=48
-        Entrants paired, those of largest 1-swap gain, as "fw_ms".
-    two_swap_out : int, default=16
-        Members paired, those of cheapest removal, so that the 2-swap gain array stays
-        (48, 48, 16, 16) at any k instead of growing like k^2.
-    two_swap_moves : int, default=50
-        Cap on improving 2-swaps, as "fw_ms".
-
-    Tabu search (step 2)
-    --------------------
+    Moves (step 2)
+    --------------
     tabu_iters : int or None, default=None
         Steps of each 1-swap tabu walk, run where the starts ended in different local optima
         (where they agree, the walks found nothing: tuned); 0 disables. None: 1000 / k within
-        [50, 100] (a step costs O(k p) per walk; tuned: at k = 10, 100 steps left the default
-        below the old search on 6 of the 576 batched development problems, 50 steps on 11).
-    tabu_walks : int or None, default=None
-        Tabu walks per problem, in lockstep, from its best start optima (the best set first;
-        tuned: 9 walks of 50 steps reached the best known set on 188 of 192 development pools,
-        one walk of 100 steps with perturbation rounds on 177). None: 9.
-    tabu_tenure_in : int, default=8
-        Steps during which a row that left may not re-enter.
-    tabu_tenure_out : int, default=4
-        Steps during which a row that entered may not leave.
+        [50, 100] in the lockstep search, 3000 / k within [100, 300] on the host kernels (a walk
+        step costs less there; tuned on the development RAG calls), a step costing O(k p).
+    tabu_walks : int, default=9
+        Tabu walks per problem, from its best start optima (the best set first; tuned).
+    two_swap : bool, default=True
+        Best-improvement 2-swaps on the best set, as "fw_ms".
+    perturb_rounds : int, default=0
+        Cap on perturbation rounds ("fw_ms" runs 100); 0 (the default) disables: the tabu walks
+        found better sets on more development pools in less time (tuned).
 
-    Certificate (step 3)
-    --------------------
-    max_passes : int, default=50
-        Cap on reads of the pool (each failed certificate strictly improves f, so it is not reached
-        in practice); if hit, ``info["one_swap_optimal"]`` is False.
-    near_rows : int, default=100
-        Compared rows of highest exact gain that each certificate keeps, improving or not: they lead
-        the pool rebuilt around a set and feed the polish (tuned).
-    dense_sample : int, default=1024
-        Rows of the sample on which a certificate estimates the share of rows its bound keeps
-        (:func:`~divopt_rag.solvers.swap_certificate.go_dense`; about +-1.4 % at the threshold 1/4).
-    certificate_entrants : int or None, default=None
-        Improving entrants a failed certificate returns, best first; they join the next pool.
-        None: max(16, k).
-    extend_rows : int or None, default=None
-        Rows of best b_j at the set that join the pool, beside the entrants, when a certificate of
-        the last phase fails. None: max(32, k).
-
-    Polish (step 4)
-    ---------------
+    Certificate and polish (steps 3, 4)
+    -----------------------------------
     polish : bool, default=True
         Run the float64 polish of step 4.
-    polish_gap : float, default=1e-9
-        Its tolerance as a normalized gain, gain / (k (k-1)): far below float32's 1e-6, within
-        the float64 search's reach on float32-stored rows.
 
     seed : int, default=0
         Seeds the random starts, the perturbations and the row samples (the same seed, the same sets).
 
     Every knob's type and range is declared once, in ``_parameter_constraints`` (as scikit-learn's
     estimators): counts are >= 0 where 0 switches a stage off, >= 1 where it must do something,
-    and bounded above: a row count by :data:`~divopt_rag.models.domains.ROWS_MAX` (each is clipped to the pool), a count
-    that sizes work per round or per start (random starts, thetas, perturbed sets, tabu steps,
-    rounds) by a cap far above any useful value, so that no value starts unbounded work.
+    and bounded above: a row count by :data:`~divopt_rag.models.domains.ROWS_MAX` (clipped to the
+    pool), a count that sizes work per start or per round by a cap far above any useful value,
+    so that no value starts unbounded work.
     """
 
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "pool_size": [Interval(int, 1, ROWS_MAX), None],
         "guided_pool_size": [Interval(int, 1, ROWS_MAX), None],
-        "guide_sample": Interval(int, 1, ROWS_MAX),
-        "guide_correlation": Interval(float, -1.0, 1.0),
         "max_phases": Interval(int, 1, 1000),
         "n_random": Interval(int, 0, 1000),  # (n_random + 2) x pool floats per problem
-        "continuation_steps": Interval(int, 0, 1000),
-        "relax_penalty": Interval(float, 0.0, None),
         "max_iter": Interval(int, 1, ITERATIONS_MAX),
-        "fw_gap": Interval(float, 0.0, None),
-        "perturb_batch": [Interval(int, 0, 1000), None],  # (perturb_batch, k) sets, each searched per round
-        "perturb_strength": Interval(int, 0, ROWS_MAX),
-        "perturb_entrants": [Interval(int, 1, ROWS_MAX), None],
-        "patience": Interval(int, 0, 10_000),
-        "perturb_rounds": Interval(int, 0, 10_000),
-        "two_swap": bool,
-        "two_swap_entrants": Interval(int, 0, ROWS_MAX),
-        "two_swap_out": Interval(int, 0, ROWS_MAX),
-        "two_swap_moves": Interval(int, 0, ITERATIONS_MAX),
+        "relax_penalty": Interval(float, 0.0, None),
         "tabu_iters": [Interval(int, 0, 10_000), None],  # about 0.2 ms a step on a 500-row pool
-        "tabu_walks": [Interval(int, 1, 1000), None],  # (tabu_walks, k) sets walked per problem
-        "tabu_tenure_in": Interval(int, 0, ITERATIONS_MAX),
-        "tabu_tenure_out": Interval(int, 0, ITERATIONS_MAX),
-        "max_passes": Interval(int, 1, 10_000),
-        "near_rows": Interval(int, 0, ROWS_MAX),
-        "dense_sample": Interval(int, 1, ROWS_MAX),
-        "certificate_entrants": [Interval(int, 1, ROWS_MAX), None],
-        "extend_rows": [Interval(int, 1, ROWS_MAX), None],
+        "tabu_walks": Interval(int, 1, 1000),  # (tabu_walks, k) sets walked per problem
+        "two_swap": bool,
+        "perturb_rounds": Interval(int, 0, 10_000),
         "polish": bool,
-        "polish_gap": Interval(float, 0.0, None),
         "seed": SEED,
     }
+    #: Former knobs -> what they became (named by the error a caller who passes one gets).
+    _retired_knobs: ClassVar[dict[str, str]] = _RETIRED
 
     pool_size: int | None = None
     guided_pool_size: int | None = None
-    guide_sample: int = 4096
-    guide_correlation: float = 0.8
     max_phases: int = 3
     n_random: int = 4
-    continuation_steps: int = 4
-    relax_penalty: float = 2.0
     max_iter: int = 10
-    fw_gap: float = 1e-6
-    perturb_batch: int | None = None
-    perturb_strength: int = 4
-    perturb_entrants: int | None = None
-    patience: int = 10
-    perturb_rounds: int = 0
-    two_swap: bool = True
-    two_swap_entrants: int = 48
-    two_swap_out: int = 16
-    two_swap_moves: int = 50
+    relax_penalty: float = 2.0
     tabu_iters: int | None = None
-    tabu_walks: int | None = None
-    tabu_tenure_in: int = 8
-    tabu_tenure_out: int = 4
-    max_passes: int = 50
-    near_rows: int = 100
-    dense_sample: int = 1024
-    certificate_entrants: int | None = None
-    extend_rows: int | None = None
+    tabu_walks: int = 9
+    two_swap: bool = True
+    perturb_rounds: int = 0
     polish: bool = True
-    polish_gap: float = 1e-9
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -212,8 +172,10 @@ class WsMultistartConfig:
         for name, value in declaration().validate({f.name: getattr(self, f.name) for f in fields(self)}).items():
             object.__setattr__(self, name, value)
 
-    def for_k(self, k: int) -> "WsMultistartConfig":
-        """The knobs at selection size k: every None replaced by its rule, pool sizes checked."""
+    def for_k(self, k: int, *, host: bool = False) -> "WsSettings":
+        """Every value the search reads at selection size k (:class:`WsSettings`): the knobs with
+        each None replaced by its rule, the derived values and the constants; pool sizes
+        checked. ``host``: the search runs on the host kernels (its tabu rule)."""
         k = int(k)
         pool = max(300, 3 * k) if self.pool_size is None else self.pool_size
         if self.guided_pool_size is not None:
@@ -224,14 +186,114 @@ class WsMultistartConfig:
                                                                           self.guided_pool_size)):
             if value < k:
                 raise ValueError(f"{name} must be an int >= k = {k}, got {given!r}")
-        return replace(
-            self, pool_size=pool, guided_pool_size=guided,
-            perturb_batch=max(1, min(8, round(80 / k))) if self.perturb_batch is None else self.perturb_batch,
-            perturb_entrants=3 * k + 20 if self.perturb_entrants is None else self.perturb_entrants,
-            certificate_entrants=max(16, k) if self.certificate_entrants is None else self.certificate_entrants,
-            extend_rows=max(32, k) if self.extend_rows is None else self.extend_rows,
-            tabu_walks=9 if self.tabu_walks is None else self.tabu_walks,
-            tabu_iters=min(100, max(50, 1000 // k)) if self.tabu_iters is None else self.tabu_iters)
+        if self.tabu_iters is not None:
+            tabu_iters = self.tabu_iters
+        else:
+            tabu_iters = min(300, max(100, 3000 // k)) if host else min(100, max(50, 1000 // k))
+        return WsSettings(
+            pool_size=pool, guided_pool_size=guided, max_phases=self.max_phases, n_random=self.n_random,
+            max_iter=self.max_iter, relax_penalty=self.relax_penalty, tabu_iters=tabu_iters,
+            tabu_walks=self.tabu_walks, two_swap=self.two_swap, perturb_rounds=self.perturb_rounds,
+            polish=self.polish, seed=self.seed,
+            perturb_batch=max(1, min(8, round(80 / k))), perturb_entrants=3 * k + 20,
+            certificate_entrants=max(16, k), extend_rows=max(32, k))
+
+
+@dataclass(frozen=True)
+class WsSettings:
+    """Every value "fw_ws_ms"'s search reads at one k: :meth:`WsMultistartConfig.for_k` makes it.
+
+    The twelve knobs, resolved (:class:`WsMultistartConfig`), then the values derived from k
+    and the module constants, each with its rule and reason. They are not knobs: passing one by
+    name is an error. To study one, build a ``WsSettings`` with ``dataclasses.replace`` and call
+    the stages of :mod:`divopt_rag.solvers.pool_search` with it.
+
+    Derived from k
+    --------------
+    perturb_batch : max(1, min(8, round(80 / k)))
+        Perturbed sets per round (with ``perturb_rounds`` > 0), so that a round's local searches
+        cost about the same at every k (tuned).
+    perturb_entrants : 3k + 20
+        A perturbation draws its entrants among this many best rows by b_j at the set, as "fw_ms".
+    certificate_entrants : max(16, k)
+        Improving entrants a failed certificate returns, best first; they join the next pool:
+        enough to replace every member.
+    extend_rows : max(32, k)
+        Rows of best b_j at the set that join the pool, beside the entrants, when a certificate of
+        the last phase fails.
+
+    Constants
+    ---------
+    guide_sample : GUIDE_SAMPLE = 4096
+        Rows of the seeded sample on which "k times the mean row" (the v of the paper's start
+        x0 = (k/n) 1) and the rank test below are estimated, so that choosing P needs no pass.
+    guide_correlation : GUIDE_CORRELATION = 0.8
+        Relevance guides when the rank correlation between c and the swap score b_j at the mean
+        row is at least this on the sample; below it P interleaves the best rows by b_j (one pass).
+    continuation_steps : CONTINUATION_STEPS = 4
+        Steps of the theta path 1 -> theta of the lockstep search (top-k is optimal at 1): FW from
+        the top-k vertex at each of the 3 thetas strictly between, in the one lockstep FW call.
+    fw_gap : FW_GAP = 1e-6
+        A FW start stops at this normalized gap, gap / (k (k-1)) (the default of every FW in divopt).
+    perturb_strength : PERTURB_STRENGTH = 4
+        Members swapped out by one perturbation, as "fw_ms".
+    patience : PATIENCE = 10
+        Perturbation rounds in a row without a gain that stop them (tuned).
+    two_swap_entrants : TWO_SWAP_ENTRANTS = 48
+        Entrants a 2-swap pairs, those of largest 1-swap gain, as "fw_ms".
+    two_swap_out : TWO_SWAP_OUT = 16
+        Members a 2-swap pairs, those of cheapest removal, so that the 2-swap gain array stays
+        (48, 48, 16, 16) at any k instead of growing like k^2 (tuned).
+    two_swap_moves : TWO_SWAP_MOVES = 50
+        Cap on improving 2-swaps, as "fw_ms".
+    tabu_tenure_in, tabu_tenure_out : TABU_TENURE_IN = 8, TABU_TENURE_OUT = 4
+        Steps during which a row that left may not re-enter / a row that entered may not leave.
+    max_passes : MAX_PASSES = 50
+        Cap on reads of the pool: each failed certificate strictly improves f, so it is not
+        reached in practice; if hit, ``info["one_swap_optimal"]`` is False.
+    near_rows : NEAR_ROWS = 100
+        Compared rows of highest exact gain that each certificate keeps, improving or not: they
+        lead the pool rebuilt around a set and feed the polish (tuned).
+    dense_sample : DENSE_SAMPLE = 1024
+        Rows of the sample on which a certificate estimates the share of rows its bound keeps
+        (:func:`~divopt_rag.solvers.swap_certificate.go_dense`): within about +-1.4 % at the
+        threshold 1/4 (binomial spread).
+    polish_gap : POLISH_GAP = 1e-9
+        The polish's tolerance as a normalized gain, gain / (k (k-1)): far below float32's 1e-6,
+        within the float64 search's reach on float32-stored rows.
+    """
+
+    pool_size: int
+    guided_pool_size: int
+    max_phases: int
+    n_random: int
+    max_iter: int
+    relax_penalty: float
+    tabu_iters: int
+    tabu_walks: int
+    two_swap: bool
+    perturb_rounds: int
+    polish: bool
+    seed: int
+    perturb_batch: int
+    perturb_entrants: int
+    certificate_entrants: int
+    extend_rows: int
+    guide_sample: int = GUIDE_SAMPLE
+    guide_correlation: float = GUIDE_CORRELATION
+    continuation_steps: int = CONTINUATION_STEPS
+    fw_gap: float = FW_GAP
+    perturb_strength: int = PERTURB_STRENGTH
+    patience: int = PATIENCE
+    two_swap_entrants: int = TWO_SWAP_ENTRANTS
+    two_swap_out: int = TWO_SWAP_OUT
+    two_swap_moves: int = TWO_SWAP_MOVES
+    tabu_tenure_in: int = TABU_TENURE_IN
+    tabu_tenure_out: int = TABU_TENURE_OUT
+    max_passes: int = MAX_PASSES
+    near_rows: int = NEAR_ROWS
+    dense_sample: int = DENSE_SAMPLE
+    polish_gap: float = POLISH_GAP
 
 
 _DECLARATION = declare_dataclass("fw_ws_ms", WsMultistartConfig)

@@ -4,8 +4,10 @@
 at 10^5 items it reads the pool dozens of times (full-pool FW, local-search scans) and runs a
 sub-pool phase whose 2-swaps grow like k^4. "fw_ws_ms" keeps that kind of search but runs it on
 a candidate pool P of a few hundred rows through P's Gram matrix, and reads the full pool only to
-choose P and to certify the answer. Its knobs, each with its value and why, are the fields of
-:class:`~divopt_rag.solvers.ws_config.WsMultistartConfig` (named in ``code`` below):
+choose P and to certify the answer. Its twelve knobs are the fields of
+:class:`~divopt_rag.solvers.ws_config.WsMultistartConfig`; they and the values derived from them
+(named in ``code`` below), each with its rule and why, are those of
+:class:`~divopt_rag.solvers.ws_config.WsSettings`:
 
 1. **Pool.** Where relevance ranks the promising rows, P is the ``pool_size`` most relevant rows
    and no pass is needed. Whether it does is measured on a seeded sample of ``guide_sample``
@@ -83,7 +85,7 @@ still run in the next one's time).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -517,10 +519,8 @@ def ws_multistart_batch(inst: Instance, relevance: Any, thetas: Any, config: WsM
     if th.shape != (C.shape[0],):
         raise ValueError(f"thetas must have shape ({C.shape[0]},) (one per relevance row), got {th.shape}")
     C = C.to(device=inst.device, dtype=inst.acc_dtype)
-    if use_kernels(inst, th.size):
-        if given.tabu_iters is None:  # walks cost less on the host: 3000 / k steps within [100, 300] (tuned)
-            cfg = replace(cfg, tabu_iters=min(300, max(100, 3000 // k)))
-        return _kernel_batch(inst, C, th, cfg)
+    if use_kernels(inst, th.size):  # the host's settings (its tabu rule: WsMultistartConfig.tabu_iters)
+        return _kernel_batch(inst, C, th, given.for_k(k, host=True))
     problems = [_Problem(inst._derived(relevance=C[b], theta=float(th[b]))) for b in range(th.size)]
     B = th.size
     tol = ls_tolerance(inst)

@@ -39,6 +39,10 @@ def build(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rgb", type=ExistingPath("file", "RGB's en_fact.json (JSON lines)"), default=None,
                    help="RGB en_fact.json (default: the git mirror of github.com/chen700564/RGB)")
     p.add_argument("--solve", action="store_true", help="run the proving campaign (resumable) after building")
+    p.add_argument("--solutions", type=ExistingPath("file", "a solutions file (JSON lines, library_solutions)"),
+                   default=None, help="proven values to attach where the content hashes match (default: the file "
+                                      "committed with divopt-rag, experiments/studies/library_data/solutions.jsonl)")
+    p.add_argument("--no-solutions", action="store_true", help="attach no proven values (solve everything anew)")
 
 
 def list_(p: argparse.ArgumentParser) -> None:
@@ -72,6 +76,7 @@ def leaderboard(p: argparse.ArgumentParser) -> None:
                    help="an outside baseline NAME=FILE, scored as lib score does; repeat the flag for several "
                         "(default: none)")
     p.add_argument("--max-n", type=COUNT, default=10_000, help="only instances with n <= this")
+    p.add_argument("--min-n", type=COUNT, default=1, help="only instances with n >= this")
     p.add_argument("--score-only", action="store_true",
                    help="run no method: score the submissions already in --results")
     p.add_argument("--out", type=OutputPath("a file to write"), default=Path("docs/leaderboard.md"),

@@ -68,15 +68,23 @@ def _write_pool(root: Path, name: str, corpus, E: np.ndarray, Q: np.ndarray) -> 
 
 
 def build_library(root: str | Path, cache: str | Path, *, corpora=CORPORA, seed: int = 0, rgb_path=None,
-                  limit: int | None = None) -> list[str]:
+                  limit: int | None = None, solutions: str | Path | None = "committed", log=print) -> list[str]:
     """Write the library's data files and cards under ``root``; returns the instance ids.
-    ``limit`` keeps only the first instances of each corpus (tests, samples)."""
+    ``limit`` keeps only the first instances of each corpus (tests, samples). ``solutions``: the
+    proven values to attach where the content hashes match
+    (:func:`~divopt_rag.experiments.studies.library_solutions.attach_solutions`): "committed" (the
+    file in git, :data:`~divopt_rag.experiments.studies.library_solutions.SOLUTIONS_FILE`), a path,
+    or None (attach nothing)."""
     ids = []
     for name in corpora:
         corpus, E, Q = embedded_corpus(name, cache, seed=seed, rgb_path=rgb_path)
         todo = [p for p in plan({c: (E.shape[0] if c == name else 0) for c in CORPORA}) if p["corpus"] == name]
         ids += write_instances(root, corpus, E, Q, todo[:limit], LICENCES[name],
                                embedding=None if name == "cone" else MODEL)
+    if solutions is not None:
+        from divopt_rag.experiments.studies.library_solutions import SOLUTIONS_FILE, attach_solutions
+
+        attach_solutions(root, SOLUTIONS_FILE if solutions == "committed" else solutions, log=log, only=ids)
     write_manifest(root)
     return ids
 
@@ -117,14 +125,30 @@ def write_instances(root: str | Path, corpus, E: np.ndarray, Q: np.ndarray, spec
                        if rows["subset"] else "the whole corpus pool", "objective": OBJECTIVE},
             "files": files,
         }
+        card["content"] = _content(root, card, E, Q)
         folder = root / "instances" / iid
         old = read_json(folder / "card.json") if (folder / "card.json").exists() else None
         if old != card:
             write_json(folder / "card.json", card)
-            if (folder / "solution.json").exists() and (old is None or old.get("files") != files):
-                (folder / "solution.json").unlink()  # the data changed: its solution no longer holds
+        sol_path = folder / "solution.json"
+        if sol_path.exists():
+            sol_content = read_json(sol_path).get("content")
+            if (sol_content is not None and sol_content != card["content"]) or (
+                    sol_content is None and (old is None or old.get("files") != files)):
+                sol_path.unlink()  # the data changed: its solution no longer holds
         ids.append(iid)
     return ids
+
+
+def _content(root: Path, card: dict, E: np.ndarray, Q: np.ndarray) -> str:
+    """The card's ``content``: the hash of what a solver reads (library_solutions.content_hash)."""
+    from divopt_rag.experiments.studies.library_format import LibraryInstance
+    from divopt_rag.experiments.studies.library_solutions import content_hash
+
+    rows = E if not card["rows"]["subset"] else E[np.load(root / card["rows"]["subset"]).astype(np.int64)]
+    q = Q[int(card["query"]["row"])]
+    inst = LibraryInstance(card["id"], root, card, None, rows.astype(np.float64), q.astype(np.float64))
+    return content_hash(inst)
 
 
 def _licences_md() -> str:
@@ -189,7 +213,9 @@ def solution_record(inst, S, bound: float | None, *, status: str, bound_source: 
         status, tolerance = "optimal", f"proven bound - f <= {BOUND_MEETS_F:g} k(k-1) ({bound_source}'s bound)"
     if bound is not None and status == "optimal":
         bound = max(bound, f)
-    return {"instance": inst.id, "status": status, "best_set": S, "f": f,
+    from divopt_rag.experiments.studies.library_solutions import content_hash
+
+    return {"instance": inst.id, "content": content_hash(inst), "status": status, "best_set": S, "f": f,
             "bound": bound, "bound_source": bound_source,
             "gap": None if bound is None else normalized_gap(bound, f, inst.k),
             "tolerance": tolerance, "solver": solver, "seconds": round(float(seconds), 3),

@@ -14,7 +14,9 @@ def _build(args) -> int:
 
     lib = Path(args.library).expanduser()
     cache = Path(args.cache) if args.cache else lib.parent / "library-cache"
-    ids = build_library(lib, cache, corpora=tuple(args.corpora), rgb_path=args.rgb)
+    solutions = None if getattr(args, "no_solutions", False) else (getattr(args, "solutions", None) or "committed")
+    ids = build_library(lib, cache, corpora=tuple(args.corpora), rgb_path=args.rgb, solutions=solutions,
+                        log=lambda s: print(s, flush=True))
     print(f"{len(ids)} instances in {lib}")
     if args.solve:
         from divopt_rag.experiments.studies.library_solve import campaign
@@ -94,7 +96,7 @@ def _leaderboard(args) -> int:
     subs = dict(s.split("=", 1) for s in args.submission or [])
     page = run_leaderboard(args.library, methods=args.methods, submissions=subs, max_n=args.max_n,
                            results=args.results, out=args.out, log=lambda s: print(s, file=sys.stderr, flush=True),
-                           score_only=args.score_only)
+                           score_only=args.score_only, min_n=args.min_n)
     print(f"wrote {page}")
     return 0
 

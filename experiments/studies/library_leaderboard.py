@@ -114,14 +114,14 @@ def render(root: Path, boards: dict[str, list], outside: set[str], command: str,
 
 def run_leaderboard(root, *, methods=None, submissions: dict[str, str] | None = None, max_n: int = 10_000,
                     results="results/lib-leaderboard", out="docs/leaderboard.md", log=print,
-                    score_only: bool = False) -> Path:
+                    score_only: bool = False, min_n: int = 0) -> Path:
     from divopt_rag.experiments.studies.library_score import write_scores
 
     t0 = time.perf_counter()
     root, results, out = Path(root), Path(results), Path(out)
     results.mkdir(parents=True, exist_ok=True)
     man = read_json(root / "manifest.json")["instances"]
-    ids = [i for i in instance_ids(root) if man[i]["n"] <= max_n]
+    ids = [i for i in instance_ids(root) if min_n <= man[i]["n"] <= max_n]
     known = leaderboard_methods()
     methods = list(methods) if methods else known
     bad = [m for m in methods if m not in known]
@@ -140,7 +140,7 @@ def run_leaderboard(root, *, methods=None, submissions: dict[str, str] | None = 
         rows = [s for s in read_submission(path) if s.instance_id in set(ids)]
         boards[name] = score_rows(root, rows)
         write_scores(boards[name], results / name)
-    cmd = f"divopt-rag lib leaderboard --max-n {max_n}" + (" --score-only" if score_only else "") + "".join(f" --submission {k}=..." for k in (submissions or {}))
+    cmd = f"divopt-rag lib leaderboard --max-n {max_n}" + (f" --min-n {min_n}" if min_n else "") + (" --score-only" if score_only else "") + "".join(f" --submission {k}=..." for k in (submissions or {}))
     text = render(root, boards, set(submissions or {}), cmd, time.perf_counter() - t0)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")

@@ -10,7 +10,7 @@
   (``instance`` a :class:`~divopt_rag.experiments.studies.library_format.LibraryInstance`, timed).
 * :func:`summarize`: by family (and theta): rows, feasible, exact hits, mean and worst gap.
 * :func:`verify_library`: every file's xxh3 against the manifest and the cards, every stored f
-  recomputed, every stored set's feasibility.
+  recomputed, every stored set's feasibility, the content hash a card or solution names.
 """
 from __future__ import annotations
 
@@ -300,6 +300,13 @@ def verify_library(root: str | Path, *, tol: float = 1e-9) -> list[str]:
         if inst.n != card["n"]:
             problems.append(f"{iid}: {inst.n} rows, the card says n = {card['n']}")
         sol = inst.solution
+        if card.get("content") is not None or (sol or {}).get("content") is not None:
+            from divopt_rag.experiments.studies.library_solutions import content_hash
+
+            h = content_hash(inst)
+            for what, got in (("card", card.get("content")), ("solution", (sol or {}).get("content"))):
+                if got is not None and got != h:
+                    problems.append(f"{iid}: the {what} names content {got}, the instance reads {h}")
         if sol is None:
             continue
         S, reason = check_set(sol.get("best_set"), inst.n, inst.k)

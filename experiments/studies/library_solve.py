@@ -1,18 +1,20 @@
 """The proving campaign of the instance library: one solution.json per instance, resumable.
 
-Per instance (``solve_one``):
+Per instance (``solve_one``; campaign "c2", limits :data:`TIME_LIMITS` per engine):
 
-* n <= 1000: an incumbent from ``fw_ms`` (divopt's multistart, :func:`~divopt_rag.solvers.selection.select`),
-  then divopt's branch-and-bound (``solve_exact(..., "bnb")``, relative gap tolerance 1e-6) under
-  the campaign's time limit, warm-started (``gurobi_fallback``: at n <= 200 an instance bnb
-  leaves open goes on to Gurobi, the pip licence's size; off in the first campaign, for time);
+* n <= 200 (the Gurobi pip licence): an incumbent from ``fw_ws_ms``, then Gurobi (relative MIPGap
+  1e-6, one thread), warm-started; divopt's branch-and-bound (bnb, relative gap 1e-6) when Gurobi
+  leaves it open;
+* 200 < n <= 1000: the incumbent, then bnb;
 * n = 10^4: the full-scale certificate (:func:`~divopt_rag.solvers.certificates.certify_full_scale`:
   safe screening, relaxation screening, bounds, exact solve of the survivors when <= 1000 remain).
 
-Status ``optimal`` only where the engine proved it (bnb/Gurobi "optimal" at their stated relative
-gap, or the certificate's "certified"); else ``open`` with the engine's bound. Verification
-(``verify_one``): an optimum at n <= 200 is solved again by Gurobi (or by bnb when Gurobi was the
-prover); agreement within the tolerance is written into ``verified_by``.
+Status ``optimal`` only where the engine proved it (its "optimal" at its stated relative gap, or
+the certificate's "certified"); else ``open`` with the engine's bound. Verification
+(``verify_one``, right after each optimum, limits :data:`VERIFY_LIMITS`): the engine that did not
+prove it solves it again (bnb for Gurobi's optima, Gurobi for bnb's at n <= 200; at n > 200 Gurobi
+on the certificate's screened pool when that fits the licence), warm-started from the stored set;
+its verdict (agree / disagree / timed_out / not_run), time and limit go into ``verified_by``.
 
 Each result is written as it finishes (atomic JSON); a rerun skips instances already solved under
 the same campaign settings. ``python -m divopt_rag.experiments.studies.library_solve ROOT`` runs it.
@@ -29,21 +31,40 @@ from divopt_rag.experiments.studies.library_build import solution_record, write_
 from divopt_rag.experiments.studies.library_format import (OPEN, OPTIMAL, instance_ids, load_instance, read_json,
                                                            write_json)
 
-__all__ = ["TIME_LIMITS", "solve_one", "verify_one", "campaign"]
+__all__ = ["TIME_LIMITS", "VERIFY_LIMITS", "solve_one", "verify_one", "campaign", "AGREE", "DISAGREE", "TIMED_OUT",
+           "NOT_RUN"]
 
-#: seconds of exact solving per instance, by n (the certificate's exact stage at n = 10^4)
-TIME_LIMITS = {100: 4.0, 300: 5.0, 1000: 6.0, 10_000: 6.0}
+#: seconds of exact solving per instance, by n (per engine: at n <= 200 Gurobi, then bnb if Gurobi
+#: left it open; the certificate's exact stage at n = 10^4)
+TIME_LIMITS = {100: 15.0, 300: 10.0, 1000: 10.0, 10_000: 10.0}
+#: seconds the second solver gets per optimum, by n
+VERIFY_LIMITS = {100: 20.0, 300: 20.0, 1000: 20.0, 10_000: 20.0}
 BNB_GAP = 1e-6
+GUROBI_GAP = 1e-6
 GUROBI_MAX_N = 200
-CAMPAIGN = "c1"
+CAMPAIGN = "c2"
+AGREE, DISAGREE, TIMED_OUT, NOT_RUN = "agree", "disagree", "timed_out", "not_run"
 
 
-def _limit(n: int) -> float:
-    return TIME_LIMITS.get(n, max(TIME_LIMITS.values()))
+def _limit(n: int, table: dict | None = None) -> float:
+    table = TIME_LIMITS if table is None else table
+    return table.get(n, max(table.values()))
 
 
-def solve_one(inst, time_limit: float | None = None, *, gurobi_fallback: bool = False) -> dict:
-    """Prove or bound one :class:`LibraryInstance`; returns its solution.json body."""
+def _gurobi_ok() -> bool:
+    try:
+        import gurobipy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def solve_one(inst, time_limit: float | None = None, *, gurobi_fallback: bool = True) -> dict:
+    """Prove or bound one :class:`LibraryInstance`; returns its solution.json body.
+
+    n <= 200 (Gurobi's pip licence): Gurobi first (relative MIPGap 1e-6, one thread), warm-started
+    from ``fw_ws_ms``; divopt's bnb when Gurobi leaves it open. 200 < n <= 1000: bnb (relative gap
+    1e-6). n > 1000: the full-scale certificate. Each engine gets ``time_limit`` seconds."""
     from divopt_rag.solvers import solve_exact
     from divopt_rag.solvers.selection import select
 
@@ -55,47 +76,104 @@ def solve_one(inst, time_limit: float | None = None, *, gurobi_fallback: bool = 
 
         cert = certify_full_scale(I, max_exact=1000, time_limit=T)
         ok = cert.status == CERTIFIED
+        exact = str(cert.info.get("exact_solver", ""))
         return solution_record(
             inst, cert.incumbent, cert.upper_bound, status=OPTIMAL if ok else OPEN,
-            bound_source=f"full-scale certificate ({cert.how})", solver="certify_full_scale",
+            bound_source=f"full-scale certificate ({cert.how})",
+            solver="certify_full_scale" + (f" + {exact}" if exact else ""),
             tolerance="a MIP engine's own optimality (bnb relative gap 1e-6, Gurobi 1e-4) on the screened pool, or "
                       "bound - f <= 1e-6 k(k-1)", seconds=time.perf_counter() - t0,
             extra={"campaign": CAMPAIGN, "time_limit": T, "survivors": cert.n_survivors,
                    "exact_status": str(cert.info.get("exact_status", ""))})
-    heur = select(I, "fw_ms")
+    heur = select(I, "fw_ws_ms")
     best, best_f = heur.indices, float(heur.objective)
-    r = solve_exact(I, "bnb", time_limit=T, mip_gap=BNB_GAP, warm_start=heur.indices)
-    if r.objective is not None and r.objective > best_f:
-        best, best_f = r.indices, float(r.objective)
-    bound, source, solver, tol = r.bound, "bnb", "bnb", f"bnb relative gap <= {BNB_GAP:g}"
-    proven = r.proven_optimal
-    if not proven and gurobi_fallback and inst.n <= GUROBI_MAX_N:
-        g = solve_exact(I, "gurobi", time_limit=T, warm_start=best)
-        if g.objective is not None and g.objective > best_f:
-            best, best_f = g.indices, float(g.objective)
-        if g.proven_optimal:
-            proven, bound, source, solver = True, g.bound, "gurobi", "gurobi"
-            tol = "Gurobi MIPGap <= 1e-4 (relative)"
-        elif g.bound is not None and (bound is None or g.bound < bound):
-            bound, source = g.bound, "gurobi"
-    return solution_record(inst, best, None if bound is None or not math.isfinite(bound) else float(bound),
-                           status=OPTIMAL if proven else OPEN, bound_source=source, solver=solver, tolerance=tol,
-                           seconds=time.perf_counter() - t0,
-                           extra={"campaign": CAMPAIGN, "time_limit": T, "incumbent_from": "fw_ms + " + solver})
+    bound, source, solver, tol, proven = None, None, None, None, False
+    engines = (["gurobi"] if gurobi_fallback and inst.n <= GUROBI_MAX_N and _gurobi_ok() else []) + ["bnb"]
+    for engine in engines:
+        gap = GUROBI_GAP if engine == "gurobi" else BNB_GAP
+        r = solve_exact(I, engine, time_limit=T, mip_gap=gap, warm_start=best, threads=1)
+        if r.objective is not None and r.objective > best_f:
+            best, best_f = r.indices, float(r.objective)
+        b = None if r.bound is None or not math.isfinite(r.bound) else float(r.bound)
+        if r.proven_optimal:
+            proven, solver, source = True, engine, engine
+            bound = b if bound is None or b is None else min(bound, b)
+            tol = f"{engine} relative gap <= {gap:g}"
+            break
+        if b is not None and (bound is None or b < bound):
+            bound, source = b, engine
+        solver = "+".join(engines[:engines.index(engine) + 1])
+    return solution_record(inst, best, bound, status=OPTIMAL if proven else OPEN, bound_source=source or "none",
+                           solver=solver, tolerance=tol or "-", seconds=time.perf_counter() - t0,
+                           extra={"campaign": CAMPAIGN, "time_limit": T, "incumbent_from": "fw_ws_ms + " + solver})
 
 
-def verify_one(inst, sol: dict, time_limit: float = 10.0) -> dict | None:
-    """A second solver's check of an optimum at n <= 200: {"solver", "f", "status", "agree"}, or None."""
+def _agreement_tol(f: float) -> float:
+    return 2e-6 * max(1.0, abs(f))
+
+
+def verify_one(inst, sol: dict, time_limit: float | None = None) -> dict | None:
+    """A second exact solver's check of an optimum: {"solver", "on", "verdict", "status", "f",
+    "bound", "seconds", "time_limit", "warm_start"}, or None when ``sol`` is not optimal.
+
+    The second solver is the engine that did not prove it: bnb for a Gurobi optimum, Gurobi for a
+    bnb optimum at n <= 200; at n > 200 the full-scale certificate's screening (divopt's, which
+    keeps every optimal set) and then Gurobi on the screened pool when it fits the licence (else
+    bnb for a certificate whose exact stage was Gurobi). It is warm-started from the stored set
+    and has to prove no better set exists. verdict: ``agree`` (it proved an optimum, or a bound,
+    within 2e-6 max(1, |f|) of f), ``disagree`` (it proved an optimum that differs, or found a better
+    set), ``timed_out`` (its limit passed with its bound above f), ``not_run`` (no second engine
+    could take it; ``why`` says why)."""
     from divopt_rag.solvers import solve_exact
 
-    if sol["status"] != OPTIMAL or inst.n > GUROBI_MAX_N:
+    if sol["status"] != OPTIMAL:
         return None
-    other = "bnb" if sol["solver"] == "gurobi" else "gurobi"
-    r = solve_exact(inst.to_instance(), other, time_limit=time_limit)
-    f2 = None if r.objective is None else inst.f(r.indices)
-    tol = 1e-4 * max(1.0, abs(sol["f"])) + 1e-6 * inst.k * (inst.k - 1)
-    return {"solver": other, "status": str(r.status), "f": f2, "seconds": round(r.seconds, 3),
-            "agree": bool(r.proven_optimal and f2 is not None and abs(f2 - sol["f"]) <= tol)}
+    V = _limit(inst.n, VERIFY_LIMITS) if time_limit is None else time_limit
+    I = inst.to_instance()
+    f, tol = float(sol["f"]), _agreement_tol(float(sol["f"]))
+    primary = str(sol.get("solver", ""))
+    t0 = time.perf_counter()
+    if inst.n <= GUROBI_MAX_N:
+        other = "bnb" if "gurobi" in primary else "gurobi"
+        if other == "gurobi" and not _gurobi_ok():
+            return {"solver": "gurobi", "on": "the instance", "verdict": NOT_RUN, "why": "gurobipy is not installed",
+                    "time_limit": V}
+        r = solve_exact(I, other, time_limit=V, mip_gap=GUROBI_GAP if other == "gurobi" else BNB_GAP,
+                        warm_start=sol["best_set"], threads=1)
+        proven, status, on, n_on = r.proven_optimal, str(r.status), "the instance", inst.n
+        f2 = None if r.objective is None else inst.f(r.indices)
+        b2 = None if r.bound is None or not math.isfinite(r.bound) else float(r.bound)
+    else:
+        from divopt_rag.solvers.certificates import certify_full_scale
+
+        other = "bnb" if "gurobi" in primary else "gurobi"
+        max_exact = GUROBI_MAX_N if other == "gurobi" else 1000
+        cert = certify_full_scale(I, max_exact=max_exact, exact_solver=other, time_limit=V,
+                                  mip_gap=GUROBI_GAP if other == "gurobi" else BNB_GAP)
+        n_on = cert.n_survivors
+        on = f"the certificate's screened pool ({n_on} of {inst.n} items; divopt's screening)"
+        ran = str(cert.info.get("exact_solver", ""))
+        if not ran:
+            return {"solver": other, "on": on, "verdict": NOT_RUN, "time_limit": V,
+                    "seconds": round(time.perf_counter() - t0, 3),
+                    "why": f"the screened pool has {n_on} items, more than {other} takes here ({max_exact})"}
+        other = ran
+        proven = cert.info.get("exact_status") == "optimal"
+        status = str(cert.info.get("exact_status"))
+        f2 = inst.f(cert.incumbent)
+        b2 = float(cert.upper_bound)
+    secs = time.perf_counter() - t0
+    if f2 is not None and f2 > f + tol:
+        verdict = DISAGREE  # a better set than the "optimum"
+    elif proven and f2 is not None:
+        verdict = AGREE if abs(f2 - f) <= tol else DISAGREE
+    elif b2 is not None and b2 <= f + tol:
+        verdict = AGREE  # its proven bound meets f
+    else:
+        verdict = TIMED_OUT
+    return {"solver": other, "on": on, "verdict": verdict, "status": status, "f": f2, "bound": b2,
+            "seconds": round(secs, 3), "time_limit": V, "warm_start": "the stored set",
+            "agree": verdict == AGREE, "n_solved": n_on}
 
 
 def _order(ids: list[str]) -> list[str]:
@@ -105,41 +183,55 @@ def _order(ids: list[str]) -> list[str]:
     return sorted(ids, key=key)
 
 
-def campaign(root: str | Path, *, verify: bool = True, log=print, only: list[str] | None = None) -> None:
+def campaign(root: str | Path, *, verify: bool = True, log=print, only: list[str] | None = None,
+             manifest: bool = True) -> None:
+    """Solve every instance not yet solved in this campaign (or proven optimal before), and
+    verify each optimum with a second solver right after it (resumable: a verified optimum, or an
+    instance of this campaign, is skipped)."""
     root = Path(root)
     ids = _order(only or instance_ids(root))
     done = 0
     for iid in ids:
         path = root / "instances" / iid / "solution.json"
-        if path.exists() and read_json(path).get("campaign") == CAMPAIGN:
-            continue
-        inst = load_instance(root, iid)
-        try:
-            sol = solve_one(inst)
-        except Exception as exc:  # noqa: BLE001 - one instance's failure is recorded, the campaign goes on
-            log(f"{iid}: ERROR {type(exc).__name__}: {exc}")
-            traceback.print_exc()
-            continue
-        write_json(path, sol)
-        done += 1
-        log(f"{iid}: {sol['status']} f={sol['f']:.6g} gap={sol['gap']} {sol['seconds']:.1f}s")
-        if done % 20 == 0:
-            write_manifest(root)
-    if verify:
-        for iid in ids:
-            path = root / "instances" / iid / "solution.json"
-            if not path.exists():
-                continue
-            sol = read_json(path)
-            if sol.get("verified_by") is not None or sol["status"] != OPTIMAL:
-                continue
+        sol = read_json(path) if path.exists() else None
+        inst = None
+        if sol is None or (sol.get("campaign") != CAMPAIGN and sol.get("status") != OPTIMAL):
             inst = load_instance(root, iid)
-            v = verify_one(inst, sol)
+            try:
+                new = solve_one(inst)
+            except Exception as exc:  # noqa: BLE001 - one instance's failure is recorded, the campaign goes on
+                log(f"{iid}: ERROR {type(exc).__name__}: {exc}")
+                traceback.print_exc()
+                continue
+            if sol is not None and sol.get("f") is not None and sol["f"] > new["f"] and sol.get("content") == new["content"]:
+                # an earlier campaign's set is better: keep it, with the tighter of the two proven bounds
+                b = min(x for x in (sol.get("bound"), new.get("bound")) if x is not None) if (
+                    sol.get("bound") is not None or new.get("bound") is not None) else None
+                new = solution_record(inst, sol["best_set"], b, status=OPEN, bound_source=new["bound_source"],
+                                      solver=new["solver"], tolerance=new["tolerance"], seconds=new["seconds"],
+                                      extra={"campaign": CAMPAIGN, "time_limit": new.get("time_limit"),
+                                             "incumbent_from": f"campaign {sol.get('campaign')}"})
+            sol = new
+            write_json(path, sol)
+            done += 1
+            log(f"{iid}: {sol['status']} f={sol['f']:.6g} gap={sol['gap']} {sol['seconds']:.1f}s")
+        if verify and sol["status"] == OPTIMAL and (sol.get("verified_by") or {}).get("verdict") in (None, TIMED_OUT) \
+                and not (sol.get("verified_by") or {}).get("campaign") == CAMPAIGN:
+            inst = inst or load_instance(root, iid)
+            try:
+                v = verify_one(inst, sol)
+            except Exception as exc:  # noqa: BLE001
+                log(f"{iid}: verification ERROR {type(exc).__name__}: {exc}")
+                continue
             if v is not None:
+                v["campaign"] = CAMPAIGN
                 sol["verified_by"] = v
                 write_json(path, sol)
-                log(f"{iid}: verified by {v['solver']}: agree={v['agree']}")
-    write_manifest(root)
+                log(f"{iid}: second solver {v['solver']}: {v['verdict']} ({v.get('seconds')}s of {v['time_limit']}s)")
+        if manifest and done and done % 20 == 0:
+            write_manifest(root)
+    if manifest:
+        write_manifest(root)
 
 
 def _method_sets(results: Path) -> dict[str, list[tuple[str, list[int]]]]:
@@ -220,5 +312,8 @@ def finalize(root: str | Path, results: str | Path | None = None, *, log=print, 
     return counts
 
 
-if __name__ == "__main__":
-    campaign(sys.argv[1], log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
+if __name__ == "__main__":  # python -m ...library_solve LIB [N ...]: the campaign (only those n, if given)
+    _root = sys.argv[1]
+    _ns = {int(a) for a in sys.argv[2:]}
+    _only = [i for i in instance_ids(_root) if not _ns or int(i.split("-n")[1].split("-")[0]) in _ns]
+    campaign(_root, log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True), only=_only, manifest=not _ns)

@@ -112,6 +112,15 @@ def _suggest(name: str, valid: Sequence[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _retired(method: str, name: str) -> str:
+    """What a former parameter of a built-in method became (its declaration's ``retired``), or ""."""
+    from divopt_rag.solvers.selection import METHOD_PARAMS
+
+    decl = METHOD_PARAMS.get(method)
+    why = getattr(decl, "retired", {}).get(name) if decl is not None else None
+    return f" (no longer a parameter: {why})" if why else ""
+
+
 def check_parameters(config: SweepConfig) -> None:
     """Every parameter name of ``config`` is taken by a chosen method: a common grid parameter
     by at least one of them (it expands only those), a ``methods.<name>`` parameter by that
@@ -133,7 +142,8 @@ def check_parameters(config: SweepConfig) -> None:
             if p in INSTANCE_PARAMS or ok is None or p in ok:
                 continue
             valid = sorted(set(INSTANCE_PARAMS) | ok)
-            raise ValueError(f"method {m!r} does not take parameter {p!r} (methods.{m}){_suggest(p, valid)}; "
+            raise ValueError(f"method {m!r} does not take parameter {p!r} (methods.{m})"
+                             f"{_retired(m, p) or _suggest(p, valid)}; "
                              f"its parameters: {valid}")
 
 

@@ -14,7 +14,7 @@ from .gains import apply_swap, enter_term, fill_u, leave_term, set_f
 from .jit import kernel
 from .rng import below
 
-__all__ = ["greedy", "fill_columns", "swap_column", "best_swap", "local_search", "tabu_walk", "two_swap", "perturb", "random_set"]
+__all__ = ["greedy", "fill_columns", "swap_column", "best_swap", "search_scratch", "local_search", "tabu_walk", "two_swap", "perturb", "random_set"]
 
 _G = "float64[:, ::1], float64[::1], float64"  # G, lin, one
 _SET = "int64[::1], float64[::1], boolean[::1]"  # S, u, inS
@@ -142,10 +142,11 @@ def best_swap(G, lin, one, S, u, inS, GS, top, diag, a, until_in, until_out, ste
     return best
 
 
-@kernel(f"int64({_G}, {_SET}, float64, int64)", uses=(best_swap, apply_swap, fill_columns, swap_column))
-def local_search(G, lin, one, S, u, inS, tol, max_moves):
-    """Best-improvement 1-swaps while one gains more than tol (at most ``max_moves``); returns the
-    moves made."""
+@kernel("Tuple((float64[::1], float64[:, ::1], float64[::1], float64[::1]))(float64[:, ::1], int64[::1])",
+        uses=(fill_columns,))
+def search_scratch(G, S):
+    """The scratch of a 1-swap search from S (:func:`best_swap`'s arrays), allocated once per call:
+    (a (2k,), GS = G[:, S] (p, k), top = its row maxima (p,), diag = the diagonal of G (p,))."""
     k = S.shape[0]
     p = G.shape[0]
     a = np.empty(2 * k)
@@ -155,6 +156,15 @@ def local_search(G, lin, one, S, u, inS, tol, max_moves):
     diag = np.empty(p)
     for j in range(p):
         diag[j] = G[j, j]
+    return a, GS, top, diag
+
+
+@kernel(f"int64({_G}, {_SET}, float64, int64)", uses=(best_swap, apply_swap, search_scratch, swap_column))
+def local_search(G, lin, one, S, u, inS, tol, max_moves):
+    """Best-improvement 1-swaps while one gains more than tol (at most ``max_moves``); returns the
+    moves made."""
+    p = G.shape[0]
+    a, GS, top, diag = search_scratch(G, S)
     free = np.zeros(p, dtype=np.int64)
     out = np.empty(2, dtype=np.int64)
     moves = 0
@@ -169,7 +179,7 @@ def local_search(G, lin, one, S, u, inS, tol, max_moves):
 
 
 @kernel(f"float64({_G}, {_SET}, int64, int64, int64, float64, int64[::1])",
-        uses=(best_swap, apply_swap, set_f, fill_columns, swap_column))
+        uses=(best_swap, apply_swap, set_f, search_scratch, swap_column))
 def tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     """A 1-swap tabu walk of ``iters`` steps from S: each step takes the best allowed swap, gaining
     or not; a row that left may not re-enter for ``tenure_in`` steps, a row that entered may not
@@ -177,13 +187,7 @@ def tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     best set seen is written to ``best`` (k,) and its f returned; S, u, inS end at the last step."""
     k = S.shape[0]
     p = G.shape[0]
-    a = np.empty(2 * k)
-    GS = np.empty((p, k))
-    top = np.empty(p)
-    fill_columns(G, S, GS, top)
-    diag = np.empty(p)
-    for j in range(p):
-        diag[j] = G[j, j]
+    a, GS, top, diag = search_scratch(G, S)
     until_in = np.zeros(p, dtype=np.int64)
     until_out = np.zeros(p, dtype=np.int64)
     out = np.empty(2, dtype=np.int64)

@@ -215,14 +215,15 @@ def test_a_sweep_runs_the_accepted_values(every_kind, tmp_path):
 
 
 def test_the_issue_probe_is_refused_before_any_work(tmp_path, capsys):
-    """issue 38: ``tabu_tenure_in=2.5`` passed the sweep's check and every run became an error row."""
+    """issue 38: ``tabu_tenure_in=2.5`` passed the sweep's check and every run became an error row (the
+    tenures are constants since issue 46: a count knob stands in)."""
     out = tmp_path / "T"
     rc = cli.main(["sweep", "--out", str(out), "--dataset", "synthetic", "--dataset-opt", "n=300", "--dataset-opt",
-                   "n_queries=1", "--methods", "fw_ws_ms", "--method-param", "fw_ws_ms.tabu_tenure_in=2.5", "--theta",
+                   "n_queries=1", "--methods", "fw_ws_ms", "--method-param", "fw_ws_ms.tabu_walks=2.5", "--theta",
                    "0.5", "--k", "5"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and err == ["divopt-rag sweep: --param/--method-param: The 'tabu_tenure_in' parameter of fw_ws_ms "
-                               "must be an int in the range [0, 1000000]. Got 2.5 instead."]
+    assert rc == 2 and err == ["divopt-rag sweep: --param/--method-param: The 'tabu_walks' parameter of fw_ws_ms "
+                               "must be an int in the range [1, 1000]. Got 2.5 instead."]
     assert not out.exists()
 
 
@@ -246,8 +247,9 @@ def test_a_robust_model_without_a_required_parameter_is_refused_before_any_work(
 def test_counts_are_declared_by_meaning():
     """issue 39: negative counts passed (``fw_ms`` n_random=-1, continuation_steps, perturb_rounds)."""
     inst = _instance(40, 4)
-    for method in ("fw_ms", "fw_ws_ms"):
-        for name in ("n_random", "continuation_steps", "perturb_rounds"):
+    for method, names in (("fw_ms", ("n_random", "continuation_steps", "perturb_rounds")),
+                          ("fw_ws_ms", ("n_random", "perturb_rounds"))):  # the default's path is a constant
+        for name in names:
             with pytest.raises(InvalidParameterError, match=rf"^The '{name}' parameter of {method} must be an int in "
                                                             rf"the range \[0, \d+\]\. Got -1 instead\.$"):
                 select(inst, method, **{name: -1})

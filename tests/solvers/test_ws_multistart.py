@@ -1,6 +1,7 @@
 """fw_ws_ms (shortlist multistart, certified on the pool) and its Gram search: brute force and
 plain transcriptions are the truth."""
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -46,7 +47,7 @@ def test_shortlist_path_is_certified_one_swap_optimal_on_the_whole_pool(theta):
     assert set(sel.info["seconds"]) >= {"shortlist", "gram", "starts", "ls", "certify"}
     again = select(inst, "fw_ws_ms", pool_size=20)
     assert again.indices.tolist() == sel.indices.tolist()  # deterministic for a seed
-    ils = select(inst, "fw_ws_ms", pool_size=20, perturb_rounds=3, perturb_batch=4)  # the optional perturbation rounds
+    ils = select(inst, "fw_ws_ms", pool_size=20, perturb_rounds=3)  # the optional perturbation rounds
     assert ils.info["one_swap_optimal"] and brute_best_swap(inst, ils.indices) <= 1e-9 * 20
 
 
@@ -92,8 +93,8 @@ def test_batch_and_sweep_equal_single_runs(chunk, monkeypatch):
         select(base, "fw_ws_ms", pool_size=3)
     with pytest.raises(ValueError, match=r"guided_pool_size must be an int >= k = 6, got 5"):
         select(base, "fw_ws_ms", guided_pool_size=5)
-    with pytest.raises(ValueError, match="patience"):
-        select(base, "fw_ws_ms", patience=-1)
+    with pytest.raises(ValueError, match="perturb_rounds"):
+        select(base, "fw_ws_ms", perturb_rounds=-1)
     with pytest.raises(ValueError, match="tabu_iters"):
         select(base, "fw_ws_ms", tabu_iters=2.5)
 
@@ -268,45 +269,89 @@ def test_float32_batch_with_polish_equals_single_runs():
         assert res.info[b]["phase"] == single.info["phase"] and res.info[b]["passes"] == single.info["passes"]
 
 
-def test_config_holds_every_knob_checks_them_and_resolves_the_k_rules():
+def test_config_holds_the_public_knobs_checks_them_and_resolves_the_k_rules():
     import dataclasses
 
+    from divopt_rag.solvers import ws_config
     from divopt_rag.solvers.selection import METHOD_PARAMS
     from divopt_rag.solvers.ws_config import WsMultistartConfig
 
     cfg = WsMultistartConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):
-        cfg.near_rows = 5
-    # the selector's parameters are the config's fields, with the same defaults
+        cfg.pool_size = 5
+    # issue 46 item 3: at most 12 public knobs; the selector's parameters are the config's fields,
+    # with the same defaults
+    assert len(dataclasses.fields(cfg)) <= 12
     params = METHOD_PARAMS["fw_ws_ms"].params
     assert [(name, p.default) for name, p in params.items()] == [(f.name, f.default) for f in dataclasses.fields(cfg)]
-    for k, pool, guided, batch, entrants, cert, extend in ((10, 300, 800, 8, 50, 16, 32),
-                                                           (50, 300, 800, 2, 170, 50, 50),
-                                                           (400, 1200, 1200, 1, 1220, 400, 400)):
+    # the rules of WsSettings' docstring, transcribed: (k, pool, guided, batch, entrants, cert, extend, tabu, host tabu)
+    for k, pool, guided, batch, entrants, cert, extend, steps, host in ((10, 300, 800, 8, 50, 16, 32, 100, 300),
+                                                                        (50, 300, 800, 2, 170, 50, 50, 50, 100),
+                                                                        (400, 1200, 1200, 1, 1220, 400, 400, 50, 100)):
         got = cfg.for_k(k)
         assert (got.pool_size, got.guided_pool_size, got.perturb_batch, got.perturb_entrants,
-                got.certificate_entrants, got.extend_rows) == (pool, guided, batch, entrants, cert, extend)
+                got.certificate_entrants, got.extend_rows, got.tabu_iters) == (pool, guided, batch, entrants, cert,
+                                                                                extend, steps)
+        assert cfg.for_k(k, host=True).tabu_iters == host and WsMultistartConfig(tabu_iters=7).for_k(k, host=True).tabu_iters == 7
+        assert (got.near_rows, got.max_passes, got.polish_gap, got.tabu_tenure_in) == (100, 50, 1e-9, 8)
     assert WsMultistartConfig(pool_size=40).for_k(6).guided_pool_size == 40  # pool_size alone sets both
     assert WsMultistartConfig(pool_size=40, guided_pool_size=60).for_k(6).guided_pool_size == 60
-    for bad, match in (({"near_rows": -1}, r"'near_rows' parameter of fw_ws_ms must be an int in the range \[0, \d+\]. "
-                                           r"Got -1 instead"), ({"tabu_iters": 2.5}, "tabu_iters"),
+    # every value the search reads that is not a knob is in WsSettings, with its rule stated there
+    settings = {f.name for f in dataclasses.fields(ws_config.WsSettings)}
+    assert {f.name for f in dataclasses.fields(cfg)} < settings
+    for name in settings - {f.name for f in dataclasses.fields(cfg)}:
+        assert name in ws_config.WsSettings.__doc__ and name in ws_config._RETIRED
+    for bad, match in (({"n_random": -1}, (r"'n_random' parameter of fw_ws_ms must be an int in the range \[0, \d+\]. "
+                                           r"Got -1 instead")), ({"tabu_iters": 2.5}, "tabu_iters"),
                        ({"polish": 1}, "'polish' parameter of fw_ws_ms must be a bool"),
-                       ({"guide_correlation": 2.0}, "guide_correlation"), ({"fw_gap": -1e-6}, "fw_gap"),
-                       ({"pool_size": 0}, r"'pool_size' parameter of fw_ws_ms must be an int in the range \[1, \d+\] "
-                                          r"or None. Got 0 instead")):
+                       ({"tabu_walks": 0}, "tabu_walks"), ({"relax_penalty": -1.0}, "relax_penalty"),
+                       ({"pool_size": 0}, (r"'pool_size' parameter of fw_ws_ms must be an int in the range \[1, \d+\] "
+                                           r"or None. Got 0 instead"))):
         with pytest.raises(ValueError if "bool" not in match else TypeError, match=match):
             WsMultistartConfig(**bad)
     E = planted_duplicates(40, 6, 10, 4)
     inst = Instance(E, unit_query(10, 50), k=6, theta=0.3)
     rel = inst.relevance[None, :]
-    by_knob = ws_multistart_batch(inst, rel, [0.3], pool_size=40, near_rows=7)
-    by_config = ws_multistart_batch(inst, rel, [0.3], WsMultistartConfig(pool_size=40, near_rows=7))
+    by_knob = ws_multistart_batch(inst, rel, [0.3], pool_size=40, n_random=2)
+    by_config = ws_multistart_batch(inst, rel, [0.3], WsMultistartConfig(pool_size=40, n_random=2))
     assert by_knob.indices.tolist() == by_config.indices.tolist()
-    assert select(inst, "fw_ws_ms", pool_size=40, near_rows=7).indices.tolist() == by_knob.indices[0].tolist()
+    assert select(inst, "fw_ws_ms", pool_size=40, n_random=2).indices.tolist() == by_knob.indices[0].tolist()
     with pytest.raises(TypeError, match="fw_ws_ms has no parameter 'nearrows'"):
         ws_multistart_batch(inst, rel, [0.3], nearrows=7)
     with pytest.raises(TypeError, match="config must be a WsMultistartConfig"):
-        ws_multistart_batch(inst, rel, [0.3], {"near_rows": 7})
+        ws_multistart_batch(inst, rel, [0.3], {"n_random": 7})
+
+
+@pytest.mark.parametrize("knob,became", [("near_rows", "a constant: NEAR_ROWS = 100"),
+                                         ("perturb_batch", "derived: max(1, min(8, round(80 / k)))"),
+                                         ("tabu_tenure_in", "a constant: TABU_TENURE_IN = 8"),
+                                         ("max_passes", "a constant: MAX_PASSES = 50")])
+def test_a_former_knob_is_refused_in_one_line_at_every_entry_point(knob, became, tmp_path, capsys):
+    """issue 46 item 3: a knob that became derived or a constant is an error of one line naming
+    it, what it became and the knobs accepted, from select, the batch, the sweep and the CLI."""
+    from divopt_rag.experiments.cli import main as cli
+    from divopt_rag.solvers.ws_config import WsMultistartConfig, declaration
+
+    E = planted_duplicates(10, 4, 6, 1)
+    inst = Instance(E, unit_query(6, 1), k=3, theta=0.5)
+    accepted = str(sorted(declaration().params))
+    line = f"fw_ws_ms has no parameter {knob!r} (no longer a parameter: {became}); its parameters: {accepted}"
+    for call in (lambda: select(inst, "fw_ws_ms", **{knob: 1}),
+                 lambda: ws_multistart_batch(inst, inst.relevance[None, :], [0.5], **{knob: 1}),
+                 lambda: ws_multistart_sweep(inst, np.stack([unit_query(6, 2)]), [0.5], **{knob: 1})):
+        with pytest.raises(ValueError, match="^" + re.escape(line) + "$"):  # a ValueError and a TypeError
+            call()
+    with pytest.raises(TypeError, match=f"unexpected keyword argument {knob!r}"):
+        WsMultistartConfig(**{knob: 1})
+    rc = cli.main(["sweep", "--out", str(tmp_path / "T"), "--dataset", "synthetic", "--dataset-opt", "n=60",
+                   "--dataset-opt", "n_queries=1", "--methods", "fw_ws_ms", "--method-param", f"fw_ws_ms.{knob}=1",
+                   "--theta", "0.5", "--k", "3"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith(f"divopt-rag sweep: --param/--method-param: method 'fw_ws_ms' does not take parameter "
+                             f"{knob!r} (methods.fw_ws_ms) (no longer a parameter: {became}); its parameters: ['")
+    assert all(repr(name) in err[0] for name in declaration().params if name != "seed")  # (the sweep's own seed)
+    assert not (tmp_path / "T").exists()
 
 
 def test_host_syncs_per_call_are_fixed_whatever_n():
@@ -325,7 +370,7 @@ def test_host_syncs_per_call_are_fixed_whatever_n():
     E = rng.standard_normal((1000, 8)).astype(np.float32)
     far = rng.standard_normal((9000, 8)).astype(np.float32) * 0.3 - 2 * q
     small, big = (P / np.linalg.norm(P, axis=1, keepdims=True) for P in (E, np.concatenate([E, far])))
-    knobs = dict(pool_size=20, guided_pool_size=30, tabu_iters=10, tabu_walks=2, n_random=1, continuation_steps=0)
+    knobs = dict(pool_size=20, guided_pool_size=30, tabu_iters=10, tabu_walks=2, n_random=1)
     rugged = Instance(small, q, k=5, theta=0.3)
     totals, runs = [], []
     for P in (small, big):  # one profiled block each (the profiler's start costs ~1 s): theta 0.9 at n, then 0.3

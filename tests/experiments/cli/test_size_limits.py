@@ -55,7 +55,7 @@ def test_sweep_grid_sizes_are_refused_before_any_work(tmp_path, capsys, flags, e
     _refused(["sweep", "--out", str(tmp_path / "T"), *TINY, "--methods", "fw", *flags], capsys, tmp_path, expected)
 
 
-@pytest.mark.parametrize("knob", ["n_random", "perturb_batch", "continuation_steps", "tabu_iters"])
+@pytest.mark.parametrize("knob", ["n_random", "perturb_rounds", "tabu_iters"])
 def test_huge_default_counts_are_refused_before_any_work(tmp_path, capsys, knob):
     """1e12 random starts, perturbed sets or thetas ran into a MemoryError; 1e12 tabu steps hung."""
     _refused(["sweep", "--out", str(tmp_path / "T"), *TINY, "--methods", "fw_ws_ms", "--k", "5",

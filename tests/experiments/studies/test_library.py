@@ -222,3 +222,85 @@ def test_leaderboard_page_from_methods_and_an_outside_submission(lib, tmp_path):
         inst = load_instance(lib, row.instance_id)
         hits += abs(inst.f([int(i) for i in row.indices]) - _brute(inst.E, inst.q, inst.k, inst.theta)[1]) <= 1e-9
     assert f"| rrls (outside) | 4 | 0 | {hits / 4:.3f} |" in text
+
+
+def test_committed_solutions_attach_only_on_matching_content(tmp_path):
+    """The solutions file (MIPLIB's .solu): a rebuilt library gets its proven values back where the
+    content hash matches; an instance whose data changed has its record refused and named."""
+    from divopt_rag.experiments.studies.library_solutions import (attach_solutions, content_hash, export_solutions,
+                                                                  read_solutions)
+
+    first = tmp_path / "first"
+    ids = make_library(first)
+    solu = tmp_path / "solutions.jsonl"
+    export_solutions(first, solu, log=lambda s: None)
+    records = read_solutions(solu)
+    assert sorted(records) == sorted(ids)
+    for iid in ids:
+        inst = load_instance(first, iid)
+        assert records[iid]["content"] == content_hash(inst) == inst.card["content"]
+        assert records[iid]["f"] == pytest.approx(_brute(inst.E, inst.q, inst.k, inst.theta)[1], abs=1e-12)
+
+    # the same data rebuilt without solutions: every record comes back, checked against enumeration
+    again = tmp_path / "again"
+    make_library(again)
+    for iid in ids:
+        (again / "instances" / iid / "solution.json").unlink()
+    got = attach_solutions(again, solu, log=lambda s: None)
+    assert sorted(got["attached"]) == sorted(ids) and got["stale"] == [] and got["refused"] == []
+    write_manifest(again)
+    assert verify_library(again) == []
+    for iid in ids:
+        inst = load_instance(again, iid)
+        assert inst.solution["best_set"] == _brute(inst.E, inst.q, inst.k, inst.theta)[0]
+
+    # other data (seed 1) under the same ids: every record is stale, named, and none is written
+    other = tmp_path / "other"
+    make_library(other, seed=1)
+    for iid in ids:
+        (other / "instances" / iid / "solution.json").unlink()
+    lines = []
+    got = attach_solutions(other, solu, log=lines.append)
+    assert got["attached"] == [] and sorted(i for i, _ in got["stale"]) == sorted(ids)
+    for iid in ids:
+        assert any(line.startswith(f"{iid}: stale") and "not reused" in line for line in lines)
+        assert not (other / "instances" / iid / "solution.json").exists()
+
+    # a record whose f the rows do not give is refused even when the hash matches
+    bad = dict(records)
+    iid = ids[0]
+    bad[iid] = {**records[iid], "f": records[iid]["f"] + 1.0}
+    from divopt_rag.experiments.studies.library_solutions import write_solutions
+
+    write_solutions(bad, tmp_path / "bad.jsonl")
+    (again / "instances" / iid / "solution.json").unlink()
+    got = attach_solutions(again, tmp_path / "bad.jsonl", log=lambda s: None, only=[iid])
+    assert got["refused"] and got["refused"][0][0] == iid and "f" in got["refused"][0][1]
+    assert not (again / "instances" / iid / "solution.json").exists()
+
+
+def test_verify_names_a_solution_for_other_content(lib):
+    iid = "toy-n9-k3-t03-q00"
+    path = lib / "instances" / iid / "solution.json"
+    sol = json.loads(path.read_text())
+    sol["content"] = "xxh3:0000000000000000"
+    path.write_text(json.dumps(sol))
+    write_manifest(lib)
+    assert any(p.startswith(f"{iid}: the solution names content xxh3:0000000000000000") for p in verify_library(lib))
+
+
+def test_second_solver_agrees_with_enumeration_and_flags_a_wrong_optimum(lib):
+    """verify_one: bnb re-solves a claimed (Gurobi) optimum; the enumeration optimum is agreed with,
+    a worse set labelled optimal is a disagreement (bnb finds the better set)."""
+    from divopt_rag.experiments.studies.library_solve import AGREE, DISAGREE, verify_one
+
+    iid = "toy-n14-k3-t05-q02"
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    good = {"status": OPTIMAL, "best_set": S, "f": inst.f(S), "solver": "gurobi"}
+    v = verify_one(inst, good, time_limit=60)
+    assert v["solver"] == "bnb" and v["verdict"] == AGREE and v["f"] == pytest.approx(opt, abs=1e-9)
+    worse = next(list(T) for T in itertools.combinations(range(inst.n), inst.k) if inst.f(T) < opt - 1e-3)
+    v = verify_one(inst, {"status": OPTIMAL, "best_set": worse, "f": inst.f(worse), "solver": "gurobi"}, time_limit=60)
+    assert v["verdict"] == DISAGREE and v["f"] == pytest.approx(opt, abs=1e-9)
+    assert verify_one(inst, {**good, "status": "open"}) is None
