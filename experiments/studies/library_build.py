@@ -9,6 +9,7 @@ not change.
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -220,3 +221,12 @@ def solution_record(inst, S, bound: float | None, *, status: str, bound_source: 
             "gap": None if bound is None else normalized_gap(bound, f, inst.k),
             "tolerance": tolerance, "solver": solver, "seconds": round(float(seconds), 3),
             "verified_by": verified_by, **(extra or {})}
+
+
+if __name__ == "__main__":  # python -m ...library_build attach LIB [FILE]: the committed solutions onto LIB, manifest rewritten
+    from divopt_rag.experiments.studies.library_solutions import SOLUTIONS_FILE, attach_solutions
+
+    if len(sys.argv) < 3 or sys.argv[1] != "attach":
+        raise SystemExit("usage: python -m divopt_rag.experiments.studies.library_build attach LIB [FILE]")
+    attach_solutions(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else SOLUTIONS_FILE)
+    write_manifest(sys.argv[2])

@@ -80,6 +80,33 @@ def objective(E: np.ndarray, q: np.ndarray, theta: float, S: Any) -> float:
     return float(theta * (k - 1) * c.sum() - (1.0 - theta) * pairs)
 
 
+def check_set(indices: Any, n: int, k: int) -> tuple[np.ndarray | None, str]:
+    """(the indices as int64, "") or (None, the reason the set is refused)."""
+    if indices is None:
+        return None, "no indices"
+    vals = []
+    for v in indices:
+        try:
+            if isinstance(v, bool):
+                raise ValueError
+            fv = float(v)
+            if not fv.is_integer():
+                raise ValueError
+            vals.append(int(fv))
+        except (TypeError, ValueError):
+            return None, f"index {v!r} is not an integer"
+    a = np.asarray(vals, dtype=np.int64)
+    if a.size != k:
+        return None, f"wrong k: expected {k} indices, got {a.size}"
+    if np.unique(a).size != a.size:
+        dup = sorted({int(x) for x in a if (a == x).sum() > 1})
+        return None, f"duplicates: {dup}"
+    bad = a[(a < 0) | (a >= n)]
+    if bad.size:
+        return None, f"out of range: {sorted(int(x) for x in bad)} not in [0, {n})"
+    return a, ""
+
+
 def normalized_gap(bound: float, f: float, k: int) -> float:
     return max(0.0, (bound - f) / (k * (k - 1))) if k > 1 else 0.0
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from divopt_rag.experiments.studies.library_format import (OPTIMAL, LibraryInstance, check_library, file_hash,
+from divopt_rag.experiments.studies.library_format import (OPTIMAL, LibraryInstance, check_library, check_set, file_hash,
                                                            instance_ids, load_instance, normalized_gap, read_json)
 
 __all__ = ["Submission", "ScoredRow", "read_submission", "score_rows", "score_callable", "summarize",
@@ -117,33 +117,6 @@ def read_submission(path: str | Path) -> list[Submission]:
             secs = None
         out.append(Submission(lineno, iid, _parse_indices(idx), secs))
     return out
-
-
-def check_set(indices: Any, n: int, k: int) -> tuple[np.ndarray | None, str]:
-    """(the indices as int64, "") or (None, the reason the set is refused)."""
-    if indices is None:
-        return None, "no indices"
-    vals = []
-    for v in indices:
-        try:
-            if isinstance(v, bool):
-                raise ValueError
-            fv = float(v)
-            if not fv.is_integer():
-                raise ValueError
-            vals.append(int(fv))
-        except (TypeError, ValueError):
-            return None, f"index {v!r} is not an integer"
-    a = np.asarray(vals, dtype=np.int64)
-    if a.size != k:
-        return None, f"wrong k: expected {k} indices, got {a.size}"
-    if np.unique(a).size != a.size:
-        dup = sorted({int(x) for x in a if (a == x).sum() > 1})
-        return None, f"duplicates: {dup}"
-    bad = a[(a < 0) | (a >= n)]
-    if bad.size:
-        return None, f"out of range: {sorted(int(x) for x in bad)} not in [0, {n})"
-    return a, ""
 
 
 def _score(inst: LibraryInstance, sub: Submission) -> ScoredRow:

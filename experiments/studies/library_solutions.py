@@ -99,7 +99,7 @@ def better(a: dict, b: dict | None) -> bool:
 
 def _check_record(inst, rec: dict, tol: float = 1e-9) -> str:
     """"" when the record's set is a feasible k-set whose f the stored rows give, else why not."""
-    from divopt_rag.experiments.studies.library_score import check_set
+    from divopt_rag.experiments.studies.library_format import check_set
 
     S, reason = check_set(rec.get("best_set"), inst.n, inst.k)
     if S is None:
@@ -192,16 +192,12 @@ def export_solutions(root: str | Path, path: str | Path = SOLUTIONS_FILE, *, log
     return counts
 
 
-if __name__ == "__main__":  # python -m ...library_solutions export|attach LIB [FILE]
+if __name__ == "__main__":  # python -m ...library_solutions export LIB [FILE]
+    # attaching also rewrites the manifest, which is library_build's job: python -m ...library_build attach LIB [FILE]
     cmd, lib = sys.argv[1], sys.argv[2]
     target = sys.argv[3] if len(sys.argv) > 3 else SOLUTIONS_FILE
     if cmd == "export":
         export_solutions(lib, target)
-    elif cmd == "attach":
-        attach_solutions(lib, target)
-        from divopt_rag.experiments.studies.library_build import write_manifest
-
-        write_manifest(lib)
     else:
-        raise SystemExit(f"usage: python -m divopt_rag.experiments.studies.library_solutions export|attach LIB [FILE] "
-                         f"(got {cmd!r})")
+        raise SystemExit(f"usage: python -m divopt_rag.experiments.studies.library_solutions export LIB [FILE] (got {cmd!r}; "
+                         "to attach: python -m divopt_rag.experiments.studies.library_build attach LIB [FILE])")

@@ -253,7 +253,7 @@ def finalize(root: str | Path, results: str | Path | None = None, *, log=print, 
     f); the bound-meets-f rule is applied to every stored solution. Returns counts."""
     from divopt_rag.experiments.studies.library_build import BOUND_MEETS_F
     from divopt_rag.experiments.studies.library_format import normalized_gap, objective
-    from divopt_rag.experiments.studies.library_score import check_set
+    from divopt_rag.experiments.studies.library_format import check_set
     from divopt_rag.solvers.bounds import concave_bound
 
     root = Path(root)
