@@ -43,7 +43,10 @@ BNB_GAP = 1e-6
 GUROBI_GAP = 1e-6
 GUROBI_MAX_N = 200
 CAMPAIGN = "c2"
-AGREE, DISAGREE, TIMED_OUT, NOT_RUN = "agree", "disagree", "timed_out", "not_run"
+AGREE = "agree"
+DISAGREE = "disagree"
+TIMED_OUT = "timed_out"
+NOT_RUN = "not_run"
 
 
 def _limit(n: int, table: dict | None = None) -> float:
