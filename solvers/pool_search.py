@@ -34,7 +34,7 @@ import torch
 
 from divopt_rag.models.ccbqp import linear_term, objective_scale, swap_terms
 
-from .kernels import moves
+from .kernels import moves, row_moves
 from .kernels.checks import check_array, check_pool, check_set
 from .kernels.moves import start as set_state
 from .candidate_pools import _rank_correlation as rank_correlation
@@ -42,11 +42,6 @@ from .kernels.rng import rng_state
 
 __all__ = ["PoolState", "Certificate", "pool_search", "choose_pool", "gram", "starts", "search", "certify",
            "extend", "polish"]
-
-
-#: Tabu walks in a row that do not improve the best set, after which a search starts no more walks
-#: (5 lost 2 more of speedbench's 512 development calls than running every walk: off).
-WALK_PATIENCE = 1000
 
 
 @dataclass
@@ -208,7 +203,7 @@ def gram(st: PoolState, new: np.ndarray | None = None) -> None:
 
 def _ls(st: PoolState, S: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     u, inS = set_state(st.G, S)
-    moves.local_search(st.G, st.lin, st.one, S, u, inS, st.tol, 100 * st.k + 1000)
+    row_moves.row_local_search(st.G, st.lin, st.one, S, u, inS, st.tol, 100 * st.k + 1000)
     return u, inS, _f(st, S)
 
 
@@ -230,7 +225,10 @@ def starts(st: PoolState, first: np.ndarray | None = None, keep: bool = False) -
         moves.random_set(p, S, scratch, state)
         sets.append(S), names.append(f"random{r}")
     st.lap("starts")
-    f = np.array([_ls(st, S)[2] for S in sets])
+    block = np.stack(sets)  # every start's 1-swap search in one kernel call
+    f = np.empty(len(sets))
+    row_moves.local_searches(st.G, st.lin, st.one, block, st.tol, 100 * k + 1000, f)
+    sets = list(block)
     b = int(np.argmax(f))
     if not keep:  # the first search: its starts are the run's diagnostics
         st.names, st.f_starts, st.best_start = names, f, b
@@ -255,20 +253,14 @@ def search(st: PoolState, optima: list[np.ndarray]) -> None:
             seen.add(key)
             distinct.append(optima[i])
     if cfg.tabu_iters > 0:
-        best = np.empty(k, dtype=np.int64)
-        idle = 0
-        for S0 in distinct[: cfg.tabu_walks]:
-            S = S0.copy()
-            u, inS = set_state(st.G, S)
-            moves.tabu_walk(st.G, st.lin, st.one, S, u, inS, cfg.tabu_iters, cfg.tabu_tenure_in,
-                            cfg.tabu_tenure_out, st.tol, best)
-            T = best.copy()
-            fT = _ls(st, T)[2]
-            idle += 1
+        walk = np.ascontiguousarray(np.stack(distinct[: cfg.tabu_walks]))
+        found, fw = np.empty_like(walk), np.empty(walk.shape[0])
+        # every walk, each walk's best set ended by 1-swaps, in one kernel call
+        row_moves.tabu_walks(st.G, st.lin, st.one, walk, cfg.tabu_iters, cfg.tabu_tenure_in, cfg.tabu_tenure_out,
+                             st.tol, 100 * k + 1000, found, fw)
+        for T, fT in zip(found, fw):
             if fT > st.f + st.tol:
-                st.S, st.f, st.phase, idle = T, fT, "+tabu", 0
-            if idle >= WALK_PATIENCE:  # restarts stop when they no longer improve
-                break
+                st.S, st.f, st.phase = T.copy(), float(fT), "+tabu"
         st.lap("tabu")
     if cfg.two_swap:
         S = st.S.copy()
@@ -288,7 +280,7 @@ def search(st: PoolState, optima: list[np.ndarray]) -> None:
                 S = st.S.copy()
                 u, inS = set_state(st.G, S)
                 moves.perturb(st.G, st.lin, st.one, S, u, inS, cfg.perturb_strength, cfg.perturb_entrants, state)
-                moves.local_search(st.G, st.lin, st.one, S, u, inS, st.tol, 100 * k + 1000)
+                row_moves.row_local_search(st.G, st.lin, st.one, S, u, inS, st.tol, 100 * k + 1000)
                 fS = _f(st, S)
                 if fS > st.f + st.tol:
                     st.S, st.f, st.phase, gained = S, fS, "+perturb", True
@@ -376,7 +368,7 @@ def polish(st: PoolState) -> bool:
     T = np.arange(k, dtype=np.int64)
     f0 = float(moves.set_f(G, lin, st.one, T))
     u, inS = set_state(G, T)
-    moves.local_search(G, lin, st.one, T, u, inS, fine, 100 * k + 1000)
+    row_moves.row_local_search(G, lin, st.one, T, u, inS, fine, 100 * k + 1000)
     f1 = float(moves.set_f(G, lin, st.one, T))
     st.lap("polish")
     if f1 - f0 > fine:
