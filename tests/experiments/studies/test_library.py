@@ -224,6 +224,21 @@ def test_leaderboard_page_from_methods_and_an_outside_submission(lib, tmp_path):
     assert f"| rrls (outside) | 4 | 0 | {hits / 4:.3f} |" in text
 
 
+def test_leaderboard_budget_stops_a_method_and_the_page_says_partial(lib, tmp_path):
+    """A budget of 0 s: each method runs exactly one instance (the check comes before each one, so
+    no clock is read against a bound), and the page names the methods as partial."""
+    from divopt_rag.experiments.studies.library_leaderboard import run_leaderboard
+    from helpers.library_baselines import write_submission
+
+    sub = write_submission(lib, "rrls", tmp_path / "rrls.csv")
+    page = run_leaderboard(lib, methods=["topk", "fw"], submissions={"rrls": str(sub)}, results=tmp_path / "res",
+                           out=tmp_path / "lb.md", log=lambda s: None, budget=0.0)
+    text = page.read_text()
+    assert "| topk | 1 | 0 |" in text and "| fw | 1 | 0 |" in text and "| rrls (outside) | 4 | 0 |" in text
+    assert "did not reach every instance" in text and "`topk`" in text and "--budget 0" in text
+    assert len(read_submission(tmp_path / "res" / "topk.csv")) == 1
+
+
 def test_committed_solutions_attach_only_on_matching_content(tmp_path):
     """The solutions file (MIPLIB's .solu): a rebuilt library gets its proven values back where the
     content hash matches; an instance whose data changed has its record refused and named."""
