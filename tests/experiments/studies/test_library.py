@@ -319,3 +319,26 @@ def test_second_solver_agrees_with_enumeration_and_flags_a_wrong_optimum(lib):
     v = verify_one(inst, {"status": OPTIMAL, "best_set": worse, "f": inst.f(worse), "solver": "gurobi"}, time_limit=60)
     assert v["verdict"] == DISAGREE and v["f"] == pytest.approx(opt, abs=1e-9)
     assert verify_one(inst, {**good, "status": "open"}) is None
+
+
+def test_reverify_replaces_a_timed_out_check_and_keeps_the_earlier_one(lib):
+    """reverify: an optimum whose second-solver check timed out is checked again with the longer
+    limit; the new verdict (agree: enumeration's optimum) replaces it, the old one is kept."""
+    from divopt_rag.experiments.studies.library_build import solution_record
+    from divopt_rag.experiments.studies.library_solve import AGREE, TIMED_OUT, reverify
+
+    iid = "toy-n14-k3-t05-q02"
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    sol = solution_record(inst, S, opt, status=OPTIMAL, bound_source="gurobi", solver="gurobi", tolerance="-",
+                          seconds=0.0, verified_by={"solver": "bnb", "verdict": TIMED_OUT, "seconds": 1.0,
+                                                    "time_limit": 1.0})
+    path = lib / "instances" / iid / "solution.json"
+    path.write_text(json.dumps(sol))
+    counts = reverify(lib, 60.0, log=lambda s: None)
+    v = json.loads(path.read_text())["verified_by"]
+    assert v["verdict"] == AGREE and v["solver"] == "bnb" and v["time_limit"] == 60.0
+    assert v["earlier"] == {"solver": "bnb", "verdict": TIMED_OUT, "seconds": 1.0, "time_limit": 1.0}
+    assert counts.get(AGREE, 0) >= 1
+    assert v["f"] == pytest.approx(opt, abs=1e-9)
+    assert reverify(lib, 60.0, log=lambda s: None) == {}  # every check now ran at 60 s: none again
