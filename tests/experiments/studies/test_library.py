@@ -215,13 +215,16 @@ def test_leaderboard_page_from_methods_and_an_outside_submission(lib, tmp_path):
     page = run_leaderboard(lib, methods=["topk", "fw"], submissions={"rrls": str(sub)}, results=tmp_path / "res",
                            out=tmp_path / "lb.md", log=lambda s: None)
     text = page.read_text()
-    assert "| rrls (outside) | 4 | 0 |" in text and "| topk | 4 | 0 |" in text and "toy θ=0.5" in text
-    # its hit rate is the share of its sets that enumeration says are optimal
-    hits = 0
+    sections = {int(part.split()[0]): part for part in text.split("\n## n = ")[1:]}
+    assert sorted(sections) == [9, 14]  # one table per n, never averaged over n
+    assert "toy θ=0.5" in sections[14] and "toy θ=0.5" not in sections[9]
+    # per n: its hit rate is the share of its sets that enumeration says are optimal
+    hits = {9: 0, 14: 0}
     for row in read_submission(sub):
         inst = load_instance(lib, row.instance_id)
-        hits += abs(inst.f([int(i) for i in row.indices]) - _brute(inst.E, inst.q, inst.k, inst.theta)[1]) <= 1e-9
-    assert f"| rrls (outside) | 4 | 0 | {hits / 4:.3f} |" in text
+        hits[inst.n] += abs(inst.f([int(i) for i in row.indices]) - _brute(inst.E, inst.q, inst.k, inst.theta)[1]) <= 1e-9
+    for n, part in sections.items():
+        assert "| topk | 2 | 0 |" in part and f"| rrls (outside) | 2 | 0 | {hits[n] / 2:.3f} |" in part
 
 
 def test_leaderboard_budget_stops_a_method_and_the_page_says_partial(lib, tmp_path):
@@ -234,7 +237,7 @@ def test_leaderboard_budget_stops_a_method_and_the_page_says_partial(lib, tmp_pa
     page = run_leaderboard(lib, methods=["topk", "fw"], submissions={"rrls": str(sub)}, results=tmp_path / "res",
                            out=tmp_path / "lb.md", log=lambda s: None, budget=0.0)
     text = page.read_text()
-    assert "| topk | 1 | 0 |" in text and "| fw | 1 | 0 |" in text and "| rrls (outside) | 4 | 0 |" in text
+    assert "| topk | 1 | 0 |" in text and "| fw | 1 | 0 |" in text and "| rrls (outside) | 2 | 0 |" in text
     assert "did not reach every instance" in text and "`topk`" in text and "--budget 0" in text
     assert len(read_submission(tmp_path / "res" / "topk.csv")) == 1
 
