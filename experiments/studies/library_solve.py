@@ -239,8 +239,10 @@ def campaign(root: str | Path, *, verify: bool = True, log=print, only: list[str
 
 def reverify(root: str | Path, time_limit: float, *, log=print, max_n: int = 10_000) -> dict:
     """Run the second solver again, with ``time_limit`` seconds, on every optimum whose check timed
-    out (or never ran) at the campaign's :data:`VERIFY_LIMITS`; the new verdict replaces the old one
-    (kept under ``earlier``). Returns counts of the new verdicts."""
+    out at a shorter limit (the campaign's :data:`VERIFY_LIMITS`); the new verdict replaces the old
+    one (kept under ``earlier``). An optimum with no check yet is left to the campaign, which checks
+    it right after proving it (so a reverify beside a running campaign does not race it). Returns
+    counts of the new verdicts."""
     root = Path(root)
     counts: dict[str, int] = {}
     for iid in _order(instance_ids(root)):
@@ -249,7 +251,7 @@ def reverify(root: str | Path, time_limit: float, *, log=print, max_n: int = 10_
         if sol is None or sol["status"] != OPTIMAL or int(iid.split("-n")[1].split("-")[0]) > max_n:
             continue
         old = sol.get("verified_by") or {}
-        if old.get("verdict") not in (None, TIMED_OUT) or (old.get("time_limit") or 0) >= time_limit:
+        if old.get("verdict") != TIMED_OUT or (old.get("time_limit") or 0) >= time_limit:
             continue
         v = verify_one(load_instance(root, iid), sol, time_limit=time_limit)
         counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
