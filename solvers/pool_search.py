@@ -37,7 +37,7 @@ import torch
 
 from divopt_rag.models.ccbqp import linear_term, objective_scale, swap_terms
 
-from .kernels import moves
+from .kernels import moves, ms_moves
 from .kernels.checks import check_array, check_pool, check_set
 from .kernels.moves import start as set_state
 from .candidate_pools import _rank_correlation as rank_correlation
@@ -287,8 +287,8 @@ def search(st: PoolState, optima: list[np.ndarray]) -> None:
     if cfg.two_swap:
         S = st.S.copy()
         u, inS = set_state(st.G, S)
-        if moves.two_swap(st.G, st.lin, st.one, S, u, inS, cfg.two_swap_entrants, cfg.two_swap_out, st.tol,
-                          cfg.two_swap_moves):
+        if ms_moves.two_swaps(st.G, st.lin, st.one, S, u, inS, cfg.two_swap_entrants, cfg.two_swap_out, st.tol,
+                              cfg.two_swap_moves, 100 * k + 100):
             fS = _f(st, S)
             if fS > st.f + st.tol:
                 st.S, st.f, st.phase = S, fS, "+2swap"
