@@ -345,3 +345,22 @@ def test_reverify_replaces_a_timed_out_check_and_keeps_the_earlier_one(lib):
     assert counts == {AGREE: 1}  # the other optima have no check yet: left to the campaign
     assert v["f"] == pytest.approx(opt, abs=1e-9)
     assert reverify(lib, 60.0, log=lambda s: None) == {}  # every check now ran at 60 s: none again
+
+
+def test_retry_open_closes_an_open_instance_at_the_enumeration_optimum(lib):
+    """retry_open: an instance left open with a loose bound is solved again; it ends optimal at
+    enumeration's value, checked by the second solver, with the earlier record kept."""
+    from divopt_rag.experiments.studies.library_build import solution_record
+    from divopt_rag.experiments.studies.library_solve import retry_open
+
+    iid = "toy-n14-k3-t05-q02"
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    worse = next(list(T) for T in itertools.combinations(range(inst.n), inst.k) if inst.f(T) < opt - 1e-3)
+    path = lib / "instances" / iid / "solution.json"
+    path.write_text(json.dumps(solution_record(inst, worse, opt + 1.0, status="open", bound_source="test",
+                                               solver="test", tolerance="-", seconds=0.0)))
+    counts = retry_open(lib, 60.0, log=lambda s: None)
+    sol = json.loads(path.read_text())
+    assert counts["closed"] == 1 and sol["status"] == OPTIMAL and sol["f"] == pytest.approx(opt, abs=1e-9)
+    assert sol["earlier"]["bound"] == pytest.approx(opt + 1.0) and sol["verified_by"]["verdict"] == "agree"
