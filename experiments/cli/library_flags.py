@@ -79,6 +79,9 @@ def leaderboard(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-n", type=COUNT, default=1, help="only instances with n >= this")
     p.add_argument("--score-only", action="store_true",
                    help="run no method: score the submissions already in --results")
+    p.add_argument("--budget", type=Real(0.0, min_open=True), default=None,
+                   help="seconds each method may run in this call; it stops after the instance that passes it "
+                        "(default: no limit)")
     p.add_argument("--out", type=OutputPath("a file to write"), default=Path("docs/leaderboard.md"),
                    help="output folder and file name of the page to write")
     p.add_argument("--results", type=OUTPUT, default=Path("results/lib-leaderboard"),

@@ -96,7 +96,8 @@ def _leaderboard(args) -> int:
     subs = dict(s.split("=", 1) for s in args.submission or [])
     page = run_leaderboard(args.library, methods=args.methods, submissions=subs, max_n=args.max_n,
                            results=args.results, out=args.out, log=lambda s: print(s, file=sys.stderr, flush=True),
-                           score_only=args.score_only, min_n=args.min_n)
+                           score_only=args.score_only, min_n=args.min_n,
+                           budget=args.budget)
     print(f"wrote {page}")
     return 0
 

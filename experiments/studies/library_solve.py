@@ -31,7 +31,7 @@ from divopt_rag.experiments.studies.library_build import solution_record, write_
 from divopt_rag.experiments.studies.library_format import (OPEN, OPTIMAL, instance_ids, load_instance, read_json,
                                                            write_json)
 
-__all__ = ["TIME_LIMITS", "VERIFY_LIMITS", "solve_one", "verify_one", "campaign", "AGREE", "DISAGREE", "TIMED_OUT",
+__all__ = ["TIME_LIMITS", "VERIFY_LIMITS", "solve_one", "verify_one", "campaign", "reverify", "retry_open", "AGREE", "DISAGREE", "TIMED_OUT",
            "NOT_RUN"]
 
 #: seconds of exact solving per instance, by n (per engine: at n <= 200 Gurobi, then bnb if Gurobi
@@ -237,6 +237,77 @@ def campaign(root: str | Path, *, verify: bool = True, log=print, only: list[str
         write_manifest(root)
 
 
+def reverify(root: str | Path, time_limit: float, *, log=print, max_n: int = 10_000) -> dict:
+    """Run the second solver again, with ``time_limit`` seconds, on every optimum whose check timed
+    out at a shorter limit (the campaign's :data:`VERIFY_LIMITS`); the new verdict replaces the old
+    one (kept under ``earlier``). An optimum with no check yet is left to the campaign, which checks
+    it right after proving it (so a reverify beside a running campaign does not race it). Returns
+    counts of the new verdicts."""
+    root = Path(root)
+    counts: dict[str, int] = {}
+    for iid in _order(instance_ids(root)):
+        path = root / "instances" / iid / "solution.json"
+        sol = read_json(path) if path.exists() else None
+        if sol is None or sol["status"] != OPTIMAL or int(iid.split("-n")[1].split("-")[0]) > max_n:
+            continue
+        old = sol.get("verified_by") or {}
+        if old.get("verdict") != TIMED_OUT or (old.get("time_limit") or 0) >= time_limit:
+            continue
+        v = verify_one(load_instance(root, iid), sol, time_limit=time_limit)
+        counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
+        log(f"{iid}: second solver {v['solver']} again: {v['verdict']} ({v.get('seconds')}s of {time_limit:g}s)")
+        v["campaign"] = CAMPAIGN
+        v["earlier"] = {k: old.get(k) for k in ("solver", "verdict", "seconds", "time_limit")} if old else None
+        sol["verified_by"] = v
+        write_json(path, sol)
+    log(f"reverify at {time_limit:g}s: {counts}")
+    return counts
+
+
+def retry_open(root: str | Path, time_limit: float, *, ns: set[int] | None = None, log=print,
+               verify: bool = True) -> dict:
+    """Solve every open instance (of the sizes ``ns``) again with ``time_limit`` seconds per engine,
+    warm-started from its stored set (``solve_one``). The new result replaces the stored one only
+    when it is proven optimal (then the second solver checks it at once) or has a tighter bound
+    (the better of the two sets is kept, with the tighter bound); the earlier record's solver,
+    bound and limit are kept under ``earlier``. Returns {"closed", "tighter", "unchanged"}."""
+    root = Path(root)
+    counts = {"closed": 0, "tighter": 0, "unchanged": 0}
+    for iid in _order(instance_ids(root)):
+        path = root / "instances" / iid / "solution.json"
+        sol = read_json(path) if path.exists() else None
+        if sol is None or sol["status"] == OPTIMAL or (ns and int(iid.split("-n")[1].split("-")[0]) not in ns):
+            continue
+        inst = load_instance(root, iid)
+        new = solve_one(inst, time_limit=time_limit)
+        earlier = {k: sol.get(k) for k in ("solver", "bound", "gap", "time_limit", "campaign")}
+        old_b = sol.get("bound")
+        if new["status"] == OPTIMAL and new["f"] >= sol["f"] - _agreement_tol(sol["f"]):
+            counts["closed"] += 1
+        elif new.get("bound") is not None and (old_b is None or new["bound"] < old_b):
+            counts["tighter"] += 1
+            if sol["f"] > new["f"]:
+                new = solution_record(inst, sol["best_set"], new["bound"], status=OPEN, bound_source=new["bound_source"],
+                                      solver=new["solver"], tolerance=new["tolerance"], seconds=new["seconds"],
+                                      extra={"campaign": CAMPAIGN, "time_limit": time_limit,
+                                             "incumbent_from": sol.get("incumbent_from") or "the stored set"})
+        else:
+            counts["unchanged"] += 1
+            log(f"{iid}: still open, bound not tighter ({time_limit:g}s)")
+            continue
+        new["earlier"] = earlier
+        if verify and new["status"] == OPTIMAL:
+            v = verify_one(inst, new)
+            if v is not None:
+                v["campaign"] = CAMPAIGN
+                new["verified_by"] = v
+        write_json(path, new)
+        log(f"{iid}: {new['status']} gap={new['gap']} ({time_limit:g}s; was {earlier['gap']})"
+            + (f"; second solver {new['verified_by']['verdict']}" if new.get("verified_by") else ""))
+    log(f"retry_open at {time_limit:g}s: {counts}")
+    return counts
+
+
 def _method_sets(results: Path) -> dict[str, list[tuple[str, list[int]]]]:
     """instance id -> [(method, indices)] from the leaderboard's submission CSVs in ``results``."""
     from divopt_rag.experiments.studies.library_score import read_submission
@@ -315,7 +386,15 @@ def finalize(root: str | Path, results: str | Path | None = None, *, log=print, 
     return counts
 
 
-if __name__ == "__main__":  # python -m ...library_solve LIB [N ...]: the campaign (only those n, if given)
+if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[2] == "--retry-open":
+    # python -m ...library_solve LIB --retry-open SECONDS [N ...]: the open instances again, longer
+    retry_open(sys.argv[1], float(sys.argv[3]), ns={int(a) for a in sys.argv[4:]} or None,
+               log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
+elif __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[2] == "--reverify":
+    # python -m ...library_solve LIB --reverify SECONDS [MAX_N]: timed-out second-solver checks again
+    reverify(sys.argv[1], float(sys.argv[3]), max_n=int(sys.argv[4]) if len(sys.argv) > 4 else 10_000,
+             log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
+elif __name__ == "__main__":  # python -m ...library_solve LIB [N ...]: the campaign (only those n, if given)
     _root = sys.argv[1]
     _ns = {int(a) for a in sys.argv[2:]}
     _only = [i for i in instance_ids(_root) if not _ns or int(i.split("-n")[1].split("-")[0]) in _ns]

@@ -4,7 +4,8 @@ Each kernel works in place on a set S (k positions in the pool), its membership 
 u = G[:, S] 1 (:func:`~.gains.fill_u`), which stay consistent after every move (u in O(p) per
 swap, :func:`~.gains.apply_swap`). Scratch arrays are allocated once per call, never per move.
 Ties go to the first candidate in scan order (lowest row, then lowest member position), so a
-kernel is deterministic given its inputs and RNG state.
+kernel is deterministic given its inputs and RNG state. The 2-swaps are
+:func:`.ms_moves.two_swaps` (one kernel for the default and "fw_ms").
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from .gains import apply_swap, enter_term, fill_u, leave_term, set_f
 from .jit import kernel
 from .rng import below
 
-__all__ = ["greedy", "fill_columns", "swap_column", "best_swap", "search_scratch", "local_search", "tabu_walk", "two_swap", "perturb", "random_set"]
+__all__ = ["greedy", "fill_columns", "swap_column", "best_swap", "search_scratch", "local_search", "tabu_walk", "keep_largest", "perturb", "random_set"]
 
 _G = "float64[:, ::1], float64[::1], float64"  # G, lin, one
 _SET = "int64[::1], float64[::1], boolean[::1]"  # S, u, inS
@@ -230,85 +231,6 @@ def keep_largest(vals, idx, cnt, v, i):
     vals[t] = v
     idx[t] = i
     return cnt + 1 if cnt < m else cnt
-
-
-@kernel(f"int64({_G}, {_SET}, int64, int64, float64, int64)",
-        uses=(enter_term, leave_term, apply_swap, local_search, keep_largest))
-def two_swap(G, lin, one, S, u, inS, entrants, members, tol, max_moves):
-    """Best-improvement 2-swaps (remove S[q1], S[q2], add j1, j2), each followed by the 1-swap
-    local search, while one gains more than tol (at most ``max_moves``). Pairs range over the
-    ``entrants`` rows of largest best 1-swap gain and the ``members`` members of largest a_i
-    (cheapest removal). The gain of a 2-swap is
-    D(q1, j1) + D(q2, j2) - 2 one (G_j1j2 + G_i1i2 - G_j1i2 - G_j2i1). Returns the 2-swaps made."""
-    k = S.shape[0]
-    p = G.shape[0]
-    m = min(entrants, p - k)
-    r = min(members, k)
-    if m < 2 or r < 2:
-        return 0
-    two = 2.0 * one
-    a = np.empty(k)
-    J = np.empty(m, dtype=np.int64)
-    Jv = np.empty(m)
-    Q = np.empty(r, dtype=np.int64)
-    Qv = np.empty(r)
-    D = np.empty((m, r))
-    H = np.empty((m, r))  # G[j_x, i_y]
-    GJ = np.empty((m, m))
-    GQ = np.empty((r, r))
-    made = 0
-    while made < max_moves:
-        for q in range(k):
-            a[q] = leave_term(G, lin, one, u, S[q])
-        # the m entrants of largest best 1-swap gain (insertion into a sorted buffer; ties: lower row)
-        cnt = 0
-        for j in range(p):
-            if inS[j]:
-                continue
-            bj = enter_term(G, lin, one, u, j)
-            v = -np.inf
-            for q in range(k):
-                g = bj + a[q] + two * G[j, S[q]]
-                if g > v:
-                    v = g
-            cnt = keep_largest(Jv, J, cnt, v, j)
-        # the r members of largest a (cheapest removal)
-        cr = 0
-        for q in range(k):
-            cr = keep_largest(Qv, Q, cr, a[q], q)
-        for x in range(m):
-            bj = enter_term(G, lin, one, u, J[x])
-            for y in range(r):
-                H[x, y] = G[J[x], S[Q[y]]]
-                D[x, y] = bj + a[Q[y]] + two * H[x, y]
-            for x2 in range(m):
-                GJ[x, x2] = G[J[x], J[x2]]
-        for y in range(r):
-            for y2 in range(r):
-                GQ[y, y2] = G[S[Q[y]], S[Q[y2]]]
-        best = -np.inf
-        bx1 = bx2 = by1 = by2 = -1
-        for x1 in range(m):
-            for x2 in range(x1 + 1, m):  # (j1, j2) and (j2, j1) with the members swapped: one 2-swap
-                gjj = GJ[x1, x2]
-                for y1 in range(r):
-                    d1 = D[x1, y1] - two * gjj + two * H[x2, y1]
-                    for y2 in range(r):
-                        if y2 == y1:
-                            continue
-                        g = d1 + D[x2, y2] - two * (GQ[y1, y2] - H[x1, y2])
-                        if g > best:
-                            best = g
-                            bx1, bx2, by1, by2 = x1, x2, y1, y2
-        if not best > tol:
-            break
-        p1 = Q[by1]
-        p2 = Q[by2]
-        apply_swap(G, S, u, inS, p1, J[bx1])
-        apply_swap(G, S, u, inS, p2, J[bx2])
-        local_search(G, lin, one, S, u, inS, tol, 100 * k + 100)
-        made += 1
-    return made
 
 
 @kernel(f"void({_G}, {_SET}, int64, int64, uint64[::1])", uses=(enter_term, apply_swap, below))

@@ -1,5 +1,7 @@
 """"fw_ms"'s moves as compiled kernels over a pool's Gram matrix: the MMR and gMMR starts, the
-perturbation rounds (iterated local search) and best-improvement 2-swaps over every member.
+perturbation rounds (iterated local search) and best-improvement 2-swaps (:func:`two_swaps`, also
+the 2-swaps of the default's host search, :mod:`divopt_rag.solvers.pool_search`, over its
+``two_swap_out`` members of cheapest removal).
 
 Each is a transcription of the lockstep tensor search that "fw_ms" runs on a GPU
 (:mod:`divopt_rag.solvers.gram_moves`, :meth:`~divopt_rag.solvers.gram_search.GramSearch.ls`,

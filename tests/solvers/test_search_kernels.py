@@ -14,7 +14,7 @@ import torch
 
 from divopt_rag.models import Instance
 from divopt_rag.models.ccbqp import objective
-from divopt_rag.solvers.kernels import checks, gains, moves, rng
+from divopt_rag.solvers.kernels import checks, gains, moves, ms_moves, rng
 from divopt_rag.solvers.kernels.moves import start
 
 
@@ -142,7 +142,7 @@ def test_two_swap_leaves_no_improving_2swap():
         S = np.random.default_rng(seed).choice(14, k, replace=False).astype(np.int64)
         u, inS = start(G, S)
         moves.local_search(G, lin, one, S, u, inS, 1e-12, 10_000)
-        moves.two_swap(G, lin, one, S, u, inS, 14, k, 1e-12, 50)
+        ms_moves.two_swaps(G, lin, one, S, u, inS, 14, k, 1e-12, 50, 1000)  # the default's 2-swaps
         f = f_brute(E, q, k, th, S)
         rest = [j for j in range(14) if j not in S]
         for q1, q2 in itertools.combinations(range(k), 2):

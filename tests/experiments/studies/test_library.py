@@ -215,13 +215,31 @@ def test_leaderboard_page_from_methods_and_an_outside_submission(lib, tmp_path):
     page = run_leaderboard(lib, methods=["topk", "fw"], submissions={"rrls": str(sub)}, results=tmp_path / "res",
                            out=tmp_path / "lb.md", log=lambda s: None)
     text = page.read_text()
-    assert "| rrls (outside) | 4 | 0 |" in text and "| topk | 4 | 0 |" in text and "toy θ=0.5" in text
-    # its hit rate is the share of its sets that enumeration says are optimal
-    hits = 0
+    sections = {int(part.split()[0]): part for part in text.split("\n## n = ")[1:]}
+    assert sorted(sections) == [9, 14]  # one table per n, never averaged over n
+    assert "toy θ=0.5" in sections[14] and "toy θ=0.5" not in sections[9]
+    # per n: its hit rate is the share of its sets that enumeration says are optimal
+    hits = {9: 0, 14: 0}
     for row in read_submission(sub):
         inst = load_instance(lib, row.instance_id)
-        hits += abs(inst.f([int(i) for i in row.indices]) - _brute(inst.E, inst.q, inst.k, inst.theta)[1]) <= 1e-9
-    assert f"| rrls (outside) | 4 | 0 | {hits / 4:.3f} |" in text
+        hits[inst.n] += abs(inst.f([int(i) for i in row.indices]) - _brute(inst.E, inst.q, inst.k, inst.theta)[1]) <= 1e-9
+    for n, part in sections.items():
+        assert "| topk | 2 | 0 |" in part and f"| rrls (outside) | 2 | 0 | {hits[n] / 2:.3f} |" in part
+
+
+def test_leaderboard_budget_stops_a_method_and_the_page_says_partial(lib, tmp_path):
+    """A budget of 0 s: each method runs exactly one instance (the check comes before each one, so
+    no clock is read against a bound), and the page names the methods as partial."""
+    from divopt_rag.experiments.studies.library_leaderboard import run_leaderboard
+    from helpers.library_baselines import write_submission
+
+    sub = write_submission(lib, "rrls", tmp_path / "rrls.csv")
+    page = run_leaderboard(lib, methods=["topk", "fw"], submissions={"rrls": str(sub)}, results=tmp_path / "res",
+                           out=tmp_path / "lb.md", log=lambda s: None, budget=0.0)
+    text = page.read_text()
+    assert "| topk | 1 | 0 |" in text and "| fw | 1 | 0 |" in text and "| rrls (outside) | 2 | 0 |" in text
+    assert "did not reach every instance" in text and "`topk`" in text and "--budget 0" in text
+    assert len(read_submission(tmp_path / "res" / "topk.csv")) == 1
 
 
 def test_committed_solutions_attach_only_on_matching_content(tmp_path):
@@ -304,3 +322,45 @@ def test_second_solver_agrees_with_enumeration_and_flags_a_wrong_optimum(lib):
     v = verify_one(inst, {"status": OPTIMAL, "best_set": worse, "f": inst.f(worse), "solver": "gurobi"}, time_limit=60)
     assert v["verdict"] == DISAGREE and v["f"] == pytest.approx(opt, abs=1e-9)
     assert verify_one(inst, {**good, "status": "open"}) is None
+
+
+def test_reverify_replaces_a_timed_out_check_and_keeps_the_earlier_one(lib):
+    """reverify: an optimum whose second-solver check timed out is checked again with the longer
+    limit; the new verdict (agree: enumeration's optimum) replaces it, the old one is kept."""
+    from divopt_rag.experiments.studies.library_build import solution_record
+    from divopt_rag.experiments.studies.library_solve import AGREE, TIMED_OUT, reverify
+
+    iid = "toy-n14-k3-t05-q02"
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    sol = solution_record(inst, S, opt, status=OPTIMAL, bound_source="gurobi", solver="gurobi", tolerance="-",
+                          seconds=0.0, verified_by={"solver": "bnb", "verdict": TIMED_OUT, "seconds": 1.0,
+                                                    "time_limit": 1.0})
+    path = lib / "instances" / iid / "solution.json"
+    path.write_text(json.dumps(sol))
+    counts = reverify(lib, 60.0, log=lambda s: None)
+    v = json.loads(path.read_text())["verified_by"]
+    assert v["verdict"] == AGREE and v["solver"] == "bnb" and v["time_limit"] == 60.0
+    assert v["earlier"] == {"solver": "bnb", "verdict": TIMED_OUT, "seconds": 1.0, "time_limit": 1.0}
+    assert counts == {AGREE: 1}  # the other optima have no check yet: left to the campaign
+    assert v["f"] == pytest.approx(opt, abs=1e-9)
+    assert reverify(lib, 60.0, log=lambda s: None) == {}  # every check now ran at 60 s: none again
+
+
+def test_retry_open_closes_an_open_instance_at_the_enumeration_optimum(lib):
+    """retry_open: an instance left open with a loose bound is solved again; it ends optimal at
+    enumeration's value, checked by the second solver, with the earlier record kept."""
+    from divopt_rag.experiments.studies.library_build import solution_record
+    from divopt_rag.experiments.studies.library_solve import retry_open
+
+    iid = "toy-n14-k3-t05-q02"
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    worse = next(list(T) for T in itertools.combinations(range(inst.n), inst.k) if inst.f(T) < opt - 1e-3)
+    path = lib / "instances" / iid / "solution.json"
+    path.write_text(json.dumps(solution_record(inst, worse, opt + 1.0, status="open", bound_source="test",
+                                               solver="test", tolerance="-", seconds=0.0)))
+    counts = retry_open(lib, 60.0, log=lambda s: None)
+    sol = json.loads(path.read_text())
+    assert counts["closed"] == 1 and sol["status"] == OPTIMAL and sol["f"] == pytest.approx(opt, abs=1e-9)
+    assert sol["earlier"]["bound"] == pytest.approx(opt + 1.0) and sol["verified_by"]["verdict"] == "agree"
