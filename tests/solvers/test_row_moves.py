@@ -8,7 +8,7 @@ import pytest
 from divopt_rag.solvers.kernels import moves, row_moves
 from divopt_rag.solvers.kernels.moves import start
 
-from test_search_kernels import f_brute, pool, swaps
+from helpers.gram_pools import f_brute, pool, swaps
 
 
 @pytest.mark.parametrize("theta", [0.2, 0.5, 0.8])

@@ -10,36 +10,10 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 
-from divopt_rag.models import Instance
-from divopt_rag.models.ccbqp import objective
 from divopt_rag.solvers.kernels import checks, gains, moves, ms_moves, rng
 from divopt_rag.solvers.kernels.moves import start
-
-
-def pool(p=40, d=8, k=5, theta=0.5, seed=0):
-    r = np.random.default_rng(seed)
-    E = r.standard_normal((p, d))
-    E /= np.linalg.norm(E, axis=1, keepdims=True)
-    q = r.standard_normal(d)
-    q /= np.linalg.norm(q)
-    c = E @ q
-    return E, q, c, np.ascontiguousarray(E @ E.T), theta * (k - 1) * c, 1.0 - theta, k, theta
-
-
-def f_brute(E, q, k, theta, S):
-    """f(S) from the instance (models.ccbqp.objective, float64): the independent truth."""
-    inst = Instance(torch.from_numpy(E), torch.from_numpy(q), k=k, theta=theta)  # float64 rows: float64 sums
-    return objective(inst, np.asarray(S))
-
-
-def swaps(p, S):
-    for q, j in itertools.product(range(len(S)), range(p)):
-        if j not in S:
-            T = S.copy()
-            T[q] = j
-            yield q, j, T
+from helpers.gram_pools import f_brute, pool, swaps
 
 
 @pytest.mark.parametrize("theta", [0.0, 0.3, 0.9, 1.0])
