@@ -26,7 +26,7 @@ import numpy as np
 from .gains import apply_swap, fill_u, set_f
 from .jit import kernel
 
-__all__ = ["fill_rows", "row_best_swap", "row_local_search", "row_tabu_walk", "local_searches", "tabu_walks"]
+__all__ = ["fill_rows", "row_scratch", "row_best_swap", "row_local_search", "row_tabu_walk", "local_searches", "tabu_walks"]
 
 _G = "float64[:, ::1], float64[::1], float64"  # G, lin, one
 _SET = "int64[::1], float64[::1], boolean[::1]"  # S, u, inS
@@ -123,6 +123,21 @@ def row_best_swap(G, lin, one, S, u, inS, R, diag, a, b, m, m2, until_in, until_
     return best
 
 
+@kernel("Tuple((float64[:, ::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[::1]))"
+        "(float64[:, ::1], int64[::1])", uses=(fill_rows,))
+def row_scratch(G, S):
+    """The scratch of a member-row search from S (:func:`row_best_swap`'s arrays), allocated once per
+    call: (R = G[S, :] (k, p), diag = the diagonal of G (p,), a (2k,), b, m, m2 (p,))."""
+    k = S.shape[0]
+    p = G.shape[0]
+    R = np.empty((k, p))
+    fill_rows(G, S, R)
+    diag = np.empty(p)
+    for j in range(p):
+        diag[j] = G[j, j]
+    return R, diag, np.empty(2 * k), np.empty(p), np.empty(p), np.empty(p)
+
+
 @kernel(f"void(float64[:, ::1], {_SET}, float64[:, ::1], int64, int64)", uses=(apply_swap,))
 def _swap(G, S, u, inS, R, pos, j):
     """Member S[pos] leaves, row j enters: S, u, inS and R's row pos updated."""
@@ -132,21 +147,13 @@ def _swap(G, S, u, inS, R, pos, j):
         R[pos, t] = row[t]
 
 
-@kernel(f"int64({_G}, {_SET}, float64, int64)", uses=(row_best_swap, fill_rows, _swap))
+@kernel(f"int64({_G}, {_SET}, float64, int64)", uses=(row_best_swap, row_scratch, _swap))
 def row_local_search(G, lin, one, S, u, inS, tol, max_moves):
     """Best-improvement 1-swaps while one gains more than tol (at most ``max_moves``), the moves of
     :func:`.moves.local_search`; returns the moves made. u and inS must be S's (:func:`.moves.start`)."""
     p = G.shape[0]
     k = S.shape[0]
-    R = np.empty((k, p))
-    fill_rows(G, S, R)
-    diag = np.empty(p)
-    for j in range(p):
-        diag[j] = G[j, j]
-    a = np.empty(2 * k)
-    b = np.empty(p)
-    m = np.empty(p)
-    m2 = np.empty(p)
+    R, diag, a, b, m, m2 = row_scratch(G, S)
     free = np.zeros(p, dtype=np.int64)
     out = np.empty(2, dtype=np.int64)
     moves = 0
@@ -159,22 +166,14 @@ def row_local_search(G, lin, one, S, u, inS, tol, max_moves):
     return moves
 
 
-@kernel(f"float64({_G}, {_SET}, int64, int64, int64, float64, int64[::1])", uses=(row_best_swap, fill_rows, _swap, set_f))
+@kernel(f"float64({_G}, {_SET}, int64, int64, int64, float64, int64[::1])", uses=(row_best_swap, row_scratch, _swap, set_f))
 def row_tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     """A 1-swap tabu walk of ``iters`` steps from S, the walk of :func:`.moves.tabu_walk` (same
     moves, tenures and aspiration): the best set seen is written to ``best`` (k,) and its f
     returned; S, u, inS end at the last step."""
     k = S.shape[0]
     p = G.shape[0]
-    R = np.empty((k, p))
-    fill_rows(G, S, R)
-    diag = np.empty(p)
-    for j in range(p):
-        diag[j] = G[j, j]
-    a = np.empty(2 * k)
-    b = np.empty(p)
-    m = np.empty(p)
-    m2 = np.empty(p)
+    R, diag, a, b, m, m2 = row_scratch(G, S)
     until_in = np.zeros(p, dtype=np.int64)
     until_out = np.zeros(p, dtype=np.int64)
     out = np.empty(2, dtype=np.int64)
