@@ -113,6 +113,31 @@ def test_certify_full_scale_against_brute_force():
     assert certified > 0
 
 
+def test_certify_full_scale_warm_start_is_the_incumbent_unless_beaten_or_screened_out():
+    """warm_start: an optimal k-set (enumeration's) becomes the incumbent ("used"); a set that
+    safe screening cuts is not optimal (screening keeps every optimal set) and is not used."""
+    rng = np.random.default_rng(7)
+    seen = set()
+    for trial in range(12):
+        n, d, k = 16, 4, 3
+        base = _unit(rng.standard_normal(d))
+        E = _unit(base + 0.6 * rng.standard_normal((n, d)))
+        q = _unit(base + 0.3 * rng.standard_normal(d))
+        inst = Instance(E, q, k=k, theta=float(rng.choice([0.5, 0.8, 0.95])))
+        best, optima = _all_optima(inst)
+        cert = certificates.certify_full_scale(inst, max_exact=16, exact_solver="brute", warm_start=optima[0])
+        assert cert.info["warm_start"] == "used"
+        assert cert.incumbent_objective == pytest.approx(best, abs=1e-9)
+        kept = set(screening.safe_screen(inst).survivors.tolist())
+        worst = np.argsort(inst.relevance.numpy(), kind="stable")[:k]  # the least relevant items
+        cert = certificates.certify_full_scale(inst, max_exact=16, exact_solver="brute", warm_start=worst)
+        seen.add(cert.info["warm_start"])
+        if not set(worst.tolist()) <= kept:
+            assert cert.info["warm_start"] == "screened out"
+        assert cert.incumbent_objective == pytest.approx(best, abs=1e-9)  # enumeration still finds the optimum
+    assert "screened out" in seen
+
+
 def test_screening_keeps_low_precision_storage_safe():
     # float16 rows are unit only to ~1e-3: the slack must keep the optimum in the pool
     rng = np.random.default_rng(5)
