@@ -13,8 +13,9 @@ Status ``optimal`` only where the engine proved it (its "optimal" at its stated 
 the certificate's "certified"); else ``open`` with the engine's bound. Verification
 (``verify_one``, right after each optimum, limits :data:`VERIFY_LIMITS`): the engine that did not
 prove it solves it again (bnb for Gurobi's optima, Gurobi for bnb's at n <= 200; at n > 200 Gurobi
-on the certificate's screened pool when that fits the licence), warm-started from the stored set;
-its verdict (agree / disagree / timed_out / not_run), time and limit go into ``verified_by``.
+on the certificate's screened pool when that fits the licence, else SCIP on it), warm-started from
+the stored set; its verdict (agree / disagree / timed_out / not_run), time and limit go into
+``verified_by``.
 
 Each result is written as it finishes (atomic JSON); a rerun skips instances already solved under
 the same campaign settings. ``python -m divopt_rag.experiments.studies.library_solve ROOT`` runs it.
@@ -42,6 +43,9 @@ VERIFY_LIMITS = {100: 20.0, 300: 20.0, 1000: 20.0, 10_000: 20.0}
 BNB_GAP = 1e-6
 GUROBI_GAP = 1e-6
 GUROBI_MAX_N = 200
+SCIP_GAP = 1e-6
+#: the largest (screened) pool SCIP is handed as a second solver; its time limit decides the rest
+SCIP_MAX_N = 1000
 CAMPAIGN = "c2"
 AGREE = "agree"
 DISAGREE = "disagree"
@@ -115,18 +119,27 @@ def _agreement_tol(f: float) -> float:
     return 2e-6 * max(1.0, abs(f))
 
 
-def verify_one(inst, sol: dict, time_limit: float | None = None) -> dict | None:
+def _scip_ok() -> bool:
+    from divopt_rag.models.solver_limits import available_solvers
+
+    return "scip" in available_solvers()
+
+
+def verify_one(inst, sol: dict, time_limit: float | None = None, *, gurobi_max_n: int = GUROBI_MAX_N) -> dict | None:
     """A second exact solver's check of an optimum: {"solver", "on", "verdict", "status", "f",
     "bound", "seconds", "time_limit", "warm_start"}, or None when ``sol`` is not optimal.
 
-    The second solver is the engine that did not prove it: bnb for a Gurobi optimum, Gurobi for a
-    bnb optimum at n <= 200; at n > 200 the full-scale certificate's screening (divopt's, which
-    keeps every optimal set) and then Gurobi on the screened pool when it fits the licence (else
-    bnb for a certificate whose exact stage was Gurobi). It is warm-started from the stored set
-    and has to prove no better set exists. verdict: ``agree`` (it proved an optimum, or a bound,
-    within 2e-6 max(1, |f|) of f), ``disagree`` (it proved an optimum that differs, or found a better
-    set), ``timed_out`` (its limit passed with its bound above f), ``not_run`` (no second engine
-    could take it; ``why`` says why)."""
+    The second solver is the engine that did not prove it: bnb for a Gurobi optimum; for a bnb
+    optimum Gurobi where its licence takes the pool (``gurobi_max_n`` binaries, the pip licence's
+    200; tests lower it), else SCIP (relative gap 1e-6, no size limit but its time). The pool is the
+    instance at n <= ``gurobi_max_n``; above it the full-scale certificate's screened pool
+    (divopt's screening, which keeps every optimal set; the certificate is run again with SCIP
+    when the screened pool is too large for Gurobi; bnb for a certificate whose exact stage was
+    Gurobi). It is warm-started from the stored set and has to prove no better set exists.
+    verdict: ``agree`` (it proved an optimum, or a bound, within 2e-6 max(1, |f|) of f),
+    ``disagree`` (it proved an optimum that differs, or found a better set), ``timed_out`` (its
+    limit passed with its bound above f), ``not_run`` (no second engine could take it; ``why``
+    says why)."""
     from divopt_rag.solvers import solve_exact
 
     if sol["status"] != OPTIMAL:
@@ -135,36 +148,51 @@ def verify_one(inst, sol: dict, time_limit: float | None = None) -> dict | None:
     I = inst.to_instance()
     f, tol = float(sol["f"]), _agreement_tol(float(sol["f"]))
     primary = str(sol.get("solver", ""))
+    gaps = {"gurobi": GUROBI_GAP, "bnb": BNB_GAP, "scip": SCIP_GAP}
+    warm_note = "the stored set"
     t0 = time.perf_counter()
-    if inst.n <= GUROBI_MAX_N:
-        other = "bnb" if "gurobi" in primary else "gurobi"
-        if other == "gurobi" and not _gurobi_ok():
-            return {"solver": "gurobi", "on": "the instance", "verdict": NOT_RUN, "why": "gurobipy is not installed",
-                    "time_limit": V}
-        r = solve_exact(I, other, time_limit=V, mip_gap=GUROBI_GAP if other == "gurobi" else BNB_GAP,
-                        warm_start=sol["best_set"], threads=1)
+    if inst.n <= gurobi_max_n:
+        other = "bnb" if "gurobi" in primary else "gurobi" if _gurobi_ok() else "scip" if _scip_ok() else None
+        if other is None:
+            return {"solver": "gurobi", "on": "the instance", "verdict": NOT_RUN,
+                    "why": "neither gurobipy nor pyscipopt is installed", "time_limit": V}
+        r = solve_exact(I, other, time_limit=V, mip_gap=gaps[other], warm_start=sol["best_set"], threads=1)
         proven, status, on, n_on = r.proven_optimal, str(r.status), "the instance", inst.n
         f2 = None if r.objective is None else inst.f(r.indices)
         b2 = None if r.bound is None or not math.isfinite(r.bound) else float(r.bound)
     else:
         from divopt_rag.solvers.certificates import certify_full_scale
 
-        other = "bnb" if "gurobi" in primary else "gurobi"
-        max_exact = GUROBI_MAX_N if other == "gurobi" else 1000
-        cert = certify_full_scale(I, max_exact=max_exact, exact_solver=other, time_limit=V,
-                                  mip_gap=GUROBI_GAP if other == "gurobi" else BNB_GAP)
+        if "gurobi" in primary:
+            engines = [("bnb", 1000)]
+        else:  # Gurobi where its licence takes the screened pool, else SCIP
+            engines = ([("gurobi", gurobi_max_n)] if _gurobi_ok() else []) + (
+                [("scip", SCIP_MAX_N)] if _scip_ok() else [])
+        if not engines:
+            return {"solver": "gurobi", "on": "the certificate's screened pool", "verdict": NOT_RUN,
+                    "why": "neither gurobipy nor pyscipopt is installed", "time_limit": V}
+        cert, ran = None, ""
+        for other, max_exact in engines:
+            cert = certify_full_scale(I, max_exact=max_exact, exact_solver=other, time_limit=V,
+                                      mip_gap=gaps[other], warm_start=sol["best_set"])
+            ran = str(cert.info.get("exact_solver", ""))
+            if ran:
+                break
         n_on = cert.n_survivors
         on = f"the certificate's screened pool ({n_on} of {inst.n} items; divopt's screening)"
-        ran = str(cert.info.get("exact_solver", ""))
         if not ran:
-            return {"solver": other, "on": on, "verdict": NOT_RUN, "time_limit": V,
-                    "seconds": round(time.perf_counter() - t0, 3),
-                    "why": f"the screened pool has {n_on} items, more than {other} takes here ({max_exact})"}
+            why = f"the screened pool has {n_on} items, more than " + " or ".join(
+                f"{e} takes here ({m})" for e, m in engines)
+            return {"solver": "+".join(e for e, _ in engines), "on": on, "verdict": NOT_RUN,
+                    "time_limit": V, "seconds": round(time.perf_counter() - t0, 3), "why": why}
         other = ran
         proven = cert.info.get("exact_status") == "optimal"
         status = str(cert.info.get("exact_status"))
         f2 = inst.f(cert.incumbent)
         b2 = float(cert.upper_bound)
+        warm_note = {"used": "the stored set", "beaten": "a fast selector's better set",
+                     "screened out": "the certificate's incumbent (safe screening removed an item of the stored set)"
+                     }.get(cert.info.get("warm_start"), "the certificate's incumbent")
     secs = time.perf_counter() - t0
     if f2 is not None and f2 > f + tol:
         verdict = DISAGREE  # a better set than the "optimum"
@@ -175,7 +203,7 @@ def verify_one(inst, sol: dict, time_limit: float | None = None) -> dict | None:
     else:
         verdict = TIMED_OUT
     return {"solver": other, "on": on, "verdict": verdict, "status": status, "f": f2, "bound": b2,
-            "seconds": round(secs, 3), "time_limit": V, "warm_start": "the stored set",
+            "seconds": round(secs, 3), "time_limit": V, "warm_start": warm_note,
             "agree": verdict == AGREE, "n_solved": n_on}
 
 
@@ -237,21 +265,24 @@ def campaign(root: str | Path, *, verify: bool = True, log=print, only: list[str
         write_manifest(root)
 
 
-def reverify(root: str | Path, time_limit: float, *, log=print, max_n: int = 10_000) -> dict:
+def reverify(root: str | Path, time_limit: float, *, log=print, max_n: int = 10_000,
+             only: list[str] | None = None) -> dict:
     """Run the second solver again, with ``time_limit`` seconds, on every optimum whose check timed
-    out at a shorter limit (the campaign's :data:`VERIFY_LIMITS`); the new verdict replaces the old
-    one (kept under ``earlier``). An optimum with no check yet is left to the campaign, which checks
+    out at a shorter limit (the campaign's :data:`VERIFY_LIMITS`) or did not run (``not_run``: no
+    engine took its pool then; one may now, e.g. SCIP where Gurobi's licence cannot); the new
+    verdict replaces the old one (kept under ``earlier``). ``only``: these instance ids alone. An optimum with no check yet is left to the campaign, which checks
     it right after proving it (so a reverify beside a running campaign does not race it). Returns
     counts of the new verdicts."""
     root = Path(root)
     counts: dict[str, int] = {}
-    for iid in _order(instance_ids(root)):
+    for iid in _order(only or instance_ids(root)):
         path = root / "instances" / iid / "solution.json"
         sol = read_json(path) if path.exists() else None
         if sol is None or sol["status"] != OPTIMAL or int(iid.split("-n")[1].split("-")[0]) > max_n:
             continue
         old = sol.get("verified_by") or {}
-        if old.get("verdict") != TIMED_OUT or (old.get("time_limit") or 0) >= time_limit:
+        if not (old.get("verdict") == NOT_RUN or (
+                old.get("verdict") == TIMED_OUT and (old.get("time_limit") or 0) < time_limit)):
             continue
         v = verify_one(load_instance(root, iid), sol, time_limit=time_limit)
         counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
@@ -391,9 +422,10 @@ if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[2] == "--retry-open
     retry_open(sys.argv[1], float(sys.argv[3]), ns={int(a) for a in sys.argv[4:]} or None,
                log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
 elif __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[2] == "--reverify":
-    # python -m ...library_solve LIB --reverify SECONDS [MAX_N]: timed-out second-solver checks again
+    # python -m ...library_solve LIB --reverify SECONDS [MAX_N] [ID ...]: timed-out or not-run
+    # second-solver checks again (of those instances only, if named)
     reverify(sys.argv[1], float(sys.argv[3]), max_n=int(sys.argv[4]) if len(sys.argv) > 4 else 10_000,
-             log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
+             only=sys.argv[5:] or None, log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
 elif __name__ == "__main__":  # python -m ...library_solve LIB [N ...]: the campaign (only those n, if given)
     _root = sys.argv[1]
     _ns = {int(a) for a in sys.argv[2:]}

@@ -324,6 +324,46 @@ def test_second_solver_agrees_with_enumeration_and_flags_a_wrong_optimum(lib):
     assert verify_one(inst, {**good, "status": "open"}) is None
 
 
+def test_scip_checks_a_bnb_optimum_when_gurobi_cannot_take_the_screened_pool(lib):
+    """verify_one on a bnb optimum whose screened pool is larger than Gurobi's licence (lowered
+    here to 2 binaries, so every pool of k = 3 items exceeds it): SCIP on the screened pool proves
+    enumeration's optimum (agree); a worse set labelled optimal, and the true set with a claimed f
+    above the optimum, are disagreements."""
+    pytest.importorskip("pyscipopt")
+    from divopt_rag.experiments.studies.library_solve import AGREE, DISAGREE, verify_one
+
+    iid = "toy-n14-k3-t05-q02"
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    good = {"status": OPTIMAL, "best_set": S, "f": inst.f(S), "solver": "bnb"}
+    v = verify_one(inst, good, time_limit=60, gurobi_max_n=2)
+    assert v["solver"] == "scip" and v["status"] == "optimal" and v["verdict"] == AGREE
+    assert v["f"] == pytest.approx(opt, abs=1e-9) and v["bound"] >= opt - 1e-9
+    assert v["warm_start"] == "the stored set" and "screened pool" in v["on"]
+    worse = next(list(T) for T in itertools.combinations(range(inst.n), inst.k) if inst.f(T) < opt - 1e-3)
+    v = verify_one(inst, {**good, "best_set": worse, "f": inst.f(worse)}, time_limit=60, gurobi_max_n=2)
+    assert v["solver"] == "scip" and v["verdict"] == DISAGREE and v["f"] == pytest.approx(opt, abs=1e-9)
+    v = verify_one(inst, {**good, "f": opt + 1e-3}, time_limit=60, gurobi_max_n=2)  # only SCIP's proof refutes it
+    assert v["solver"] == "scip" and v["verdict"] == DISAGREE and v["bound"] < opt + 1e-3
+
+
+def test_reverify_runs_a_not_run_check_again(lib):
+    """reverify: an optimum whose check did not run (no engine took its pool then) is checked now,
+    whatever the earlier limit; the new verdict replaces it."""
+    from divopt_rag.experiments.studies.library_solve import AGREE, NOT_RUN, reverify
+
+    iid = "toy-n14-k3-t05-q02"
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    sol = solution_record(inst, S, opt, status=OPTIMAL, bound_source="gurobi", solver="gurobi", tolerance="-",
+                          seconds=0.0, verified_by={"solver": "bnb", "verdict": NOT_RUN, "time_limit": 300.0})
+    path = lib / "instances" / iid / "solution.json"
+    path.write_text(json.dumps(sol))
+    assert reverify(lib, 60.0, log=lambda s: None, only=[iid]) == {AGREE: 1}
+    v = json.loads(path.read_text())["verified_by"]
+    assert v["verdict"] == AGREE and v["earlier"]["verdict"] == NOT_RUN and v["f"] == pytest.approx(opt, abs=1e-9)
+
+
 def test_reverify_replaces_a_timed_out_check_and_keeps_the_earlier_one(lib):
     """reverify: an optimum whose second-solver check timed out is checked again with the longer
     limit; the new verdict (agree: enumeration's optimum) replaces it, the old one is kept."""
