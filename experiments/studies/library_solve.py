@@ -275,7 +275,8 @@ def reverify(root: str | Path, time_limit: float, *, log=print, max_n: int = 10_
     """Run the second solver again, with ``time_limit`` seconds, on every optimum whose check timed
     out at a shorter limit (the campaign's :data:`VERIFY_LIMITS`) or did not run (``not_run``: no
     engine took its pool then; one may now, e.g. SCIP where Gurobi's licence cannot); the new
-    verdict replaces the old one (kept under ``earlier``). ``only``: these instance ids alone. An optimum with no check yet is left to the campaign, which checks
+    verdict replaces the old one (kept under ``earlier``), and the manifest is rewritten.
+    ``only``: these instance ids alone. An optimum with no check yet is left to the campaign, which checks
     it right after proving it (so a reverify beside a running campaign does not race it). Returns
     counts of the new verdicts."""
     root = Path(root)
@@ -296,6 +297,8 @@ def reverify(root: str | Path, time_limit: float, *, log=print, max_n: int = 10_
         v["earlier"] = {k: old.get(k) for k in ("solver", "verdict", "seconds", "time_limit")} if old else None
         sol["verified_by"] = v
         write_json(path, sol)
+    if counts:
+        write_manifest(root)  # the manifest holds every solution file's hash and verdict
     log(f"reverify at {time_limit:g}s: {counts}")
     return counts
 

@@ -362,6 +362,7 @@ def test_reverify_runs_a_not_run_check_again(lib):
     assert reverify(lib, 60.0, log=lambda s: None, only=[iid]) == {AGREE: 1}
     v = json.loads(path.read_text())["verified_by"]
     assert v["verdict"] == AGREE and v["earlier"]["verdict"] == NOT_RUN and v["f"] == pytest.approx(opt, abs=1e-9)
+    assert verify_library(lib) == []  # the manifest was rewritten with the new solution's hash
 
 
 def test_reverify_replaces_a_timed_out_check_and_keeps_the_earlier_one(lib):
