@@ -393,7 +393,7 @@ def _dev_pools(args):
         from divopt_rag.data.embed import embed_dataset
 
         ds = load_wordnet_glosses(args.wordnet_queries, args.wordnet_corpus, seed=0)
-        E, Q = embed_dataset(ds, None, None, show_progress=False)
+        E, Q = embed_dataset(ds, None, args.cache_dir, show_progress=False)
         E, Q = np.asarray(E, dtype=np.float32), np.asarray(Q, dtype=np.float32)
         for qi, word in enumerate(ds.query_ids):
             top = np.argsort(-(E @ Q[qi]), kind="stable")[: args.wordnet_n]
@@ -559,6 +559,8 @@ def main() -> None:
     c.add_argument("--wordnet-queries", type=int, default=16, help="development words (seed 0); 0: none")
     c.add_argument("--wordnet-corpus", type=int, default=3000)
     c.add_argument("--wordnet-n", type=int, default=1000)
+    c.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "divopt", "embeddings"),
+                   help="embedding cache (keyed by model and texts), as rag_call.py")
     c.set_defaults(fn=quality_record)
     c = sub.add_parser("quality-compare", help="compare two quality-record files")
     c.add_argument("old")
