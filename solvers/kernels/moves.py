@@ -15,7 +15,7 @@ from .gains import apply_swap, enter_term, fill_u, leave_term, set_f
 from .jit import kernel
 from .rng import below
 
-__all__ = ["greedy", "fill_columns", "swap_column", "best_swap", "search_scratch", "local_search", "tabu_walk", "keep_largest", "perturb", "random_set"]
+__all__ = ["greedy", "fill_columns", "swap_column", "best_swap", "search_scratch", "local_search", "tabu_mark", "tabu_walk", "keep_largest", "perturb", "random_set"]
 
 _G = "float64[:, ::1], float64[::1], float64"  # G, lin, one
 _SET = "int64[::1], float64[::1], boolean[::1]"  # S, u, inS
@@ -179,8 +179,23 @@ def local_search(G, lin, one, S, u, inS, tol, max_moves):
     return moves
 
 
+@kernel("float64(int64[::1], int64[::1], int64[::1], int64[::1], int64, int64, int64, int64, int64, float64, float64, "
+        "float64)")
+def tabu_mark(S, best, until_in, until_out, i, j, step, tenure_in, tenure_out, f, f_best, tol):
+    """A tabu step's bookkeeping after row i left and row j entered S at ``step`` (f: S's new value):
+    i may not re-enter and j may not leave for their tenures; S is copied to ``best`` when it beats
+    the best f seen by more than tol. Returns the best f seen."""
+    until_in[i] = step + tenure_in + 1
+    until_out[j] = step + tenure_out + 1
+    if f > f_best + tol:
+        for q in range(S.shape[0]):
+            best[q] = S[q]
+        return f
+    return f_best
+
+
 @kernel(f"float64({_G}, {_SET}, int64, int64, int64, float64, int64[::1])",
-        uses=(best_swap, apply_swap, set_f, search_scratch, swap_column))
+        uses=(best_swap, apply_swap, set_f, search_scratch, swap_column, tabu_mark))
 def tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     """A 1-swap tabu walk of ``iters`` steps from S: each step takes the best allowed swap, gaining
     or not; a row that left may not re-enter for ``tenure_in`` steps, a row that entered may not
@@ -204,13 +219,8 @@ def tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
         j = out[1]
         apply_swap(G, S, u, inS, out[0], j)
         swap_column(G, GS, top, out[0], j)
-        until_in[i] = step + tenure_in + 1
-        until_out[j] = step + tenure_out + 1
         f += g
-        if f > f_best + tol:
-            f_best = f
-            for q in range(k):
-                best[q] = S[q]
+        f_best = tabu_mark(S, best, until_in, until_out, i, j, step, tenure_in, tenure_out, f, f_best, tol)
     return f_best
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from .gains import fill_u, set_f
 from .jit import kernel
+from .moves import tabu_mark
 
 __all__ = ["fill_rows", "row_scratch", "row_best_swap", "row_local_search", "row_tabu_walk", "local_searches", "tabu_walks"]
 
@@ -201,7 +202,7 @@ def row_local_search(G, lin, one, S, u, inS, tol, max_moves):
     return moves
 
 
-@kernel(f"float64({_G}, {_SET}, int64, int64, int64, float64, int64[::1])", uses=(row_best_swap, row_scratch, _swap, set_f))
+@kernel(f"float64({_G}, {_SET}, int64, int64, int64, float64, int64[::1])", uses=(row_best_swap, row_scratch, _swap, set_f, tabu_mark))
 def row_tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     """A 1-swap tabu walk of ``iters`` steps from S, the walk of :func:`.moves.tabu_walk` (same
     moves, tenures and aspiration): the best set seen is written to ``best`` (k,) and its f
@@ -224,13 +225,8 @@ def row_tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, bes
         i = S[out[0]]
         j = out[1]
         _swap(G, S, u, inS, R, out[0], j)
-        until_in[i] = step + tenure_in + 1
-        until_out[j] = step + tenure_out + 1
         f += g
-        if f > f_best + tol:
-            f_best = f
-            for q in range(k):
-                best[q] = S[q]
+        f_best = tabu_mark(S, best, until_in, until_out, i, j, step, tenure_in, tenure_out, f, f_best, tol)
     return f_best
 
 
