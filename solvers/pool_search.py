@@ -37,7 +37,7 @@ import torch
 
 from divopt_rag.models.ccbqp import linear_term, objective_scale, swap_terms
 
-from .kernels import moves, ms_moves, row_moves
+from .kernels import gains, moves, ms_moves, row_moves
 from .kernels.checks import check_array, check_pool, check_set
 from .kernels.moves import start as set_state
 from .candidate_pools import _rank_correlation as rank_correlation
@@ -54,8 +54,8 @@ __all__ = ["PoolState", "Certificate", "pool_search", "choose_pool", "gram", "st
 #: rows cost 5.5 s against 0.7 s). Both make the same moves.
 ROW_MOVES_MAX_K = 16
 
-#: Rows per block of a certificate's single pass (:func:`_compare_all`): a (block, k) float64 W
-#: of at most 16384 k entries stays in the cache hierarchy while the pool streams through.
+#: Rows per block of a certificate's single pass (:func:`_compare_all`): a (k, block) W of at most
+#: 16384 k entries of E's dtype stays in the cache hierarchy while the pool streams through.
 CERT_BLOCK = 16384
 
 
@@ -351,8 +351,10 @@ def certify(st: PoolState, rows: np.ndarray | None = None, tol: float | None = N
         b = swap_terms(st.lin_all, u, st.theta)[0]
         b[S] = -np.inf
         J = np.flatnonzero(b > -reach)
-        W = _mm(E[J], ES.T) if J.size else np.empty((0, k), dtype=E.dtype)
-        g = (b[J][:, None] + a[None, :] + 2.0 * one * W.astype(np.float64)).max(1) if J.size else np.empty(0)
+        h = np.empty(J.size)
+        if J.size:
+            gains.member_sums_max(_mm(ES, E[J].T), a, 2.0 * one, np.empty(J.size), h)
+        g = b[J] + h
     order = _top(g, max(cfg.near_rows, cfg.certificate_entrants, 1))  # best first, O(|J|) selection
     best = float(g[order[0]]) if g.size else -np.inf
     imp = order[g[order] > tol][: cfg.certificate_entrants]
@@ -376,19 +378,19 @@ def _dense(st: PoolState, v: np.ndarray, reach: float) -> bool:
 
 
 def _compare_all(st: PoolState, S: np.ndarray, ES: np.ndarray, a: np.ndarray, reach: float):
-    """(u, J, g): one pass over E in blocks of ``CERT_BLOCK`` rows, W = E_block E_S^T; u is W's
-    row sums, g_j = max_i Delta(i, j) over the kept rows J (members excluded)."""
+    """(u, J, g): one pass over E in blocks of ``CERT_BLOCK`` rows, W = E_S E_block^T (k, block: a
+    member per row, so that kernels.gains.member_sums_max reads it once, vectorized over the rows);
+    u is W's column sums, g_j = max_i Delta(i, j) over the kept rows J (members excluded)."""
     E, one = st.E, st.one
     n = E.shape[0]
-    u, g = np.empty(n), np.full(n, -np.inf)
+    u, g = np.empty(n), np.empty(n)
     keep = np.zeros(n, dtype=np.bool_)
     for s in range(0, n, CERT_BLOCK):
         e = min(n, s + CERT_BLOCK)
-        W = _mm(E[s:e], ES.T).astype(np.float64)
-        u[s:e] = W.sum(1)
+        gains.member_sums_max(_mm(ES, E[s:e].T), a, 2.0 * one, u[s:e], g[s:e])
         b = swap_terms(st.lin_all[s:e], u[s:e], st.theta)[0]
         keep[s:e] = b > -reach
-        g[s:e] = (b[:, None] + a[None, :] + 2.0 * one * W).max(1)
+        g[s:e] += b
     keep[S] = False
     J = np.flatnonzero(keep)
     return u, J, g[J]

@@ -11,7 +11,7 @@ import numpy as np
 
 from .jit import kernel
 
-__all__ = ["fill_u", "set_f", "apply_swap", "enter_term", "leave_term"]
+__all__ = ["fill_u", "set_f", "apply_swap", "enter_term", "leave_term", "member_sums_max"]
 
 
 @kernel("void(float64[:, ::1], int64[::1], float64[::1])")
@@ -63,3 +63,28 @@ def apply_swap(G, S, u, inS, pos, j):
     inS[i] = False
     inS[j] = True
     S[pos] = j
+
+
+@kernel(["void(float32[:, ::1], float64[::1], float64, float64[::1], float64[::1])",
+         "void(float64[:, ::1], float64[::1], float64, float64[::1], float64[::1])"])
+def member_sums_max(W, a, two, u, h):
+    """For a block of rows j against the k members (W = E_S E_block^T, (k, m), one row per member):
+    u_j = sum_i W_ij (float64; u = E v_S on the block) and h_j = max_i (a_i + two W_ij), so that the
+    best 1-swap gain with row j entering is b_j + h_j. A member at a time, vectorized over j: one
+    pass over W, no (m, k) temporaries."""
+    k, m = W.shape
+    w = W[0]
+    a0 = a[0]
+    for j in range(m):
+        x = np.float64(w[j])
+        u[j] = x
+        h[j] = a0 + two * x
+    for i in range(1, k):
+        w = W[i]
+        ai = a[i]
+        for j in range(m):
+            x = np.float64(w[j])
+            u[j] += x
+            v = ai + two * x
+            y = h[j]
+            h[j] = v if v > y else y

@@ -174,3 +174,15 @@ def test_tests_pass_without_jit():
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
                           "-k", "not without_jit and not import_compiles"], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-2000:]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_member_sums_max_is_the_column_sums_and_the_best_member_term(dtype):
+    rng = np.random.default_rng(3)
+    W = rng.uniform(-1, 1, (7, 53)).astype(dtype)
+    a = rng.normal(size=7)
+    u, h = np.empty(53), np.empty(53)
+    gains.member_sums_max(W, a, 1.4, u, h)
+    W64 = W.astype(np.float64)
+    np.testing.assert_allclose(u, W64.sum(0), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(h, (a[:, None] + 1.4 * W64).max(0))
