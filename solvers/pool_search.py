@@ -149,13 +149,20 @@ def choose_pool(st: PoolState) -> None:
         # does (rank correlation >= guide_correlation on a seeded sample of guide_sample rows, as
         # candidate_pools.relevance_misleads); else the pool interleaves both, with
         # guided_pool_size rows
-        sample = st.sample = np.sort(np.random.default_rng(cfg.seed).choice(n, min(n, cfg.guide_sample), replace=False))
-        v = (st.E[sample].mean(0, dtype=np.float64) * k).astype(st.E.dtype)
-        u = _mv(st.E[sample], v).astype(np.float64)
-        b = swap_terms(st.lin_all[sample], u, st.theta)[0]
+        m = min(n, cfg.guide_sample)
+        whole = m == n  # the sample is every row (a retriever's top-n): no copy, and its b is the pool's
+        sample = st.sample = np.arange(n) if whole else np.sort(np.random.default_rng(cfg.seed).choice(n, m, replace=False))
+        ES = st.E if whole else st.E[sample]
+        v = np.empty(ES.shape[1])
+        gains.column_sums(ES, v)
+        v = (v / m * k).astype(st.E.dtype)  # k times the mean row (in float64, as ES.mean(0, dtype=float64))
+        b = swap_terms(st.lin_all[sample], _mv(ES, v).astype(np.float64), st.theta)[0]
         st.guided = bool(rank_correlation(b, st.c[sample]) < cfg.guide_correlation)
         # b_j at the mean row over the whole pool: one pass, only where relevance misleads
-        st.b_mean = swap_terms(st.lin_all, _mv(st.E, v).astype(np.float64), st.theta)[0] if st.guided else st.c
+        if st.guided:
+            st.b_mean = b if whole else swap_terms(st.lin_all, _mv(st.E, v).astype(np.float64), st.theta)[0]
+        else:
+            st.b_mean = st.c
         st.passes += int(st.guided)
         p = min(cfg.guided_pool_size, n) if st.guided else cfg.pool_size
         st.P = _interleave([], [st.b_mean, st.c], p) if st.guided else _top(st.c, p)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .jit import kernel
 
-__all__ = ["fill_u", "set_f", "apply_swap", "enter_term", "leave_term", "member_sums_max"]
+__all__ = ["fill_u", "set_f", "apply_swap", "enter_term", "leave_term", "member_sums_max", "column_sums"]
 
 
 @kernel("void(float64[:, ::1], int64[::1], float64[::1])")
@@ -88,3 +88,16 @@ def member_sums_max(W, a, two, u, h):
             v = ai + two * x
             y = h[j]
             h[j] = v if v > y else y
+
+
+@kernel(["void(float32[:, ::1], float64[::1])", "void(float64[:, ::1], float64[::1])"])
+def column_sums(X, out):
+    """out = X^T 1 in float64, the rows added in order (numpy's ``X.sum(0, dtype=np.float64)``, the
+    same additions in the same order), vectorized over the columns."""
+    n, d = X.shape
+    for j in range(d):
+        out[j] = 0.0
+    for i in range(n):
+        x = X[i]
+        for j in range(d):
+            out[j] += np.float64(x[j])

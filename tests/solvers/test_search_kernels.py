@@ -186,3 +186,11 @@ def test_member_sums_max_is_the_column_sums_and_the_best_member_term(dtype):
     W64 = W.astype(np.float64)
     np.testing.assert_allclose(u, W64.sum(0), rtol=0, atol=1e-12)
     np.testing.assert_array_equal(h, (a[:, None] + 1.4 * W64).max(0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_column_sums_are_numpys_float64_sums(dtype):
+    X = np.random.default_rng(4).standard_normal((300, 17)).astype(dtype)
+    out = np.empty(17)
+    gains.column_sums(X, out)
+    np.testing.assert_allclose(out, X.sum(0, dtype=np.float64), rtol=1e-15, atol=0)
