@@ -25,9 +25,9 @@ import numpy as np
 
 from .gains import fill_u, set_f
 from .jit import kernel
-from .moves import tabu_mark
+from .moves import tabu_mark, tabu_start
 
-__all__ = ["fill_rows", "row_scratch", "row_best_swap", "row_local_search", "row_tabu_walk", "local_searches", "tabu_walks"]
+__all__ = ["fill_rows", "row_scratch", "load_set", "row_best_swap", "row_local_search", "row_tabu_walk", "local_searches", "tabu_walks"]
 
 _G = "float64[:, ::1], float64[::1], float64"  # G, lin, one
 _SET = "int64[::1], float64[::1], boolean[::1]"  # S, u, inS
@@ -202,21 +202,14 @@ def row_local_search(G, lin, one, S, u, inS, tol, max_moves):
     return moves
 
 
-@kernel(f"float64({_G}, {_SET}, int64, int64, int64, float64, int64[::1])", uses=(row_best_swap, row_scratch, _swap, set_f, tabu_mark))
+@kernel(f"float64({_G}, {_SET}, int64, int64, int64, float64, int64[::1])", uses=(row_best_swap, row_scratch, _swap, tabu_start, tabu_mark))
 def row_tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     """A 1-swap tabu walk of ``iters`` steps from S, the walk of :func:`.moves.tabu_walk` (same
     moves, tenures and aspiration): the best set seen is written to ``best`` (k,) and its f
     returned; S, u, inS end at the last step."""
-    k = S.shape[0]
-    p = G.shape[0]
     R, diag, a, b, m, m2, order = row_scratch(G, S)
-    until_in = np.zeros(p, dtype=np.int64)
-    until_out = np.zeros(p, dtype=np.int64)
-    out = np.empty(2, dtype=np.int64)
-    f = set_f(G, lin, one, S)
+    until_in, until_out, out, f = tabu_start(G, lin, one, S, best)
     f_best = f
-    for q in range(k):
-        best[q] = S[q]
     for step in range(1, iters + 1):
         g = row_best_swap(G, lin, one, S, u, inS, R, diag, a, b, m, m2, order, until_in, until_out, step,
                           f_best - f + tol, out)
@@ -230,7 +223,17 @@ def row_tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, bes
     return f_best
 
 
-@kernel(f"void({_G}, int64[:, ::1], float64, int64, float64[::1])", uses=(fill_u, row_local_search, set_f))
+@kernel("void(float64[:, ::1], int64[:, ::1], int64, int64[::1], float64[::1], boolean[::1])", uses=(fill_u,))
+def load_set(G, sets, r, S, u, inS):
+    """S = sets[r], its rows marked in inS (clear before) and u = G[:, S] 1: the state a fused kernel's
+    search starts from."""
+    for q in range(S.shape[0]):
+        S[q] = sets[r, q]
+        inS[S[q]] = True
+    fill_u(G, S, u)
+
+
+@kernel(f"void({_G}, int64[:, ::1], float64, int64, float64[::1])", uses=(load_set, row_local_search, set_f))
 def local_searches(G, lin, one, sets, tol, max_moves, f):
     """Each row of ``sets`` (r, k) ended by best-improvement 1-swaps (:func:`row_local_search`), in
     place; f (r,) = f of each set after its search."""
@@ -240,10 +243,7 @@ def local_searches(G, lin, one, sets, tol, max_moves, f):
     inS = np.zeros(p, dtype=np.bool_)
     S = np.empty(k, dtype=np.int64)
     for r in range(sets.shape[0]):
-        for q in range(k):
-            S[q] = sets[r, q]
-            inS[S[q]] = True
-        fill_u(G, S, u)
+        load_set(G, sets, r, S, u, inS)
         row_local_search(G, lin, one, S, u, inS, tol, max_moves)
         for q in range(k):
             sets[r, q] = S[q]
@@ -252,7 +252,7 @@ def local_searches(G, lin, one, sets, tol, max_moves, f):
 
 
 @kernel(f"void({_G}, int64[:, ::1], int64, int64, int64, float64, int64, int64[:, ::1], float64[::1])",
-        uses=(fill_u, row_tabu_walk, row_local_search, set_f))
+        uses=(fill_u, load_set, row_tabu_walk, row_local_search, set_f))
 def tabu_walks(G, lin, one, starts, iters, tenure_in, tenure_out, tol, max_moves, found, f):
     """A tabu walk (:func:`row_tabu_walk`) from each row of ``starts`` (w, k), each walk's best set
     ended by best-improvement 1-swaps (at most ``max_moves``): found[r] = that set, f[r] = its f."""
@@ -263,10 +263,7 @@ def tabu_walks(G, lin, one, starts, iters, tenure_in, tenure_out, tol, max_moves
     S = np.empty(k, dtype=np.int64)
     T = np.empty(k, dtype=np.int64)
     for r in range(starts.shape[0]):
-        for q in range(k):
-            S[q] = starts[r, q]
-            inS[S[q]] = True
-        fill_u(G, S, u)
+        load_set(G, starts, r, S, u, inS)
         row_tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, T)
         for q in range(k):
             inS[S[q]] = False
