@@ -11,7 +11,7 @@ import numpy as np
 
 from .jit import kernel
 
-__all__ = ["fill_u", "set_f", "apply_swap", "enter_term", "leave_term", "member_sums_max", "column_sums"]
+__all__ = ["fill_u", "set_f", "apply_swap", "enter_term", "leave_term", "member_sums_max", "column_sums", "symmetric_from_lower"]
 
 
 @kernel("void(float64[:, ::1], int64[::1], float64[::1])")
@@ -101,3 +101,22 @@ def column_sums(X, out):
         x = X[i]
         for j in range(d):
             out[j] += np.float64(x[j])
+
+
+@kernel(["void(float32[:, ::1], float64[:, ::1])", "void(float64[:, ::1], float64[:, ::1])"])
+def symmetric_from_lower(L, G):
+    """G (float64) = the symmetric matrix whose lower triangle (diagonal included) is L's, in 64 x 64
+    tiles (a syrk product gives one triangle: the other is its transpose, written tile by tile so
+    that the transposed writes stay in the cache)."""
+    n = L.shape[0]
+    bs = 64
+    for r0 in range(0, n, bs):
+        r1 = min(n, r0 + bs)
+        for c0 in range(0, r1, bs):
+            c1 = min(n, c0 + bs)
+            for r in range(r0, r1):
+                for c in range(c0, min(c1, r + 1)):
+                    G[r, c] = np.float64(L[r, c])
+            for c in range(c0, c1):
+                for r in range(max(r0, c), r1):
+                    G[c, r] = G[r, c]

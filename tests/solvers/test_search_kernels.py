@@ -194,3 +194,14 @@ def test_column_sums_are_numpys_float64_sums(dtype):
     out = np.empty(17)
     gains.column_sums(X, out)
     np.testing.assert_allclose(out, X.sum(0, dtype=np.float64), rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 63, 64, 130])
+def test_symmetric_from_lower_mirrors_the_lower_triangle(dtype, n):
+    L = np.tril(np.random.default_rng(n).standard_normal((n, n))).astype(dtype)
+    L += np.triu(np.full((n, n), np.nan, dtype=dtype), 1)  # the upper part is never read
+    G = np.empty((n, n))
+    gains.symmetric_from_lower(np.ascontiguousarray(L), G)
+    low = np.tril(np.nan_to_num(L)).astype(np.float64)
+    np.testing.assert_array_equal(G, low + np.tril(low, -1).T)
