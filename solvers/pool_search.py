@@ -138,9 +138,10 @@ _BLAS = None  # threadpoolctl's controller of the BLAS libraries (found once, on
 
 
 def _syrk(A: np.ndarray) -> np.ndarray:
-    """A A^T in float64 from one BLAS syrk in A's precision (half a GEMM's products: with the mirror, 0.70x the time of
-    torch's GEMM and its float64 copy at 800 x 384 float32, whose values it matched there to the bit), mirrored by
-    kernels.gains.symmetric_from_lower; on torch's thread count, as every BLAS call of a selection."""
+    """A A^T in float64 from one BLAS syrk in A's precision (half a GEMM's products), mirrored by
+    kernels.gains.symmetric_from_lower: with the mirror, 0.70x the time of torch's GEMM and its float64
+    copy at 800 x 384 float32, whose values it matched there to the bit. On torch's thread count, as
+    every BLAS call of a selection."""
     global _BLAS
     from scipy.linalg import blas
     from threadpoolctl import ThreadpoolController
