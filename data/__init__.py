@@ -24,7 +24,8 @@ from .hashing import fingerprint, path_digest
 from .integrity import CacheIntegrityError, CacheWarning
 from .chunking import PAPER_CHUNK_WORDS, chunk_texts, chunk_words
 from .embedded import EmbeddedDataset, unit_rows
-from .loaders import load_beir, load_ir_datasets, load_mini_wikipedia, load_npz, load_rgb, read_trec_qrels
+from .loaders import load_beir, load_ir_datasets, load_mini_wikipedia, load_rgb, read_trec_qrels
+from .npz_files import load_npz
 from .longbench import INFINITEBENCH_QA_TASKS, LONGBENCH_QA_TASKS, load_infinitebench_qa, load_longbench
 from .qa import load_asqa, load_passages, load_qampari
 from .science_qa import load_arc_da, load_openbookqa, load_sciq

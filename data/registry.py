@@ -46,7 +46,8 @@ from .dataset_names import BUILTIN_DATASETS, usage
 from .embedded import EmbeddedDataset, unit_rows
 from .hashing import fingerprint, path_digest, stable_hash
 from .integrity import CacheIntegrityError, discarded
-from .loaders import load_beir, load_ir_datasets, load_mini_wikipedia, load_npz, load_rgb, npz_memory
+from .loaders import load_beir, load_ir_datasets, load_mini_wikipedia, load_rgb
+from .npz_files import load_npz, npz_memory
 from .longbench import load_longbench
 from .qa import load_asqa, load_qampari
 from .science_qa import load_arc_da, load_openbookqa, load_sciq

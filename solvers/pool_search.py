@@ -7,7 +7,7 @@ One problem (one query, one theta) on a CPU pool, in the compiled kernels of
    ``pool_size`` rows that interleave the best by the swap score b_j at "k times the mean row"
    (the v of the paper's FW start x0 = (k/n) 1; :func:`divopt_rag.models.ccbqp.swap_terms}`)
    with the most relevant (two GEMVs over the pool; where relevance ranks the promising rows the
-   two lists agree). One BLAS product gives G = E_P E_P^T (:func:`gram`).
+   two lists agree). One BLAS syrk gives G = E_P E_P^T (:func:`gram`).
 2. :func:`starts` - the top-k rows, the CCBQP greedy and ``n_random`` seeded random sets, each
    ended by best-improvement 1-swaps (kernels.moves.local_search).
 3. :func:`search` - where the starts end in different local optima (a rugged pool), tabu walks
@@ -37,7 +37,7 @@ import torch
 
 from divopt_rag.models.ccbqp import linear_term, objective_scale, swap_terms
 
-from .kernels import moves, ms_moves, row_moves
+from .kernels import gains, moves, ms_moves, row_moves
 from .kernels.checks import check_array, check_pool, check_set
 from .kernels.moves import start as set_state
 from .candidate_pools import _rank_correlation as rank_correlation
@@ -54,8 +54,8 @@ __all__ = ["PoolState", "Certificate", "pool_search", "choose_pool", "gram", "st
 #: rows cost 5.5 s against 0.7 s). Both make the same moves.
 ROW_MOVES_MAX_K = 16
 
-#: Rows per block of a certificate's single pass (:func:`_compare_all`): a (block, k) float64 W
-#: of at most 16384 k entries stays in the cache hierarchy while the pool streams through.
+#: Rows per block of a certificate's single pass (:func:`_compare_all`): a (k, block) W of at most
+#: 16384 k entries of E's dtype stays in the cache hierarchy while the pool streams through.
 CERT_BLOCK = 16384
 
 
@@ -134,6 +134,28 @@ def _mv(A: np.ndarray, x: np.ndarray) -> np.ndarray:
     return torch.mv(torch.from_numpy(A), torch.from_numpy(x)).numpy()
 
 
+_BLAS = None  # threadpoolctl's controller of the BLAS libraries (found once, on the first Gram matrix)
+
+
+def _syrk(A: np.ndarray) -> np.ndarray:
+    """A A^T in float64 from one BLAS syrk in A's precision (half a GEMM's products), mirrored by
+    kernels.gains.symmetric_from_lower: with the mirror, 0.70x the time of torch's GEMM and its float64
+    copy at 800 x 384 float32, whose values it matched there to the bit. On torch's thread count, as
+    every BLAS call of a selection."""
+    global _BLAS
+    from scipy.linalg import blas
+    from threadpoolctl import ThreadpoolController
+
+    if _BLAS is None:
+        _BLAS = ThreadpoolController()
+    syrk = blas.ssyrk if A.dtype == np.float32 else blas.dsyrk
+    with _BLAS.limit(limits=torch.get_num_threads(), user_api="blas"):
+        C = syrk(1.0, A.T, trans=1)  # A^T is A's Fortran view: no copy; C's upper triangle (Fortran) = C.T's lower
+    G = np.empty((A.shape[0], A.shape[0]))
+    gains.symmetric_from_lower(C.T, G)
+    return G
+
+
 def _f(st: PoolState, S: np.ndarray) -> float:
     return float(moves.set_f(st.G, st.lin, st.one, S))
 
@@ -149,13 +171,20 @@ def choose_pool(st: PoolState) -> None:
         # does (rank correlation >= guide_correlation on a seeded sample of guide_sample rows, as
         # candidate_pools.relevance_misleads); else the pool interleaves both, with
         # guided_pool_size rows
-        sample = st.sample = np.sort(np.random.default_rng(cfg.seed).choice(n, min(n, cfg.guide_sample), replace=False))
-        v = (st.E[sample].mean(0, dtype=np.float64) * k).astype(st.E.dtype)
-        u = _mv(st.E[sample], v).astype(np.float64)
-        b = swap_terms(st.lin_all[sample], u, st.theta)[0]
+        m = min(n, cfg.guide_sample)
+        whole = m == n  # the sample is every row (a retriever's top-n): no copy, and its b is the pool's
+        sample = st.sample = np.arange(n) if whole else np.sort(np.random.default_rng(cfg.seed).choice(n, m, replace=False))
+        ES = st.E if whole else st.E[sample]
+        v = np.empty(ES.shape[1])
+        gains.column_sums(ES, v)
+        v = (v / m * k).astype(st.E.dtype)  # k times the mean row (in float64, as ES.mean(0, dtype=float64))
+        b = swap_terms(st.lin_all[sample], _mv(ES, v).astype(np.float64), st.theta)[0]
         st.guided = bool(rank_correlation(b, st.c[sample]) < cfg.guide_correlation)
         # b_j at the mean row over the whole pool: one pass, only where relevance misleads
-        st.b_mean = swap_terms(st.lin_all, _mv(st.E, v).astype(np.float64), st.theta)[0] if st.guided else st.c
+        if st.guided:
+            st.b_mean = b if whole else swap_terms(st.lin_all, _mv(st.E, v).astype(np.float64), st.theta)[0]
+        else:
+            st.b_mean = st.c
         st.passes += int(st.guided)
         p = min(cfg.guided_pool_size, n) if st.guided else cfg.pool_size
         st.P = _interleave([], [st.b_mean, st.c], p) if st.guided else _top(st.c, p)
@@ -203,11 +232,10 @@ def repool(st: PoolState, cert: Certificate) -> np.ndarray:
 
 
 def gram(st: PoolState, new: np.ndarray | None = None) -> None:
-    """G = E_P E_P^T (float64 from the pool's BLAS product); with ``new`` rows, P grows by them
-    and only the new blocks are computed."""
+    """G = E_P E_P^T (float64 from the pool's BLAS syrk, :func:`_syrk`); with ``new`` rows, P grows by
+    them and only the new blocks are computed."""
     if new is None:
-        EP = st.E[st.P]
-        st.G = _mm(EP, EP.T).astype(np.float64)
+        st.G = _syrk(st.E[st.P])
     elif new.size:
         p, m = st.P.size, new.size
         EN = st.E[new]
@@ -351,8 +379,10 @@ def certify(st: PoolState, rows: np.ndarray | None = None, tol: float | None = N
         b = swap_terms(st.lin_all, u, st.theta)[0]
         b[S] = -np.inf
         J = np.flatnonzero(b > -reach)
-        W = _mm(E[J], ES.T) if J.size else np.empty((0, k), dtype=E.dtype)
-        g = (b[J][:, None] + a[None, :] + 2.0 * one * W.astype(np.float64)).max(1) if J.size else np.empty(0)
+        h = np.empty(J.size)
+        if J.size:
+            gains.member_sums_max(_mm(ES, E[J].T), a, 2.0 * one, np.empty(J.size), h)
+        g = b[J] + h
     order = _top(g, max(cfg.near_rows, cfg.certificate_entrants, 1))  # best first, O(|J|) selection
     best = float(g[order[0]]) if g.size else -np.inf
     imp = order[g[order] > tol][: cfg.certificate_entrants]
@@ -376,19 +406,19 @@ def _dense(st: PoolState, v: np.ndarray, reach: float) -> bool:
 
 
 def _compare_all(st: PoolState, S: np.ndarray, ES: np.ndarray, a: np.ndarray, reach: float):
-    """(u, J, g): one pass over E in blocks of ``CERT_BLOCK`` rows, W = E_block E_S^T; u is W's
-    row sums, g_j = max_i Delta(i, j) over the kept rows J (members excluded)."""
+    """(u, J, g): one pass over E in blocks of ``CERT_BLOCK`` rows, W = E_S E_block^T (k, block: a
+    member per row, so that kernels.gains.member_sums_max reads it once, vectorized over the rows);
+    u is W's column sums, g_j = max_i Delta(i, j) over the kept rows J (members excluded)."""
     E, one = st.E, st.one
     n = E.shape[0]
-    u, g = np.empty(n), np.full(n, -np.inf)
+    u, g = np.empty(n), np.empty(n)
     keep = np.zeros(n, dtype=np.bool_)
     for s in range(0, n, CERT_BLOCK):
         e = min(n, s + CERT_BLOCK)
-        W = _mm(E[s:e], ES.T).astype(np.float64)
-        u[s:e] = W.sum(1)
+        gains.member_sums_max(_mm(ES, E[s:e].T), a, 2.0 * one, u[s:e], g[s:e])
         b = swap_terms(st.lin_all[s:e], u[s:e], st.theta)[0]
         keep[s:e] = b > -reach
-        g[s:e] = (b[:, None] + a[None, :] + 2.0 * one * W).max(1)
+        g[s:e] += b
     keep[S] = False
     J = np.flatnonzero(keep)
     return u, J, g[J]

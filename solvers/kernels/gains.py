@@ -11,7 +11,7 @@ import numpy as np
 
 from .jit import kernel
 
-__all__ = ["fill_u", "set_f", "apply_swap", "enter_term", "leave_term"]
+__all__ = ["fill_u", "set_f", "apply_swap", "enter_term", "leave_term", "member_sums_max", "column_sums", "symmetric_from_lower"]
 
 
 @kernel("void(float64[:, ::1], int64[::1], float64[::1])")
@@ -63,3 +63,60 @@ def apply_swap(G, S, u, inS, pos, j):
     inS[i] = False
     inS[j] = True
     S[pos] = j
+
+
+@kernel(["void(float32[:, ::1], float64[::1], float64, float64[::1], float64[::1])",
+         "void(float64[:, ::1], float64[::1], float64, float64[::1], float64[::1])"])
+def member_sums_max(W, a, two, u, h):
+    """For a block of rows j against the k members (W = E_S E_block^T, (k, m), one row per member):
+    u_j = sum_i W_ij (float64; u = E v_S on the block) and h_j = max_i (a_i + two W_ij), so that the
+    best 1-swap gain with row j entering is b_j + h_j. A member at a time, vectorized over j: one
+    pass over W, no (m, k) temporaries."""
+    k, m = W.shape
+    w = W[0]
+    a0 = a[0]
+    for j in range(m):
+        x = np.float64(w[j])
+        u[j] = x
+        h[j] = a0 + two * x
+    for i in range(1, k):
+        w = W[i]
+        ai = a[i]
+        for j in range(m):
+            x = np.float64(w[j])
+            u[j] += x
+            v = ai + two * x
+            y = h[j]
+            h[j] = v if v > y else y
+
+
+@kernel(["void(float32[:, ::1], float64[::1])", "void(float64[:, ::1], float64[::1])"])
+def column_sums(X, out):
+    """out = X^T 1 in float64, the rows added in order (numpy's ``X.sum(0, dtype=np.float64)``, the
+    same additions in the same order), vectorized over the columns."""
+    n, d = X.shape
+    for j in range(d):
+        out[j] = 0.0
+    for i in range(n):
+        x = X[i]
+        for j in range(d):
+            out[j] += np.float64(x[j])
+
+
+@kernel(["void(float32[:, ::1], float64[:, ::1])", "void(float64[:, ::1], float64[:, ::1])"])
+def symmetric_from_lower(L, G):
+    """G (float64) = the symmetric matrix whose lower triangle (diagonal included) is L's, in 64 x 64
+    tiles (a syrk product gives one triangle: the other is its transpose, written tile by tile so
+    that the transposed writes stay in the cache)."""
+    n = L.shape[0]
+    bs = 64
+    for r0 in range(0, n, bs):
+        r1 = min(n, r0 + bs)
+        for c0 in range(0, r1, bs):
+            c1 = min(n, c0 + bs)
+            for r in range(r0, r1):
+                for c in range(c0, min(c1, r + 1)):
+                    G[r, c] = np.float64(L[r, c])
+            for c in range(c0, c1):
+                for r in range(max(r0, c), r1):
+                    G[c, r] = G[r, c]

@@ -17,10 +17,11 @@ def compiled() -> list[str]:
     return sorted(_COMPILED)
 
 
-def kernel(signature: str, uses: tuple[Callable, ...] = ()) -> Callable[[Callable], Callable]:
+def kernel(signature: str | list[str], uses: tuple[Callable, ...] = ()) -> Callable[[Callable], Callable]:
     """Decorator: the function, compiled by ``numba.njit(signature, cache=True, nogil=True)`` on
-    its first call. ``uses``: the kernels it calls (each compiled first and handed to it under its
-    own name, since compiled code can only call compiled code). The wrapper keeps the Python
+    its first call (a list of signatures: one version each, e.g. for float32 and float64 rows).
+    ``uses``: the kernels it calls (each compiled first and handed to it under its own name, since
+    compiled code can only call compiled code). The wrapper keeps the Python
     function as ``py_func``; under ``NUMBA_DISABLE_JIT=1`` numba runs that function itself."""
 
     def wrap(py: Callable) -> Callable:

@@ -15,7 +15,7 @@ from .gains import apply_swap, enter_term, fill_u, leave_term, set_f
 from .jit import kernel
 from .rng import below
 
-__all__ = ["greedy", "fill_columns", "swap_column", "best_swap", "search_scratch", "local_search", "tabu_walk", "keep_largest", "perturb", "random_set"]
+__all__ = ["greedy", "fill_columns", "swap_column", "best_swap", "search_scratch", "local_search", "tabu_start", "tabu_mark", "tabu_walk", "keep_largest", "perturb", "random_set"]
 
 _G = "float64[:, ::1], float64[::1], float64"  # G, lin, one
 _SET = "int64[::1], float64[::1], boolean[::1]"  # S, u, inS
@@ -179,23 +179,42 @@ def local_search(G, lin, one, S, u, inS, tol, max_moves):
     return moves
 
 
+@kernel("Tuple((int64[::1], int64[::1], int64[::1], float64))(float64[:, ::1], float64[::1], float64, int64[::1], "
+        "int64[::1])", uses=(set_f,))
+def tabu_start(G, lin, one, S, best):
+    """A tabu walk's state at its start from S: (until_in, until_out (p,) zeros: nothing barred, out
+    (2,) for the moves, f(S)); ``best`` = S, the best set seen."""
+    p = G.shape[0]
+    for q in range(S.shape[0]):
+        best[q] = S[q]
+    return np.zeros(p, dtype=np.int64), np.zeros(p, dtype=np.int64), np.empty(2, dtype=np.int64), set_f(G, lin, one, S)
+
+
+@kernel("float64(int64[::1], int64[::1], int64[::1], int64[::1], int64, int64, int64, int64, int64, float64, float64, "
+        "float64)")
+def tabu_mark(S, best, until_in, until_out, i, j, step, tenure_in, tenure_out, f, f_best, tol):
+    """A tabu step's bookkeeping after row i left and row j entered S at ``step`` (f: S's new value):
+    i may not re-enter and j may not leave for their tenures; S is copied to ``best`` when it beats
+    the best f seen by more than tol. Returns the best f seen."""
+    until_in[i] = step + tenure_in + 1
+    until_out[j] = step + tenure_out + 1
+    if f > f_best + tol:
+        for q in range(S.shape[0]):
+            best[q] = S[q]
+        return f
+    return f_best
+
+
 @kernel(f"float64({_G}, {_SET}, int64, int64, int64, float64, int64[::1])",
-        uses=(best_swap, apply_swap, set_f, search_scratch, swap_column))
+        uses=(best_swap, apply_swap, search_scratch, swap_column, tabu_start, tabu_mark))
 def tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     """A 1-swap tabu walk of ``iters`` steps from S: each step takes the best allowed swap, gaining
     or not; a row that left may not re-enter for ``tenure_in`` steps, a row that entered may not
     leave for ``tenure_out`` steps, unless the swap beats the best f seen by more than tol. The
     best set seen is written to ``best`` (k,) and its f returned; S, u, inS end at the last step."""
-    k = S.shape[0]
-    p = G.shape[0]
     a, GS, top, diag = search_scratch(G, S)
-    until_in = np.zeros(p, dtype=np.int64)
-    until_out = np.zeros(p, dtype=np.int64)
-    out = np.empty(2, dtype=np.int64)
-    f = set_f(G, lin, one, S)
+    until_in, until_out, out, f = tabu_start(G, lin, one, S, best)
     f_best = f
-    for q in range(k):
-        best[q] = S[q]
     for step in range(1, iters + 1):
         g = best_swap(G, lin, one, S, u, inS, GS, top, diag, a, until_in, until_out, step, f_best - f + tol, out)
         if out[0] < 0:
@@ -204,13 +223,8 @@ def tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
         j = out[1]
         apply_swap(G, S, u, inS, out[0], j)
         swap_column(G, GS, top, out[0], j)
-        until_in[i] = step + tenure_in + 1
-        until_out[j] = step + tenure_out + 1
         f += g
-        if f > f_best + tol:
-            f_best = f
-            for q in range(k):
-                best[q] = S[q]
+        f_best = tabu_mark(S, best, until_in, until_out, i, j, step, tenure_in, tenure_out, f, f_best, tol)
     return f_best
 
 

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .gains import apply_swap, fill_u, set_f
+from .gains import fill_u, set_f
 from .jit import kernel
+from .moves import tabu_mark, tabu_start
 
-__all__ = ["fill_rows", "row_scratch", "row_best_swap", "row_local_search", "row_tabu_walk", "local_searches", "tabu_walks"]
+__all__ = ["fill_rows", "row_scratch", "load_set", "row_best_swap", "row_local_search", "row_tabu_walk", "local_searches", "tabu_walks"]
 
 _G = "float64[:, ::1], float64[::1], float64"  # G, lin, one
 _SET = "int64[::1], float64[::1], boolean[::1]"  # S, u, inS
@@ -42,14 +43,38 @@ def fill_rows(G, S, R):
             R[q, j] = row[j]
 
 
+@kernel("void(float64[::1], float64[:, ::1], float64, int64, float64[::1])")
+def first_row(a, R, two, q, m):
+    """m_j = a_q + two R[q, j]."""
+    r = R[q]
+    aq = a[q]
+    for j in range(R.shape[1]):
+        m[j] = aq + two * r[j]
+
+
+@kernel("void(float64[::1], float64[:, ::1], float64, int64[::1], int64, int64, float64[::1])")
+def max_rows(a, R, two, order, lo, hi, m):
+    """m_j = max(m_j, max_t a_q + two R[q, j]) over the members q = order[t], lo <= t < hi (a member at a
+    time, vectorized over j)."""
+    p = R.shape[1]
+    for t in range(lo, hi):
+        q = order[t]
+        aq = a[q]
+        r = R[q]
+        for j in range(p):
+            v = aq + two * r[j]
+            x = m[j]
+            m[j] = v if v > x else x
+
+
 @kernel(f"float64({_G}, {_SET}, float64[:, ::1], float64[::1], float64[::1], float64[::1], float64[::1], "
-        "float64[::1], int64[::1], int64[::1], int64, float64, int64[::1])")
-def row_best_swap(G, lin, one, S, u, inS, R, diag, a, b, m, m2, until_in, until_out, step, aspire, out):
+        "float64[::1], int64[::1], int64[::1], int64[::1], int64, float64, int64[::1])", uses=(first_row, max_rows))
+def row_best_swap(G, lin, one, S, u, inS, R, diag, a, b, m, m2, order, until_in, until_out, step, aspire, out):
     """The best 1-swap of S (:func:`.moves.best_swap`'s contract and ties): returns its gain and
     writes (member position, entering row) to out; (-inf, (-1, -1)) when every swap is barred.
     R = G[S, :] (:func:`fill_rows`), diag = the diagonal of G. A row j with until_in[j] > step may
     not enter, a member i with until_out[i] > step may not leave, unless the swap gains more than
-    ``aspire``. Scratch: a (2k,), b, m, m2 (p,)."""
+    ``aspire``. Scratch: a (2k,), b, m, m2 (p,), order (k,) int64."""
     k = S.shape[0]
     p = G.shape[0]
     two = 2.0 * one
@@ -64,28 +89,32 @@ def row_best_swap(G, lin, one, S, u, inS, R, diag, a, b, m, m2, until_in, until_
             a[k + q] = a[q]
     for j in range(p):
         b[j] = lin[j] - one * (2.0 * u[j] + diag[j] - 1.0)  # enter_term
-    # m_j = max_q a_q + two R[q, j], a member at a time (vectorized over j)
-    aq = a[0]
-    r = R[0]
-    for j in range(p):
-        m[j] = aq + two * r[j]
-    for q in range(1, k):
-        aq = a[q]
-        r = R[q]
-        for j in range(p):
-            v = aq + two * r[j]
-            m[j] = max(m[j], v)
+    # m2_j over the members allowed to leave, then m_j = max(m2_j, the barred members' terms): each
+    # member's row is read once (a tabu step bars up to tenure_out + 1 members; a pass for m and
+    # another for m2 read R twice), a member at a time (max_rows)
+    na = 0
+    for q in range(k):  # order: the allowed members' positions, then the barred ones'
+        if a[k + q] != -np.inf:
+            order[na] = q
+            na += 1
+    nb = na
+    for q in range(k):
+        if a[k + q] == -np.inf:
+            order[nb] = q
+            nb += 1
     if barred_any:
-        aq = a[k]
-        r = R[0]
-        for j in range(p):
-            m2[j] = aq + two * r[j]
-        for q in range(1, k):
-            aq = a[k + q]
-            r = R[q]
+        if na > 0:
+            first_row(a, R, two, order[0], m2)
+            max_rows(a, R, two, order, 1, na, m2)
+        else:  # every member barred
             for j in range(p):
-                v = aq + two * r[j]
-                m2[j] = max(m2[j], v)
+                m2[j] = -np.inf
+        for j in range(p):
+            m[j] = m2[j]
+        max_rows(a, R, two, order, na, k, m)
+    else:
+        first_row(a, R, two, 0, m)
+        max_rows(a, R, two, order, 1, k, m)
     # the row of largest b_j first (its ties to the lowest row), then the rows in order
     j0, b0 = -1, -np.inf
     for j in range(p):
@@ -123,11 +152,11 @@ def row_best_swap(G, lin, one, S, u, inS, R, diag, a, b, m, m2, until_in, until_
     return best
 
 
-@kernel("Tuple((float64[:, ::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[::1]))"
+@kernel("Tuple((float64[:, ::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], int64[::1]))"
         "(float64[:, ::1], int64[::1])", uses=(fill_rows,))
 def row_scratch(G, S):
     """The scratch of a member-row search from S (:func:`row_best_swap`'s arrays), allocated once per
-    call: (R = G[S, :] (k, p), diag = the diagonal of G (p,), a (2k,), b, m, m2 (p,))."""
+    call: (R = G[S, :] (k, p), diag = the diagonal of G (p,), a (2k,), b, m, m2 (p,), order (k,))."""
     k = S.shape[0]
     p = G.shape[0]
     R = np.empty((k, p))
@@ -135,16 +164,23 @@ def row_scratch(G, S):
     diag = np.empty(p)
     for j in range(p):
         diag[j] = G[j, j]
-    return R, diag, np.empty(2 * k), np.empty(p), np.empty(p), np.empty(p)
+    return R, diag, np.empty(2 * k), np.empty(p), np.empty(p), np.empty(p), np.empty(k, dtype=np.int64)
 
 
-@kernel(f"void(float64[:, ::1], {_SET}, float64[:, ::1], int64, int64)", uses=(apply_swap,))
+@kernel(f"void(float64[:, ::1], {_SET}, float64[:, ::1], int64, int64)")
 def _swap(G, S, u, inS, R, pos, j):
-    """Member S[pos] leaves, row j enters: S, u, inS and R's row pos updated."""
-    apply_swap(G, S, u, inS, pos, j)
-    row = G[j]
+    """Member S[pos] leaves, row j enters: S, u, inS and R's row pos updated (the update of
+    :func:`.gains.apply_swap`, u += G_j - G_i, in one pass that reads the leaving row from R and
+    copies G_j into its place)."""
+    rj = G[j]
+    r = R[pos]
     for t in range(G.shape[0]):
-        R[pos, t] = row[t]
+        x = rj[t]
+        u[t] += x - r[t]
+        r[t] = x
+    inS[S[pos]] = False
+    inS[j] = True
+    S[pos] = j
 
 
 @kernel(f"int64({_G}, {_SET}, float64, int64)", uses=(row_best_swap, row_scratch, _swap))
@@ -153,12 +189,12 @@ def row_local_search(G, lin, one, S, u, inS, tol, max_moves):
     :func:`.moves.local_search`; returns the moves made. u and inS must be S's (:func:`.moves.start`)."""
     p = G.shape[0]
     k = S.shape[0]
-    R, diag, a, b, m, m2 = row_scratch(G, S)
+    R, diag, a, b, m, m2, order = row_scratch(G, S)
     free = np.zeros(p, dtype=np.int64)
     out = np.empty(2, dtype=np.int64)
     moves = 0
     while moves < max_moves:
-        g = row_best_swap(G, lin, one, S, u, inS, R, diag, a, b, m, m2, free, free, 0, np.inf, out)
+        g = row_best_swap(G, lin, one, S, u, inS, R, diag, a, b, m, m2, order, free, free, 0, np.inf, out)
         if not g > tol:
             break
         _swap(G, S, u, inS, R, out[0], out[1])
@@ -166,40 +202,38 @@ def row_local_search(G, lin, one, S, u, inS, tol, max_moves):
     return moves
 
 
-@kernel(f"float64({_G}, {_SET}, int64, int64, int64, float64, int64[::1])", uses=(row_best_swap, row_scratch, _swap, set_f))
+@kernel(f"float64({_G}, {_SET}, int64, int64, int64, float64, int64[::1])", uses=(row_best_swap, row_scratch, _swap, tabu_start, tabu_mark))
 def row_tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, best):
     """A 1-swap tabu walk of ``iters`` steps from S, the walk of :func:`.moves.tabu_walk` (same
     moves, tenures and aspiration): the best set seen is written to ``best`` (k,) and its f
     returned; S, u, inS end at the last step."""
-    k = S.shape[0]
-    p = G.shape[0]
-    R, diag, a, b, m, m2 = row_scratch(G, S)
-    until_in = np.zeros(p, dtype=np.int64)
-    until_out = np.zeros(p, dtype=np.int64)
-    out = np.empty(2, dtype=np.int64)
-    f = set_f(G, lin, one, S)
+    R, diag, a, b, m, m2, order = row_scratch(G, S)
+    until_in, until_out, out, f = tabu_start(G, lin, one, S, best)
     f_best = f
-    for q in range(k):
-        best[q] = S[q]
     for step in range(1, iters + 1):
-        g = row_best_swap(G, lin, one, S, u, inS, R, diag, a, b, m, m2, until_in, until_out, step,
+        g = row_best_swap(G, lin, one, S, u, inS, R, diag, a, b, m, m2, order, until_in, until_out, step,
                           f_best - f + tol, out)
         if out[0] < 0:
             break
         i = S[out[0]]
         j = out[1]
         _swap(G, S, u, inS, R, out[0], j)
-        until_in[i] = step + tenure_in + 1
-        until_out[j] = step + tenure_out + 1
         f += g
-        if f > f_best + tol:
-            f_best = f
-            for q in range(k):
-                best[q] = S[q]
+        f_best = tabu_mark(S, best, until_in, until_out, i, j, step, tenure_in, tenure_out, f, f_best, tol)
     return f_best
 
 
-@kernel(f"void({_G}, int64[:, ::1], float64, int64, float64[::1])", uses=(fill_u, row_local_search, set_f))
+@kernel("void(float64[:, ::1], int64[:, ::1], int64, int64[::1], float64[::1], boolean[::1])", uses=(fill_u,))
+def load_set(G, sets, r, S, u, inS):
+    """S = sets[r], its rows marked in inS (clear before) and u = G[:, S] 1: the state a fused kernel's
+    search starts from."""
+    for q in range(S.shape[0]):
+        S[q] = sets[r, q]
+        inS[S[q]] = True
+    fill_u(G, S, u)
+
+
+@kernel(f"void({_G}, int64[:, ::1], float64, int64, float64[::1])", uses=(load_set, row_local_search, set_f))
 def local_searches(G, lin, one, sets, tol, max_moves, f):
     """Each row of ``sets`` (r, k) ended by best-improvement 1-swaps (:func:`row_local_search`), in
     place; f (r,) = f of each set after its search."""
@@ -209,10 +243,7 @@ def local_searches(G, lin, one, sets, tol, max_moves, f):
     inS = np.zeros(p, dtype=np.bool_)
     S = np.empty(k, dtype=np.int64)
     for r in range(sets.shape[0]):
-        for q in range(k):
-            S[q] = sets[r, q]
-            inS[S[q]] = True
-        fill_u(G, S, u)
+        load_set(G, sets, r, S, u, inS)
         row_local_search(G, lin, one, S, u, inS, tol, max_moves)
         for q in range(k):
             sets[r, q] = S[q]
@@ -221,7 +252,7 @@ def local_searches(G, lin, one, sets, tol, max_moves, f):
 
 
 @kernel(f"void({_G}, int64[:, ::1], int64, int64, int64, float64, int64, int64[:, ::1], float64[::1])",
-        uses=(fill_u, row_tabu_walk, row_local_search, set_f))
+        uses=(fill_u, load_set, row_tabu_walk, row_local_search, set_f))
 def tabu_walks(G, lin, one, starts, iters, tenure_in, tenure_out, tol, max_moves, found, f):
     """A tabu walk (:func:`row_tabu_walk`) from each row of ``starts`` (w, k), each walk's best set
     ended by best-improvement 1-swaps (at most ``max_moves``): found[r] = that set, f[r] = its f."""
@@ -232,10 +263,7 @@ def tabu_walks(G, lin, one, starts, iters, tenure_in, tenure_out, tol, max_moves
     S = np.empty(k, dtype=np.int64)
     T = np.empty(k, dtype=np.int64)
     for r in range(starts.shape[0]):
-        for q in range(k):
-            S[q] = starts[r, q]
-            inS[S[q]] = True
-        fill_u(G, S, u)
+        load_set(G, starts, r, S, u, inS)
         row_tabu_walk(G, lin, one, S, u, inS, iters, tenure_in, tenure_out, tol, T)
         for q in range(k):
             inS[S[q]] = False

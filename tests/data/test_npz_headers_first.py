@@ -2,7 +2,7 @@
 
 An npz whose ``E`` header claims (2e8, 384) was an internal MemoryError (286 GiB asked); a
 complex64 ``E`` was cast with a warning and exit 0. The shapes and dtypes are now read from the
-``.npy`` headers inside the zip (:func:`divopt_rag.data.loaders.npz_headers`); a size the machine
+``.npy`` headers inside the zip (:func:`divopt_rag.data.npz_files.npz_headers`); a size the machine
 cannot hold and a dtype that is not real are each exit 2 in one line naming the file.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from divopt_rag.data.dataset import DataFormatError
-from divopt_rag.data.loaders import load_npz, npz_headers
+from divopt_rag.data.npz_files import load_npz, npz_headers
 from divopt_rag.experiments.cli import main as cli
 
 

@@ -119,3 +119,12 @@ def test_cert_holds_for_needs_the_same_rows_and_a_holding_gain():
     assert cert.holds_for(np.array([2, 0]), 1e-9)
     assert not cert.holds_for(np.array([0, 1]), 1e-9)
     assert not dataclasses.replace(cert, best_gain=1e-3).holds_for(np.array([0, 2]), 1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_pool_gram_matrix_is_the_symmetric_product(dtype):
+    E = np.ascontiguousarray(random_unit(70, 12, seed=5).astype(dtype))
+    G = ps._syrk(E)
+    E64 = E.astype(np.float64)
+    np.testing.assert_allclose(G, E64 @ E64.T, rtol=0, atol=1e-6 if dtype == np.float32 else 1e-13)
+    np.testing.assert_array_equal(G, G.T)

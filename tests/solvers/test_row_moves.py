@@ -23,7 +23,7 @@ def test_row_best_swap_is_the_brute_force_best(theta):
     row_moves.fill_rows(G, S, R)
     np.testing.assert_array_equal(R, G[S])
     out, free = np.empty(2, dtype=np.int64), np.zeros(p, dtype=np.int64)
-    scratch = [np.empty(2 * k), np.empty(p), np.empty(p), np.empty(p)]
+    scratch = [np.empty(2 * k), np.empty(p), np.empty(p), np.empty(p), np.empty(k, dtype=np.int64)]
     g = row_moves.row_best_swap(G, lin, one, S, u, inS, R, np.ascontiguousarray(np.diag(G)), *scratch, free, free, 0,
                                 np.inf, out)
     assert g == pytest.approx(max(gain_of.values()), abs=1e-10)

@@ -174,3 +174,34 @@ def test_tests_pass_without_jit():
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
                           "-k", "not without_jit and not import_compiles"], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-2000:]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_member_sums_max_is_the_column_sums_and_the_best_member_term(dtype):
+    rng = np.random.default_rng(3)
+    W = rng.uniform(-1, 1, (7, 53)).astype(dtype)
+    a = rng.normal(size=7)
+    u, h = np.empty(53), np.empty(53)
+    gains.member_sums_max(W, a, 1.4, u, h)
+    W64 = W.astype(np.float64)
+    np.testing.assert_allclose(u, W64.sum(0), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(h, (a[:, None] + 1.4 * W64).max(0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_column_sums_are_numpys_float64_sums(dtype):
+    X = np.random.default_rng(4).standard_normal((300, 17)).astype(dtype)
+    out = np.empty(17)
+    gains.column_sums(X, out)
+    np.testing.assert_allclose(out, X.sum(0, dtype=np.float64), rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 63, 64, 130])
+def test_symmetric_from_lower_mirrors_the_lower_triangle(dtype, n):
+    L = np.tril(np.random.default_rng(n).standard_normal((n, n))).astype(dtype)
+    L += np.triu(np.full((n, n), np.nan, dtype=dtype), 1)  # the upper part is never read
+    G = np.empty((n, n))
+    gains.symmetric_from_lower(np.ascontiguousarray(L), G)
+    low = np.tril(np.nan_to_num(L)).astype(np.float64)
+    np.testing.assert_array_equal(G, low + np.tril(low, -1).T)

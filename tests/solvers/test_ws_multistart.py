@@ -294,6 +294,9 @@ def test_config_holds_the_public_knobs_checks_them_and_resolves_the_k_rules():
                                                                                 extend, steps)
         assert cfg.for_k(k, host=True).tabu_iters == host and WsMultistartConfig(tabu_iters=7).for_k(k, host=True).tabu_iters == 7
         assert (got.near_rows, got.max_passes, got.polish_gap, got.tabu_tenure_in) == (100, 50, 1e-9, 8)
+    # n_random: 8 random sets on the host at k <= 50, else fw_ms's 4; a given value everywhere
+    assert [cfg.for_k(k, host=host).n_random for k, host in ((5, True), (50, True), (51, True), (10, False))] == [8, 8, 4, 4]
+    assert WsMultistartConfig(n_random=3).for_k(10, host=True).n_random == 3
     assert WsMultistartConfig(pool_size=40).for_k(6).guided_pool_size == 40  # pool_size alone sets both
     assert WsMultistartConfig(pool_size=40, guided_pool_size=60).for_k(6).guided_pool_size == 60
     # every value the search reads that is not a knob is in WsSettings, with its rule stated there
@@ -301,8 +304,8 @@ def test_config_holds_the_public_knobs_checks_them_and_resolves_the_k_rules():
     assert {f.name for f in dataclasses.fields(cfg)} < settings
     for name in settings - {f.name for f in dataclasses.fields(cfg)}:
         assert name in ws_config.WsSettings.__doc__ and name in ws_config._RETIRED
-    for bad, match in (({"n_random": -1}, (r"'n_random' parameter of fw_ws_ms must be an int in the range \[0, \d+\]. "
-                                           r"Got -1 instead")), ({"tabu_iters": 2.5}, "tabu_iters"),
+    for bad, match in (({"n_random": -1}, (r"'n_random' parameter of fw_ws_ms must be an int in the range \[0, \d+\] "
+                                           r"or None. Got -1 instead")), ({"tabu_iters": 2.5}, "tabu_iters"),
                        ({"polish": 1}, "'polish' parameter of fw_ws_ms must be a bool"),
                        ({"tabu_walks": 0}, "tabu_walks"), ({"relax_penalty": -1.0}, "relax_penalty"),
                        ({"pool_size": 0}, (r"'pool_size' parameter of fw_ws_ms must be an int in the range \[1, \d+\] "
