@@ -11,7 +11,8 @@ One problem (one query, one theta) on a CPU pool, in the compiled kernels of
 2. :func:`starts` - the top-k rows, the CCBQP greedy and ``n_random`` seeded random sets, each
    ended by best-improvement 1-swaps (kernels.moves.local_search).
 3. :func:`search` - where the starts end in different local optima (a rugged pool), tabu walks
-   from the best distinct start optima, then best-improvement 2-swaps on the best set.
+   from the best distinct start optima (one in the first search of a guided pool, which a search
+   around its set follows: :data:`GUIDED_FIRST_WALKS`), then best-improvement 2-swaps on the best set.
 4. :func:`certify` - one GEMV u = E v_S over the whole pool bounds every 1-swap gain
    (Delta(i, j) <= b_j + max_i a_i + 2 (1-theta), since w_ij <= 1 for unit rows); the rows the
    bound keeps are compared exactly (one small GEMM E_J E_S^T); where a row sample says the
@@ -44,7 +45,7 @@ from .candidate_pools import _rank_correlation as rank_correlation
 from .kernels.rng import rng_state
 from .swap_certificate import DENSE_SHARE
 
-__all__ = ["PoolState", "Certificate", "pool_search", "choose_pool", "gram", "starts", "search", "certify",
+__all__ = ["GUIDED_FIRST_WALKS", "PoolState", "Certificate", "pool_search", "choose_pool", "gram", "starts", "search", "certify",
            "extend", "polish"]
 
 
@@ -53,6 +54,12 @@ __all__ = ["PoolState", "Certificate", "pool_search", "choose_pool", "gram", "st
 #: 300-800 rows); above it the row scan, whose gain bound skips most rows (at n = 2000, k = 1000 the member
 #: rows cost 5.5 s against 0.7 s). Both make the same moves.
 ROW_MOVES_MAX_K = 16
+
+#: Tabu walks of the first search on a guided pool (relevance misleads), where the start optima differ:
+#: the search around the found set that follows (a rebuilt pool, ``tabu_walks`` walks) does the rest.
+#: On the 512 development calls (benchmarks/results/speed/quality_knobs_2026-12-03/): 511 >= d1cdffb
+#: with 1 walk against 510 with 9, 0.64x the time at theta 0.3 / 0.5 on the development RAG calls.
+GUIDED_FIRST_WALKS = 1
 
 #: Rows per block of a certificate's single pass (:func:`_compare_all`): a (k, block) W of at most
 #: 16384 k entries of E's dtype stays in the cache hierarchy while the pool streams through.
@@ -311,7 +318,10 @@ def search(st: PoolState, optima: list[np.ndarray]) -> None:
             seen.add(key)
             distinct.append(optima[i])
     if cfg.tabu_iters > 0:
-        walk = np.ascontiguousarray(np.stack(distinct[: cfg.tabu_walks]))
+        # the first search of a guided pool: a second search around its set follows (pool_search), so
+        # one walk, from the best start optimum, is enough to find the region
+        first_guided = st.guided and st.passes <= 1
+        walk = np.ascontiguousarray(np.stack(distinct[: GUIDED_FIRST_WALKS if first_guided else cfg.tabu_walks]))
         found, fw = np.empty_like(walk), np.empty(walk.shape[0])
         if k <= ROW_MOVES_MAX_K:  # every walk, each walk's best set ended by 1-swaps, in one kernel call
             row_moves.tabu_walks(st.G, st.lin, st.one, walk, cfg.tabu_iters, cfg.tabu_tenure_in, cfg.tabu_tenure_out,

@@ -120,7 +120,8 @@ class WsMultistartConfig:
         [50, 100] in the lockstep search, 3000 / k within [100, 300] on the host kernels (a walk
         step costs less there; tuned on the development RAG calls), a step costing O(k p).
     tabu_walks : int, default=9
-        Tabu walks per problem, from its best start optima (the best set first; tuned).
+        Tabu walks per problem, from its best start optima (the best set first; tuned). On the
+        host, the first search of a guided pool runs one (pool_search.GUIDED_FIRST_WALKS).
     two_swap : bool, default=True
         Best-improvement 2-swaps on the best set, as "fw_ms".
     perturb_rounds : int, default=0
