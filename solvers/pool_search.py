@@ -230,28 +230,33 @@ def repool(st: PoolState, cert: Certificate) -> np.ndarray:
     pos = np.full(st.E.shape[0], -1, dtype=np.int64)
     pos[st.P] = np.arange(st.P.size)
     old = pos[P] >= 0
-    kept, new = P[old], P[~old]
-    G_old = st.G[np.ix_(pos[kept], pos[kept])]
-    st.P, st.G = kept, np.ascontiguousarray(G_old)
-    gram(st, new) if new.size else gram(st, np.empty(0, dtype=np.int64))
+    gram(st, P[~old], keep=pos[P[old]])
     st.S = _positions(st.P, rows)
     return st.S.copy()
 
 
-def gram(st: PoolState, new: np.ndarray | None = None) -> None:
+def gram(st: PoolState, new: np.ndarray | None = None, keep: np.ndarray | None = None) -> None:
     """G = E_P E_P^T (float64 from the pool's BLAS syrk, :func:`_syrk`); with ``new`` rows, P grows by
-    them and only the new blocks are computed."""
+    them and only the new blocks are computed; with ``keep`` (positions in P), only those rows of P
+    stay, in that order, their block of G gathered in one pass (kernels.gains.gather_block), before
+    the new rows."""
     if new is None:
         st.G = _syrk(st.E[st.P])
-    elif new.size:
-        p, m = st.P.size, new.size
-        EN = st.E[new]
+    elif new.size or keep is not None:
+        kept = st.P if keep is None else st.P[keep]
+        p, m = kept.size, new.size
         G = np.empty((p + m, p + m))
-        G[:p, :p] = st.G
-        G[p:, :p] = _mm(EN, st.E[st.P].T)
-        G[:p, p:] = G[p:, :p].T
-        G[p:, p:] = _mm(EN, EN.T)
-        st.G, st.P = G, np.concatenate([st.P, new])
+        if keep is None:
+            G[:p, :p] = st.G
+        else:
+            gains.gather_block(st.G, keep, G)
+        if m:
+            EN = st.E[new]
+            X = _mm(EN, st.E[kept].T)
+            G[p:, :p] = X
+            G[:p, p:] = X.T
+            G[p:, p:] = _mm(EN, EN.T)
+        st.G, st.P = G, np.concatenate([kept, new])
     st.lin = np.ascontiguousarray(st.lin_all[st.P])
     check_pool(st.G, st.lin, st.theta, finite=False)  # G: products of the rows checked in pool_search
     st.lap("gram")

@@ -11,7 +11,7 @@ import numpy as np
 
 from .jit import kernel
 
-__all__ = ["fill_u", "set_f", "apply_swap", "enter_term", "leave_term", "member_sums_max", "column_sums", "symmetric_from_lower"]
+__all__ = ["fill_u", "set_f", "apply_swap", "enter_term", "leave_term", "member_sums_max", "column_sums", "symmetric_from_lower", "gather_block"]
 
 
 @kernel("void(float64[:, ::1], int64[::1], float64[::1])")
@@ -120,3 +120,14 @@ def symmetric_from_lower(L, G):
             for c in range(c0, c1):
                 for r in range(max(r0, c), r1):
                     G[c, r] = G[r, c]
+
+
+@kernel("void(float64[:, ::1], int64[::1], float64[:, ::1])")
+def gather_block(G, idx, out):
+    """out[a, b] = G[idx[a], idx[b]] for a, b < len(idx) (out may be larger: its leading block is
+    written), a row of G at a time."""
+    m = idx.shape[0]
+    for a in range(m):
+        row = G[idx[a]]
+        for b in range(m):
+            out[a, b] = row[idx[b]]

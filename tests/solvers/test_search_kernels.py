@@ -205,3 +205,12 @@ def test_symmetric_from_lower_mirrors_the_lower_triangle(dtype, n):
     gains.symmetric_from_lower(np.ascontiguousarray(L), G)
     low = np.tril(np.nan_to_num(L)).astype(np.float64)
     np.testing.assert_array_equal(G, low + np.tril(low, -1).T)
+
+
+def test_gather_block_is_numpys_ix_gather_in_the_leading_block():
+    G = np.random.default_rng(6).standard_normal((40, 40))
+    idx = np.array([7, 3, 39, 0, 12], dtype=np.int64)
+    out = np.full((8, 8), np.nan)
+    gains.gather_block(G, idx, out)
+    np.testing.assert_array_equal(out[:5, :5], G[np.ix_(idx, idx)])
+    assert np.isnan(out[5:, :]).all() and np.isnan(out[:, 5:]).all()
