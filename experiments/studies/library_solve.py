@@ -309,7 +309,8 @@ def retry_open(root: str | Path, time_limit: float, *, ns: set[int] | None = Non
     warm-started from its stored set (``solve_one``). The new result replaces the stored one only
     when it is proven optimal (then the second solver checks it at once) or has a tighter bound
     (the better of the two sets is kept, with the tighter bound); the earlier record's solver,
-    bound and limit are kept under ``earlier``. Returns {"closed", "tighter", "unchanged"}."""
+    bound and limit are kept under ``earlier``; the manifest is rewritten when a record changed.
+    Returns {"closed", "tighter", "unchanged"}."""
     root = Path(root)
     counts = {"closed": 0, "tighter": 0, "unchanged": 0}
     for iid in _order(instance_ids(root)):
@@ -343,6 +344,8 @@ def retry_open(root: str | Path, time_limit: float, *, ns: set[int] | None = Non
         write_json(path, new)
         log(f"{iid}: {new['status']} gap={new['gap']} ({time_limit:g}s; was {earlier['gap']})"
             + (f"; second solver {new['verified_by']['verdict']}" if new.get("verified_by") else ""))
+    if counts["closed"] or counts["tighter"]:
+        write_manifest(root)  # the manifest holds every solution file's hash and verdict
     log(f"retry_open at {time_limit:g}s: {counts}")
     return counts
 

@@ -405,3 +405,4 @@ def test_retry_open_closes_an_open_instance_at_the_enumeration_optimum(lib):
     sol = json.loads(path.read_text())
     assert counts["closed"] == 1 and sol["status"] == OPTIMAL and sol["f"] == pytest.approx(opt, abs=1e-9)
     assert sol["earlier"]["bound"] == pytest.approx(opt + 1.0) and sol["verified_by"]["verdict"] == "agree"
+    assert verify_library(lib) == []  # the manifest was rewritten with the new solution's hash
