@@ -90,15 +90,19 @@ def test_brute_force_matches_plain_enumeration():
                       max_sets=10)
 
 
+def _clustered(rng, n, d, k):
+    """An instance of n unit rows around a random direction, its query near it, theta drawn from .5/.8/.95."""
+    base = _unit(rng.standard_normal(d))
+    E = _unit(base + 0.6 * rng.standard_normal((n, d)))
+    q = _unit(base + 0.3 * rng.standard_normal(d))
+    return Instance(E, q, k=k, theta=float(rng.choice([0.5, 0.8, 0.95])))
+
+
 def test_certify_full_scale_against_brute_force():
     rng = np.random.default_rng(2024)
     certified = 0
     for trial in range(12):
-        n, d, k = 24, 4, 3
-        base = _unit(rng.standard_normal(d))
-        E = _unit(base + 0.6 * rng.standard_normal((n, d)))
-        q = _unit(base + 0.3 * rng.standard_normal(d))
-        inst = Instance(E, q, k=k, theta=float(rng.choice([0.5, 0.8, 0.95])))
+        inst = _clustered(rng, n=24, d=4, k=3)
         best, optima = _all_optima(inst)
         cert = certificates.certify_full_scale(inst, max_exact=14, exact_solver="brute")
         assert cert.upper_bound >= best - 1e-9
@@ -119,17 +123,13 @@ def test_certify_full_scale_warm_start_is_the_incumbent_unless_beaten_or_screene
     rng = np.random.default_rng(7)
     seen = set()
     for trial in range(12):
-        n, d, k = 16, 4, 3
-        base = _unit(rng.standard_normal(d))
-        E = _unit(base + 0.6 * rng.standard_normal((n, d)))
-        q = _unit(base + 0.3 * rng.standard_normal(d))
-        inst = Instance(E, q, k=k, theta=float(rng.choice([0.5, 0.8, 0.95])))
+        inst = _clustered(rng, n=16, d=4, k=3)
         best, optima = _all_optima(inst)
         cert = certificates.certify_full_scale(inst, max_exact=16, exact_solver="brute", warm_start=optima[0])
         assert cert.info["warm_start"] == "used"
         assert cert.incumbent_objective == pytest.approx(best, abs=1e-9)
         kept = set(screening.safe_screen(inst).survivors.tolist())
-        worst = np.argsort(inst.relevance.numpy(), kind="stable")[:k]  # the least relevant items
+        worst = np.argsort(inst.relevance.numpy(), kind="stable")[: inst.k]  # the least relevant items
         cert = certificates.certify_full_scale(inst, max_exact=16, exact_solver="brute", warm_start=worst)
         seen.add(cert.info["warm_start"])
         if not set(worst.tolist()) <= kept:
