@@ -323,9 +323,9 @@ def search(st: PoolState, optima: list[np.ndarray]) -> None:
             seen.add(key)
             distinct.append(optima[i])
     if cfg.tabu_iters > 0:
-        # the first search of a guided pool: a second search around its set follows (pool_search), so
-        # one walk, from the best start optimum, is enough to find the region
-        first_guided = st.guided and st.passes <= 1
+        # the first search of a guided pool that is not the whole pool: a second search around its set
+        # follows (pool_search, max_phases > 1), so one walk, from the best start optimum, finds the region
+        first_guided = st.guided and st.passes <= 1 and not st.whole and cfg.max_phases > 1
         walk = np.ascontiguousarray(np.stack(distinct[: GUIDED_FIRST_WALKS if first_guided else cfg.tabu_walks]))
         found, fw = np.empty_like(walk), np.empty(walk.shape[0])
         if k <= ROW_MOVES_MAX_K:  # every walk, each walk's best set ended by 1-swaps, in one kernel call

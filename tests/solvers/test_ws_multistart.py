@@ -63,6 +63,32 @@ def test_guided_pool_larger_than_the_pool_takes_every_row_and_is_certified():
     assert seen == {True, False}
 
 
+def test_the_first_search_of_a_guided_pool_runs_one_walk_only_where_a_second_search_follows(monkeypatch):
+    """GUIDED_FIRST_WALKS: one walk in the first search of a guided pool that is not the whole pool
+    (a search around its set follows); every walk where the guided pool is every row (no certificate,
+    no second search) or where max_phases = 1."""
+    from divopt_rag.solvers import pool_search as ps
+    from divopt_rag.solvers.kernels import row_moves
+
+    walks = []
+    real = row_moves.tabu_walks
+
+    def spy(G, lin, one, starts, *rest):
+        walks.append(starts.shape[0])
+        return real(G, lin, one, starts, *rest)
+
+    monkeypatch.setattr(row_moves, "tabu_walks", spy)
+    E = planted_duplicates(30, 6, 8, 2)  # 180 rows
+    inst = Instance(E, unit_query(8, 2), k=5, theta=0.3)  # guided, and its starts end in different optima
+    for knobs, whole, one in ((dict(guided_pool_size=60), False, True), (dict(guided_pool_size=500), True, False),
+                              (dict(guided_pool_size=60, max_phases=1), False, False)):
+        walks.clear()
+        sel = select(inst, "fw_ws_ms", pool_size=20, **knobs)
+        assert sel.info["guided"] and walks and (sel.info["pool"] == 180) == whole, (knobs, walks)
+        assert (walks[0] == ps.GUIDED_FIRST_WALKS) == one, (knobs, walks)
+        assert sel.info["one_swap_optimal"] and brute_best_swap(inst, sel.indices) <= 1e-9 * 20
+
+
 @pytest.mark.parametrize("chunk", [None, 2])  # problems per chunk of the Gram search (None: one chunk)
 def test_batch_and_sweep_equal_single_runs(chunk, monkeypatch):
     from divopt_rag.solvers import ws_multistart
