@@ -539,6 +539,19 @@ def readme_quality(args) -> None:
     print(s.to_string())
 
 
+def _dev_pool_arguments(c) -> None:
+    """The options of the development pools (:func:`_dev_pools`): quality-record draws them, and
+    quality-compare rebuilds the same pools to score both recordings' sets."""
+    c.add_argument("--cone-n", type=int, default=5000)
+    c.add_argument("--cone-seeds", type=int, default=4, help="development seeds 0..N-1")
+    c.add_argument("--cone-queries", type=int, default=2)
+    c.add_argument("--wordnet-queries", type=int, default=16, help="development words (seed 0); 0: none")
+    c.add_argument("--wordnet-corpus", type=int, default=3000)
+    c.add_argument("--wordnet-n", type=int, default=1000)
+    c.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "divopt", "embeddings"),
+                   help="embedding cache (keyed by model and texts), as rag_call.py")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -584,14 +597,7 @@ def main() -> None:
     c = sub.add_parser("quality-record", help="f of the default on the development calls (this interpreter's code)")
     c.add_argument("--out", required=True, help="CSV file")
     c.add_argument("--ks", default="5,10,25,50")
-    c.add_argument("--cone-n", type=int, default=5000)
-    c.add_argument("--cone-seeds", type=int, default=4, help="development seeds 0..N-1")
-    c.add_argument("--cone-queries", type=int, default=2)
-    c.add_argument("--wordnet-queries", type=int, default=16, help="development words (seed 0); 0: none")
-    c.add_argument("--wordnet-corpus", type=int, default=3000)
-    c.add_argument("--wordnet-n", type=int, default=1000)
-    c.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "divopt", "embeddings"),
-                   help="embedding cache (keyed by model and texts), as rag_call.py")
+    _dev_pool_arguments(c)
     c.add_argument("--knobs", default="{}", help='the default\'s knobs as JSON, e.g. \'{"tabu_walks": 12}\' (a knob study)')
     c.set_defaults(fn=quality_record)
     c = sub.add_parser("quality-compare", help="compare two quality-record files")
@@ -601,11 +607,7 @@ def main() -> None:
     c.add_argument("--tol", type=float, default=1e-9, help="relative tolerance for new >= old")
     c.add_argument("--recompute", action=argparse.BooleanOptionalAction, default=True,
                    help="score both sets in float64 on the same rebuilt pools (the recordings' pool options)")
-    for name, kind, default in (("--cone-n", int, 5000), ("--cone-seeds", int, 4), ("--cone-queries", int, 2),
-                                ("--wordnet-queries", int, 16), ("--wordnet-corpus", int, 3000),
-                                ("--wordnet-n", int, 1000)):
-        c.add_argument(name, type=kind, default=default, help="as quality-record's")
-    c.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "divopt", "embeddings"))
+    _dev_pool_arguments(c)
     c.set_defaults(fn=quality_compare)
     c = sub.add_parser("readme-quality", help="the default on the README quality table's instances vs proven optima")
     c.add_argument("--proved", default="benchmarks/results/quality/ir_09e558b/small/results.csv")
