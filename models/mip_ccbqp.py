@@ -1,4 +1,5 @@
-"""Exact CCBQP as a Pyomo model: native MIQP (Gurobi, SCIP) or linearized MILP with RLT (HiGHS).
+"""Exact CCBQP as a Pyomo model: native MIQP (Gurobi, SCIP), linearized MILP with RLT (HiGHS), or
+Glover's compact MILP (n products instead of n(n-1)/2; every MIP solver).
 
 CCBQP on binary x with sum(x) = k, c = relevance, W = E E^T (pairwise cosines):
     f(x) = theta (k-1) c^T x + (1-theta) (x^T x - ||E^T x||^2)
@@ -17,10 +18,11 @@ from .instance import Instance
 from .mip_common import BuildClock, BuiltModel, ModelInfo, add_pair_products, as_gram, new_selection_model
 from .validation import check_choice
 
-__all__ = ["build_ccbqp", "build_ccbqp_miqp", "build_ccbqp_miqp_lowrank", "build_ccbqp_milp", "FORMULATIONS", "gram_factor", "diagonal_shift"]
+__all__ = ["build_ccbqp", "build_ccbqp_miqp", "build_ccbqp_miqp_lowrank", "build_ccbqp_milp", "build_ccbqp_compact",
+           "compact_bounds", "FORMULATIONS", "gram_factor", "diagonal_shift"]
 
 #: Exact CCBQP formulations accepted by :func:`build_ccbqp`.
-FORMULATIONS = ("miqp", "miqp_lowrank", "milp")
+FORMULATIONS = ("miqp", "miqp_lowrank", "milp", "milp_compact")
 
 
 def _check_instance(inst: Instance) -> Instance:
@@ -172,9 +174,63 @@ def build_ccbqp_milp(inst: Instance, rlt: bool = True, *, deadline: float | None
     return BuiltModel(m, ModelInfo(kind=m.name, n_items=n, details={"rlt": bool(rlt)}))
 
 
+def compact_bounds(W: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(L, U) of Glover's linearization: with s_i(x) = sum_{j != i} W_ij x_j over k-sets x,
+    L_i = the sum of the k-1 smallest W_ij (j != i) bounds s_i from below on the sets that hold i,
+    U_i = the sum of the k largest W_ij (j != i) bounds it from above on the sets that do not
+    (k - 1 resp. k other items are selected then)."""
+    n = W.shape[0]
+    off = W[~np.eye(n, dtype=bool)].reshape(n, n - 1)  # row i without W_ii
+    srt = np.sort(off, axis=1)
+    return srt[:, :k - 1].sum(axis=1), srt[:, n - 1 - k:].sum(axis=1) if k <= n - 1 else srt.sum(axis=1)
+
+
+def build_ccbqp_compact(inst: Instance, *, deadline: float | None = None) -> BuiltModel:
+    """Glover's compact linearization (F. Glover, Management Science 22(4), 1975, 455-460): one
+    continuous z_i per item stands for x_i s_i(x), s_i(x) = sum_{j != i} W_ij x_j, so that
+    sum_i z_i = 2 sum_{i<j} W_ij x_i x_j:
+
+        max  theta(k-1) c^T x + (1-theta)(sum_i (1 - W_ii) x_i - sum_i z_i)
+        s.t. sum(x) = k,   z_i >= s_i(x) - U_i (1 - x_i),   z_i >= L_i x_i,   x binary
+
+    with L, U from :func:`compact_bounds`. Exact: z has the objective coefficient -(1-theta) < 0,
+    so at a binary x the smallest feasible z_i is taken, and it is x_i s_i(x): s_i(x) >= L_i when
+    x_i = 1 (the first row then reads z_i >= s_i(x)); when x_i = 0 the first row's right side
+    s_i(x) - U_i is <= 0 and the second reads z_i >= 0. (Upper rows on z are not needed for that
+    direction.) 2n variables (n binary), 2n + 1 rows, about n^2 nonzeros: a MILP that Gurobi's
+    size-limited licence takes up to n = 999 and HiGHS at any n, where the McCormick MILP
+    (:func:`build_ccbqp_milp`) has n(n-1)/2 products. Its LP relaxation is weaker than the RLT
+    MILP's, so it pays at small k (the instance library's n = 300, k = 5 checks,
+    docs/library.md). At theta = 1 there are no pair terms and no z.
+    ``deadline``: see :class:`~divopt_rag.models.mip_common.BuildClock`.
+    """
+    inst = _check_instance(inst)
+    n, k, th = inst.n, inst.k, inst.theta
+    c = inst.relevance.detach().double().cpu().numpy()
+    W = as_gram(inst)
+    m = new_selection_model(n, "ccbqp_milp_compact")
+    m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
+    lc = linear_term(c, th, k)
+    lin = quicksum(float(lc[i] + (1 - th) * (1.0 - W[i, i])) * m.x[i] for i in range(n))
+    if th >= 1.0:
+        m.obj = pe.Objective(expr=lin, sense=pe.maximize)
+        return BuiltModel(m, ModelInfo(kind=m.name, n_items=n, details={}))
+    L, U = compact_bounds(W, k)
+    m.z = pe.Var(range(n))
+    with BuildClock(deadline) as clock:
+        def row(m, i):
+            clock.tick()
+            s = quicksum(float(W[i, j]) * m.x[j] for j in range(n) if j != i and W[i, j] != 0.0)
+            return m.z[i] >= s - float(U[i]) * (1 - m.x[i])
+        m.z_link = pe.Constraint(range(n), rule=row)
+    m.z_floor = pe.Constraint(range(n), rule=lambda m, i: m.z[i] >= float(L[i]) * m.x[i])
+    m.obj = pe.Objective(expr=lin - (1 - th) * quicksum(m.z[i] for i in range(n)), sense=pe.maximize)
+    return BuiltModel(m, ModelInfo(kind=m.name, n_items=n, details={"linearization": "glover"}))
+
+
 def build_ccbqp(inst: Instance, formulation: str = "miqp", rlt: bool = True, *,
                 deadline: float | None = None) -> BuiltModel:
-    """The exact CCBQP in the chosen ``formulation``: "miqp", "miqp_lowrank" or "milp".
+    """The exact CCBQP in the chosen ``formulation``: "miqp", "miqp_lowrank", "milp" or "milp_compact".
 
     deadline : ``time.perf_counter()`` by which building must end, or None; past it the builder
         raises :class:`~divopt_rag.models.mip_common.BuildTimeout` (what it has built is dropped).
@@ -184,4 +240,6 @@ def build_ccbqp(inst: Instance, formulation: str = "miqp", rlt: bool = True, *,
         return build_ccbqp_miqp(inst, deadline=deadline)
     if formulation == "miqp_lowrank":
         return build_ccbqp_miqp_lowrank(inst, deadline=deadline)
+    if formulation == "milp_compact":
+        return build_ccbqp_compact(inst, deadline=deadline)
     return build_ccbqp_milp(inst, rlt=rlt, deadline=deadline)

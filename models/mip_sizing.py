@@ -55,7 +55,7 @@ _BYTES_PER_QUAD = {"highs": 700, "scip": 1700, "gurobi": 800}
 # by solver. Measured ratios on the shared 2-core machine at d = 384 (HiGHS MILP n = 150: build
 # 0.85, load 2.6 per item; SCIP low-rank n = 150..1000: build 1.4-2.2, load 1.2-2.9 per item;
 # Gurobi MIQP n = 150, 200: load 2.5-6.3 per quadratic term), rounded up by about a fifth.
-_BUILD_UNITS = {"milp": (1.0, 0.0), "miqp": (1.0, 2.5), "qcr": (1.0, 2.5), "miqp_lowrank": (2.5, 2.5),
+_BUILD_UNITS = {"milp": (1.0, 0.0), "milp_compact": (1.0, 0.0), "miqp": (1.0, 2.5), "qcr": (1.0, 2.5), "miqp_lowrank": (2.5, 2.5),
                 "qcr_lowrank": (2.5, 2.5)}
 _TRANSLATE_UNITS = {"highs": (3.0, 20.0), "scip": (3.5, 18.0), "gurobi": (3.0, 8.0)}
 
@@ -122,6 +122,9 @@ def ccbqp_counts(n: int, d: int, theta: float, formulation: str, *, rlt: bool = 
         nonzeros in the rows v = F^T x; r squares in the objective.
     milp: n binaries + P = n(n-1)/2 products y; rows: cardinality, 2P upper McCormick, and n RLT
         rows of n nonzeros (rlt) or P lower McCormick rows of 3 (not rlt).
+    milp_compact (Glover): n binaries + n continuous z; rows: cardinality, n rows z_i >= s_i(x) -
+        U_i (1 - x_i) of n + 1 nonzeros, n rows z_i >= L_i x_i of 2; theta = 1: the x and the
+        cardinality row alone.
     """
     quadratic = theta < 1.0
     P = n * (n - 1) // 2
@@ -132,13 +135,17 @@ def ccbqp_counts(n: int, d: int, theta: float, formulation: str, *, rlt: bool = 
         r = _rank(n, d) if formulation == "miqp_lowrank" else n
         q = r if (quadratic or formulation == "qcr_lowrank") else 0
         return ModelCounts(n + r, n, 1 + r, n + r * (n + 1), n, q)
+    if formulation == "milp_compact":
+        if not quadratic:
+            return ModelCounts(n, n, 1, n, n, 0)
+        return ModelCounts(2 * n, n, 1 + 2 * n, n + n * (n + 1) + 2 * n, 2 * n, 0)
     if formulation == "milp":
         lin = n + (P if quadratic else 0)  # the y terms carry (1 - theta): none at theta = 1
         if rlt:
             return ModelCounts(n + P, n, 1 + 2 * P + n, n + 4 * P + n * n, lin, 0)
         return ModelCounts(n + P, n, 1 + 3 * P, n + 7 * P, lin, 0)
     raise ValueError(f"unknown formulation {formulation!r}; expected one of "
-                     "['milp', 'miqp', 'miqp_lowrank', 'qcr', 'qcr_lowrank']")
+                     "['milp', 'milp_compact', 'miqp', 'miqp_lowrank', 'qcr', 'qcr_lowrank']")
 
 
 def _dense_bytes(n: int, d: int, formulation: str) -> int:
@@ -148,6 +155,8 @@ def _dense_bytes(n: int, d: int, formulation: str) -> int:
         return 4 * nn  # W, its upper triangle's indices (2 x int64) and coefficients
     if formulation == "miqp_lowrank":
         return 8 * n * d * 3 if n > d else 4 * nn  # E, F (from E^T E); n <= d: W, its eigenvectors
+    if formulation == "milp_compact":
+        return 3 * nn  # W, its rows without the diagonal, sorted
     if formulation == "milp":
         return nn + 200 * (n * (n - 1) // 2)  # W; the pair list and Pyomo's ordered index set
     # qcr: the Shor SDP in cvxpy/SCS on an (n+1) x (n+1) matrix, then H and its factor

@@ -73,7 +73,10 @@ def solve_exact(
 
     formulation : "miqp" (native convex MIQP in the Gram matrix; Gurobi/SCIP), "miqp_lowrank"
         (factored MIQP, v = F^T x with W = F F^T; Gurobi/SCIP), "milp" (McCormick + RLT
-        linearization; every solver, the only one HiGHS accepts), "qcr" / "qcr_lowrank" (the
+        linearization; every solver), "milp_compact" (Glover's linearization, n continuous z instead
+        of n(n-1)/2 products: 2n variables and 2n + 1 rows, so the size-limited Gurobi licence
+        takes n <= 999; every solver; :func:`~divopt_rag.models.mip_ccbqp.build_ccbqp_compact`;
+        the two MILPs are the ones HiGHS accepts), "qcr" / "qcr_lowrank" (the
         Shor-SDP quadratic convex reformulation, :mod:`divopt_rag.models.mip_qcr`; Gurobi/SCIP),
         "qcr_dnn" (divopt's branch-and-bound, which takes only this), or "auto":
         :data:`DEFAULT_FORMULATION` of the solver.
@@ -281,17 +284,17 @@ def licence_refusal(solver: str, n: int, theta: float, formulation: str = "auto"
     ``formulation`` ("auto": its :data:`DEFAULT_FORMULATION`), judged from sizes alone, before
     anything is built: the runner's rule (:func:`~divopt_rag.models.solver_limits.solver_refusal`:
     the size-limited Gurobi licence, HiGHS without MIQP) on the model's size. "miqp" / "qcr": n
-    binaries and one row, quadratic when theta < 1; "milp": its exact size
-    (:func:`~divopt_rag.models.mip_sizing.ccbqp_counts`: n + n(n-1)/2 variables, a row per
-    McCormick and RLT inequality); the low-rank forms: at least n binaries and one row (the rank
+    binaries and one row, quadratic when theta < 1; "milp" / "milp_compact": their exact sizes
+    (:func:`~divopt_rag.models.mip_sizing.ccbqp_counts`: n + n(n-1)/2 variables and a row per
+    McCormick and RLT inequality; 2n variables and 2n + 1 rows); the low-rank forms: at least n binaries and one row (the rank
     only adds). None when it can take it, and for engines without a licence ("bnb", "brute").
     :func:`solve_exact` refuses an explicit solver by this rule; a command checks it before any work."""
     if solver not in SOLVERS:
         return None
     form = DEFAULT_FORMULATION[solver] if formulation == "auto" else formulation
     quadratic = theta < 1
-    if form == "milp":
-        c = ccbqp_counts(n, 1, theta, "milp", rlt=rlt)
+    if form in ("milp", "milp_compact"):
+        c = ccbqp_counts(n, 1, theta, form, rlt=rlt)
         size = ModelSize(c.n_vars, c.n_integer, c.n_constraints, False, False)
     elif form in ("miqp", "qcr"):
         size = ModelSize(n, n, 1, quadratic, quadratic)

@@ -13,8 +13,9 @@ Status ``optimal`` only where the engine proved it (its "optimal" at its stated 
 the certificate's "certified"); else ``open`` with the engine's bound. Verification
 (``verify_one``, right after each optimum, limits :data:`VERIFY_LIMITS`): the engine that did not
 prove it solves it again (bnb for Gurobi's optima, Gurobi for bnb's at n <= 200; at n > 200 Gurobi
-on the certificate's screened pool when that fits the licence, else SCIP on it), warm-started from
-the stored set; its verdict (agree / disagree / timed_out / not_run), time and limit go into
+on the certificate's screened pool when that fits the licence, else SCIP on it, and Gurobi on the
+whole instance in Glover's compact MILP, which the licence takes up to n = 999: first at k <= 5,
+last above; each later engine only when the one before timed out), warm-started from the stored set; its verdict (agree / disagree / timed_out / not_run), time and limit go into
 ``verified_by``.
 
 Each result is written as it finishes (atomic JSON); a rerun skips instances already solved under
@@ -23,6 +24,7 @@ the same campaign settings. ``python -m divopt_rag.experiments.studies.library_s
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 import traceback
@@ -125,7 +127,46 @@ def _scip_ok() -> bool:
     return "scip" in available_solvers()
 
 
-def verify_one(inst, sol: dict, time_limit: float | None = None, *, gurobi_max_n: int = GUROBI_MAX_N) -> dict | None:
+#: the engine tag of Gurobi on Glover's compact MILP of the whole instance (``verified_by["tried"]``)
+COMPACT = "gurobi/milp_compact"
+
+
+def _engine_tag(v: dict) -> str:
+    return f"{v['solver']}/{v['formulation']}" if v.get("formulation") else str(v.get("solver"))
+
+
+def _compact_applies(n: int, theta: float, primary: str, gurobi_max_n: int = GUROBI_MAX_N) -> bool:
+    """Gurobi on the compact MILP is the first second solver of a non-Gurobi optimum at
+    n > ``gurobi_max_n`` when gurobipy is installed and its licence takes the model (n <= 999)."""
+    from divopt_rag.solvers.exact import licence_refusal
+
+    return ("gurobi" not in primary and n > gurobi_max_n and _gurobi_ok()
+            and licence_refusal("gurobi", n, theta, "milp_compact") is None)
+
+
+def _verdict(f: float, tol: float, f2: float | None, proven: bool, b2: float | None) -> str:
+    if f2 is not None and f2 > f + tol:
+        return DISAGREE  # a better set than the "optimum"
+    if proven and f2 is not None:
+        return AGREE if abs(f2 - f) <= tol else DISAGREE
+    if b2 is not None and b2 <= f + tol:
+        return AGREE  # its proven bound meets f
+    return TIMED_OUT
+
+
+#: Gurobi's compact MILP runs before the screened-pool engines at k <= this, after them above it.
+#: Measured on the library's n = 300 optima that SCIP left unchecked at 150-600 s: at k = 5 the
+#: compact MILP proved all three in 8-77 s; at k = 10 its bound stayed 20-160 % above f after
+#: 300-600 s (docs/library.md), where SCIP proves most k = 10 and 25 checks.
+COMPACT_FIRST_MAX_K = 5
+
+
+def _summary(v: dict) -> dict:
+    return {k: v.get(k) for k in ("solver", "formulation", "verdict", "bound", "seconds", "time_limit") if k in v}
+
+
+def verify_one(inst, sol: dict, time_limit: float | None = None, *, gurobi_max_n: int = GUROBI_MAX_N,
+               compact: bool = True, skip: tuple[str, ...] = ()) -> dict | None:
     """A second exact solver's check of an optimum: {"solver", "on", "verdict", "status", "f",
     "bound", "seconds", "engine_seconds", "time_limit", "warm_start"}, or None when ``sol`` is not
     optimal (``seconds``: the whole check; ``engine_seconds``: the run of the engine that decided,
@@ -141,12 +182,58 @@ def verify_one(inst, sol: dict, time_limit: float | None = None, *, gurobi_max_n
     verdict: ``agree`` (it proved an optimum, or a bound, within 2e-6 max(1, |f|) of f),
     ``disagree`` (it proved an optimum that differs, or found a better set), ``timed_out`` (its
     limit passed with its bound above f), ``not_run`` (no second engine could take it; ``why``
-    says why)."""
-    from divopt_rag.solvers import solve_exact
+    says why).
 
+    For a bnb optimum at n > ``gurobi_max_n`` Gurobi also solves the whole instance in Glover's
+    compact MILP (:func:`~divopt_rag.models.mip_ccbqp.build_ccbqp_compact`, no screening; with
+    ``compact``, when its licence takes it: n <= 999): before the screened-pool engines at
+    k <= :data:`COMPACT_FIRST_MAX_K`, after them above it, each with the whole limit; the next one
+    runs only when the one before timed out, whose attempt is kept under ``tried``. ``skip``:
+    engine tags ("gurobi/milp_compact", "gurobi", "scip") not to run (they timed out at this limit)."""
     if sol["status"] != OPTIMAL:
         return None
     V = _limit(inst.n, VERIFY_LIMITS) if time_limit is None else time_limit
+    primary = str(sol.get("solver", ""))
+    steps = [lambda: _screened_check(inst, sol, V, gurobi_max_n, skip)]
+    if compact and COMPACT not in skip and _compact_applies(inst.n, inst.theta, primary, gurobi_max_n):
+        if set(skip) >= {"gurobi", "scip"}:
+            steps = []
+        at = 0 if inst.k <= COMPACT_FIRST_MAX_K else len(steps)
+        steps.insert(at, lambda: _compact_check(inst, sol, V))
+    results: list[dict] = []
+    for step in steps:
+        results.append(step())
+        if results[-1]["verdict"] not in (TIMED_OUT, NOT_RUN):
+            break
+    # the answer: the deciding check, else the last one that ran (over one that could not run)
+    ran = [r for r in results if r["verdict"] != NOT_RUN]
+    v = ran[-1] if ran and results[-1]["verdict"] == NOT_RUN else results[-1]
+    tried = [_summary(r) for r in results if r is not v]
+    return {**v, "tried": tried} if tried else v
+
+
+def _compact_check(inst, sol: dict, V: float) -> dict:
+    """Gurobi on Glover's compact MILP of the whole instance, warm-started from the stored set."""
+    from divopt_rag.solvers import solve_exact
+
+    t0 = time.perf_counter()
+    f, tol = float(sol["f"]), _agreement_tol(float(sol["f"]))
+    r = solve_exact(inst.to_instance(), "gurobi", formulation="milp_compact", time_limit=V, mip_gap=GUROBI_GAP,
+                    warm_start=sol["best_set"], threads=1)
+    f2 = None if r.objective is None else inst.f(r.indices)
+    b2 = None if r.bound is None or not math.isfinite(r.bound) else float(r.bound)
+    verdict = _verdict(f, tol, f2, r.proven_optimal, b2)
+    return {"solver": "gurobi", "formulation": "milp_compact", "on": "the instance (Glover's compact MILP)",
+            "verdict": verdict, "status": str(r.status), "f": f2, "bound": b2,
+            "seconds": round(time.perf_counter() - t0, 3), "engine_seconds": round(float(r.seconds), 3),
+            "time_limit": V, "warm_start": "the stored set", "agree": verdict == AGREE, "n_solved": inst.n}
+
+
+def _screened_check(inst, sol: dict, V: float, gurobi_max_n: int, skip: tuple[str, ...]) -> dict:
+    """The check by the other engine on the instance (n <= ``gurobi_max_n``) or on the full-scale
+    certificate's screened pool (:func:`verify_one`)."""
+    from divopt_rag.solvers import solve_exact
+
     I = inst.to_instance()
     f, tol = float(sol["f"]), _agreement_tol(float(sol["f"]))
     primary = str(sol.get("solver", ""))
@@ -169,11 +256,12 @@ def verify_one(inst, sol: dict, time_limit: float | None = None, *, gurobi_max_n
         if "gurobi" in primary:
             engines = [("bnb", 1000)]
         else:  # Gurobi where its licence takes the screened pool, else SCIP
-            engines = ([("gurobi", gurobi_max_n)] if _gurobi_ok() else []) + (
-                [("scip", SCIP_MAX_N)] if _scip_ok() else [])
+            engines = ([("gurobi", gurobi_max_n)] if _gurobi_ok() and "gurobi" not in skip else []) + (
+                [("scip", SCIP_MAX_N)] if _scip_ok() and "scip" not in skip else [])
         if not engines:
             return {"solver": "gurobi", "on": "the certificate's screened pool", "verdict": NOT_RUN,
-                    "why": "neither gurobipy nor pyscipopt is installed", "time_limit": V}
+                    "why": f"skipped here: {', '.join(skip)}" if skip else "neither gurobipy nor pyscipopt is installed",
+                    "time_limit": V}
         cert, ran = None, ""
         for other, max_exact in engines:
             cert = certify_full_scale(I, max_exact=max_exact, exact_solver=other, time_limit=V,
@@ -198,18 +286,12 @@ def verify_one(inst, sol: dict, time_limit: float | None = None, *, gurobi_max_n
                      "screened out": "the certificate's incumbent (safe screening removed an item of the stored set)"
                      }.get(cert.info.get("warm_start"), "the certificate's incumbent")
     secs = time.perf_counter() - t0
-    if f2 is not None and f2 > f + tol:
-        verdict = DISAGREE  # a better set than the "optimum"
-    elif proven and f2 is not None:
-        verdict = AGREE if abs(f2 - f) <= tol else DISAGREE
-    elif b2 is not None and b2 <= f + tol:
-        verdict = AGREE  # its proven bound meets f
-    else:
-        verdict = TIMED_OUT
+    verdict = _verdict(f, tol, f2, proven, b2)
     return {"solver": other, "on": on, "verdict": verdict, "status": status, "f": f2, "bound": b2,
-            "seconds": round(secs, 3), "engine_seconds": round(float(engine_secs), 3), "time_limit": V,
-            "warm_start": warm_note,
-            "agree": verdict == AGREE, "n_solved": n_on}
+           "seconds": round(secs, 3), "engine_seconds": round(float(engine_secs), 3), "time_limit": V,
+           "warm_start": warm_note, "agree": verdict == AGREE, "n_solved": n_on}
+
+
 
 
 def _order(ids: list[str]) -> list[str]:
@@ -271,14 +353,17 @@ def campaign(root: str | Path, *, verify: bool = True, log=print, only: list[str
 
 
 def reverify(root: str | Path, time_limit: float, *, log=print, max_n: int = 10_000,
-             only: list[str] | None = None) -> dict:
+             only: list[str] | None = None, gurobi_max_n: int = GUROBI_MAX_N, compact: bool = True) -> dict:
     """Run the second solver again, with ``time_limit`` seconds, on every optimum whose check timed
-    out at a shorter limit (the campaign's :data:`VERIFY_LIMITS`) or did not run (``not_run``: no
+    out at a shorter limit (the campaign's :data:`VERIFY_LIMITS`), or timed out at this one without
+    trying Gurobi on the compact MILP where that applies now (:func:`verify_one`; the engines that
+    timed out are not run again), or did not run (``not_run``: no
     engine took its pool then; one may now, e.g. SCIP where Gurobi's licence cannot); the new
     verdict replaces the old one (kept under ``earlier``), and the manifest is rewritten.
     ``only``: these instance ids alone. An optimum with no check yet is left to the campaign, which checks
     it right after proving it (so a reverify beside a running campaign does not race it). Returns
-    counts of the new verdicts."""
+    counts of the new verdicts. ``gurobi_max_n``, ``compact``: as in :func:`verify_one` (tests lower
+    the first; ``compact=False`` leaves Gurobi's compact MILP out)."""
     root = Path(root)
     counts: dict[str, int] = {}
     for iid in _order(only or instance_ids(root)):
@@ -287,14 +372,23 @@ def reverify(root: str | Path, time_limit: float, *, log=print, max_n: int = 10_
         if sol is None or sol["status"] != OPTIMAL or int(iid.split("-n")[1].split("-")[0]) > max_n:
             continue
         old = sol.get("verified_by") or {}
-        if not (old.get("verdict") == NOT_RUN or (
-                old.get("verdict") == TIMED_OUT and (old.get("time_limit") or 0) < time_limit)):
+        verdict, inst, skip = old.get("verdict"), None, ()
+        if verdict == TIMED_OUT and (old.get("time_limit") or 0) >= time_limit:
+            # timed out at this limit already: again only if an engine it did not try applies now
+            done_tags = {_engine_tag(old)} | {_engine_tag(t) for t in old.get("tried") or ()}
+            inst = load_instance(root, iid)
+            if not compact or COMPACT in done_tags or not _compact_applies(inst.n, inst.theta, str(sol.get("solver", "")), gurobi_max_n):
+                continue
+            skip = tuple(sorted(done_tags))
+        elif verdict not in (NOT_RUN, TIMED_OUT):
             continue
-        v = verify_one(load_instance(root, iid), sol, time_limit=time_limit)
+        v = verify_one(inst or load_instance(root, iid), sol, time_limit=time_limit, skip=skip,
+                       gurobi_max_n=gurobi_max_n, compact=compact)
         counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
-        log(f"{iid}: second solver {v['solver']} again: {v['verdict']} ({v.get('seconds')}s of {time_limit:g}s)")
+        log(f"{iid}: second solver {_engine_tag(v)} again: {v['verdict']} ({v.get('seconds')}s of {time_limit:g}s)")
         v["campaign"] = CAMPAIGN
-        v["earlier"] = {k: old.get(k) for k in ("solver", "verdict", "seconds", "time_limit")} if old else None
+        v["earlier"] = ({k: old.get(k) for k in ("solver", "verdict", "seconds", "time_limit")}
+                        | ({"formulation": old["formulation"]} if old.get("formulation") else {})) if old else None
         sol["verified_by"] = v
         write_json(path, sol)
     if counts:
@@ -435,8 +529,10 @@ if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[2] == "--retry-open
 elif __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[2] == "--reverify":
     # python -m ...library_solve LIB --reverify SECONDS [MAX_N] [ID ...]: timed-out or not-run
     # second-solver checks again (of those instances only, if named)
+    # (DIVOPT_LIB_NO_COMPACT=1: without Gurobi's compact MILP)
     reverify(sys.argv[1], float(sys.argv[3]), max_n=int(sys.argv[4]) if len(sys.argv) > 4 else 10_000,
-             only=sys.argv[5:] or None, log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
+             only=sys.argv[5:] or None, log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True),
+             compact=os.environ.get("DIVOPT_LIB_NO_COMPACT") != "1")
 elif __name__ == "__main__":  # python -m ...library_solve LIB [N ...]: the campaign (only those n, if given)
     _root = sys.argv[1]
     _ns = {int(a) for a in sys.argv[2:]}

@@ -114,6 +114,9 @@ def test_gurobi_refuses_the_milp_at_n_400_before_building_it(monkeypatch):
     assert licence_refusal("gurobi", 40, 0.5, "milp") is None  # 40 + 780 = 820 variables, 1 + 1560 + 40 rows
     assert "variables > 200 in a quadratic model" in licence_refusal("gurobi", 201, 0.5, "miqp_lowrank")
     assert licence_refusal("gurobi", 400, 1.0, "miqp") is None  # linear at theta = 1: 400 binaries fit
+    # Glover's compact MILP: 2n variables, 2n + 1 rows, linear: the licence takes n = 999, not 1000
+    assert licence_refusal("gurobi", 999, 0.5, "milp_compact") is None
+    assert "2001 constraints > 2000" in licence_refusal("gurobi", 1000, 0.5, "milp_compact")
 
 
 @pytest.mark.slow

@@ -15,7 +15,8 @@ from divopt_rag.solvers.exact import DEFAULT_FORMULATION
 
 SOLVERS = available_solvers()
 # (solver, formulation) pairs each installed solver accepts (size permitting).
-PAIRS = [(s, f) for s in SOLVERS for f in (("milp",) if s == "highs" else ("miqp", "miqp_lowrank", "milp"))]
+PAIRS = [(s, f) for s in SOLVERS
+         for f in (("milp", "milp_compact") if s == "highs" else ("miqp", "miqp_lowrank", "milp", "milp_compact"))]
 DEFAULTS = [(s, DEFAULT_FORMULATION[s]) for s in SOLVERS]
 
 
@@ -93,6 +94,44 @@ def test_solvers_agree_on_n40():
     ref = next(iter(values.values()))
     for key, v in values.items():
         assert v == pytest.approx(ref, abs=1e-5 * max(1.0, abs(ref))), (key, values)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("seed, n, k, theta, dup", CASES + [(7, 11, 4, 0.0, True), (8, 11, 4, 1.0, False),
+                                                       (9, 9, 8, 0.5, False), (10, 9, 2, 0.3, True)])
+def test_compact_milp_optimum_equals_brute_force(solver, seed, n, k, theta, dup):
+    """Glover's compact MILP (z_i for x_i s_i(x)) proves enumeration's optimum with every MIP
+    solver, at the extreme thetas and at k = n - 1 (U_i then sums every other row entry)."""
+    E, q = _pool(n, 6, seed, dup)
+    inst = Instance(E, q, k=k, theta=theta)
+    best, _ = _brute_force(inst)
+    r = solve_exact(inst, solver, formulation="milp_compact")
+    assert r.proven_optimal and r.info["formulation"] == "milp_compact"
+    assert r.objective == pytest.approx(best, abs=1e-6) and r.bound >= best - 1e-6
+
+
+def test_compact_milp_is_f_at_the_smallest_feasible_z():
+    """At every binary k-set x the compact MILP's objective, with each z_i at the smallest value
+    its two rows allow, is f(x) (the exactness argument of build_ccbqp_compact, checked on the
+    built rows), and the bounds L, U hold for every k-set (with / without i)."""
+    from divopt_rag.models.mip_ccbqp import build_ccbqp_compact, compact_bounds
+
+    E, q = _pool(9, 5, 4, True)
+    inst = Instance(E, q, k=3, theta=0.35)
+    m = build_ccbqp_compact(inst).model
+    W = as_gram(inst)
+    L, U = compact_bounds(W, 3)
+    for S in itertools.combinations(range(9), 3):
+        for i in range(9):
+            m.x[i].set_value(float(i in S))
+        for i in range(9):
+            s_i = sum(W[i, j] for j in S if j != i)
+            assert (L[i] - 1e-12 <= s_i) if i in S else (s_i <= U[i] + 1e-12)
+            t = max(s_i - U[i] * (i not in S), L[i] * (i in S))  # the smallest z_i the rows allow
+            m.z[i].set_value(t)
+            slacks = (m.z_link[i].slack(), m.z_floor[i].slack())
+            assert min(slacks) >= -1e-12 and min(slacks) <= 1e-12  # feasible, and one row is tight
+        assert m.obj.expr() == pytest.approx(ccbqp_objective(inst, list(S)), abs=1e-10)
 
 
 def test_milp_and_miqp_same_optimum_and_objective_identity():

@@ -59,7 +59,7 @@ def _measured_counts(model):
     return (n_vars, n_int, n_cons, nnz, len(repn.linear_vars), len(repn.quadratic_vars))
 
 
-@pytest.mark.parametrize("formulation", ["miqp", "miqp_lowrank", "milp", "milp_no_rlt"])
+@pytest.mark.parametrize("formulation", ["miqp", "miqp_lowrank", "milp", "milp_no_rlt", "milp_compact"])
 @pytest.mark.parametrize("n, d, theta", [(9, 4, 0.5), (16, 4, 0.3), (12, 20, 0.7), (20, 6, 1.0)])
 def test_counts_match_the_built_models(formulation, n, d, theta):
     form, rlt = ("milp", False) if formulation == "milp_no_rlt" else (formulation, True)

@@ -336,15 +336,96 @@ def test_scip_checks_a_bnb_optimum_when_gurobi_cannot_take_the_screened_pool(lib
     inst = load_instance(lib, iid)
     S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
     good = {"status": OPTIMAL, "best_set": S, "f": inst.f(S), "solver": "bnb"}
-    v = verify_one(inst, good, time_limit=60, gurobi_max_n=2)
+    v = verify_one(inst, good, time_limit=60, gurobi_max_n=2, compact=False)
     assert v["solver"] == "scip" and v["status"] == "optimal" and v["verdict"] == AGREE
     assert v["f"] == pytest.approx(opt, abs=1e-9) and v["bound"] >= opt - 1e-9
     assert v["warm_start"] == "the stored set" and "screened pool" in v["on"]
     worse = next(list(T) for T in itertools.combinations(range(inst.n), inst.k) if inst.f(T) < opt - 1e-3)
-    v = verify_one(inst, {**good, "best_set": worse, "f": inst.f(worse)}, time_limit=60, gurobi_max_n=2)
+    v = verify_one(inst, {**good, "best_set": worse, "f": inst.f(worse)}, time_limit=60, gurobi_max_n=2, compact=False)
     assert v["solver"] == "scip" and v["verdict"] == DISAGREE and v["f"] == pytest.approx(opt, abs=1e-9)
-    v = verify_one(inst, {**good, "f": opt + 1e-3}, time_limit=60, gurobi_max_n=2)  # only SCIP's proof refutes it
+    v = verify_one(inst, {**good, "f": opt + 1e-3}, time_limit=60, gurobi_max_n=2, compact=False)  # only SCIP's proof refutes it
     assert v["solver"] == "scip" and v["verdict"] == DISAGREE and v["bound"] < opt + 1e-3
+
+
+def test_gurobi_checks_a_bnb_optimum_beyond_its_miqp_licence_in_the_compact_milp(lib):
+    """verify_one on a bnb optimum at n above the MIQP licence (lowered here to 2 binaries): Gurobi
+    solves the whole instance in Glover's compact MILP first: it proves enumeration's optimum
+    (agree), and refutes a worse set labelled optimal and a claimed f above the optimum."""
+    pytest.importorskip("gurobipy")
+    from divopt_rag.experiments.studies.library_solve import AGREE, DISAGREE, verify_one
+
+    iid = "toy-n14-k3-t05-q02"
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    good = {"status": OPTIMAL, "best_set": S, "f": inst.f(S), "solver": "bnb"}
+    v = verify_one(inst, good, time_limit=60, gurobi_max_n=2)
+    assert (v["solver"], v["formulation"], v["verdict"], v["status"]) == ("gurobi", "milp_compact", AGREE, "optimal")
+    assert v["f"] == pytest.approx(opt, abs=1e-9) and v["bound"] >= opt - 1e-6 and v["n_solved"] == inst.n
+    assert "tried" not in v
+    worse = next(list(T) for T in itertools.combinations(range(inst.n), inst.k) if inst.f(T) < opt - 1e-3)
+    v = verify_one(inst, {**good, "best_set": worse, "f": inst.f(worse)}, time_limit=60, gurobi_max_n=2)
+    assert v["formulation"] == "milp_compact" and v["verdict"] == DISAGREE and v["f"] == pytest.approx(opt, abs=1e-9)
+    v = verify_one(inst, {**good, "f": opt + 1e-3}, time_limit=60, gurobi_max_n=2)
+    assert v["formulation"] == "milp_compact" and v["verdict"] == DISAGREE
+
+
+def test_a_timed_out_compact_check_hands_over_to_the_screened_pool_and_is_kept(lib, monkeypatch):
+    """When Gurobi's compact MILP times out, the screened-pool engine (SCIP here) decides and the
+    compact attempt is kept under ``tried``; with SCIP skipped the compact verdict is the answer."""
+    pytest.importorskip("gurobipy")
+    pytest.importorskip("pyscipopt")
+    import divopt_rag.solvers as solvers
+    from divopt_rag.experiments.studies.library_solve import AGREE, TIMED_OUT, verify_one
+
+    real = solvers.solve_exact
+
+    def slow_compact(I, solver, **kw):
+        r = real(I, solver, **kw)
+        if kw.get("formulation") == "milp_compact":  # as if its limit had passed at the root
+            r.status, r.bound = "time_limit", r.objective + 1.0
+        return r
+
+    monkeypatch.setattr(solvers, "solve_exact", slow_compact)
+    iid = "toy-n14-k3-t05-q02"
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    good = {"status": OPTIMAL, "best_set": S, "f": inst.f(S), "solver": "bnb"}
+    v = verify_one(inst, good, time_limit=60, gurobi_max_n=2)
+    assert v["solver"] == "scip" and v["verdict"] == AGREE
+    assert [(t["solver"], t["formulation"], t["verdict"]) for t in v["tried"]] == [("gurobi", "milp_compact", TIMED_OUT)]
+    v = verify_one(inst, good, time_limit=60, gurobi_max_n=2, skip=("gurobi", "scip"))
+    assert (v["formulation"], v["verdict"]) == ("milp_compact", TIMED_OUT) and "tried" not in v
+    # above COMPACT_FIRST_MAX_K the screened pool goes first: SCIP decides, the compact MILP never runs
+    import divopt_rag.experiments.studies.library_solve as LS
+
+    monkeypatch.setattr(LS, "COMPACT_FIRST_MAX_K", inst.k - 1)
+    monkeypatch.setattr(LS, "_compact_check", lambda *a: pytest.fail("the compact MILP ran first"))
+    v = verify_one(inst, good, time_limit=60, gurobi_max_n=2)
+    assert v["solver"] == "scip" and v["verdict"] == AGREE and "tried" not in v
+
+
+def test_reverify_tries_the_compact_milp_on_a_check_that_timed_out_at_this_limit(lib):
+    """reverify: a bnb optimum whose SCIP check timed out at this very limit is checked again only
+    because Gurobi's compact MILP applies now (SCIP is not run again); once that has run, never again."""
+    pytest.importorskip("gurobipy")
+    from divopt_rag.experiments.studies.library_build import solution_record
+    from divopt_rag.experiments.studies.library_solve import AGREE, TIMED_OUT, reverify
+
+    iid = "toy-n14-k3-t05-q02"
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    sol = solution_record(inst, S, opt, status=OPTIMAL, bound_source="bnb", solver="bnb", tolerance="-",
+                          seconds=0.0, verified_by={"solver": "scip", "verdict": TIMED_OUT, "seconds": 61.0,
+                                                    "time_limit": 60.0})
+    path = lib / "instances" / iid / "solution.json"
+    path.write_text(json.dumps(sol))
+    assert reverify(lib, 60.0, log=lambda s: None, only=[iid]) == {}  # at the real licence (200): nothing new
+    assert reverify(lib, 60.0, log=lambda s: None, only=[iid], gurobi_max_n=2) == {AGREE: 1}
+    v = json.loads(path.read_text())["verified_by"]
+    assert (v["solver"], v["formulation"], v["verdict"]) == ("gurobi", "milp_compact", AGREE)
+    assert v["earlier"] == {"solver": "scip", "verdict": TIMED_OUT, "seconds": 61.0, "time_limit": 60.0}
+    assert reverify(lib, 60.0, log=lambda s: None, only=[iid], gurobi_max_n=2) == {}  # agreed: done
+    assert verify_library(lib) == []
 
 
 def test_reverify_runs_a_not_run_check_again(lib):
