@@ -5,7 +5,7 @@ Per instance (``solve_one``; campaign "c2", limits :data:`TIME_LIMITS` per engin
 * n <= 200 (the Gurobi pip licence): an incumbent from ``fw_ws_ms``, then Gurobi (relative MIPGap
   1e-6, one thread), warm-started; divopt's branch-and-bound (bnb, relative gap 1e-6) when Gurobi
   leaves it open;
-* 200 < n <= 1000: the incumbent, then bnb;
+* 200 < n <= 1000: the incumbent, then (k <= 5, n <= 999) Gurobi on Glover's compact MILP, then bnb;
 * n = 10^4: the full-scale certificate (:func:`~divopt_rag.solvers.certificates.certify_full_scale`:
   safe screening, relaxation screening, bounds, exact solve of the survivors when <= 1000 remain).
 
@@ -68,12 +68,14 @@ def _gurobi_ok() -> bool:
     return True
 
 
-def solve_one(inst, time_limit: float | None = None, *, gurobi_fallback: bool = True) -> dict:
+def solve_one(inst, time_limit: float | None = None, *, gurobi_fallback: bool = True, compact: bool = True) -> dict:
     """Prove or bound one :class:`LibraryInstance`; returns its solution.json body.
 
     n <= 200 (Gurobi's pip licence): Gurobi first (relative MIPGap 1e-6, one thread), warm-started
     from ``fw_ws_ms``; divopt's bnb when Gurobi leaves it open. 200 < n <= 1000: bnb (relative gap
-    1e-6). n > 1000: the full-scale certificate. Each engine gets ``time_limit`` seconds."""
+    1e-6), after Gurobi on Glover's compact MILP at k <= :data:`COMPACT_FIRST_MAX_K` where its
+    licence takes it (``compact``; n <= 999). n > 1000: the full-scale certificate. Each engine
+    gets ``time_limit`` seconds."""
     from divopt_rag.solvers import solve_exact
     from divopt_rag.solvers.selection import select
 
@@ -97,10 +99,13 @@ def solve_one(inst, time_limit: float | None = None, *, gurobi_fallback: bool = 
     heur = select(I, "fw_ws_ms")
     best, best_f = heur.indices, float(heur.objective)
     bound, source, solver, tol, proven = None, None, None, None, False
-    engines = (["gurobi"] if gurobi_fallback and inst.n <= GUROBI_MAX_N and _gurobi_ok() else []) + ["bnb"]
+    engines = (["gurobi"] if gurobi_fallback and inst.n <= GUROBI_MAX_N and _gurobi_ok() else []) + (
+        [COMPACT] if compact and inst.k <= COMPACT_FIRST_MAX_K and _compact_applies(inst.n, inst.theta, "bnb", GUROBI_MAX_N) else []
+    ) + ["bnb"]
     for engine in engines:
-        gap = GUROBI_GAP if engine == "gurobi" else BNB_GAP
-        r = solve_exact(I, engine, time_limit=T, mip_gap=gap, warm_start=best, threads=1)
+        gap = BNB_GAP if engine == "bnb" else GUROBI_GAP
+        solver_name, form = engine.split("/") if "/" in engine else (engine, "auto")
+        r = solve_exact(I, solver_name, time_limit=T, mip_gap=gap, warm_start=best, threads=1, formulation=form)
         if r.objective is not None and r.objective > best_f:
             best, best_f = r.indices, float(r.objective)
         b = None if r.bound is None or not math.isfinite(r.bound) else float(r.bound)
@@ -398,16 +403,16 @@ def reverify(root: str | Path, time_limit: float, *, log=print, max_n: int = 10_
 
 
 def retry_open(root: str | Path, time_limit: float, *, ns: set[int] | None = None, log=print,
-               verify: bool = True) -> dict:
+               verify: bool = True, only: list[str] | None = None) -> dict:
     """Solve every open instance (of the sizes ``ns``) again with ``time_limit`` seconds per engine,
     warm-started from its stored set (``solve_one``). The new result replaces the stored one only
     when it is proven optimal (then the second solver checks it at once) or has a tighter bound
     (the better of the two sets is kept, with the tighter bound); the earlier record's solver,
     bound and limit are kept under ``earlier``; the manifest is rewritten when a record changed.
-    Returns {"closed", "tighter", "unchanged"}."""
+    ``only``: these instance ids alone. Returns {"closed", "tighter", "unchanged"}."""
     root = Path(root)
     counts = {"closed": 0, "tighter": 0, "unchanged": 0}
-    for iid in _order(instance_ids(root)):
+    for iid in _order(only or instance_ids(root)):
         path = root / "instances" / iid / "solution.json"
         sol = read_json(path) if path.exists() else None
         if sol is None or sol["status"] == OPTIMAL or (ns and int(iid.split("-n")[1].split("-")[0]) not in ns):

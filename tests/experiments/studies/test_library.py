@@ -369,6 +369,22 @@ def test_gurobi_checks_a_bnb_optimum_beyond_its_miqp_licence_in_the_compact_milp
     assert v["formulation"] == "milp_compact" and v["verdict"] == DISAGREE
 
 
+def test_solve_one_proves_with_the_compact_milp_above_the_miqp_licence_and_bnb_checks_it(lib, monkeypatch):
+    """Above Gurobi's MIQP licence (lowered here to 2 binaries) at k <= 5 the campaign's prover is
+    Gurobi on the compact MILP: enumeration's optimum; its second solver is then bnb (agree)."""
+    pytest.importorskip("gurobipy")
+    import divopt_rag.experiments.studies.library_solve as LS
+
+    monkeypatch.setattr(LS, "GUROBI_MAX_N", 2)
+    inst = load_instance(lib, "toy-n14-k3-t05-q02")
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    sol = LS.solve_one(inst, time_limit=60)
+    assert sol["status"] == OPTIMAL and sol["solver"] == LS.COMPACT and sol["f"] == pytest.approx(opt, abs=1e-9)
+    v = LS.verify_one(inst, sol, time_limit=60, gurobi_max_n=2)
+    assert v["solver"] == "bnb" and v["verdict"] == LS.AGREE
+    assert LS.solve_one(inst, time_limit=60, compact=False)["solver"] == "bnb"
+
+
 def test_a_timed_out_compact_check_hands_over_to_the_screened_pool_and_is_kept(lib, monkeypatch):
     """When Gurobi's compact MILP times out, the screened-pool engine (SCIP here) decides and the
     compact attempt is kept under ``tried``; with SCIP skipped the compact verdict is the answer."""
