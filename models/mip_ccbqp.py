@@ -148,6 +148,19 @@ def build_ccbqp_miqp_lowrank(inst: Instance, shift: bool = True, *, deadline: fl
     return BuiltModel(m, ModelInfo(kind=m.name, n_items=n, details={"shift": u, "rank": r}))
 
 
+def _linearized_start(inst: Instance, name: str):
+    """What both MILPs share: the model with x and the cardinality row sum(x) = k, the float64 Gram
+    matrix W and the linear part theta(k-1) c^T x + (1-theta) sum_i (1 - W_ii) x_i."""
+    inst = _check_instance(inst)
+    n, k, th = inst.n, inst.k, inst.theta
+    c = inst.relevance.detach().double().cpu().numpy()
+    W = as_gram(inst)
+    m = new_selection_model(n, name)
+    m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
+    lc = linear_term(c, th, k)
+    return m, W, quicksum(float(lc[i] + (1 - th) * (1.0 - W[i, i])) * m.x[i] for i in range(n))
+
+
 def build_ccbqp_milp(inst: Instance, rlt: bool = True, *, deadline: float | None = None) -> BuiltModel:
     """Linearized MILP: y_ij stands for x_i x_j (i < j),
     max theta(k-1) c^T x + (1-theta)(sum_i (1-W_ii) x_i - 2 sum_{i<j} W_ij y_ij)
@@ -159,16 +172,10 @@ def build_ccbqp_milp(inst: Instance, rlt: bool = True, *, deadline: float | None
     n(n-1)/2 continuous variables, n(n-1) + n + 1 constraints. Exact on binary x either way.
     ``deadline``: see :class:`~divopt_rag.models.mip_common.BuildClock`.
     """
-    inst = _check_instance(inst)
+    m, W, lin = _linearized_start(inst, "ccbqp_milp")
     n, k, th = inst.n, inst.k, inst.theta
-    c = inst.relevance.detach().double().cpu().numpy()
-    W = as_gram(inst)
-    m = new_selection_model(n, "ccbqp_milp")
-    m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
     with BuildClock(deadline) as clock:
         add_pair_products(m, n, mccormick="upper" if rlt else "full", rlt_k=k if rlt else None, clock=clock)
-        lc = linear_term(c, th, k)
-        lin = quicksum(float(lc[i] + (1 - th) * (1.0 - W[i, i])) * m.x[i] for i in range(n))
         quad = quicksum(float(-pair_weight(th) * W[i, j]) * m.y[i, j] for i, j in clock.items(m.P))
     m.obj = pe.Objective(expr=lin + quad, sense=pe.maximize)
     return BuiltModel(m, ModelInfo(kind=m.name, n_items=n, details={"rlt": bool(rlt)}))
@@ -204,14 +211,8 @@ def build_ccbqp_compact(inst: Instance, *, deadline: float | None = None) -> Bui
     docs/library.md). At theta = 1 there are no pair terms and no z.
     ``deadline``: see :class:`~divopt_rag.models.mip_common.BuildClock`.
     """
-    inst = _check_instance(inst)
+    m, W, lin = _linearized_start(inst, "ccbqp_milp_compact")
     n, k, th = inst.n, inst.k, inst.theta
-    c = inst.relevance.detach().double().cpu().numpy()
-    W = as_gram(inst)
-    m = new_selection_model(n, "ccbqp_milp_compact")
-    m.card = pe.Constraint(expr=quicksum(m.x[i] for i in range(n)) == k)
-    lc = linear_term(c, th, k)
-    lin = quicksum(float(lc[i] + (1 - th) * (1.0 - W[i, i])) * m.x[i] for i in range(n))
     if th >= 1.0:
         m.obj = pe.Objective(expr=lin, sense=pe.maximize)
         return BuiltModel(m, ModelInfo(kind=m.name, n_items=n, details={}))

@@ -347,6 +347,18 @@ def test_scip_checks_a_bnb_optimum_when_gurobi_cannot_take_the_screened_pool(lib
     assert v["solver"] == "scip" and v["verdict"] == DISAGREE and v["bound"] < opt + 1e-3
 
 
+def _stored_optimum(lib, iid, solver, verified_by):
+    """Write enumeration's optimum of ``iid`` as proven by ``solver``, with that check record;
+    returns (the optimum, its solution.json path)."""
+    inst = load_instance(lib, iid)
+    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    sol = solution_record(inst, S, opt, status=OPTIMAL, bound_source=solver, solver=solver, tolerance="-",
+                          seconds=0.0, verified_by=verified_by)
+    path = lib / "instances" / iid / "solution.json"
+    path.write_text(json.dumps(sol))
+    return opt, path
+
+
 def test_gurobi_checks_a_bnb_optimum_beyond_its_miqp_licence_in_the_compact_milp(lib):
     """verify_one on a bnb optimum at n above the MIQP licence (lowered here to 2 binaries): Gurobi
     solves the whole instance in Glover's compact MILP first: it proves enumeration's optimum
@@ -377,7 +389,7 @@ def test_solve_one_proves_with_the_compact_milp_above_the_miqp_licence_and_bnb_c
 
     monkeypatch.setattr(LS, "GUROBI_MAX_N", 2)
     inst = load_instance(lib, "toy-n14-k3-t05-q02")
-    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    _, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
     sol = LS.solve_one(inst, time_limit=60)
     assert sol["status"] == OPTIMAL and sol["solver"] == LS.COMPACT and sol["f"] == pytest.approx(opt, abs=1e-9)
     v = LS.verify_one(inst, sol, time_limit=60, gurobi_max_n=2)
@@ -404,7 +416,7 @@ def test_a_timed_out_compact_check_hands_over_to_the_screened_pool_and_is_kept(l
     monkeypatch.setattr(solvers, "solve_exact", slow_compact)
     iid = "toy-n14-k3-t05-q02"
     inst = load_instance(lib, iid)
-    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
+    S, _ = _brute(inst.E, inst.q, inst.k, inst.theta)
     good = {"status": OPTIMAL, "best_set": S, "f": inst.f(S), "solver": "bnb"}
     v = verify_one(inst, good, time_limit=60, gurobi_max_n=2)
     assert v["solver"] == "scip" and v["verdict"] == AGREE
@@ -424,17 +436,11 @@ def test_reverify_tries_the_compact_milp_on_a_check_that_timed_out_at_this_limit
     """reverify: a bnb optimum whose SCIP check timed out at this very limit is checked again only
     because Gurobi's compact MILP applies now (SCIP is not run again); once that has run, never again."""
     pytest.importorskip("gurobipy")
-    from divopt_rag.experiments.studies.library_build import solution_record
     from divopt_rag.experiments.studies.library_solve import AGREE, TIMED_OUT, reverify
 
     iid = "toy-n14-k3-t05-q02"
-    inst = load_instance(lib, iid)
-    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
-    sol = solution_record(inst, S, opt, status=OPTIMAL, bound_source="bnb", solver="bnb", tolerance="-",
-                          seconds=0.0, verified_by={"solver": "scip", "verdict": TIMED_OUT, "seconds": 61.0,
-                                                    "time_limit": 60.0})
-    path = lib / "instances" / iid / "solution.json"
-    path.write_text(json.dumps(sol))
+    _, path = _stored_optimum(lib, iid, "bnb", {"solver": "scip", "verdict": TIMED_OUT, "seconds": 61.0,
+                                                "time_limit": 60.0})
     assert reverify(lib, 60.0, log=lambda s: None, only=[iid]) == {}  # at the real licence (200): nothing new
     assert reverify(lib, 60.0, log=lambda s: None, only=[iid], gurobi_max_n=2) == {AGREE: 1}
     v = json.loads(path.read_text())["verified_by"]
@@ -465,17 +471,11 @@ def test_reverify_runs_a_not_run_check_again(lib):
 def test_reverify_replaces_a_timed_out_check_and_keeps_the_earlier_one(lib):
     """reverify: an optimum whose second-solver check timed out is checked again with the longer
     limit; the new verdict (agree: enumeration's optimum) replaces it, the old one is kept."""
-    from divopt_rag.experiments.studies.library_build import solution_record
     from divopt_rag.experiments.studies.library_solve import AGREE, TIMED_OUT, reverify
 
     iid = "toy-n14-k3-t05-q02"
-    inst = load_instance(lib, iid)
-    S, opt = _brute(inst.E, inst.q, inst.k, inst.theta)
-    sol = solution_record(inst, S, opt, status=OPTIMAL, bound_source="gurobi", solver="gurobi", tolerance="-",
-                          seconds=0.0, verified_by={"solver": "bnb", "verdict": TIMED_OUT, "seconds": 1.0,
-                                                    "time_limit": 1.0})
-    path = lib / "instances" / iid / "solution.json"
-    path.write_text(json.dumps(sol))
+    opt, path = _stored_optimum(lib, iid, "gurobi", {"solver": "bnb", "verdict": TIMED_OUT, "seconds": 1.0,
+                                                     "time_limit": 1.0})
     counts = reverify(lib, 60.0, log=lambda s: None)
     v = json.loads(path.read_text())["verified_by"]
     assert v["verdict"] == AGREE and v["solver"] == "bnb" and v["time_limit"] == 60.0
