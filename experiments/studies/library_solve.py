@@ -15,8 +15,8 @@ the certificate's "certified"); else ``open`` with the engine's bound. Verificat
 prove it solves it again (bnb for Gurobi's optima, Gurobi for bnb's at n <= 200; at n > 200 Gurobi
 on the certificate's screened pool when that fits the licence, else SCIP on it, and Gurobi on the
 whole instance in Glover's compact MILP, which the licence takes up to n = 999: first at k <= 5,
-last above; each later engine only when the one before timed out), warm-started from the stored set; its verdict (agree / disagree / timed_out / not_run), time and limit go into
-``verified_by``.
+last above; each later engine only when the one before timed out), warm-started from the stored
+set; its verdict (agree / disagree / timed_out / not_run), time and limit go into ``verified_by``.
 
 Each result is written as it finishes (atomic JSON); a rerun skips instances already solved under
 the same campaign settings. ``python -m divopt_rag.experiments.studies.library_solve ROOT`` runs it.
@@ -141,8 +141,8 @@ def _engine_tag(v: dict) -> str:
 
 
 def _compact_applies(n: int, theta: float, primary: str, gurobi_max_n: int = GUROBI_MAX_N) -> bool:
-    """Gurobi on the compact MILP is the first second solver of a non-Gurobi optimum at
-    n > ``gurobi_max_n`` when gurobipy is installed and its licence takes the model (n <= 999)."""
+    """Whether Gurobi on the compact MILP may check (or prove) a non-Gurobi optimum: at
+    n > ``gurobi_max_n``, with gurobipy installed and its licence taking the model (n <= 999)."""
     from divopt_rag.solvers.exact import licence_refusal
 
     return ("gurobi" not in primary and n > gurobi_max_n and _gurobi_ok()
@@ -161,7 +161,7 @@ def _verdict(f: float, tol: float, f2: float | None, proven: bool, b2: float | N
 
 #: Gurobi's compact MILP runs before the screened-pool engines at k <= this, after them above it.
 #: Measured on the library's n = 300 optima that SCIP left unchecked at 150-600 s: at k = 5 the
-#: compact MILP proved all three in 8-77 s; at k = 10 its bound stayed 20-160 % above f after
+#: compact MILP proved all three in under 90 s; at k = 10 its bound stayed 20-160 % above f after
 #: 300-600 s (docs/library.md), where SCIP proves most k = 10 and 25 checks.
 COMPACT_FIRST_MAX_K = 5
 
@@ -295,8 +295,6 @@ def _screened_check(inst, sol: dict, V: float, gurobi_max_n: int, skip: tuple[st
     return {"solver": other, "on": on, "verdict": verdict, "status": status, "f": f2, "bound": b2,
            "seconds": round(secs, 3), "engine_seconds": round(float(engine_secs), 3), "time_limit": V,
            "warm_start": warm_note, "agree": verdict == AGREE, "n_solved": n_on}
-
-
 
 
 def _order(ids: list[str]) -> list[str]:

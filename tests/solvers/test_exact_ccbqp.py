@@ -261,3 +261,16 @@ def test_auto_picks_an_installed_solver_and_falls_back_past_the_gurobi_license()
     assert r.solver == SOLVERS[0] and r.proven_optimal
     best, _ = _brute_force(inst)
     assert r.objective == pytest.approx(best, abs=1e-6)
+
+
+def test_compact_milp_build_stops_at_a_passed_deadline():
+    """The compact builder reads its deadline once per row: one already passed stops it."""
+    import time
+
+    from divopt_rag.models.mip_ccbqp import build_ccbqp_compact
+    from divopt_rag.models.mip_common import BuildTimeout
+
+    E, q = _pool(12, 5, 2, False)
+    with pytest.raises(BuildTimeout):
+        build_ccbqp_compact(Instance(E, q, k=3, theta=0.5), deadline=time.perf_counter() - 1.0)
+    assert build_ccbqp_compact(Instance(E, q, k=3, theta=0.5), deadline=None).model.z_link is not None
