@@ -55,8 +55,8 @@ _BYTES_PER_QUAD = {"highs": 700, "scip": 1700, "gurobi": 800}
 # by solver. Measured ratios on the shared 2-core machine at d = 384 (HiGHS MILP n = 150: build
 # 0.85, load 2.6 per item; SCIP low-rank n = 150..1000: build 1.4-2.2, load 1.2-2.9 per item;
 # Gurobi MIQP n = 150, 200: load 2.5-6.3 per quadratic term), rounded up by about a fifth.
-_BUILD_UNITS = {"milp": (1.0, 0.0), "milp_compact": (1.0, 0.0), "miqp": (1.0, 2.5), "qcr": (1.0, 2.5), "miqp_lowrank": (2.5, 2.5),
-                "qcr_lowrank": (2.5, 2.5)}
+_BUILD_UNITS = {"milp": (1.0, 0.0), "milp_compact": (1.0, 0.0), "miqp": (1.0, 2.5), "qcr": (1.0, 2.5),
+                "miqp_lowrank": (2.5, 2.5), "qcr_lowrank": (2.5, 2.5)}
 _TRANSLATE_UNITS = {"highs": (3.0, 20.0), "scip": (3.5, 18.0), "gurobi": (3.0, 8.0)}
 
 

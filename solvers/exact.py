@@ -286,8 +286,8 @@ def licence_refusal(solver: str, n: int, theta: float, formulation: str = "auto"
     the size-limited Gurobi licence, HiGHS without MIQP) on the model's size. "miqp" / "qcr": n
     binaries and one row, quadratic when theta < 1; "milp" / "milp_compact": their exact sizes
     (:func:`~divopt_rag.models.mip_sizing.ccbqp_counts`: n + n(n-1)/2 variables and a row per
-    McCormick and RLT inequality; 2n variables and 2n + 1 rows); the low-rank forms: at least n binaries and one row (the rank
-    only adds). None when it can take it, and for engines without a licence ("bnb", "brute").
+    McCormick and RLT inequality; 2n variables and 2n + 1 rows); the low-rank forms: at least n
+    binaries and one row (the rank only adds). None when it can take it, and for engines without a licence ("bnb", "brute").
     :func:`solve_exact` refuses an explicit solver by this rule; a command checks it before any work."""
     if solver not in SOLVERS:
         return None

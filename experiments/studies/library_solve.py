@@ -48,6 +48,8 @@ GUROBI_MAX_N = 200
 SCIP_GAP = 1e-6
 #: the largest (screened) pool SCIP is handed as a second solver; its time limit decides the rest
 SCIP_MAX_N = 1000
+#: the relative gap each engine is run at, as prover and as second solver
+_GAPS = {"gurobi": GUROBI_GAP, "bnb": BNB_GAP, "scip": SCIP_GAP}
 CAMPAIGN = "c2"
 AGREE = "agree"
 DISAGREE = "disagree"
@@ -103,12 +105,12 @@ def solve_one(inst, time_limit: float | None = None, *, gurobi_fallback: bool = 
         [COMPACT] if compact and inst.k <= COMPACT_FIRST_MAX_K and _compact_applies(inst.n, inst.theta, "bnb", GUROBI_MAX_N) else []
     ) + ["bnb"]
     for engine in engines:
-        gap = BNB_GAP if engine == "bnb" else GUROBI_GAP
         solver_name, form = engine.split("/") if "/" in engine else (engine, "auto")
+        gap = _GAPS[solver_name]
         r = solve_exact(I, solver_name, time_limit=T, mip_gap=gap, warm_start=best, threads=1, formulation=form)
         if r.objective is not None and r.objective > best_f:
             best, best_f = r.indices, float(r.objective)
-        b = None if r.bound is None or not math.isfinite(r.bound) else float(r.bound)
+        b = _finite(r.bound)
         if r.proven_optimal:
             proven, solver, source = True, engine, engine
             bound = b if bound is None or b is None else min(bound, b)
@@ -217,84 +219,82 @@ def verify_one(inst, sol: dict, time_limit: float | None = None, *, gurobi_max_n
     return {**v, "tried": tried} if tried else v
 
 
-def _compact_check(inst, sol: dict, V: float) -> dict:
-    """Gurobi on Glover's compact MILP of the whole instance, warm-started from the stored set."""
+def _finite(bound) -> float | None:
+    """An engine's bound as a float, or None when it has none (None or not finite)."""
+    return None if bound is None or not math.isfinite(bound) else float(bound)
+
+
+def _instance_check(inst, sol: dict, V: float, solver: str, formulation: str = "auto") -> dict:
+    """``solver`` (in ``formulation``) on the whole instance, warm-started from the stored set."""
     from divopt_rag.solvers import solve_exact
 
     t0 = time.perf_counter()
-    f, tol = float(sol["f"]), _agreement_tol(float(sol["f"]))
-    r = solve_exact(inst.to_instance(), "gurobi", formulation="milp_compact", time_limit=V, mip_gap=GUROBI_GAP,
+    f = float(sol["f"])
+    r = solve_exact(inst.to_instance(), solver, formulation=formulation, time_limit=V, mip_gap=_GAPS[solver],
                     warm_start=sol["best_set"], threads=1)
     f2 = None if r.objective is None else inst.f(r.indices)
-    b2 = None if r.bound is None or not math.isfinite(r.bound) else float(r.bound)
-    verdict = _verdict(f, tol, f2, r.proven_optimal, b2)
-    return {"solver": "gurobi", "formulation": "milp_compact", "on": "the instance (Glover's compact MILP)",
+    b2 = _finite(r.bound)
+    verdict = _verdict(f, _agreement_tol(f), f2, r.proven_optimal, b2)
+    form = {} if formulation == "auto" else {"formulation": formulation}
+    return {"solver": solver, **form, "on": "the instance" + (" (Glover's compact MILP)" if form else ""),
             "verdict": verdict, "status": str(r.status), "f": f2, "bound": b2,
             "seconds": round(time.perf_counter() - t0, 3), "engine_seconds": round(float(r.seconds), 3),
             "time_limit": V, "warm_start": "the stored set", "agree": verdict == AGREE, "n_solved": inst.n}
 
 
+def _compact_check(inst, sol: dict, V: float) -> dict:
+    """Gurobi on Glover's compact MILP of the whole instance, warm-started from the stored set."""
+    return _instance_check(inst, sol, V, "gurobi", "milp_compact")
+
+
 def _screened_check(inst, sol: dict, V: float, gurobi_max_n: int, skip: tuple[str, ...]) -> dict:
     """The check by the other engine on the instance (n <= ``gurobi_max_n``) or on the full-scale
     certificate's screened pool (:func:`verify_one`)."""
-    from divopt_rag.solvers import solve_exact
-
-    I = inst.to_instance()
-    f, tol = float(sol["f"]), _agreement_tol(float(sol["f"]))
     primary = str(sol.get("solver", ""))
-    gaps = {"gurobi": GUROBI_GAP, "bnb": BNB_GAP, "scip": SCIP_GAP}
-    warm_note, engine_secs = "the stored set", None
-    t0 = time.perf_counter()
     if inst.n <= gurobi_max_n:
         other = "bnb" if "gurobi" in primary else "gurobi" if _gurobi_ok() else "scip" if _scip_ok() else None
         if other is None:
             return {"solver": "gurobi", "on": "the instance", "verdict": NOT_RUN,
                     "why": "neither gurobipy nor pyscipopt is installed", "time_limit": V}
-        r = solve_exact(I, other, time_limit=V, mip_gap=gaps[other], warm_start=sol["best_set"], threads=1)
-        proven, status, on, n_on = r.proven_optimal, str(r.status), "the instance", inst.n
-        engine_secs = r.seconds
-        f2 = None if r.objective is None else inst.f(r.indices)
-        b2 = None if r.bound is None or not math.isfinite(r.bound) else float(r.bound)
-    else:
-        from divopt_rag.solvers.certificates import certify_full_scale
+        return _instance_check(inst, sol, V, other)
+    from divopt_rag.solvers.certificates import certify_full_scale
 
-        if "gurobi" in primary:
-            engines = [("bnb", 1000)]
-        else:  # Gurobi where its licence takes the screened pool, else SCIP
-            engines = ([("gurobi", gurobi_max_n)] if _gurobi_ok() and "gurobi" not in skip else []) + (
-                [("scip", SCIP_MAX_N)] if _scip_ok() and "scip" not in skip else [])
-        if not engines:
-            return {"solver": "gurobi", "on": "the certificate's screened pool", "verdict": NOT_RUN,
-                    "why": f"skipped here: {', '.join(skip)}" if skip else "neither gurobipy nor pyscipopt is installed",
-                    "time_limit": V}
-        cert, ran = None, ""
-        for other, max_exact in engines:
-            cert = certify_full_scale(I, max_exact=max_exact, exact_solver=other, time_limit=V,
-                                      mip_gap=gaps[other], warm_start=sol["best_set"])
-            ran = str(cert.info.get("exact_solver", ""))
-            if ran:
-                break
-        n_on = cert.n_survivors
-        on = f"the certificate's screened pool ({n_on} of {inst.n} items; divopt's screening)"
-        if not ran:
-            why = f"the screened pool has {n_on} items, more than " + " or ".join(
-                f"{e} takes here ({m})" for e, m in engines)
-            return {"solver": "+".join(e for e, _ in engines), "on": on, "verdict": NOT_RUN,
-                    "time_limit": V, "seconds": round(time.perf_counter() - t0, 3), "why": why}
-        other = ran
-        proven = cert.info.get("exact_status") == "optimal"
-        status = str(cert.info.get("exact_status"))
-        f2 = inst.f(cert.incumbent)
-        b2 = float(cert.upper_bound)
-        engine_secs = cert.seconds  # the certificate run whose exact stage ran (screening included)
-        warm_note = {"used": "the stored set", "beaten": "a fast selector's better set",
-                     "screened out": "the certificate's incumbent (safe screening removed an item of the stored set)"
-                     }.get(cert.info.get("warm_start"), "the certificate's incumbent")
-    secs = time.perf_counter() - t0
-    verdict = _verdict(f, tol, f2, proven, b2)
-    return {"solver": other, "on": on, "verdict": verdict, "status": status, "f": f2, "bound": b2,
-           "seconds": round(secs, 3), "engine_seconds": round(float(engine_secs), 3), "time_limit": V,
-           "warm_start": warm_note, "agree": verdict == AGREE, "n_solved": n_on}
+    if "gurobi" in primary:
+        engines = [("bnb", 1000)]
+    else:  # Gurobi where its licence takes the screened pool, else SCIP
+        engines = ([("gurobi", gurobi_max_n)] if _gurobi_ok() and "gurobi" not in skip else []) + (
+            [("scip", SCIP_MAX_N)] if _scip_ok() and "scip" not in skip else [])
+    if not engines:
+        return {"solver": "gurobi", "on": "the certificate's screened pool", "verdict": NOT_RUN,
+                "why": f"skipped here: {', '.join(skip)}" if skip else "neither gurobipy nor pyscipopt is installed",
+                "time_limit": V}
+    t0 = time.perf_counter()
+    I = inst.to_instance()
+    cert, ran = None, ""
+    for other, max_exact in engines:
+        cert = certify_full_scale(I, max_exact=max_exact, exact_solver=other, time_limit=V,
+                                  mip_gap=_GAPS[other], warm_start=sol["best_set"])
+        ran = str(cert.info.get("exact_solver", ""))
+        if ran:
+            break
+    n_on = cert.n_survivors
+    on = f"the certificate's screened pool ({n_on} of {inst.n} items; divopt's screening)"
+    if not ran:
+        why = f"the screened pool has {n_on} items, more than " + " or ".join(
+            f"{e} takes here ({m})" for e, m in engines)
+        return {"solver": "+".join(e for e, _ in engines), "on": on, "verdict": NOT_RUN,
+                "time_limit": V, "seconds": round(time.perf_counter() - t0, 3), "why": why}
+    f = float(sol["f"])
+    f2, b2 = inst.f(cert.incumbent), float(cert.upper_bound)
+    verdict = _verdict(f, _agreement_tol(f), f2, cert.info.get("exact_status") == "optimal", b2)
+    warm_note = {"used": "the stored set", "beaten": "a fast selector's better set",
+                 "screened out": "the certificate's incumbent (safe screening removed an item of the stored set)"
+                 }.get(cert.info.get("warm_start"), "the certificate's incumbent")
+    return {"solver": ran, "on": on, "verdict": verdict, "status": str(cert.info.get("exact_status")), "f": f2,
+            "bound": b2, "seconds": round(time.perf_counter() - t0, 3),
+            # the certificate run whose exact stage ran (screening included)
+            "engine_seconds": round(float(cert.seconds), 3), "time_limit": V,
+            "warm_start": warm_note, "agree": verdict == AGREE, "n_solved": n_on}
 
 
 def _order(ids: list[str]) -> list[str]:
